@@ -1,0 +1,30 @@
+"""`lactchain`: the command line. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from lactchain.cli import env_cmd
+
+app = typer.Typer(
+    name="lactchain",
+    help="LactChain lab: train LLMs as reinforcement-learning policies on GridWorld.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(env_cmd.app, name="env")
+
+
+def _register_optional_groups() -> None:
+    """Groups added by later modules register here, so one import list stays the truth."""
+    from lactchain.cli import runs_cmd
+
+    app.add_typer(runs_cmd.app, name="runs")
+
+
+_register_optional_groups()
+
+
+def main() -> None:
+    app()

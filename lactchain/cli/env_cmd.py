@@ -1,0 +1,69 @@
+"""`lactchain env ...`: look at the GridWorld and its exact optimum."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from lactchain.cli.common import JsonOption, console, fail, print_json
+from lactchain.envs import GridWorldEnv, Planner
+from lactchain.envs.gridworld import render_ansi
+from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
+
+app = typer.Typer(help="Inspect the GridWorld environment.", no_args_is_help=True)
+
+
+@app.command("show")
+def show(
+    size: Annotated[int, typer.Option("--size", "-n", help="Grid side length.")] = 4,
+    turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
+    gamma: Annotated[float, typer.Option("--gamma", help="Per-action discount for V*.")] = 0.99,
+    as_json: JsonOption = False,
+) -> None:
+    """Render the grid and the optimal plan from the start state.
+
+    The goal sits in the north-east corner; the agent starts in the south-west
+    corner facing east. Prints the exact optimal move list (BFS) and V*.
+    """
+    moves = ALL_MOVES if turn_right else DEFAULT_MOVES
+    try:
+        env = GridWorldEnv(size=size, goal=(size - 1, size - 1), moves=moves, render_mode="ansi")
+    except ValueError as exc:
+        fail(str(exc))
+    env.reset()
+    planner = Planner(env)
+    plan = planner.plan(env.state)
+    v_start = planner.value(env.state, gamma)
+    if as_json:
+        print_json(
+            {
+                "size": env.size,
+                "start": env.start.as_dict(),
+                "goal": {"x": env.goal[0], "y": env.goal[1]},
+                "moves": list(env.moves),
+                "optimal_moves": plan,
+                "optimal_move_count": len(plan),
+                "v_star_start": v_start,
+                "gamma": gamma,
+                "max_moves_per_action": env.max_moves_per_action,
+                "grid": env.render(),
+                "description": env.describe(),
+            }
+        )
+        return
+    # Draw the grid with the optimal path marked.
+    path = [env.state]
+    for move in plan:
+        env.step([move])
+        path.append(env.state)
+    console.print(Panel(render_ansi(env.size, env.start, env.goal, path), title=f"GridWorld {size}x{size}", expand=False))
+    table = Table(show_header=False, box=None)
+    table.add_row("start", str(env.start))
+    table.add_row("goal", f"(x={env.goal[0]}, y={env.goal[1]})")
+    table.add_row("moves", ", ".join(env.moves))
+    table.add_row("optimal plan", f"{format_moves(plan)} ({len(plan)} moves)")
+    table.add_row(f"V*(start), gamma={gamma}", f"{v_start:.2f}")
+    console.print(table)

@@ -1,0 +1,321 @@
+"""GridWorld where one action is a whole list of moves and earns one reward.
+
+Coordinates: x grows east, y grows north; (0, 0) is the south-west corner. With the
+default vocabulary (move forward, turn left) the agent starts at (0, 0) facing east
+and the goal is (3, 3): three steps east, turn left, three steps north.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from lactchain.moves import DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, validate_moves
+
+ORIENTATIONS: tuple[str, ...] = ("north", "east", "south", "west")
+_STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
+GLYPHS = {"north": "^", "east": ">", "south": "v", "west": "<"}
+GOAL_REWARD = 100.0
+MOVE_COST = -1.0
+
+
+@dataclass(frozen=True)
+class State:
+    """Agent pose. Hashable, so planners and samplers can key on it."""
+
+    x: int
+    y: int
+    orientation: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "y": self.y, "orientation": self.orientation}
+
+    def __str__(self) -> str:
+        return f"(x={self.x}, y={self.y}, facing {self.orientation})"
+
+
+@dataclass(frozen=True)
+class MoveOutcome:
+    """The result of one move: where the agent ends up and what got in its way."""
+
+    state: State
+    bumped: str | None = None  # the wall hit while clamping, e.g. "north"
+    exited: bool = False  # left the grid (terminate-on-exit mode)
+
+
+def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = False) -> MoveOutcome:
+    """Pure transition of one move; shared by the env and the exact planner."""
+    idx = ORIENTATIONS.index(state.orientation)
+    if move == TURN_LEFT:
+        return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx - 1) % 4]))
+    if move == TURN_RIGHT:
+        return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx + 1) % 4]))
+    if move != MOVE_FORWARD:
+        raise ValueError(f"unknown move {move!r}")
+    dx, dy = _STEP[state.orientation]
+    nx, ny = state.x + dx, state.y + dy
+    if 0 <= nx < size and 0 <= ny < size:
+        return MoveOutcome(State(nx, ny, state.orientation))
+    if terminate_on_exit:
+        return MoveOutcome(state, exited=True)
+    return MoveOutcome(state, bumped=state.orientation)
+
+
+def _as_cell(value: Any, name: str) -> tuple[int, int]:
+    try:
+        x, y = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an (x, y) pair, got {value!r}") from None
+    return x, y
+
+
+def _count_word(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+class GridWorldEnv(gym.Env):
+    """Gymnasium env: observation {x, y, orientation}, action = a list of moves.
+
+    Actions may be given as move strings (`["move forward", "turn left"]`) or as
+    indices into `self.moves` (what `action_space.sample()` returns).
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        size: int = 4,
+        start: Sequence[Any] | Mapping[str, Any] = (0, 0, "east"),
+        goal: Sequence[int] = (3, 3),
+        moves: Sequence[str] = DEFAULT_MOVES,
+        max_actions: int = 20,
+        max_moves_per_action: int = 8,
+        terminate_on_exit: bool = False,
+        exit_penalty: float = -10.0,
+        render_mode: str | None = None,
+    ):
+        if int(size) < 2:
+            raise ValueError(f"size must be at least 2, got {size}")
+        self.size = int(size)
+        self.moves = tuple(validate_moves(moves))
+        if len(set(self.moves)) != len(self.moves) or not self.moves:
+            raise ValueError(f"moves must be a non-empty list without repeats, got {list(moves)}")
+        self.goal = _as_cell(goal, "goal")
+        self._check_cell(self.goal, "goal")
+        self.start = self._parse_state(start)
+        if max_actions < 1 or max_moves_per_action < 1:
+            raise ValueError("max_actions and max_moves_per_action must be >= 1")
+        self.max_actions = int(max_actions)
+        self.max_moves_per_action = int(max_moves_per_action)
+        self.terminate_on_exit = bool(terminate_on_exit)
+        self.exit_penalty = float(exit_penalty)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+
+        self.observation_space = spaces.Dict(
+            {
+                "x": spaces.Discrete(self.size),
+                "y": spaces.Discrete(self.size),
+                "orientation": spaces.Discrete(len(ORIENTATIONS)),
+            }
+        )
+        self.action_space = spaces.Sequence(spaces.Discrete(len(self.moves)))
+        self.state = self.start
+        self.actions_taken = 0
+        self.path: list[State] = [self.start]
+
+    # ---- validation -------------------------------------------------------------
+    def _check_cell(self, cell: tuple[int, int], name: str) -> None:
+        x, y = cell
+        if not (0 <= x < self.size and 0 <= y < self.size):
+            raise ValueError(f"{name} {cell} is outside the {self.size}x{self.size} grid")
+
+    def _parse_state(self, value: Any) -> State:
+        if isinstance(value, State):
+            raw = value.as_dict()
+        elif isinstance(value, Mapping):
+            raw = dict(value)
+        else:
+            try:
+                x, y, o = value
+            except (TypeError, ValueError):
+                raise ValueError(f"state must be {{x, y, orientation}}, got {value!r}") from None
+            raw = {"x": x, "y": y, "orientation": o}
+        missing = {"x", "y", "orientation"} - set(raw)
+        if missing:
+            raise ValueError(f"state {value!r} is missing {sorted(missing)}")
+        orientation = raw["orientation"]
+        if isinstance(orientation, (int, np.integer)) and 0 <= int(orientation) < 4:
+            orientation = ORIENTATIONS[int(orientation)]
+        orientation = str(orientation).strip().lower()
+        if orientation not in ORIENTATIONS:
+            raise ValueError(f"orientation {raw['orientation']!r} is not one of {', '.join(ORIENTATIONS)}")
+        x, y = _as_cell((raw["x"], raw["y"]), "state")
+        self._check_cell((x, y), "state")
+        return State(x, y, orientation)
+
+    def _to_moves(self, action: Iterable[Any]) -> list[str]:
+        if isinstance(action, str):
+            raise ValueError(f"an action is a list of moves, got the string {action!r}")
+        moves = []
+        for item in action:
+            if isinstance(item, (int, np.integer)):
+                if not 0 <= int(item) < len(self.moves):
+                    raise ValueError(f"move index {item} is out of range 0..{len(self.moves) - 1}")
+                moves.append(self.moves[int(item)])
+            else:
+                moves.extend(validate_moves([item], self.moves))
+        return moves
+
+    # ---- gymnasium API ----------------------------------------------------------
+    def _obs(self) -> dict[str, int]:
+        s = self.state
+        return {"x": s.x, "y": s.y, "orientation": ORIENTATIONS.index(s.orientation)}
+
+    def describe(self, state: State | None = None) -> str:
+        """Text for prompts: the grid, the goal and where the agent is."""
+        s = state or self.state
+        return (
+            f"The grid world is {self.size}x{self.size}; x grows to the east and y to the north. "
+            f"The goal is at (x={self.goal[0]}, y={self.goal[1]}). "
+            f"You are at (x={s.x}, y={s.y}) facing {s.orientation}."
+        )
+
+    def _info(self, caption: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "state": self.state.as_dict(),
+            "description": self.describe(),
+            "caption": caption,
+            "actions_taken": self.actions_taken,
+            **extra,
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        self.state = self._parse_state(options["state"]) if options.get("state") is not None else self.start
+        self.actions_taken = 0
+        self.path = [self.state]
+        info = self._info(f"start at {self.state}")
+        if (self.state.x, self.state.y) == self.goal:
+            info["caption"] += " (already at the goal)"
+        return self._obs(), info
+
+    def step(self, action: Iterable[Any]):
+        moves = self._to_moves(action)
+        dropped = max(0, len(moves) - self.max_moves_per_action)
+        moves = moves[: self.max_moves_per_action]
+        self.actions_taken += 1
+        reward, executed, terminated = 0.0, 0, False
+        events: list[str] = []
+        reached_goal = exited = False
+        if (self.state.x, self.state.y) == self.goal:
+            moves, terminated, reached_goal = [], True, True
+            events.append("already at the goal")
+        for move in moves:
+            outcome = apply_move(self.state, move, self.size, self.terminate_on_exit)
+            executed += 1
+            reward += MOVE_COST
+            self.state = outcome.state
+            self.path.append(self.state)
+            events.append(f"bumped the {outcome.bumped} wall" if outcome.bumped else move)
+            if outcome.exited:
+                reward += self.exit_penalty
+                events[-1] = "walked off the grid"
+                terminated = exited = True
+                break
+            if (self.state.x, self.state.y) == self.goal:
+                reward += GOAL_REWARD
+                events.append("reached the goal")
+                terminated = reached_goal = True
+                break
+        truncated = not terminated and self.actions_taken >= self.max_actions
+        caption = _caption(events) or "did nothing (empty move list)"
+        if dropped:
+            caption += f"; {dropped} extra move{'s' if dropped > 1 else ''} ignored (limit {self.max_moves_per_action})"
+        if truncated:
+            caption += f"; out of actions ({self.max_actions})"
+        info = self._info(
+            caption,
+            moves=moves,
+            moves_executed=executed,
+            moves_dropped=dropped,
+            reached_goal=reached_goal,
+            exited=exited,
+        )
+        return self._obs(), reward, terminated, truncated, info
+
+    # ---- rendering --------------------------------------------------------------
+    def render(self):
+        if self.render_mode == "ansi":
+            return render_ansi(self.size, self.state, self.goal, self.path)
+        if self.render_mode == "rgb_array":
+            return render_rgb(self.size, self.state, self.goal, self.path)
+        return None
+
+
+def _caption(events: list[str]) -> str:
+    """Collapse runs of the same event: "moved forward twice, bumped the north wall"."""
+    words = {MOVE_FORWARD: "moved forward", TURN_LEFT: "turned left", TURN_RIGHT: "turned right"}
+    parts: list[str] = []
+    i = 0
+    while i < len(events):
+        j = i
+        while j < len(events) and events[j] == events[i]:
+            j += 1
+        text = words.get(events[i], events[i])
+        parts.append(text if j - i == 1 else f"{text} {_count_word(j - i)}")
+        i = j
+    return ", ".join(parts)
+
+
+def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = ()) -> str:
+    """Text grid, north at the top: agent glyph ^ > v <, goal G, visited cells '.'."""
+    visited = {(s.x, s.y) for s in path}
+    rows = []
+    for y in range(size - 1, -1, -1):
+        cells = []
+        for x in range(size):
+            if (x, y) == (state.x, state.y):
+                cells.append(GLYPHS[state.orientation])
+            elif (x, y) == tuple(goal):
+                cells.append("G")
+            elif (x, y) in visited:
+                cells.append(".")
+            else:
+                cells.append(" ")
+        rows.append(f"{y} |" + "|".join(f" {c} " for c in cells) + "|")
+    border = "  +" + "+".join(["---"] * size) + "+"
+    axis = "    " + "   ".join(str(x) for x in range(size))
+    out = [border]
+    for row in rows:
+        out.extend([row, border])
+    out.append(axis)
+    return "\n".join(out)
+
+
+def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (), cell: int = 32) -> np.ndarray:
+    """RGB image: grey grid, green goal, pale visited cells, blue agent with a red nose."""
+    img = np.full((size * cell, size * cell, 3), 240, dtype=np.uint8)
+
+    def box(x: int, y: int) -> tuple[slice, slice]:
+        row = size - 1 - y
+        return slice(row * cell + 1, (row + 1) * cell - 1), slice(x * cell + 1, (x + 1) * cell - 1)
+
+    for s in path:
+        img[box(s.x, s.y)] = (210, 225, 245)
+    img[box(*goal)] = (60, 180, 75)
+    img[box(state.x, state.y)] = (40, 80, 200)
+    rows, cols = box(state.x, state.y)
+    cy, cx = (rows.start + rows.stop) // 2, (cols.start + cols.stop) // 2
+    dx, dy = _STEP[state.orientation]
+    ny, nx = cy - dy * (cell // 3), cx + dx * (cell // 3)
+    img[ny - 3 : ny + 3, nx - 3 : nx + 3] = (220, 40, 40)
+    img[:: cell, :] = 120
+    img[:, :: cell] = 120
+    return img

@@ -1,0 +1,131 @@
+"""Move vocabulary, parsing of model output into move lists, and the decoding grammar.
+
+Model output is data, never code: parsing uses `ast.literal_eval` on a bracketed
+literal (which evaluates no calls or names) and otherwise a phrase scan.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+MOVE_FORWARD = "move forward"
+TURN_LEFT = "turn left"
+TURN_RIGHT = "turn right"
+ALL_MOVES: tuple[str, ...] = (MOVE_FORWARD, TURN_LEFT, TURN_RIGHT)
+DEFAULT_MOVES: tuple[str, ...] = (MOVE_FORWARD, TURN_LEFT)
+
+STRICT = "strict"
+LENIENT = "lenient"
+FAILED = "failed"
+PARSE_MODES = (STRICT, LENIENT, FAILED)
+
+_LIST_RE = re.compile(r"\[[^\[\]]*\]", re.DOTALL)
+_SPACE_RE = re.compile(r"[\s_\-]+")
+# Longest phrases first, so "move forward" wins over a bare "forward".
+_PHRASE_ALIASES: dict[str, str] = {
+    "move forward": MOVE_FORWARD,
+    "go forward": MOVE_FORWARD,
+    "step forward": MOVE_FORWARD,
+    "forward": MOVE_FORWARD,
+    "turn left": TURN_LEFT,
+    "rotate left": TURN_LEFT,
+    "turn right": TURN_RIGHT,
+    "rotate right": TURN_RIGHT,
+}
+_SCAN_RE = re.compile(
+    "|".join(
+        r"\b" + re.escape(p).replace(r"\ ", r"[\s_\-]+") + r"\b"
+        for p in sorted(_PHRASE_ALIASES, key=len, reverse=True)
+    ),
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class ParsedMoves:
+    """What a completion turned into, and how (strict, lenient or failed)."""
+
+    moves: list[str] = field(default_factory=list)
+    mode: str = FAILED
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.mode != FAILED
+
+
+def normalize_move(text: str) -> str:
+    """Canonical form of one move: lower case, no quotes, single spaces."""
+    cleaned = str(text).strip().strip("'\"` ").lower()
+    return _SPACE_RE.sub(" ", cleaned).strip()
+
+
+def validate_moves(moves: Iterable[str], allowed: Sequence[str] = ALL_MOVES) -> list[str]:
+    """Normalise moves and reject any that is not in `allowed` (ValueError names it)."""
+    out = []
+    for raw in moves:
+        move = normalize_move(raw)
+        if move not in allowed:
+            raise ValueError(f"unknown move {raw!r}; allowed moves: {', '.join(allowed)}")
+        out.append(move)
+    return out
+
+
+def format_moves(moves: Sequence[str]) -> str:
+    """The python-list text of a move list, as the model is asked to write it."""
+    return "[" + ", ".join(f"'{m}'" for m in moves) + "]"
+
+
+def _strict(text: str, allowed: Sequence[str]) -> list[str] | None:
+    for match in _LIST_RE.finditer(text):
+        try:
+            value = ast.literal_eval(match.group(0))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            continue
+        try:
+            return validate_moves(value, allowed)
+        except ValueError:
+            return None
+    return None
+
+
+def _lenient(text: str, allowed: Sequence[str]) -> list[str]:
+    found = (_PHRASE_ALIASES[normalize_move(m.group(0))] for m in _SCAN_RE.finditer(text))
+    return [m for m in found if m in allowed]
+
+
+def parse_moves(text: str, allowed: Sequence[str] = DEFAULT_MOVES) -> ParsedMoves:
+    """Parse model output: the first python list of allowed moves (strict), else the
+    known move phrases in order (lenient), else failed. Never executes the text."""
+    if not isinstance(text, str):
+        return ParsedMoves([], FAILED, f"expected text, got {type(text).__name__}")
+    strict = _strict(text, allowed)
+    if strict is not None:
+        return ParsedMoves(strict, STRICT)
+    lenient = _lenient(text, allowed)
+    if lenient:
+        return ParsedMoves(lenient, LENIENT)
+    return ParsedMoves([], FAILED, "no move list or known move phrase found")
+
+
+def move_list_grammar(allowed: Sequence[str] = DEFAULT_MOVES, max_moves: int = 8) -> str:
+    """EBNF (GBNF dialect, as xgrammar reads it) for a python list of 1..max_moves
+    allowed moves, quoted with single quotes: ['move forward', 'turn left']."""
+    if max_moves < 1:
+        raise ValueError(f"max_moves must be >= 1, got {max_moves}")
+    if not allowed:
+        raise ValueError("the move vocabulary is empty")
+    alternatives = " | ".join(f"\"'{m}'\"" for m in allowed)
+    # Nested optional tails keep the grammar unambiguous: tail_k allows k more moves.
+    rules = [f'root ::= "[" move tail{max_moves - 1} "]"', f"move ::= {alternatives}"]
+    for k in range(max_moves - 1, 0, -1):
+        inner = f" tail{k - 1}" if k > 1 else ""
+        rules.append(f'tail{k} ::= ("," " " move{inner})?')
+    if max_moves == 1:
+        rules[0] = 'root ::= "[" move "]"'
+    return "\n".join(rules) + "\n"
