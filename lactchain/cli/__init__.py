@@ -18,9 +18,11 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import runs_cmd
+    from lactchain.cli import bench_cmd, play_cmd, runs_cmd
 
     app.add_typer(runs_cmd.app, name="runs")
+    app.command("play")(play_cmd.play)
+    app.add_typer(bench_cmd.app, name="bench")
 
 
 _register_optional_groups()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
+import click
 import typer
 from rich.console import Console
 
@@ -35,3 +36,87 @@ def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     err_console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
+
+
+# ---- jobs: every long command runs in the foreground or detached -------------------
+
+DetachOption = Annotated[
+    bool,
+    typer.Option("--detach", help="Run as a background job (survives logout); prints the run id and returns."),
+]
+RunIdOption = Annotated[Optional[str], typer.Option("--run-id", hidden=True, help="Adopt this scheduled run (set by --detach).")]
+SKIP_ON_RELAUNCH = {"detach", "run_id", "db"}
+
+
+def relaunch_argv(ctx: click.Context) -> list[str]:
+    """Rebuild this command's argv from its parsed parameters (minus --detach/--db/--run-id),
+    so `--detach` can start the very same command in a new session."""
+    path = []
+    c: click.Context | None = ctx
+    while c is not None and c.parent is not None:
+        path.append(c.info_name)
+        c = c.parent
+    argv = list(reversed(path))
+    for param in ctx.command.params:
+        if param.name in SKIP_ON_RELAUNCH:
+            continue
+        value = ctx.params.get(param.name)
+        if value is None:
+            continue
+        if isinstance(param, click.Argument):
+            argv.extend(str(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+            continue
+        opt = max(param.opts, key=len)
+        if getattr(param, "is_flag", False) and isinstance(value, bool):
+            if value:
+                argv.append(opt)
+            elif param.secondary_opts:
+                argv.append(max(param.secondary_opts, key=len))
+            continue
+        for v in value if getattr(param, "multiple", False) else [value]:
+            argv.extend([opt, str(getattr(v, "value", v))])
+    return argv
+
+
+def open_registry(db: Optional[Path]):
+    from lactchain.registry import Registry
+
+    return Registry(db)
+
+
+def run_job(
+    ctx: click.Context,
+    *,
+    kind: str,
+    db: Optional[Path],
+    detach: bool,
+    run_id: Optional[str],
+    params: dict[str, Any],
+    body: Callable[..., dict[str, Any]],
+    as_json: bool,
+    name: Optional[str] = None,
+    render: Optional[Callable[[dict[str, Any]], None]] = None,
+) -> None:
+    """The one path every long command takes: detach, or run `body(handle)` inside a
+    registry-tracked run and print its result (JSON or `render`)."""
+    from lactchain import jobs
+
+    registry = open_registry(db)
+    if detach:
+        rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
+        if as_json:
+            print_json({"run_id": rid, "status": "SCHEDULED", "log": str(registry.run_dir(rid) / "log.txt")})
+        else:
+            console.print(f"started [bold]{rid}[/] in the background; follow it with [cyan]lactchain runs logs {rid} --follow[/]")
+        return
+    try:
+        with jobs.run_context(registry, kind, name=name, params=params, run_id=run_id) as handle:
+            result = {"run_id": handle.run_id, **body(handle)}
+    except jobs.Cancelled:
+        fail("cancelled; the run is marked KILLED", code=130)
+    if as_json:
+        print_json(result)
+    elif render is not None:
+        render(result)
+    else:
+        console.print(result)

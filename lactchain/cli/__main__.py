@@ -1,0 +1,3 @@
+from lactchain.cli import main
+
+main()

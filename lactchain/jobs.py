@@ -1,0 +1,218 @@
+"""Run lifecycle for every long command: foreground or detached, heartbeat, cancel.
+
+A job is always a `lactchain ...` CLI command. `--detach` re-launches the same
+command in a new session (stdin /dev/null, output to runs/<id>/log.txt) and
+returns the run id at once, so the job outlives the TUI and the SSH session.
+Inside the job, `run_context` owns the registry row: RUNNING with pid/pgid and a
+heartbeat, FINISHED on success, KILLED on SIGTERM/SIGINT (after the job's own
+checkpoint hook), FAILED with the traceback on a crash. A run whose process
+vanished without a word (kill -9, reboot) is found by `reap_dead_runs`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 60.0
+ACTIVE = ("SCHEDULED", "RUNNING")
+
+
+class Cancelled(Exception):
+    """Raised inside a job when it receives SIGTERM/SIGINT."""
+
+
+@dataclass
+class RunHandle:
+    """What a running job sees of its own registry row."""
+
+    registry: Any
+    run_id: str
+    dir: Path
+    _on_cancel: list[Callable[[], None]] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.registry.log_metrics(self.run_id, metrics, step=step)
+
+    def on_cancel(self, fn: Callable[[], None]) -> None:
+        """Register a checkpoint hook that runs before the run is marked KILLED."""
+        self._on_cancel.append(fn)
+
+    def check_cancelled(self) -> None:
+        """Call at safe points (between steps) to stop cleanly after a SIGTERM."""
+        if self.cancelled.is_set():
+            raise Cancelled("received a termination signal")
+
+
+def _heartbeat(registry: Any, run_id: str, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_S):
+        try:
+            registry.heartbeat(run_id)
+        except Exception:  # a busy db must never kill the job
+            pass
+
+
+@contextmanager
+def run_context(
+    registry: Any,
+    kind: str,
+    name: str | None = None,
+    params: dict[str, Any] | None = None,
+    parent_id: str | None = None,
+    run_id: str | None = None,
+    cmd: Sequence[str] | None = None,
+) -> Iterator[RunHandle]:
+    """Create (or adopt, when launched detached) a run and keep its status true."""
+    if run_id is None:
+        run_id = registry.create_run(kind, name=name, params=params or {}, parent_id=parent_id, cmd=list(cmd or sys.argv))
+    elif params:
+        registry.log_params(run_id, params)
+    handle = RunHandle(registry, run_id, registry.run_dir(run_id))
+    registry.start_run(run_id, pid=os.getpid(), pgid=os.getpgid(0))
+
+    previous: dict[int, Any] = {}
+
+    def _signal(signum: int, _frame: Any) -> None:
+        # First signal: ask the job to stop at its next safe point.
+        handle.cancelled.set()
+        raise Cancelled(f"received {signal.Signals(signum).name}")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, _signal)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(registry, run_id, stop), daemon=True)
+    beat.start()
+    try:
+        yield handle
+    except (Cancelled, KeyboardInterrupt):
+        for fn in handle._on_cancel:
+            try:
+                fn()
+            except Exception:
+                traceback.print_exc()
+        registry.end_run(run_id, "KILLED", exit_code=-signal.SIGTERM, error="cancelled by signal")
+        raise
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) and not exc.code:
+            registry.end_run(run_id, "FINISHED", exit_code=0)
+            raise
+        registry.end_run(run_id, "FAILED", exit_code=1, error=traceback.format_exc())
+        raise
+    else:
+        registry.end_run(run_id, "FINISHED", exit_code=0)
+    finally:
+        stop.set()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def detach(registry: Any, kind: str, argv: Sequence[str], name: str | None = None, params: dict[str, Any] | None = None) -> str:
+    """Launch `lactchain <argv> --run-id ID` in its own session; return the run id.
+
+    The child adopts the SCHEDULED run; its stdout/stderr go to runs/<id>/log.txt.
+    """
+    run_id = registry.create_run(kind, name=name, params=params or {}, cmd=["lactchain", *argv])
+    log_path = registry.run_dir(run_id) / "log.txt"
+    child_argv = [sys.executable, "-m", "lactchain.cli", *argv, "--run-id", run_id, "--db", str(registry.path)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(
+            child_argv,
+            stdin=devnull,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
+    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid, log_path=str(log_path))
+    return run_id
+
+
+def strip_detach(argv: Sequence[str]) -> list[str]:
+    """The command line to re-launch: the same, minus --detach (and any --db/--run-id,
+    which `detach` sets itself)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "--detach":
+            continue
+        if arg in ("--db", "--run-id"):
+            skip = True
+            continue
+        if arg.startswith(("--db=", "--run-id=")):
+            continue
+        out.append(arg)
+    return out
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as dead.
+    try:
+        with open(f"/proc/{int(pid)}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def reap_dead_runs(registry: Any, never_started_after_s: float = STALE_AFTER_S) -> list[str]:
+    """Mark FAILED every active run whose process is gone (kill -9, reboot, OOM).
+
+    Called whenever runs are listed, so a dead job is never shown as RUNNING.
+    """
+    now = time.time() * 1000
+    reaped = []
+    for run in registry.list_runs():
+        if run["status"] not in ACTIVE or pid_alive(run.get("pid")):
+            continue
+        beat = run.get("heartbeat_ms") or run.get("created_ms") or now
+        if run.get("pid") is None:
+            if now - beat < never_started_after_s * 1000:
+                continue  # being launched right now
+            reason = "it was scheduled but no process ever took it"
+        else:
+            reason = f"its process {run['pid']} is gone; last heartbeat {(now - beat) / 1000:.0f} s ago"
+        if registry.get_run(run["id"])["status"] not in ACTIVE:
+            continue  # it finished between our two reads
+        registry.end_run(run["id"], "FAILED", error=f"died without reporting: {reason}")
+        reaped.append(run["id"])
+    return reaped
+
+
+def kill_run(registry: Any, run_id: str, sig: int = signal.SIGTERM) -> bool:
+    """Send `sig` to a run's process group; True if something was signalled."""
+    run = registry.get_run(run_id)
+    pgid, pid = run.get("pgid"), run.get("pid")
+    try:
+        if pgid:
+            os.killpg(int(pgid), sig)
+        elif pid:
+            os.kill(int(pid), sig)
+        else:
+            return False
+    except ProcessLookupError:
+        return False
+    return True

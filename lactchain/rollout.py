@@ -1,0 +1,233 @@
+"""Batched lock-step rollouts: N envs, one batched `generate` per step.
+
+Each lock-step renders one prompt per live env, asks the actor for all of them in
+a single call, parses and steps every env, and writes the steps to the registry.
+A slot whose episode ends takes the next pending episode, so the batch stays full
+until the episode budget runs out; then finished slots drop out.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from lactchain.envs import GridWorldEnv, Planner, State, all_states
+from lactchain.moves import FAILED
+from lactchain.prompts import PromptSpec
+
+
+class SamplesLike(Protocol):
+    text: str
+    moves: list[str]
+    mode: str
+    logprob: float
+
+
+class ActorLike(Protocol):
+    """What a rollout needs from an actor (lactchain.models.actor.Actor fits)."""
+
+    moves: tuple[str, ...]
+
+    def generate(self, prompts: list[str], **kwargs: Any) -> Sequence[SamplesLike]: ...
+
+
+@dataclass
+class RolloutConfig:
+    episodes: int = 8
+    n_envs: int = 8
+    constrained: bool = True
+    temperature: float = 0.0
+    max_new_tokens: int = 48
+    start: str = "fixed"  # "fixed" (the env's start) or "random" (uniform over non-goal states)
+    seed: int = 0
+    max_env_steps: int | None = None  # stop after this many env steps (benchmarks)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1 or self.n_envs < 1:
+            raise ValueError("episodes and n_envs must be >= 1")
+        if self.start not in ("fixed", "random"):
+            raise ValueError(f"start must be 'fixed' or 'random', got {self.start!r}")
+
+
+@dataclass
+class EpisodeResult:
+    idx: int
+    seed: int
+    start_state: dict[str, Any]
+    total_return: float = 0.0
+    length: int = 0  # actions taken
+    moves_used: int = 0  # moves executed
+    parse_failures: int = 0
+    success: bool = False
+    optimal_moves: int | None = None
+    episode_id: int | None = None
+
+    @property
+    def optimal_ratio(self) -> float | None:
+        """Optimal moves / moves used, for successful episodes (1.0 = optimal)."""
+        if not self.success or not self.moves_used:
+            return None if not self.success else 1.0
+        return (self.optimal_moves or 0) / self.moves_used
+
+
+@dataclass
+class RolloutSummary:
+    episodes: list[EpisodeResult]
+    env_steps: int
+    parse_failures: int
+    seconds: float
+    generate_seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        n = len(self.episodes)
+        ratios = [e.optimal_ratio for e in self.episodes if e.optimal_ratio is not None]
+        return {
+            "episodes": n,
+            "env_steps": self.env_steps,
+            "success_rate": sum(e.success for e in self.episodes) / n if n else 0.0,
+            "mean_return": sum(e.total_return for e in self.episodes) / n if n else 0.0,
+            "mean_optimal_ratio": sum(ratios) / len(ratios) if ratios else 0.0,
+            "parse_failure_rate": self.parse_failures / self.env_steps if self.env_steps else 0.0,
+            "env_steps_per_s": self.env_steps / self.seconds if self.seconds > 0 else 0.0,
+            "seconds": self.seconds,
+            "generate_seconds": self.generate_seconds,
+        }
+
+
+def start_states(cfg: RolloutConfig, env: GridWorldEnv) -> list[State]:
+    """The start state of every episode, reproducible from the seed."""
+    if cfg.start == "fixed":
+        return [env.start] * cfg.episodes
+    rng = random.Random(cfg.seed)
+    pool = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    return [rng.choice(pool) for _ in range(cfg.episodes)]
+
+
+@dataclass
+class _Slot:
+    env: GridWorldEnv
+    episode: EpisodeResult | None = None
+
+
+def run_rollouts(
+    actor: ActorLike,
+    cfg: RolloutConfig,
+    prompt: PromptSpec | None = None,
+    registry: Any | None = None,
+    run_id: str | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> RolloutSummary:
+    """Play `cfg.episodes` episodes on `cfg.n_envs` envs in lock-step.
+
+    With a registry and run id, every episode and step is written as it happens,
+    so a crash loses at most the lock-step in flight.
+    """
+    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
+    env_kwargs = {"moves": tuple(actor.moves), **cfg.env_kwargs}
+    slots = [_Slot(GridWorldEnv(**env_kwargs)) for _ in range(min(cfg.n_envs, cfg.episodes))]
+    planner = Planner(slots[0].env)
+    starts = start_states(cfg, slots[0].env)
+    results: list[EpisodeResult] = []
+    next_episode = 0
+    env_steps = parse_failures = 0
+    gen_seconds = 0.0
+    t0 = time.perf_counter()
+
+    def begin(slot: _Slot) -> None:
+        nonlocal next_episode
+        idx = next_episode
+        next_episode += 1
+        seed = cfg.seed * 1_000_003 + idx
+        slot.env.reset(seed=seed, options={"state": starts[idx].as_dict()})
+        ep = EpisodeResult(idx, seed, slot.env.state.as_dict(), optimal_moves=planner.distance(slot.env.state))
+        if registry is not None and run_id is not None:
+            ep.episode_id = registry.add_episode(
+                run_id, idx=idx, seed=seed, start_state=ep.start_state, optimal_moves=ep.optimal_moves, length=0
+            )
+        slot.episode = ep
+
+    for slot in slots:
+        begin(slot)
+
+    lockstep = 0
+    while any(s.episode is not None for s in slots):
+        if should_stop is not None and should_stop():
+            break
+        if cfg.max_env_steps is not None and env_steps >= cfg.max_env_steps:
+            break
+        live = [s for s in slots if s.episode is not None]
+        prompts = [prompt.render(s.env.describe()) for s in live]
+        g0 = time.perf_counter()
+        samples = actor.generate(
+            prompts,
+            constrained=cfg.constrained,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed * 7919 + lockstep,
+        )
+        gen_seconds += time.perf_counter() - g0
+        lockstep += 1
+        rows = []
+        for slot, text, sample in zip(live, prompts, samples):
+            ep = slot.episode
+            assert ep is not None
+            before = slot.env.state
+            _, reward, terminated, truncated, info = slot.env.step(sample.moves)
+            env_steps += 1
+            failed = sample.mode == FAILED
+            parse_failures += failed
+            ep.parse_failures += failed
+            ep.total_return += reward
+            ep.length += 1
+            ep.moves_used += info["moves_executed"]
+            done = terminated or truncated
+            rows.append(
+                {
+                    "episode_id": ep.episode_id,
+                    "t": ep.length - 1,
+                    "state": before.as_dict(),
+                    "prompt": text,
+                    "completion": sample.text,
+                    "moves": list(sample.moves),
+                    "parse_mode": sample.mode,
+                    "reward": reward,
+                    "next_state": slot.env.state.as_dict(),
+                    "done": bool(done),
+                    "terminated": bool(terminated),
+                    "caption": info["caption"],
+                    "seed": ep.seed,
+                    "logprob": float(sample.logprob),
+                }
+            )
+            if done:
+                ep.success = bool(info.get("reached_goal"))
+                results.append(ep)
+                if registry is not None and ep.episode_id is not None:
+                    registry.update_episode(
+                        ep.episode_id,
+                        **{
+                            "return": ep.total_return,
+                            "length": ep.length,
+                            "success": ep.success,
+                            "moves_used": ep.moves_used,
+                            "parse_failures": ep.parse_failures,
+                        },
+                    )
+                if on_episode is not None:
+                    on_episode(ep)
+                slot.episode = None
+                if next_episode < cfg.episodes:
+                    begin(slot)
+        if registry is not None and run_id is not None:
+            registry.add_steps(run_id, rows)
+
+    results.sort(key=lambda e: e.idx)
+    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds)
+
+
+def episode_dicts(summary: RolloutSummary) -> list[dict[str, Any]]:
+    return [asdict(e) | {"optimal_ratio": e.optimal_ratio} for e in summary.episodes]
