@@ -84,9 +84,11 @@ def run_context(
     previous: dict[int, Any] = {}
 
     def _signal(signum: int, _frame: Any) -> None:
-        # First signal: ask the job to stop at its next safe point.
+        # First signal: ask the job to stop at its next safe point (between steps),
+        # so no registry write is cut in half. A second one stops it right away.
+        if handle.cancelled.is_set():
+            raise Cancelled(f"received {signal.Signals(signum).name} twice")
         handle.cancelled.set()
-        raise Cancelled(f"received {signal.Signals(signum).name}")
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -96,14 +98,17 @@ def run_context(
     beat.start()
     try:
         yield handle
+        if handle.cancelled.is_set():
+            raise Cancelled("stopped early on a termination signal")
     except (Cancelled, KeyboardInterrupt):
+        handle.cancelled.set()
         for fn in handle._on_cancel:
             try:
                 fn()
             except Exception:
                 traceback.print_exc()
         registry.end_run(run_id, "KILLED", exit_code=-signal.SIGTERM, error="cancelled by signal")
-        raise
+        raise Cancelled("cancelled") from None
     except BaseException as exc:
         if isinstance(exc, SystemExit) and not exc.code:
             registry.end_run(run_id, "FINISHED", exit_code=0)

@@ -120,9 +120,11 @@ def run_rollouts(
     run_id: str | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    starts: Sequence[State] | None = None,
 ) -> RolloutSummary:
     """Play `cfg.episodes` episodes on `cfg.n_envs` envs in lock-step.
 
+    `starts` overrides the configured start states (one per episode).
     With a registry and run id, every episode and step is written as it happens,
     so a crash loses at most the lock-step in flight.
     """
@@ -130,7 +132,9 @@ def run_rollouts(
     env_kwargs = {"moves": tuple(actor.moves), **cfg.env_kwargs}
     slots = [_Slot(GridWorldEnv(**env_kwargs)) for _ in range(min(cfg.n_envs, cfg.episodes))]
     planner = Planner(slots[0].env)
-    starts = start_states(cfg, slots[0].env)
+    if starts is not None and len(starts) < cfg.episodes:
+        raise ValueError(f"{cfg.episodes} episodes need {cfg.episodes} start states, got {len(starts)}")
+    starts = list(starts) if starts is not None else start_states(cfg, slots[0].env)
     results: list[EpisodeResult] = []
     next_episode = 0
     env_steps = parse_failures = 0

@@ -1,4 +1,176 @@
-"""`lactchain runs ...` (placeholder until the registry lands)."""
-import typer
+"""`lactchain runs ...`: browse the run registry (read-only)."""
 
-app = typer.Typer(help="Browse the run registry.", no_args_is_help=True)
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich import box
+from rich.table import Table
+
+from lactchain.cli.common import DbOption, JsonOption, console, fail, print_json
+from lactchain.paths import default_db_path
+from lactchain.registry import RUN_STATUSES, Registry, RunNotFound
+
+app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
+
+_STATUS_STYLE = {"SCHEDULED": "cyan", "RUNNING": "yellow", "FINISHED": "green", "FAILED": "red", "KILLED": "magenta"}
+_LIST_METRICS = 3  # latest metrics shown per row of `runs list`
+
+
+def _db_path(db: Optional[Path]) -> Path:
+    return db.expanduser().absolute() if db is not None else default_db_path()
+
+
+def _fmt_time(ms: int | None, short: bool = False) -> str:
+    fmt = "%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S"
+    return datetime.fromtimestamp(ms / 1000).strftime(fmt) if ms else "-"
+
+
+def _duration_s(run: dict[str, Any]) -> float | None:
+    """Seconds from start to end (or to now while the run is active)."""
+    if not run.get("started_ms"):
+        return None
+    end = run.get("ended_ms") or int(time.time() * 1000)
+    return max(0.0, (end - run["started_ms"]) / 1000)
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def _status(status: str) -> str:
+    return f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+@app.command("list")
+def list_runs(
+    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only runs of this kind (e.g. rollout, critic).")] = None,
+    status: Annotated[
+        Optional[str], typer.Option("--status", "-s", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many runs.")] = 50,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first, with their status, duration and latest metrics."""
+    if status is not None:
+        status = status.upper()
+        if status not in RUN_STATUSES:
+            fail(f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}")
+    path = _db_path(db)
+    if not path.exists():  # a read command must not create an empty registry
+        runs: list[dict[str, Any]] = []
+    else:
+        with Registry(path) as reg:
+            runs = reg.list_runs(kind=kind, status=status, limit=limit)
+            for run in runs:
+                run["duration_s"] = _duration_s(run)
+                run["latest_metrics"] = reg.latest_metrics(run["id"])
+    if as_json:
+        print_json(runs)
+        return
+    if not runs:
+        console.print(f"No runs in {path}." if path.exists() else f"No registry at {path} yet.")
+        return
+    table = Table(title=f"runs in {path}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  show_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("duration", no_wrap=True, justify="right")
+    table.add_column("metrics", overflow="fold")
+    for run in runs:
+        metrics = list(run["latest_metrics"].items())
+        shown = "\n".join(f"{k}={_fmt_value(v)}" for k, v in metrics[:_LIST_METRICS])
+        if len(metrics) > _LIST_METRICS:
+            shown += f"\n+{len(metrics) - _LIST_METRICS} more"
+        table.add_row(run["id"], run["kind"], run["name"] or "", _status(run["status"]),
+                      _fmt_time(run["created_ms"], short=True), _fmt_duration(run["duration_s"]), shown)
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one run: its fields, params, tags, latest metrics, artifacts and row counts."""
+    path = _db_path(db)
+    if not path.exists():
+        fail(f"no registry at {path}")
+    with Registry(path) as reg:
+        try:
+            run = reg.get_run(run_id)
+        except RunNotFound as exc:
+            fail(str(exc))
+        rid = run["id"]
+        run["duration_s"] = _duration_s(run)
+        counts = reg.counts(rid)
+        info = {
+            "run": run,
+            "params": reg.params(rid),
+            "tags": reg.tags(rid),
+            "latest_metrics": reg.latest_metrics(rid),
+            "artifacts": reg.artifacts(rid),
+            "counts": {k: counts[k] for k in ("episodes", "steps", "pairs", "metrics", "artifacts")},
+            "children": [r["id"] for r in reg.list_runs(parent_id=rid)],
+        }
+    if as_json:
+        print_json(info)
+        return
+
+    fields = Table(show_header=False, box=None, title=f"run {rid}", title_justify="left")
+    fields.add_column(style="bold")
+    fields.add_column()
+    for key, value in run.items():
+        if key.endswith("_ms"):
+            value = _fmt_time(value)
+        elif key == "status":
+            value = _status(value)
+        elif key == "duration_s":
+            key, value = "duration", _fmt_duration(value)
+        elif key == "cmd" and value:
+            value = " ".join(value)
+        fields.add_row(key, _fmt_value(value) if not isinstance(value, str) else value)
+    if info["children"]:
+        fields.add_row("children", ", ".join(info["children"]))
+    fields.add_row("rows", ", ".join(f"{k} {n}" for k, n in info["counts"].items()))
+    console.print(fields)
+
+    for title, mapping in (("params", info["params"]), ("tags", info["tags"]),
+                           ("latest metrics", info["latest_metrics"])):
+        if mapping:
+            table = Table(title=title, title_justify="left")
+            table.add_column("key")
+            table.add_column("value", overflow="fold")
+            for key, value in mapping.items():
+                table.add_row(key, _fmt_value(value))
+            console.print(table)
+    if info["artifacts"]:
+        table = Table(title="artifacts", title_justify="left")
+        for column in ("id", "kind", "step", "path", "created"):
+            table.add_column(column, overflow="fold")
+        for art in info["artifacts"]:
+            table.add_row(str(art["id"]), art["kind"], _fmt_value(art["step"]), art["path"],
+                          _fmt_time(art["created_ms"]))
+        console.print(table)

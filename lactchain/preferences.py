@@ -1,0 +1,240 @@
+"""Preference pairs: which of two move lists from the SAME start state is better.
+
+Labelers write to one table (`pairs`): the critic (advantage of one action),
+stored episodes (seed 000's "DPO 2": steps whose states match, ranked by return),
+humans (TUI) and LLM judges. The first public attempt produced an empty dataset,
+would have made chosen == rejected and never reset the env to the sampled state;
+here every candidate is executed from its recorded start state, pairs need
+different move lists and a margin, and every dropped candidate is counted.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+from lactchain.envs import GridWorldEnv, State, all_states
+from lactchain.moves import FAILED, format_moves
+from lactchain.prompts import PromptSpec
+
+MIN_TEMPERATURE = 0.7
+DROP_REASONS = ("parse_failure", "identical_lists", "margin_too_small", "too_few_candidates")
+
+
+class ValueFn(Protocol):
+    def values(self, states: list[State]) -> list[float]: ...
+
+
+@dataclass
+class Candidate:
+    moves: list[str]
+    text: str
+    mode: str
+    reward: float
+    next_state: State
+    done: bool
+    advantage: float = 0.0
+
+
+@dataclass
+class PairBatch:
+    """Pairs ready for the registry plus why everything else was dropped."""
+
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    dropped: Counter = field(default_factory=Counter)
+    candidates: int = 0
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "pairs": len(self.pairs),
+            "candidates": self.candidates,
+            **{f"dropped_{r}": int(self.dropped.get(r, 0)) for r in DROP_REASONS},
+        }
+
+
+def sample_start_states(
+    env: GridWorldEnv, n: int, seed: int = 0, memory: Sequence[State] | None = None
+) -> list[State]:
+    """Uniform over cells x orientations (goal cells excluded), or from `memory`."""
+    rng = random.Random(seed)
+    pool = list(memory) if memory else [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    if not pool:
+        raise ValueError("no start states to sample from")
+    return [rng.choice(pool) for _ in range(n)]
+
+
+def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple[float, State, bool]:
+    """Reset the env to exactly `state`, run one action, return (reward, s', done)."""
+    env.reset(options={"state": state.as_dict()})
+    assert env.state == state, "env did not reset to the sampled state"
+    _, reward, terminated, _, _ = env.step(list(moves))
+    return float(reward), env.state, bool(terminated)
+
+
+def advantage(reward: float, v_next: float, v_state: float, done: bool, gamma: float) -> float:
+    """One-step advantage A = R + gamma * V(s') * (1 - done) - V(s)."""
+    return reward + gamma * v_next * (0.0 if done else 1.0) - v_state
+
+
+def best_vs_worst(cands: list[Candidate], margin: float, dropped: Counter) -> tuple[Candidate, Candidate] | None:
+    """The highest- and lowest-advantage candidates with different move lists, if
+    they differ by more than `margin`; otherwise count why not."""
+    valid = [c for c in cands if c.mode != FAILED]
+    dropped["parse_failure"] += len(cands) - len(valid)
+    if len(valid) < 2:
+        dropped["too_few_candidates"] += len(valid)
+        return None
+    distinct: dict[tuple[str, ...], Candidate] = {}
+    for c in valid:
+        key = tuple(c.moves)
+        if key not in distinct or c.advantage > distinct[key].advantage:
+            distinct[key] = c
+    dropped["identical_lists"] += len(valid) - len(distinct)
+    if len(distinct) < 2:
+        return None
+    ranked = sorted(distinct.values(), key=lambda c: c.advantage, reverse=True)
+    best, worst = ranked[0], ranked[-1]
+    if best.advantage - worst.advantage <= margin:
+        dropped["margin_too_small"] += len(distinct)
+        return None
+    dropped["margin_too_small"] += len(distinct) - 2  # the middle candidates are unused
+    return best, worst
+
+
+def collect_pairs(
+    actor: Any,
+    critic: ValueFn,
+    states: Sequence[State],
+    *,
+    samples: int = 4,
+    temperature: float = 1.0,
+    gamma: float = 0.9,
+    margin: float = 0.5,
+    constrained: bool = True,
+    prompt: PromptSpec | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+    batch_states: int = 8,
+    on_progress: Callable[[int], None] | None = None,
+) -> PairBatch:
+    """Sample `samples` move lists per start state, execute each from that exact
+    state, score with the critic's advantage and keep best vs worst."""
+    if samples < 2:
+        raise ValueError(f"need at least 2 samples per state to form a pair, got {samples}")
+    if temperature < MIN_TEMPERATURE:
+        raise ValueError(f"temperature {temperature} is too low to get different move lists; use >= {MIN_TEMPERATURE}")
+    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
+    env = GridWorldEnv(**{"moves": tuple(actor.moves), **(env_kwargs or {})})
+    out = PairBatch()
+    for start in range(0, len(states), batch_states):
+        chunk = list(states[start : start + batch_states])
+        prompts = [prompt.render(env.describe(s)) for s in chunk]
+        drawn = actor.generate(
+            prompts, constrained=constrained, temperature=temperature, num_samples=samples, seed=seed + start
+        )
+        groups: list[list[Candidate]] = []
+        for i, state in enumerate(chunk):
+            group = []
+            for sample in drawn[i * samples : (i + 1) * samples]:
+                reward, nxt, done = execute_from(env, state, sample.moves)
+                group.append(Candidate(list(sample.moves), sample.text, sample.mode, reward, nxt, done))
+            groups.append(group)
+        v_states = critic.values(chunk)
+        v_next = iter(critic.values([c.next_state for g in groups for c in g]))
+        for state, user_text, group, vs in zip(chunk, prompts, groups, v_states):
+            for c in group:
+                c.advantage = advantage(c.reward, next(v_next), vs, c.done, gamma)
+            out.candidates += len(group)
+            picked = best_vs_worst(group, margin, out.dropped)
+            if picked is None:
+                continue
+            best, worst = picked
+            out.pairs.append(
+                pair_row(state, user_text, best, worst, labeler="critic", meta={"v_state": vs, "gamma": gamma})
+            )
+        if on_progress is not None:
+            on_progress(len(chunk))
+    return out
+
+
+def pair_row(state: State, prompt: str, chosen: Candidate, rejected: Candidate, labeler: str, meta: dict) -> dict[str, Any]:
+    return {
+        "state": state.as_dict(),
+        "prompt": prompt,
+        "chosen": list(chosen.moves),
+        "rejected": list(rejected.moves),
+        "chosen_score": chosen.advantage,
+        "rejected_score": rejected.advantage,
+        "margin": chosen.advantage - rejected.advantage,
+        "labeler": labeler,
+        "status": "labeled",
+        "meta": {
+            **meta,
+            "chosen_reward": chosen.reward,
+            "rejected_reward": rejected.reward,
+            "chosen_next_state": chosen.next_state.as_dict(),
+            "rejected_next_state": rejected.next_state.as_dict(),
+            "chosen_done": chosen.done,
+            "rejected_done": rejected.done,
+        },
+    }
+
+
+def _returns(rewards: list[float], gamma: float) -> list[float]:
+    out, g = [0.0] * len(rewards), 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + gamma * g
+        out[t] = g
+    return out
+
+
+def pairs_from_steps(
+    steps: Iterable[dict[str, Any]],
+    *,
+    gamma: float = 0.9,
+    margin: float = 0.5,
+    prompt: PromptSpec | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> PairBatch:
+    """Seed 000's "DPO 2": steps of stored episodes whose states match, with
+    different move lists, ranked by their Monte-Carlo return from that step."""
+    by_episode: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in steps:
+        by_episode[row["episode_id"]].append(row)
+    by_state: dict[State, list[Candidate]] = defaultdict(list)
+    for rows in by_episode.values():
+        rows.sort(key=lambda r: r["t"])
+        for row, g in zip(rows, _returns([float(r["reward"]) for r in rows], gamma)):
+            state = State(**row["state"])
+            by_state[state].append(
+                Candidate(list(row["moves"] or []), row.get("completion") or "", row["parse_mode"], float(row["reward"]),
+                          State(**row["next_state"]), bool(row["done"]), advantage=g)
+            )
+    env = GridWorldEnv(**(env_kwargs or {}))
+    prompt = prompt or PromptSpec(moves=env.moves)
+    out = PairBatch()
+    for state, group in by_state.items():
+        out.candidates += len(group)
+        picked = best_vs_worst(group, margin, out.dropped)
+        if picked is None:
+            continue
+        best, worst = picked
+        out.pairs.append(pair_row(state, prompt.render(env.describe(state)), best, worst, "episodes", {"gamma": gamma, "score": "return"}))
+    return out
+
+
+def to_dataset(pairs: Sequence[dict[str, Any]], chat_prompt: Callable[[str], str], eos_token: str):
+    """TRL's preference format: prompt (chat-template rendered), chosen and rejected
+    completions as move-list text ending with EOS so the model learns to stop."""
+    from datasets import Dataset
+
+    rows = {"prompt": [], "chosen": [], "rejected": []}
+    for p in pairs:
+        if list(p["chosen"]) == list(p["rejected"]):
+            continue  # never train on a pair that says nothing
+        rows["prompt"].append(chat_prompt(p["prompt"]))
+        rows["chosen"].append(format_moves(p["chosen"]) + eos_token)
+        rows["rejected"].append(format_moves(p["rejected"]) + eos_token)
+    return Dataset.from_dict(rows)

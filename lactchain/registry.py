@@ -1,0 +1,870 @@
+"""The run registry: one SQLite file (WAL mode) shared by every job, the CLI and the TUI.
+
+MLflow-shaped: ``runs`` with write-once ``params``, overwritable ``tags``, full
+``metrics`` history plus ``latest_metrics``, and ``artifacts`` (paths of files
+that live under ``<runs_dir>/<run_id>/``). LactChain adds ``episodes``,
+``steps``, preference ``pairs`` and versioned strategy ``prompts``.
+
+Concurrency model (why it looks like this):
+
+* Several writer *processes* (detached jobs) and many readers (the TUI) share the
+  file. WAL mode lets readers run while one writer writes; every write is one
+  short ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front so
+  two writers queue on the busy timeout (30 s) instead of failing with
+  ``SQLITE_BUSY`` when a read lock cannot be upgraded. Read-modify-write steps
+  (next metric step, next prompt version, write-once params) happen inside that
+  transaction, so concurrent writers never produce duplicates or lose rows.
+* Inside one process, a ``Registry`` owns ONE connection opened with
+  ``check_same_thread=False`` and guards every use of it with an ``RLock``.
+  A sqlite3 connection has a single transaction state, so two threads
+  interleaving statements on it would leak into each other's transactions; the
+  lock keeps each transaction whole. Transactions are milliseconds long, so
+  serialising the threads of one process costs nothing noticeable, and it is
+  simpler (and closes deterministically) compared with a connection per thread.
+* After ``fork`` the child opens its own connection (SQLite connections must not
+  cross a fork); the parent's is left alone.
+* ``synchronous=NORMAL``: in WAL mode this never corrupts the file; a power cut
+  may drop the last few commits, a crashed process loses nothing committed.
+
+The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS`` maps each
+version to the step that brings the schema from the previous version to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+import sqlite_utils
+from sqlite_utils.db import NotFoundError
+
+from lactchain.paths import default_db_path
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "ARTIFACT_KINDS",
+    "LABELERS",
+    "PAIR_STATUSES",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "TERMINAL_STATUSES",
+    "AmbiguousRunId",
+    "Registry",
+    "RunNotFound",
+    "now_ms",
+]
+
+RUN_STATUSES = ("SCHEDULED", "RUNNING", "FINISHED", "FAILED", "KILLED")
+ACTIVE_STATUSES = ("SCHEDULED", "RUNNING")
+TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
+LABELERS = ("critic", "human", "llm", "episodes")
+PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
+# Not enforced (new kinds need no migration); listed so callers share spellings.
+ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic")
+
+BUSY_TIMEOUT_S = 30.0
+_KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def now_ms() -> int:
+    """Wall-clock time in integer milliseconds (the unit of every *_ms column)."""
+    return int(time.time() * 1000)
+
+
+class RunNotFound(KeyError):
+    """No run has this id (or id prefix)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return self.message
+
+
+class AmbiguousRunId(RunNotFound):
+    """An id prefix matches more than one run."""
+
+
+# ---------------------------------------------------------------------------
+# Schema
+# ---------------------------------------------------------------------------
+
+def _in(values: Sequence[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+_SCHEMA_V1 = [
+    f"""
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        name TEXT,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'SCHEDULED' CHECK (status IN ({_in(RUN_STATUSES)})),
+        parent_id TEXT REFERENCES runs(id) ON DELETE SET NULL,
+        created_ms INTEGER NOT NULL,
+        started_ms INTEGER,
+        ended_ms INTEGER,
+        pid INTEGER,
+        pgid INTEGER,
+        cmd TEXT,
+        log_path TEXT,
+        exit_code INTEGER,
+        error TEXT,
+        heartbeat_ms INTEGER
+    )""",
+    "CREATE INDEX idx_runs_kind ON runs(kind)",
+    "CREATE INDEX idx_runs_status ON runs(status)",
+    "CREATE INDEX idx_runs_parent ON runs(parent_id)",
+    "CREATE INDEX idx_runs_created ON runs(created_ms)",
+    """
+    CREATE TABLE params (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT,
+        PRIMARY KEY (run_id, key)
+    )""",
+    """
+    CREATE TABLE tags (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT,
+        PRIMARY KEY (run_id, key)
+    )""",
+    """
+    CREATE TABLE metrics (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        value REAL,
+        ts_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX idx_metrics_run_key_step ON metrics(run_id, key, step)",
+    """
+    CREATE TABLE latest_metrics (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        value REAL,
+        ts_ms INTEGER NOT NULL,
+        PRIMARY KEY (run_id, key)
+    )""",
+    """
+    CREATE TABLE artifacts (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        path TEXT NOT NULL,
+        step INTEGER,
+        meta TEXT,
+        created_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX idx_artifacts_run_kind ON artifacts(run_id, kind)",
+    """
+    CREATE TABLE episodes (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx INTEGER,
+        seed INTEGER,
+        start_state TEXT,
+        "return" REAL,
+        length INTEGER,
+        success INTEGER,
+        moves_used INTEGER,
+        optimal_moves INTEGER,
+        parse_failures INTEGER,
+        created_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX idx_episodes_run ON episodes(run_id, idx)",
+    """
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        episode_id INTEGER REFERENCES episodes(id) ON DELETE CASCADE,
+        t INTEGER,
+        state TEXT,
+        prompt TEXT,
+        completion TEXT,
+        moves TEXT,
+        parse_mode TEXT,
+        reward REAL,
+        next_state TEXT,
+        done INTEGER,  -- terminated or truncated: the episode ended here
+        terminated INTEGER,  -- a true end (goal reached): no bootstrapping from next_state
+        caption TEXT,
+        seed INTEGER,
+        logprob REAL,
+        created_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX idx_steps_run ON steps(run_id)",
+    "CREATE INDEX idx_steps_episode ON steps(episode_id)",
+    f"""
+    CREATE TABLE pairs (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        state TEXT,
+        prompt TEXT,
+        chosen TEXT,
+        rejected TEXT,
+        chosen_score REAL,
+        rejected_score REAL,
+        margin REAL,
+        labeler TEXT CHECK (labeler IS NULL OR labeler IN ({_in(LABELERS)})),
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ({_in(PAIR_STATUSES)})),
+        meta TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX idx_pairs_run ON pairs(run_id)",
+    "CREATE INDEX idx_pairs_labeler_status ON pairs(labeler, status)",
+    """
+    CREATE TABLE prompts (
+        id INTEGER PRIMARY KEY,
+        version INTEGER NOT NULL UNIQUE,
+        name TEXT,
+        text TEXT NOT NULL,
+        template TEXT,
+        note TEXT,
+        parent_version INTEGER,
+        created_ms INTEGER NOT NULL
+    )""",
+]
+
+
+def _migrate_v1(db: sqlite_utils.Database) -> None:
+    """Initial schema."""
+    for statement in _SCHEMA_V1:
+        db.execute(statement)
+
+
+# version -> step that brings the schema from version-1 to version. Append only:
+# a later change adds `2: _migrate_v2` (ALTER TABLE ..., new indexes, backfills).
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+TABLES = ("runs", "params", "tags", "metrics", "latest_metrics", "artifacts", "episodes", "steps", "pairs", "prompts")
+
+# Columns callers may write, per table (anything else is a ValueError, not a
+# late "no such column" from SQLite). JSON columns are encoded on write and
+# decoded on read; BOOL columns come back as bool.
+_COLUMNS = {
+    "runs": ("name", "kind", "status", "parent_id", "created_ms", "started_ms", "ended_ms", "pid", "pgid",
+             "cmd", "log_path", "exit_code", "error", "heartbeat_ms"),
+    "artifacts": ("run_id", "kind", "path", "step", "meta", "created_ms"),
+    "episodes": ("idx", "seed", "start_state", "return", "length", "success", "moves_used", "optimal_moves",
+                 "parse_failures", "created_ms"),
+    "steps": ("episode_id", "t", "state", "prompt", "completion", "moves", "parse_mode", "reward", "next_state",
+              "done", "terminated", "caption", "seed", "logprob", "created_ms"),
+    "pairs": ("state", "prompt", "chosen", "rejected", "chosen_score", "rejected_score", "margin", "labeler",
+              "status", "meta", "created_ms", "updated_ms"),
+}
+_JSON = {
+    "runs": {"cmd"},
+    "artifacts": {"meta"},
+    "episodes": {"start_state"},
+    "steps": {"state", "moves", "next_state"},
+    "pairs": {"state", "chosen", "rejected", "meta"},
+}
+_BOOL = {"episodes": {"success"}, "steps": {"done", "terminated"}}
+# `return` is a Python keyword: add_episode(return_=...) is accepted too.
+_ALIASES = {"return_": "return"}
+
+
+# ---------------------------------------------------------------------------
+# Value conversion
+# ---------------------------------------------------------------------------
+
+def _json_default(obj: Any) -> Any:
+    """Make states, numpy values and paths JSON-able (env states have ``as_dict``)."""
+    if hasattr(obj, "as_dict"):
+        return obj.as_dict()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "tolist"):  # numpy arrays / scalars, torch tensors
+        return obj.tolist()
+    return str(obj)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default)
+
+
+def _loads(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # written by hand or by an older tool; show it as it is
+
+
+def _scalar(value: Any) -> Any:
+    """A value sqlite3 can bind: numpy/torch scalars -> python, Path -> str, NaN -> NULL."""
+    if value is None or isinstance(value, (str, int, bytes)):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item"):
+        return _scalar(value.item())
+    return value
+
+
+def _encode(table: str, fields: Mapping[str, Any], *, what: str) -> dict[str, Any]:
+    """Validate column names and convert values for `table`."""
+    allowed = _COLUMNS[table]
+    json_cols = _JSON.get(table, set())
+    row: dict[str, Any] = {}
+    for key, value in fields.items():
+        key = _ALIASES.get(key, key)
+        if key not in allowed:
+            raise ValueError(f"{what}: unknown field {key!r}; known fields: {', '.join(allowed)}")
+        if key in json_cols:
+            row[key] = None if value is None else _dumps(value)
+        elif isinstance(value, bool):
+            row[key] = int(value)
+        else:
+            row[key] = _scalar(value)
+    return row
+
+
+def _decode(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    for key in _JSON.get(table, ()):
+        if key in row:
+            row[key] = _loads(row[key])
+    for key in _BOOL.get(table, ()):
+        if row.get(key) is not None:
+            row[key] = bool(row[key])
+    return row
+
+
+def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _where(clauses: list[tuple[str, list[str] | None]]) -> tuple[str, list[Any]]:
+    """Build `WHERE a IN (?, ?) AND b = ?` from (column, values-or-None) pairs."""
+    parts: list[str] = []
+    args: list[Any] = []
+    for column, values in clauses:
+        if values is None:
+            continue
+        parts.append(f"{column} IN ({', '.join('?' * len(values))})" if values else "0")
+        args.extend(values)
+    return (" WHERE " + " AND ".join(parts)) if parts else "", args
+
+
+# ---------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------
+
+class Registry:
+    """Read and write the run registry at `path` (default: ``lactchain.paths.default_db_path()``).
+
+    Safe to share between the threads of one process and to open from many
+    processes at once. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = Path(path).expanduser().absolute() if path is not None else default_db_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db: sqlite_utils.Database | None = None
+        self._pid = -1
+        self._database()  # open + migrate now, so a bad file fails at construction
+
+    # -- connection ---------------------------------------------------------
+
+    def _database(self) -> sqlite_utils.Database:
+        """The connection of this process (re-opened in a forked child)."""
+        if self._db is None or self._pid != os.getpid():
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=BUSY_TIMEOUT_S,
+                check_same_thread=False,  # shared by threads; guarded by self._lock
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            )
+            db = sqlite_utils.Database(conn, execute_plugins=False)
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            db.enable_wal()
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            self._db, self._pid = db, os.getpid()
+            self._migrate(db)
+        return self._db
+
+    def _migrate(self, db: sqlite_utils.Database) -> None:
+        """Bring the schema to SCHEMA_VERSION; concurrent openers serialise on the write lock."""
+        if self._user_version(db) == SCHEMA_VERSION:
+            return  # the common case takes no write lock, so readers never wait here
+        with self._write() as db:
+            current = self._user_version(db)  # re-read: another process may have migrated
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has schema version {current}, newer than this lactchain "
+                    f"({SCHEMA_VERSION}); upgrade lactchain to open it"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[version](db)
+                db.execute(f"PRAGMA user_version = {version}")
+
+    @staticmethod
+    def _user_version(db: sqlite_utils.Database) -> int:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._user_version(self._database())
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite_utils.Database]:
+        """One short write transaction that holds the write lock from its first statement."""
+        with self._lock:
+            db = self._database()
+            if db.conn.in_transaction:  # nested call from another write method
+                with db.atomic():  # a savepoint
+                    yield db
+                return
+            db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.conn.execute("ROLLBACK")
+                raise
+            db.conn.execute("COMMIT")
+
+    def _rows(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._database().query(sql, args))
+
+    def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        with self._lock:
+            row = self._database().execute(sql, args).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None and self._pid == os.getpid():
+                self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Registry({str(self.path)!r})"
+
+    # -- folders ------------------------------------------------------------
+
+    @property
+    def runs_dir(self) -> Path:
+        """Folder holding the run folders: the directory of the db file."""
+        return self.path.parent
+
+    def run_dir(self, run_id: str) -> Path:
+        """``<runs_dir>/<run_id>/`` (created): logs, checkpoints, datasets of one run."""
+        folder = self.runs_dir / run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    # -- runs ---------------------------------------------------------------
+
+    def create_run(
+        self,
+        kind: str,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        parent_id: str | None = None,
+        cmd: Sequence[str] | None = None,
+        status: str = "SCHEDULED",
+        tags: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Register a run and return its id ``<kind>-<8 hex>`` (also its folder name)."""
+        if not _KIND_RE.match(kind or ""):
+            raise ValueError(f"run kind {kind!r} must be letters, digits, '_', '-' or '.'")
+        _check_status(status)
+        created = now_ms()
+        with self._write() as db:
+            if parent_id is not None:
+                self._require_run(db, parent_id)
+            while True:
+                run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
+                if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
+                    break
+            row = _encode("runs", {"name": name, "kind": kind, "status": status, "parent_id": parent_id,
+                                   "cmd": list(cmd) if cmd is not None else None, "created_ms": created},
+                          what="create_run")
+            if status == "RUNNING":
+                row.update(started_ms=created, heartbeat_ms=created)
+            db.table("runs").insert({"id": run_id, **row})
+            if params:
+                self.log_params(run_id, params)
+            for key, value in (tags or {}).items():
+                self.set_tag(run_id, key, value)
+        return run_id
+
+    def start_run(self, run_id: str, pid: int | None = None, pgid: int | None = None) -> None:
+        """Mark RUNNING now (pid/pgid recorded when given; None leaves what is stored)."""
+        t = now_ms()
+        fields: dict[str, Any] = {"status": "RUNNING", "started_ms": t, "heartbeat_ms": t}
+        if pid is not None:
+            fields["pid"] = pid
+        if pgid is not None:
+            fields["pgid"] = pgid
+        self.update_run(run_id, **fields)
+
+    def end_run(self, run_id: str, status: str, exit_code: int | None = None, error: str | None = None) -> None:
+        """Mark a terminal status (FINISHED, FAILED or KILLED) with its end time."""
+        if status not in TERMINAL_STATUSES:
+            raise ValueError(f"end_run status must be one of {', '.join(TERMINAL_STATUSES)}, not {status!r}")
+        fields: dict[str, Any] = {"status": status, "ended_ms": now_ms()}
+        if exit_code is not None:
+            fields["exit_code"] = exit_code
+        if error is not None:
+            fields["error"] = error
+        self.update_run(run_id, **fields)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set any run columns except ``id`` (e.g. ``log_path``, ``pid``, ``status``)."""
+        if "status" in fields:
+            _check_status(fields["status"])
+        row = _encode("runs", fields, what="update_run")
+        if not row:
+            return
+        with self._write() as db:
+            try:
+                db.table("runs").update(run_id, row)
+            except NotFoundError:
+                raise RunNotFound(f"no run with id {run_id!r} in {self.path}") from None
+
+    def heartbeat(self, run_id: str) -> None:
+        """Record that the job of this run is alive (a stale heartbeat + dead pid = FAILED)."""
+        self.update_run(run_id, heartbeat_ms=now_ms())
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """The run with this id, or with this unique id prefix (as typed in the CLI)."""
+        rows = self._rows("SELECT * FROM runs WHERE id = ?", [run_id])
+        if not rows and run_id:
+            rows = self._rows(
+                "SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created_ms DESC LIMIT 6",
+                [len(run_id), run_id],
+            )
+        if not rows:
+            raise RunNotFound(f"no run with id {run_id!r} in {self.path} (try `lactchain runs list`)")
+        if len(rows) > 1:
+            shown = ", ".join(r["id"] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+            raise AmbiguousRunId(f"run id prefix {run_id!r} matches several runs: {shown}")
+        return _decode("runs", rows[0])
+
+    def resolve_run_id(self, run_id: str) -> str:
+        """Full id for an id or unique prefix (raises RunNotFound)."""
+        return self.get_run(run_id)["id"]
+
+    def list_runs(
+        self,
+        kind: str | Iterable[str] | None = None,
+        status: str | Iterable[str] | None = None,
+        parent_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Runs, newest first; `kind` and `status` take one value or several."""
+        where, args = _where([("kind", _as_list(kind)), ("status", _as_list(status)),
+                              ("parent_id", _as_list(parent_id))])
+        sql = f"SELECT * FROM runs{where} ORDER BY created_ms DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return [_decode("runs", r) for r in self._rows(sql, args)]
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run and all its rows (not its folder); child runs keep living, unparented."""
+        with self._write() as db:
+            self._require_run(db, run_id)
+            db.execute("DELETE FROM runs WHERE id = ?", [run_id])
+
+    def _require_run(self, db: sqlite_utils.Database, run_id: str) -> None:
+        if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
+            raise RunNotFound(f"no run with id {run_id!r} in {self.path}")
+
+    # -- params and tags ----------------------------------------------------
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Record hyper-parameters. Write-once: the same value again is fine, a new one is a ValueError.
+
+        Values are stored as JSON, so ``params()`` gives back numbers, lists and dicts.
+        """
+        with self._write() as db:
+            self._require_run(db, run_id)
+            existing = {r[0]: r[1] for r in db.execute("SELECT key, value FROM params WHERE run_id = ?", [run_id])}
+            new_rows = []
+            for key, value in params.items():
+                encoded = _dumps(value)
+                if key in existing:
+                    old = _loads(existing[key])
+                    if old != json.loads(encoded):
+                        raise ValueError(
+                            f"param {key!r} of run {run_id} is already {old!r}; params are write-once "
+                            f"(refusing {json.loads(encoded)!r}) - use a tag or a new run"
+                        )
+                    continue
+                new_rows.append({"run_id": run_id, "key": str(key), "value": encoded})
+            if new_rows:
+                db.table("params").insert_all(new_rows)
+
+    def params(self, run_id: str) -> dict[str, Any]:
+        rows = self._rows("SELECT key, value FROM params WHERE run_id = ? ORDER BY key", [run_id])
+        return {r["key"]: _loads(r["value"]) for r in rows}
+
+    def set_tag(self, run_id: str, key: str, value: Any) -> None:
+        """Set (or overwrite) a string tag; None deletes it."""
+        with self._write() as db:
+            self._require_run(db, run_id)
+            if value is None:
+                db.execute("DELETE FROM tags WHERE run_id = ? AND key = ?", [run_id, key])
+            else:
+                db.table("tags").upsert({"run_id": run_id, "key": str(key), "value": str(value)},
+                                        pk=("run_id", "key"))
+
+    def tags(self, run_id: str) -> dict[str, str]:
+        rows = self._rows("SELECT key, value FROM tags WHERE run_id = ? ORDER BY key", [run_id])
+        return {r["key"]: r["value"] for r in rows}
+
+    # -- metrics ------------------------------------------------------------
+
+    def log_metric(self, run_id: str, key: str, value: float, step: int | None = None) -> int:
+        """Append one value; `step` None means one past the last step logged for this key. Returns the step."""
+        return self.log_metrics(run_id, {key: value}, step=step)[key]
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int | None = None) -> dict[str, int]:
+        """Append several values in one transaction; returns the step used for each key.
+
+        With `step` None each key gets its own next step (keys logged together stay aligned).
+        NaN is stored as NULL and reads back as None.
+        """
+        ts = now_ms()
+        used: dict[str, int] = {}
+        with self._write() as db:
+            self._require_run(db, run_id)
+            for key, value in metrics.items():
+                if step is None:
+                    last = db.execute("SELECT max(step) FROM metrics WHERE run_id = ? AND key = ?",
+                                      [run_id, key]).fetchone()[0]
+                    key_step = 0 if last is None else last + 1
+                else:
+                    key_step = int(step)
+                v = _scalar(value)
+                v = float(v) if v is not None else None
+                db.execute("INSERT INTO metrics (run_id, key, step, value, ts_ms) VALUES (?, ?, ?, ?, ?)",
+                           [run_id, key, key_step, v, ts])
+                # latest = highest step (ties: most recent); a late, lower step does not win
+                db.execute(
+                    "INSERT INTO latest_metrics (run_id, key, step, value, ts_ms) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, key) DO UPDATE SET step = excluded.step, value = excluded.value, "
+                    "ts_ms = excluded.ts_ms WHERE excluded.step >= latest_metrics.step",
+                    [run_id, key, key_step, v, ts],
+                )
+                used[key] = key_step
+        return used
+
+    def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
+        """Every logged value of one metric, by step: ``[{step, value, ts_ms}, ...]``."""
+        return self._rows(
+            "SELECT step, value, ts_ms FROM metrics WHERE run_id = ? AND key = ? ORDER BY step, id",
+            [run_id, key],
+        )
+
+    def latest_metrics(self, run_id: str) -> dict[str, float | None]:
+        rows = self._rows("SELECT key, value FROM latest_metrics WHERE run_id = ? ORDER BY key", [run_id])
+        return {r["key"]: r["value"] for r in rows}
+
+    def metric_keys(self, run_id: str) -> list[str]:
+        return [r["key"] for r in self._rows(
+            "SELECT key FROM latest_metrics WHERE run_id = ? ORDER BY key", [run_id])]
+
+    # -- artifacts ----------------------------------------------------------
+
+    def add_artifact(self, run_id: str, kind: str, path: str | os.PathLike[str], step: int | None = None,
+                     meta: Mapping[str, Any] | None = None) -> int:
+        """Record a file or folder (checkpoint, adapter, dataset, critic, ...) of a run; returns its id."""
+        row = _encode("artifacts", {"run_id": run_id, "kind": kind, "path": os.fspath(path), "step": step,
+                                    "meta": meta, "created_ms": now_ms()}, what="add_artifact")
+        with self._write() as db:
+            self._require_run(db, run_id)
+            return db.table("artifacts").insert(row).last_pk
+
+    def artifacts(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        """Artifacts in the order they were added."""
+        where, args = _where([("run_id", [run_id]), ("kind", _as_list(kind))])
+        return [_decode("artifacts", r) for r in self._rows(f"SELECT * FROM artifacts{where} ORDER BY id", args)]
+
+    def latest_artifact(self, run_id: str, kind: str) -> dict[str, Any] | None:
+        """The most recently added artifact of this kind (what `resume` loads), or None."""
+        rows = self._rows("SELECT * FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+                          [run_id, kind])
+        return _decode("artifacts", rows[0]) if rows else None
+
+    # -- episodes and steps -------------------------------------------------
+
+    def add_episode(self, run_id: str, **fields: Any) -> int:
+        """Insert an episode (``return`` may be passed as ``return_``); returns its id."""
+        row = _encode("episodes", {"created_ms": now_ms(), **fields}, what="add_episode")
+        with self._write() as db:
+            self._require_run(db, run_id)
+            return db.table("episodes").insert({"run_id": run_id, **row}).last_pk
+
+    def update_episode(self, episode_id: int, **fields: Any) -> None:
+        """Fill in what is known at the end (return, length, success, ...)."""
+        row = _encode("episodes", fields, what="update_episode")
+        if not row:
+            return
+        with self._write() as db:
+            try:
+                db.table("episodes").update(episode_id, row)
+            except NotFoundError:
+                raise KeyError(f"no episode with id {episode_id}") from None
+
+    def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Insert many steps in one transaction (a batched rollout writes a step of N envs at once)."""
+        created = now_ms()
+        encoded = [{"run_id": run_id, **_encode("steps", {"created_ms": created, **r}, what="add_steps")}
+                   for r in rows]
+        if not encoded:
+            return
+        with self._write() as db:
+            self._require_run(db, run_id)
+            db.table("steps").insert_all(encoded)
+
+    def episodes(self, run_id: str) -> list[dict[str, Any]]:
+        return [_decode("episodes", r) for r in self._rows(
+            "SELECT * FROM episodes WHERE run_id = ? ORDER BY idx, id", [run_id])]
+
+    def steps(self, run_id: str | None = None, episode_id: int | None = None) -> list[dict[str, Any]]:
+        """Steps of a run and/or an episode, in time order."""
+        where, args = _where([("run_id", _as_list(run_id)),
+                              ("episode_id", None if episode_id is None else [episode_id])])
+        return [_decode("steps", r) for r in self._rows(
+            f"SELECT * FROM steps{where} ORDER BY episode_id, t, id", args)]
+
+    # -- preference pairs ---------------------------------------------------
+
+    def add_pairs(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Insert pairs in one transaction; returns their ids.
+
+        Defaults: ``margin`` = chosen_score - rejected_score when both are given;
+        ``status`` = "labeled" when a non-human labeler is given, else "pending"
+        (human pairs wait for the TUI).
+        """
+        t = now_ms()
+        encoded = []
+        for r in rows:
+            r = dict(r)
+            if r.get("margin") is None and r.get("chosen_score") is not None and r.get("rejected_score") is not None:
+                r["margin"] = float(_scalar(r["chosen_score"])) - float(_scalar(r["rejected_score"]))
+            if r.get("status") is None:
+                r["status"] = "labeled" if r.get("labeler") not in (None, "human") else "pending"
+            _check_pair(r)
+            encoded.append({"run_id": run_id, **_encode("pairs", {"created_ms": t, "updated_ms": t, **r},
+                                                         what="add_pairs")})
+        ids: list[int] = []
+        with self._write() as db:
+            self._require_run(db, run_id)
+            for row in encoded:
+                ids.append(db.table("pairs").insert(row).last_pk)
+        return ids
+
+    def pairs(
+        self,
+        run_ids: str | Iterable[str] | None = None,
+        labeler: str | Iterable[str] | None = None,
+        status: str | Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Pairs filtered by run(s), labeler(s) and status(es), oldest first."""
+        where, args = _where([("run_id", _as_list(run_ids)), ("labeler", _as_list(labeler)),
+                              ("status", _as_list(status))])
+        return [_decode("pairs", r) for r in self._rows(f"SELECT * FROM pairs{where} ORDER BY id", args)]
+
+    def get_pair(self, pair_id: int) -> dict[str, Any]:
+        rows = self._rows("SELECT * FROM pairs WHERE id = ?", [pair_id])
+        if not rows:
+            raise KeyError(f"no pair with id {pair_id}")
+        return _decode("pairs", rows[0])
+
+    def update_pair(self, pair_id: int, **fields: Any) -> None:
+        """Change a pair (a human label, a swap, a skip); sets ``updated_ms``."""
+        _check_pair(fields)
+        row = _encode("pairs", {**fields, "updated_ms": now_ms()}, what="update_pair")
+        with self._write() as db:
+            try:
+                db.table("pairs").update(pair_id, row)
+            except NotFoundError:
+                raise KeyError(f"no pair with id {pair_id}") from None
+
+    # -- strategy prompts ---------------------------------------------------
+
+    def save_prompt(self, text: str, template: str | None = None, name: str | None = None,
+                    note: str | None = None, parent_version: int | None = None) -> int:
+        """Store a new strategy-prompt version (always a new one, even for identical text)."""
+        with self._write() as db:
+            last = db.execute("SELECT max(version) FROM prompts").fetchone()[0]
+            version = 1 if last is None else last + 1
+            db.table("prompts").insert({"version": version, "name": name, "text": text, "template": template,
+                                  "note": note, "parent_version": parent_version, "created_ms": now_ms()})
+        return version
+
+    def prompts(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM prompts ORDER BY version DESC")
+
+    def get_prompt(self, version: int | None = None) -> dict[str, Any] | None:
+        """One version, or the latest when `version` is None; None if there is none."""
+        if version is None:
+            rows = self._rows("SELECT * FROM prompts ORDER BY version DESC LIMIT 1")
+        else:
+            rows = self._rows("SELECT * FROM prompts WHERE version = ?", [version])
+        return rows[0] if rows else None
+
+    # -- overview -----------------------------------------------------------
+
+    def counts(self, run_id: str | None = None) -> dict[str, int]:
+        """Rows per table, overall or for one run (prompts are not per run)."""
+        out: dict[str, int] = {}
+        for table in TABLES:
+            if run_id is None:
+                out[table] = self._value(f"SELECT count(*) FROM {table}")
+            elif table == "runs":
+                out[table] = self._value("SELECT count(*) FROM runs WHERE id = ?", [run_id])
+            elif table != "prompts":
+                out[table] = self._value(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id])
+        return out
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise ValueError(f"run status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
+
+
+def _check_pair(fields: Mapping[str, Any]) -> None:
+    if "status" in fields and fields["status"] not in PAIR_STATUSES:
+        raise ValueError(f"pair status must be one of {', '.join(PAIR_STATUSES)}, not {fields['status']!r}")
+    if fields.get("labeler") is not None and fields["labeler"] not in LABELERS:
+        raise ValueError(f"pair labeler must be one of {', '.join(LABELERS)}, not {fields['labeler']!r}")

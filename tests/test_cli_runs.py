@@ -1,0 +1,127 @@
+"""`lactchain runs list|show` against a real registry file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lactchain.cli import app
+from lactchain.registry import Registry
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "reg.db"
+    with Registry(path) as reg:
+        critic = reg.create_run("critic", name="critic fit", params={"lr": 1e-4}, tags={"note": "x"},
+                                cmd=["lactchain", "train-critic"])
+        reg.start_run(critic, pid=4321)
+        reg.log_metrics(critic, {"loss": 0.5, "spearman": 0.8}, step=3)
+        reg.add_artifact(critic, "checkpoint", reg.run_dir(critic) / "step-3", step=3)
+        reg.end_run(critic, "FINISHED", exit_code=0)
+        rollout = reg.create_run("rollout", parent_id=critic)
+        ep = reg.add_episode(rollout, idx=0)
+        reg.add_steps(rollout, [{"episode_id": ep, "t": 0}, {"episode_id": ep, "t": 1}])
+        reg.add_pairs(rollout, [{"chosen": ["a"], "rejected": ["b"], "labeler": "human"}])
+    return path
+
+
+def _ids(path: Path) -> tuple[str, str]:
+    with Registry(path) as reg:
+        return reg.list_runs(kind="critic")[0]["id"], reg.list_runs(kind="rollout")[0]["id"]
+
+
+def test_list_json(db):
+    critic, rollout = _ids(db)
+    result = runner.invoke(app, ["runs", "list", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [r["id"] for r in runs] == [rollout, critic]  # newest first
+    assert runs[1]["latest_metrics"] == {"loss": 0.5, "spearman": 0.8}
+    assert runs[1]["cmd"] == ["lactchain", "train-critic"] and runs[1]["duration_s"] >= 0
+
+    result = runner.invoke(app, ["runs", "list", "--db", str(db), "--json", "--kind", "rollout"])
+    assert [r["id"] for r in json.loads(result.stdout)] == [rollout]
+    result = runner.invoke(app, ["runs", "list", "--db", str(db), "--json", "--status", "finished", "-n", "5"])
+    assert [r["id"] for r in json.loads(result.stdout)] == [critic]
+
+
+def test_list_table_and_env_var(db, monkeypatch):
+    critic, _ = _ids(db)
+    monkeypatch.setenv("LACTCHAIN_DB", str(db))
+    result = runner.invoke(app, ["runs", "list"])
+    assert result.exit_code == 0, result.output
+    assert critic in result.stdout and "FINISHED" in result.stdout and "loss=0.5" in result.stdout
+
+
+def test_list_without_registry_creates_nothing(tmp_path):
+    missing = tmp_path / "none" / "reg.db"
+    result = runner.invoke(app, ["runs", "list", "--db", str(missing), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert not missing.parent.exists()
+    result = runner.invoke(app, ["runs", "list", "--db", str(missing), "--status", "bogus"])
+    assert result.exit_code == 2 and "BOGUS" in result.stderr and not missing.exists()
+
+
+def test_show_json_by_prefix(db):
+    critic, rollout = _ids(db)
+    result = runner.invoke(app, ["runs", "show", critic[:10], "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["run"]["id"] == critic and info["run"]["status"] == "FINISHED"
+    assert info["params"] == {"lr": 1e-4} and info["tags"] == {"note": "x"}
+    assert info["latest_metrics"] == {"loss": 0.5, "spearman": 0.8}
+    assert info["artifacts"][0]["kind"] == "checkpoint" and info["artifacts"][0]["step"] == 3
+    assert info["children"] == [rollout]
+
+    info = json.loads(runner.invoke(app, ["runs", "show", rollout, "--db", str(db), "--json"]).stdout)
+    assert info["counts"]["episodes"] == 1 and info["counts"]["steps"] == 2 and info["counts"]["pairs"] == 1
+
+
+def test_show_table(db):
+    critic, _ = _ids(db)
+    result = runner.invoke(app, ["runs", "show", critic, "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    for text in (critic, "params", "lr", "spearman", "checkpoint", "lactchain train-critic"):
+        assert text in result.stdout
+
+
+def test_show_unknown_id_is_a_one_line_error(db):
+    result = runner.invoke(app, ["runs", "show", "nope-1234", "--db", str(db)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    message = " ".join(result.stderr.split())  # rich may wrap it at the terminal width
+    assert message.startswith("error: no run with id 'nope-1234'") and "Traceback" not in result.stderr
+
+
+def test_show_ambiguous_prefix(db):
+    result = runner.invoke(app, ["runs", "show", "", "--db", str(db)])
+    assert result.exit_code == 2 and "no run" in result.stderr
+    with Registry(db) as reg:
+        reg.create_run("critic")
+    result = runner.invoke(app, ["runs", "show", "critic-", "--db", str(db)])
+    assert result.exit_code == 2 and "several runs" in " ".join(result.stderr.split())
+
+
+def test_help_texts():
+    result = runner.invoke(app, ["runs", "--help"])
+    assert result.exit_code == 0 and "list" in result.stdout and "show" in result.stdout
+    for cmd in ("list", "show"):
+        result = runner.invoke(app, ["runs", cmd, "--help"])
+        assert result.exit_code == 0 and "--db" in result.stdout and "--json" in result.stdout
+
+
+def test_console_script_json_is_pure(db):
+    critic, _ = _ids(db)
+    exe = Path(sys.executable).with_name("lactchain")
+    out = subprocess.run([str(exe), "runs", "show", critic, "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["run"]["id"] == critic  # nothing but JSON on the real stdout
