@@ -123,12 +123,19 @@ def run_context(
             signal.signal(sig, handler)
 
 
-def detach(registry: Any, kind: str, argv: Sequence[str], name: str | None = None, params: dict[str, Any] | None = None) -> str:
+def detach(
+    registry: Any,
+    kind: str,
+    argv: Sequence[str],
+    name: str | None = None,
+    params: dict[str, Any] | None = None,
+    parent_id: str | None = None,
+) -> str:
     """Launch `lactchain <argv> --run-id ID` in its own session; return the run id.
 
     The child adopts the SCHEDULED run; its stdout/stderr go to runs/<id>/log.txt.
     """
-    run_id = registry.create_run(kind, name=name, params=params or {}, cmd=["lactchain", *argv])
+    run_id = registry.create_run(kind, name=name, params=params or {}, parent_id=parent_id, cmd=["lactchain", *argv])
     log_path = registry.run_dir(run_id) / "log.txt"
     child_argv = [sys.executable, "-m", "lactchain.cli", *argv, "--run-id", run_id, "--db", str(registry.path)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -147,8 +154,8 @@ def detach(registry: Any, kind: str, argv: Sequence[str], name: str | None = Non
 
 
 def strip_detach(argv: Sequence[str]) -> list[str]:
-    """The command line to re-launch: the same, minus --detach (and any --db/--run-id,
-    which `detach` sets itself)."""
+    """The command line to re-launch: the same, minus --detach (and any --db/--run-id/
+    --resume-from, which the launcher sets itself)."""
     out: list[str] = []
     skip = False
     for i, arg in enumerate(argv):
@@ -157,10 +164,10 @@ def strip_detach(argv: Sequence[str]) -> list[str]:
             continue
         if arg == "--detach":
             continue
-        if arg in ("--db", "--run-id"):
+        if arg in ("--db", "--run-id", "--resume-from"):
             skip = True
             continue
-        if arg.startswith(("--db=", "--run-id=")):
+        if arg.startswith(("--db=", "--run-id=", "--resume-from=")):
             continue
         out.append(arg)
     return out

@@ -22,7 +22,6 @@ LENIENT = "lenient"
 FAILED = "failed"
 PARSE_MODES = (STRICT, LENIENT, FAILED)
 
-_LIST_RE = re.compile(r"\[[^\[\]]*\]", re.DOTALL)
 _SPACE_RE = re.compile(r"[\s_\-]+")
 # Longest phrases first, so "move forward" wins over a bare "forward".
 _PHRASE_ALIASES: dict[str, str] = {
@@ -79,10 +78,32 @@ def format_moves(moves: Sequence[str]) -> str:
     return "[" + ", ".join(f"'{m}'" for m in moves) + "]"
 
 
+def _outer_bracket_spans(text: str) -> list[tuple[int, int]]:
+    """Balanced `[...]` spans that are not inside another balanced span, in order.
+    One pass with a stack (linear even for '[' * 10**6); unmatched brackets are skipped."""
+    stack: list[int] = []
+    spans: list[tuple[int, int]] = []
+    for i, ch in enumerate(text):
+        if ch == "[":
+            stack.append(i)
+        elif ch == "]" and stack:
+            spans.append((stack.pop(), i + 1))
+    spans.sort()
+    outer: list[tuple[int, int]] = []
+    covered = -1
+    for start, end in spans:
+        if start >= covered:
+            outer.append((start, end))
+            covered = end
+    return outer
+
+
 def _strict(text: str, allowed: Sequence[str]) -> list[str] | None:
-    for match in _LIST_RE.finditer(text):
+    # Only outermost lists count: a nested list such as [['move forward']] is not a
+    # move list, and its inner list must not be picked out as if it were one.
+    for start, end in _outer_bracket_spans(text):
         try:
-            value = ast.literal_eval(match.group(0))
+            value = ast.literal_eval(text[start:end])
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -45,7 +45,7 @@ DetachOption = Annotated[
     typer.Option("--detach", help="Run as a background job (survives logout); prints the run id and returns."),
 ]
 RunIdOption = Annotated[Optional[str], typer.Option("--run-id", hidden=True, help="Adopt this scheduled run (set by --detach).")]
-SKIP_ON_RELAUNCH = {"detach", "run_id", "db"}
+SKIP_ON_RELAUNCH = {"detach", "run_id", "db", "resume_from"}
 
 
 def relaunch_argv(ctx: click.Context) -> list[str]:
@@ -110,7 +110,8 @@ def run_job(
             console.print(f"started [bold]{rid}[/] in the background; follow it with [cyan]lactchain runs logs {rid} --follow[/]")
         return
     try:
-        with jobs.run_context(registry, kind, name=name, params=params, run_id=run_id) as handle:
+        cmd = ["lactchain", *relaunch_argv(ctx)]
+        with jobs.run_context(registry, kind, name=name, params=params, run_id=run_id, cmd=cmd) as handle:
             result = {"run_id": handle.run_id, **body(handle)}
     except jobs.Cancelled:
         fail("cancelled; the run is marked KILLED", code=130)

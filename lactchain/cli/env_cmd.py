@@ -28,6 +28,10 @@ def show(
     The goal sits in the north-east corner; the agent starts in the south-west
     corner facing east. Prints the exact optimal move list (BFS) and V*.
     """
+    if not 0.0 <= gamma < 1.0:
+        fail(f"--gamma must be in [0, 1), got {gamma}")
+    if size > 64:
+        fail(f"--size {size} is too large to solve exactly here; use at most 64")
     moves = ALL_MOVES if turn_right else DEFAULT_MOVES
     try:
         env = GridWorldEnv(size=size, goal=(size - 1, size - 1), moves=moves, render_mode="ansi")

@@ -1,4 +1,4 @@
-"""`lactchain runs ...`: browse the run registry (read-only)."""
+"""`lactchain runs ...`: browse the run registry and control background jobs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich import box
 from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, fail, print_json
+from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_STATUSES, Registry, RunNotFound
 
@@ -23,6 +24,21 @@ _LIST_METRICS = 3  # latest metrics shown per row of `runs list`
 
 def _db_path(db: Optional[Path]) -> Path:
     return db.expanduser().absolute() if db is not None else default_db_path()
+
+
+def _get_run(reg: Registry, run_id: str) -> dict[str, Any]:
+    try:
+        return reg.get_run(run_id)
+    except RunNotFound as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
+
+
+def _open_existing(db: Optional[Path]) -> Registry:
+    path = _db_path(db)
+    if not path.exists():
+        fail(f"no registry at {path}")
+    return Registry(path)
 
 
 def _fmt_time(ms: int | None, short: bool = False) -> str:
@@ -79,6 +95,7 @@ def list_runs(
         runs: list[dict[str, Any]] = []
     else:
         with Registry(path) as reg:
+            reap_dead_runs(reg)
             runs = reg.list_runs(kind=kind, status=status, limit=limit)
             for run in runs:
                 run["duration_s"] = _duration_s(run)
@@ -119,10 +136,8 @@ def show(
     if not path.exists():
         fail(f"no registry at {path}")
     with Registry(path) as reg:
-        try:
-            run = reg.get_run(run_id)
-        except RunNotFound as exc:
-            fail(str(exc))
+        reap_dead_runs(reg)
+        run = _get_run(reg, run_id)
         rid = run["id"]
         run["duration_s"] = _duration_s(run)
         counts = reg.counts(rid)
@@ -174,3 +189,86 @@ def show(
             table.add_row(str(art["id"]), art["kind"], _fmt_value(art["step"]), art["path"],
                           _fmt_time(art["created_ms"]))
         console.print(table)
+
+
+@app.command("kill")
+def kill(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    force: Annotated[bool, typer.Option("--force", help="SIGKILL instead of SIGTERM (no checkpoint).")] = False,
+    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the run to stop.")] = 0.0,
+    db: DbOption = None,
+) -> None:
+    """Stop a background job. SIGTERM lets it save a checkpoint and end as KILLED."""
+    import signal
+
+    with _open_existing(db) as reg:
+        run = _get_run(reg, run_id)
+        if run["status"] not in ACTIVE:
+            fail(f"run {run['id']} is not running (status {run['status']})")
+        if not kill_run(reg, run["id"], signal.SIGKILL if force else signal.SIGTERM):
+            reap_dead_runs(reg)
+            fail(f"run {run['id']} has no live process; it is now {reg.get_run(run['id'])['status']}")
+        deadline = time.time() + wait
+        while time.time() < deadline and reg.get_run(run["id"])["status"] in ACTIVE:
+            time.sleep(0.2)
+        if force:
+            reap_dead_runs(reg)
+        console.print(f"signalled {run['id']}; status {_status(reg.get_run(run['id'])['status'])}")
+
+
+@app.command("logs")
+def logs(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until the run ends.")] = False,
+    tail: Annotated[int, typer.Option("--tail", "-n", min=0, help="Lines to show from the end (0 = all).")] = 0,
+    db: DbOption = None,
+) -> None:
+    """Print a run's log (runs/<id>/log.txt), optionally following it live."""
+    import sys
+
+    with _open_existing(db) as reg:
+        run = _get_run(reg, run_id)
+        log_path = Path(run.get("log_path") or reg.run_dir(run["id"]) / "log.txt")
+        if not log_path.exists():
+            fail(f"run {run['id']} has no log at {log_path} (only detached runs write one)")
+        with open(log_path, "r", errors="replace") as fh:
+            lines = fh.readlines()
+            sys.stdout.writelines(lines[-tail:] if tail else lines)
+            sys.stdout.flush()
+            while follow:
+                chunk = fh.read()
+                if chunk:
+                    sys.stdout.write(chunk)
+                    sys.stdout.flush()
+                    continue
+                reap_dead_runs(reg)
+                if reg.get_run(run["id"])["status"] not in ACTIVE:
+                    sys.stdout.write(fh.read())
+                    break
+                time.sleep(0.5)
+
+
+@app.command("resume")
+def resume(
+    run_id: Annotated[str, typer.Argument(help="A KILLED or FAILED training run.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a killed or failed training run from its last checkpoint, as a new
+    background run (child of the old one) with the same parameters."""
+    from lactchain import jobs
+
+    with _open_existing(db) as reg:
+        reap_dead_runs(reg)
+        run = _get_run(reg, run_id)
+        if run["status"] not in ("KILLED", "FAILED"):
+            fail(f"run {run['id']} is {run['status']}; only KILLED or FAILED runs can be resumed")
+        argv = [a for a in (run.get("cmd") or [])[1:]]
+        if not argv:
+            fail(f"run {run['id']} has no recorded command to resume")
+        argv = jobs.strip_detach(argv) + ["--resume-from", run["id"]]
+        new_id = jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
+    if as_json:
+        print_json({"run_id": new_id, "resumes": run["id"]})
+    else:
+        console.print(f"resuming {run['id']} as [bold]{new_id}[/]; follow with [cyan]lactchain runs logs {new_id} -f[/]")

@@ -65,11 +65,18 @@ def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = Fal
     return MoveOutcome(state, bumped=state.orientation)
 
 
+def _as_int(v: Any) -> int:
+    # int(1.5) would silently become 1: a non-integral coordinate is an impossible state.
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+        raise ValueError(f"{v!r} is not a whole number")
+    return int(v)
+
+
 def _as_cell(value: Any, name: str) -> tuple[int, int]:
     try:
-        x, y = (int(v) for v in value)
+        x, y = (_as_int(v) for v in value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an (x, y) pair, got {value!r}") from None
+        raise ValueError(f"{name} must be an (x, y) pair of whole numbers, got {value!r}") from None
     return x, y
 
 

@@ -1,0 +1,137 @@
+"""`lactchain collect-pairs` and `lactchain evaluate`: the loop's data and scoring steps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, run_job
+from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
+
+ResumeOption = Annotated[Optional[str], typer.Option("--resume-from", hidden=True, help="Continue this run's work.")]
+
+
+def _table(title: str, result: dict[str, Any]) -> None:
+    table = Table(title=title, show_header=False)
+    for key, value in result.items():
+        if isinstance(value, (int, float, str, bool)):
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+def load_critic(registry: Any, critic_run: str):
+    """The latest critic checkpoint of a train-critic run."""
+    from lactchain.models.critic import Critic
+
+    run = registry.get_run(critic_run)
+    art = registry.latest_artifact(run["id"], "critic")
+    if art is None:
+        raise typer.BadParameter(f"run {run['id']} has no critic checkpoint", param_hint="--critic-run")
+    params = registry.params(run["id"])
+    with err_console.status(f"loading critic from {run['id']}"):
+        return Critic.load(params.get("critic", "minilm-l6"), checkpoint=art["path"]), params
+
+
+def collect_pairs_cmd(
+    ctx: typer.Context,
+    actor: ActorOption = "smollm2-135m",
+    adapter: AdapterOption = None,
+    critic_run: Annotated[Optional[str], typer.Option("--critic-run", help="train-critic run whose checkpoint scores candidates.")] = None,
+    states: Annotated[int, typer.Option("--states", min=1, help="Start states to sample (uniform over cells x orientations).")] = 32,
+    samples: Annotated[int, typer.Option("--samples", "-k", min=2, help="Move lists drawn per state (k >= 2).")] = 4,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.7, help="Sampling temperature (>= 0.7 for diversity).")] = 1.0,
+    gamma: Annotated[Optional[float], typer.Option("--gamma", help="Discount in A = R + gamma V(s') - V(s); default: the critic's.")] = None,
+    margin: Annotated[float, typer.Option("--margin", min=0.0, help="Minimum advantage gap between chosen and rejected.")] = 0.5,
+    episodes_from: Annotated[Optional[list[str]], typer.Option("--episodes-from", help="Also pair steps of these play runs whose states match.")] = None,
+    constrained: ConstrainedOption = True,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    db: DbOption = None,
+    detach: DetachOption = False,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build chosen/rejected pairs: sample start states, reset the env to each exact
+    state, draw k move lists, execute each from that state and rank them by the
+    critic's advantage; keep best vs worst when they differ by more than --margin.
+
+    Every dropped candidate is counted by reason. Pairs go to the registry and a
+    `datasets` dataset (prompt/chosen/rejected) is saved under the run folder.
+    """
+    if critic_run is None and not episodes_from:
+        raise typer.BadParameter("give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from play runs)")
+    params = dict(actor=actor, adapter=adapter, critic_run=critic_run, states=states, samples=samples,
+                  temperature=temperature, gamma=gamma, margin=margin, episodes_from=episodes_from or [],
+                  constrained=constrained, seed=seed)
+
+    def body(handle) -> dict[str, Any]:
+        from lactchain.envs import GridWorldEnv
+        from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
+
+        reg = handle.registry
+        model = load_actor(actor, adapter, reg, quiet=as_json)
+        batch = PairBatch()
+        g = gamma
+        if critic_run is not None:
+            critic, critic_params = load_critic(reg, critic_run)
+            g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
+            start_states = sample_start_states(GridWorldEnv(moves=model.moves), states, seed=seed)
+            with Progress(TextColumn("[bold]pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          console=err_console, transient=as_json) as bar:
+                task = bar.add_task("states", total=len(start_states))
+                batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
+                                      margin=margin, constrained=constrained, seed=seed,
+                                      on_progress=lambda n: (bar.advance(task, n), handle.check_cancelled()))
+        for play_run in episodes_from or []:
+            extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin)
+            batch.pairs += extra.pairs
+            batch.dropped.update(extra.dropped)
+            batch.candidates += extra.candidates
+        reg.add_pairs(handle.run_id, batch.pairs)
+        dataset_dir = handle.dir / "dataset"
+        to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
+        reg.add_artifact(handle.run_id, "dataset", str(dataset_dir), meta={"rows": len(batch.pairs)})
+        stats = batch.stats()
+        handle.log_metrics({k: float(v) for k, v in stats.items()})
+        return {**stats, "dataset": str(dataset_dir)}
+
+    run_job(ctx, kind="pairs", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
+            name=f"pairs {actor}", render=lambda r: _table(f"collect-pairs {r['run_id']}", r))
+
+
+def evaluate_cmd(
+    ctx: typer.Context,
+    actor: ActorOption = "smollm2-135m",
+    adapter: AdapterOption = None,
+    states: Annotated[str, typer.Option("--states", help="'all' non-goal start states, or a number to sample.")] = "all",
+    constrained: ConstrainedOption = True,
+    envs: Annotated[int, typer.Option("--envs", "-b", min=1, help="Batch size of lock-step envs.")] = 16,
+    max_actions: Annotated[int, typer.Option("--max-actions", min=1)] = 10,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    db: DbOption = None,
+    detach: DetachOption = False,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Score an actor greedily from every start state: success rate, mean return,
+    optimal ratio (BFS-optimal moves / moves used) and parse-failure rate."""
+    if states != "all" and not states.isdigit():
+        raise typer.BadParameter("must be 'all' or a positive number", param_hint="--states")
+    params = dict(actor=actor, adapter=adapter, states=states, constrained=constrained, envs=envs,
+                  max_actions=max_actions, seed=seed)
+
+    def body(handle) -> dict[str, Any]:
+        from lactchain.evaluate import evaluate_actor
+
+        model = load_actor(actor, adapter, handle.registry, quiet=as_json)
+        with err_console.status("evaluating"):
+            result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
+                                    n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
+                                    run_id=handle.run_id, should_stop=handle.cancelled.is_set)
+        handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
+        return result
+
+    run_job(ctx, kind="eval", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
+            name=f"eval {actor}" + (f"+{adapter}" if adapter else ""), render=lambda r: _table(f"evaluate {r['run_id']}", r))
