@@ -1,0 +1,487 @@
+"""The actor: batched and streaming generation of move lists, their log-probs, LoRA adapters.
+
+Prompts given to `generate` / `stream` / `completion_logprobs` are USER messages
+(rendered strategy prompts); the actor wraps each in the model's chat template
+(`chat_prompt`, generation prompt added) and tokenizes that text with
+`add_special_tokens=False` (the template already holds BOS / role markers).
+
+Generation is ONE batched `model.generate` call: left padding, KV cache, a pad
+token distinct from EOS, greedy at temperature 0, otherwise plain multinomial
+sampling at `temperature` (no top-k / top-p). A completion ends with the
+tokenizer's EOS (for SmolLM2: `<|im_end|>`, the end of an assistant turn).
+
+Constrained decoding restricts tokens to `move_list_grammar(moves, max_moves)`
+through xgrammar; once the list is closed only EOS is allowed, so every
+constrained sample that fits in `max_new_tokens` parses strictly. Free mode
+(`constrained=False`) just samples and `parse_moves` decides (strict, lenient or
+failed).
+
+`Sample.logprob` is the sum of log-probs of the generated tokens, EOS included,
+under the model's own raw (untempered, unmasked) distribution: the same number
+`completion_logprobs` computes by teacher forcing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from lactchain.models.presets import Progress, quiet_bars, resolve_actor
+from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
+from lactchain.prompts import check_prompt_length
+
+PAD_CANDIDATES = ("<|endoftext|>", "<pad>", "<|pad|>", "<unk>")
+FALLBACK_CONTEXT = 2048
+
+
+@dataclass
+class Sample:
+    """One completion: its text, the parsed moves and how they parsed."""
+
+    text: str
+    moves: list[str]
+    mode: str  # "strict" | "lenient" | "failed"
+    logprob: float  # sum of completion token log-probs (EOS included) under the raw model
+    n_tokens: int  # generated tokens, EOS included
+    # The generated token ids (EOS included, padding dropped). A grammar can steer a
+    # BPE model into a non-canonical tokenization of `text`; scoring these ids (not
+    # the re-tokenized text) reproduces `logprob` exactly.
+    token_ids: list[int] = field(default_factory=list)
+
+
+def ensure_distinct_pad(tokenizer: Any, model: Any = None) -> None:
+    """Give the tokenizer a pad token that is not EOS (padding with EOS hides the
+    end of every completion from training), pad on the left, and tell the model.
+    Prefers an existing non-EOS special token (unk, <|endoftext|>, <pad>); adds a
+    new `<|pad|>` token (and resizes the embeddings) only as a last resort."""
+    eos_id = tokenizer.eos_token_id
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == eos_id:
+        vocab = tokenizer.get_vocab()
+        choice = None
+        if tokenizer.unk_token is not None and tokenizer.unk_token_id not in (None, eos_id):
+            choice = tokenizer.unk_token
+        else:
+            for tok in PAD_CANDIDATES:
+                if tok in vocab and vocab[tok] != eos_id:
+                    choice = tok
+                    break
+        if choice is not None:
+            tokenizer.pad_token = choice
+        else:
+            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+            if model is not None:
+                model.resize_token_embeddings(len(tokenizer))
+    tokenizer.padding_side = "left"
+    if model is not None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+            model.generation_config.eos_token_id = eos_id
+
+
+class _LogprobRecorder:
+    """First logits processor of the chain: sees the raw logits of every step and adds
+    up the log-prob of the token chosen at that step (read back one step later)."""
+
+    def __init__(self) -> None:
+        self.prev: Optional[torch.Tensor] = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:].to(self.prev.device)).squeeze(1))
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, generated: torch.Tensor) -> torch.Tensor:
+        """(B, T) log-probs of the generated tokens."""
+        if self.prev is not None and generated.shape[1] > len(self.steps):
+            self.steps.append(self.prev.gather(1, generated[:, -1:].to(self.prev.device)).squeeze(1))
+        self.prev = None
+        if not self.steps:
+            return torch.zeros(generated.shape[0], 0)
+        return torch.stack(self.steps, dim=1).cpu()
+
+
+class _CallbackStreamer:
+    """transformers streamer: decodes the growing completion and hands each new piece
+    of text to `on_text` (on the thread that runs generate)."""
+
+    def __init__(self, tokenizer: Any, on_text: Callable[[str], None], eos_id: int) -> None:
+        self.tokenizer = tokenizer
+        self.on_text = on_text
+        self.eos_id = eos_id
+        self.seen_prompt = False
+        self.ids: list[int] = []
+        self.emitted = ""
+        self.done = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.seen_prompt:
+            self.seen_prompt = True  # the first call carries the prompt
+            return
+        if self.done:
+            return
+        for tok in value.reshape(-1).tolist():
+            if tok == self.eos_id:
+                self.done = True
+                break
+            self.ids.append(int(tok))
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):  # an unfinished multi-byte character: wait for the rest
+            return
+        self._emit_to(text)
+
+    def _emit_to(self, text: str) -> None:
+        if text.startswith(self.emitted) and len(text) > len(self.emitted):
+            piece = text[len(self.emitted):]
+            self.emitted = text
+            self.on_text(piece)
+
+    def end(self) -> None:
+        pass
+
+    def flush(self, final_text: str) -> None:
+        self._emit_to(final_text)
+
+
+def _default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Actor:
+    """An LLM that answers rendered strategy prompts with move lists."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str = "model",
+        moves: Sequence[str] = DEFAULT_MOVES,
+        max_moves: int = 8,
+        device: str | torch.device | None = None,
+    ) -> None:
+        from transformers import GenerationConfig
+
+        self.name = name
+        self.tokenizer = tokenizer
+        self.moves: tuple[str, ...] = tuple(moves)
+        self.max_moves = int(max_moves)
+        self.device = torch.device(device) if device is not None else _default_device()
+        self.adapter: Optional[Path] = None
+        if tokenizer.eos_token_id is None:
+            raise ValueError(f"the tokenizer of {name!r} has no EOS token, so completions could never end")
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a peft wrapper
+        ensure_distinct_pad(tokenizer, base)
+        # A neutral generation config: sampling is fully decided per call (no hub
+        # defaults such as top_k=50 or repetition penalties sneaking in).
+        base.generation_config = GenerationConfig(
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        self.model = model.to(self.device).eval()
+        self._xgr_compiler: Any = None
+        self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
+
+    # ---- loading ------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        spec: str = "smollm2-135m",
+        adapter: str | Path | None = None,
+        *,
+        moves: Sequence[str] = DEFAULT_MOVES,
+        max_moves: int = 8,
+        device: str | None = None,
+        progress: Optional[Progress] = None,
+    ) -> "Actor":
+        """Load a preset (`tiny`, `smollm2-135m`, `mistral-7b-instruct`), a local folder or
+        a cached hub id, optionally with a LoRA adapter folder on top."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = resolve_actor(spec, progress)
+        dev = torch.device(device) if device is not None else _default_device()
+        dtype = torch.float32
+        if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+            dtype = torch.bfloat16
+        if progress is not None:
+            progress(f"loading {spec} weights", None)
+        with quiet_bars(progress):
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=False)
+        actor = cls(model, tokenizer, name=spec, moves=moves, max_moves=max_moves, device=dev)
+        if adapter is not None:
+            if progress is not None:
+                progress(f"loading adapter {adapter}", None)
+            actor.load_adapter(adapter)
+        if progress is not None:
+            progress(f"{spec} ready on {dev}", 1.0)
+        return actor
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Put a peft LoRA adapter (a folder saved by `save_pretrained`) on the base model;
+        replaces any adapter already loaded."""
+        from peft import PeftModel
+
+        path = Path(path).expanduser()
+        if not (path / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json)")
+        self.unload_adapter()
+        self.model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False).to(self.device).eval()
+        self.adapter = path
+
+    def unload_adapter(self) -> None:
+        """Remove the LoRA adapter (no merge): back to the base weights."""
+        from peft import PeftModel
+
+        if isinstance(self.model, PeftModel):
+            self.model = self.model.unload().eval()
+        self.adapter = None
+
+    # ---- prompts --------------------------------------------------------------------
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    def chat_prompt(self, user_text: str) -> str:
+        """The user message rendered with the chat template, generation prompt added
+        (the raw text for a model without a chat template)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            return user_text
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+        )
+
+    def context_length(self) -> int:
+        config = self._config()
+        for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(config, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        value = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(value, int) and 0 < value < 10**7:
+            return value
+        return FALLBACK_CONTEXT
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._ids(text))
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _config(self) -> Any:
+        model = self.model
+        return getattr(model, "config", None) or model.get_base_model().config
+
+    def _prompt_ids(self, user_text: str, reserve: int) -> list[int]:
+        ids = self._ids(self.chat_prompt(user_text))
+        check_prompt_length(user_text, lambda _t: len(ids), self.context_length(), reserve=reserve)
+        return ids
+
+    def _left_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            if row:
+                ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+                mask[i, width - len(row):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    # ---- constrained decoding ------------------------------------------------------
+    def _compiled_grammar(self) -> Any:
+        import xgrammar as xgr
+
+        key = (tuple(self.moves), int(self.max_moves))
+        if key not in self._grammars:
+            if self._xgr_compiler is None:
+                info = xgr.TokenizerInfo.from_huggingface(
+                    self.tokenizer,
+                    vocab_size=self._config().vocab_size,
+                    stop_token_ids=[self.eos_token_id],
+                )
+                self._xgr_compiler = xgr.GrammarCompiler(info)
+            self._grammars[key] = self._xgr_compiler.compile_grammar(move_list_grammar(*key))
+        return self._grammars[key]
+
+    def grammar_token_budget(self) -> int:
+        """Tokens (EOS included) the longest allowed move list takes when tokenized
+        canonically: `max_new_tokens` below this can cut constrained lists short."""
+        longest = max(self.moves, key=lambda m: len(self._ids(m)))
+        return len(self._ids(format_moves([longest] * self.max_moves))) + 1
+
+    # ---- generation ------------------------------------------------------------------
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        constrained: bool = True,
+        temperature: float = 0.0,
+        max_new_tokens: int = 48,
+        seed: int | None = None,
+        num_samples: int = 1,
+    ) -> list[Sample]:
+        """`num_samples` completions per user prompt, grouped per prompt (prompt 0's
+        first), from ONE batched generate call. Same seed -> same samples."""
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        if not prompts:
+            return []
+        if constrained:
+            self._check_budget(max_new_tokens)
+        rows = [self._prompt_ids(p, max_new_tokens) for p in prompts]
+        rows = [r for r in rows for _ in range(num_samples)]
+        return self._run(rows, constrained=constrained, temperature=temperature,
+                         max_new_tokens=max_new_tokens, seed=seed)
+
+    def stream(
+        self,
+        prompt: str,
+        on_text: Callable[[str], None],
+        *,
+        constrained: bool = True,
+        temperature: float = 0.0,
+        max_new_tokens: int = 48,
+        seed: int | None = None,
+    ) -> Sample:
+        """Generate one completion, calling `on_text(piece)` as text arrives (on this
+        thread); the pieces concatenate to the returned `Sample.text`."""
+        if constrained:
+            self._check_budget(max_new_tokens)
+        rows = [self._prompt_ids(prompt, max_new_tokens)]
+        streamer = _CallbackStreamer(self.tokenizer, on_text, self.eos_token_id)
+        sample = self._run(rows, constrained=constrained, temperature=temperature,
+                           max_new_tokens=max_new_tokens, seed=seed, streamer=streamer)[0]
+        streamer.flush(sample.text)
+        return sample
+
+    def _check_budget(self, max_new_tokens: int) -> None:
+        budget = self.grammar_token_budget()
+        if max_new_tokens < budget:
+            warnings.warn(
+                f"max_new_tokens={max_new_tokens} is below the {budget} tokens a list of {self.max_moves} moves "
+                f"takes for {self.name}: long constrained answers will be cut off (and parse leniently or fail)",
+                stacklevel=3,
+            )
+
+    def _run(
+        self,
+        rows: list[list[int]],
+        *,
+        constrained: bool,
+        temperature: float,
+        max_new_tokens: int,
+        seed: int | None,
+        streamer: Any = None,
+    ) -> list[Sample]:
+        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper
+
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        input_ids, mask = self._left_pad(rows)
+        do_sample = temperature > 0
+        recorder = _LogprobRecorder()
+        processors = LogitsProcessorList([recorder])
+        if do_sample and temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(float(temperature)))
+        if constrained:
+            from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
+
+            processors.append(GrammarProcessor(self._compiled_grammar()))  # one per call: it is stateful
+        settings: dict[str, Any] = dict(
+            max_new_tokens=int(max_new_tokens),
+            do_sample=do_sample,
+            num_beams=1,
+            bos_token_id=self.tokenizer.bos_token_id,
+            eos_token_id=self.eos_token_id,
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            use_cache=True,
+            repetition_penalty=1.0,
+        )
+        if do_sample:
+            # The temperature is applied by our own warper, after the raw logits were recorded.
+            settings.update(temperature=1.0, top_k=0, top_p=1.0)
+        config = GenerationConfig(**settings)
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                generation_config=config,
+                logits_processor=processors,
+                streamer=streamer,
+            )
+        generated = out.sequences[:, input_ids.shape[1]:].cpu()
+        token_lp = recorder.finish(generated)
+        return [self._sample(generated[i].tolist(), token_lp[i]) for i in range(generated.shape[0])]
+
+    def _sample(self, tokens: list[int], token_lp: torch.Tensor) -> Sample:
+        eos = self.eos_token_id
+        n = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        body = tokens[: n - 1] if n and tokens[n - 1] == eos else tokens[:n]
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        parsed = parse_moves(text, self.moves)
+        return Sample(text=text, moves=list(parsed.moves), mode=parsed.mode,
+                      logprob=float(token_lp[:n].sum()), n_tokens=n, token_ids=list(tokens[:n]))
+
+    # ---- scoring ---------------------------------------------------------------------
+    def _completion_ids(self, completion: str | Sequence[int], add_eos: bool) -> list[int]:
+        ids = self._ids(completion) if isinstance(completion, str) else [int(t) for t in completion]
+        if add_eos and (not ids or ids[-1] != self.eos_token_id):
+            ids.append(self.eos_token_id)
+        if not ids:
+            raise ValueError("an empty completion has nothing to score (use add_eos=True)")
+        return ids
+
+    def completion_logprobs(
+        self,
+        prompts: list[str],
+        completions: Sequence[str | Sequence[int]],
+        *,
+        add_eos: bool = True,
+        batch_size: int = 16,
+    ) -> list[float]:
+        """Teacher-forced sum of log-probs of each completion followed by EOS, given the
+        chat-rendered user prompt. Batched (left padding, positions from the mask).
+
+        A completion is text (tokenized canonically) or a list of token ids such as
+        `Sample.token_ids`; EOS is appended unless it is already there. A sample cut
+        off by `max_new_tokens` has no EOS: score its ids with `add_eos=False`."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        results: list[float] = []
+        for start in range(0, len(prompts), batch_size):
+            chunk_p = prompts[start:start + batch_size]
+            chunk_c = completions[start:start + batch_size]
+            comp = [self._completion_ids(c, add_eos) for c in chunk_c]
+            rows = [self._prompt_ids(p, len(c)) + c for p, c in zip(chunk_p, comp)]
+            input_ids, mask = self._left_pad(rows)
+            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+            keep = max(len(c) for c in comp) + 1
+            with torch.inference_mode():
+                logits = self.model(
+                    input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                    logits_to_keep=keep, use_cache=False,
+                ).logits
+            logits = logits[:, -keep:-1].float()  # predictions of the last keep-1 tokens
+            targets = input_ids[:, -(keep - 1):]
+            lp = torch.log_softmax(logits, dim=-1).gather(2, targets.unsqueeze(-1)).squeeze(-1)
+            for i, c in enumerate(comp):
+                results.append(float(lp[i, lp.shape[1] - len(c):].sum()))
+        return results
+

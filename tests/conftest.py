@@ -1,0 +1,30 @@
+"""Shared test setup: offline Hugging Face, prepared models reused across runs, a tiny actor.
+
+Kept small and generic; test modules hold their own specific fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Nothing in the test suite may reach the Hugging Face hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Prepared model copies (tiny, the SmolLM2 conversion) live in the repo's runs/models,
+# so the one-off conversion is reused across test runs (runs/* is git-ignored).
+os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_actor():
+    """The seeded `tiny` actor (DEFAULT_MOVES, max_moves 8). Shared by the session:
+    do not change its moves / max_moves or load adapters on it; load your own."""
+    from lactchain.models.actor import Actor
+
+    return Actor.load("tiny", device="cpu")
