@@ -1,0 +1,90 @@
+"""Detached jobs as real subprocesses: outlive the launcher, SIGTERM -> KILLED,
+kill -9 -> FAILED on the next read, a crash -> FAILED with its traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lactchain.jobs import pid_alive, reap_dead_runs
+from lactchain.registry import Registry
+
+
+def lactchain(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(predicate, timeout=90.0, every=0.2):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+def launch_long_play(db):
+    res = lactchain("play", "--actor", "tiny", "--episodes", "100000", "--envs", "1", "--free", "--db", str(db),
+                    "--detach", "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["run_id"]
+
+
+def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path):
+    db = tmp_path / "registry.db"
+    t0 = time.time()
+    run_id = launch_long_play(db)
+    assert time.time() - t0 < 60  # the launcher returned without waiting for the job
+    reg = Registry(db)
+    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
+    assert pid_alive(run["pid"]) and run["pgid"] == run["pid"]  # own session, launcher gone
+    assert os.getsid(run["pid"]) == run["pid"]
+    wait_for(lambda: len(reg.steps(run_id=run_id)) > 0)  # it is really playing
+    log = (tmp_path / run_id / "log.txt")
+    assert log.exists()
+    res = lactchain("runs", "kill", run_id, "--wait", "60", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    final = wait_for(lambda: (r := reg.get_run(run_id))["status"] != "RUNNING" and r)
+    assert final["status"] == "KILLED"
+    wait_for(lambda: not pid_alive(run["pid"]))
+
+
+def test_kill_dash_nine_is_failed_on_next_read(tmp_path):
+    db = tmp_path / "registry.db"
+    run_id = launch_long_play(db)
+    reg = Registry(db)
+    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
+    os.killpg(run["pgid"], signal.SIGKILL)
+    wait_for(lambda: not pid_alive(run["pid"]))
+    assert reg.get_run(run_id)["status"] == "RUNNING"  # nobody said anything yet
+    listed = json.loads(lactchain("runs", "list", "--json", "--db", str(db)).stdout)
+    row = next(r for r in listed if r["id"] == run_id)
+    assert row["status"] == "FAILED"
+    assert "died without reporting" in row["error"]
+
+
+def test_crash_is_failed_with_traceback(tmp_path):
+    db = tmp_path / "registry.db"
+    res = lactchain("play", "--actor", str(tmp_path / "no-such-model"), "--db", str(db), "--detach", "--json")
+    run_id = json.loads(res.stdout)["run_id"]
+    reg = Registry(db)
+    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] in ("FAILED", "FINISHED") and r)
+    assert run["status"] == "FAILED"
+    assert "Traceback" in run["error"] and "no-such-model" in run["error"]
+    wait_for(lambda: not pid_alive(run["pid"]))
+    assert "no-such-model" in (tmp_path / run_id / "log.txt").read_text()
+
+
+def test_scheduled_run_that_never_started_is_reaped(tmp_path):
+    reg = Registry(tmp_path / "r.db")
+    run_id = reg.create_run("play")
+    assert reap_dead_runs(reg, never_started_after_s=3600) == []
+    assert reap_dead_runs(reg, never_started_after_s=0) == [run_id]
+    assert reg.get_run(run_id)["status"] == "FAILED"
