@@ -18,13 +18,16 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import bench_cmd, loop_cmd, models_cmd, play_cmd, runs_cmd
+    from lactchain.cli import actor_cmd, bench_cmd, critic_cmd, loop_cmd, models_cmd, pipeline_cmd, play_cmd, runs_cmd
 
     app.add_typer(runs_cmd.app, name="runs")
     app.command("play")(play_cmd.play)
     app.add_typer(models_cmd.app, name="models")
+    app.command("train-critic")(critic_cmd.train_critic)
     app.command("collect-pairs")(loop_cmd.collect_pairs_cmd)
+    app.command("train-actor")(actor_cmd.train_actor_cmd)
     app.command("evaluate")(loop_cmd.evaluate_cmd)
+    app.command("pipeline")(pipeline_cmd.pipeline_cmd)
     app.add_typer(bench_cmd.app, name="bench")
 
 

@@ -77,3 +77,12 @@ def rollout(
     else:
         for key, value in result.items():
             console.print(f"{key:>28}: {value:.3f}" if isinstance(value, float) else f"{key:>28}: {value}")
+
+
+def _register_learn() -> None:
+    from lactchain.cli.pipeline_cmd import bench_learn
+
+    app.command("learn")(bench_learn)
+
+
+_register_learn()

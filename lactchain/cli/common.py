@@ -45,7 +45,7 @@ DetachOption = Annotated[
     typer.Option("--detach", help="Run as a background job (survives logout); prints the run id and returns."),
 ]
 RunIdOption = Annotated[Optional[str], typer.Option("--run-id", hidden=True, help="Adopt this scheduled run (set by --detach).")]
-SKIP_ON_RELAUNCH = {"detach", "run_id", "db", "resume_from"}
+SKIP_ON_RELAUNCH = {"detach", "run_id", "db"}
 
 
 def relaunch_argv(ctx: click.Context) -> list[str]:

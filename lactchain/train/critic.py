@@ -1,0 +1,315 @@
+"""Monte-Carlo critic training, readable top to bottom (CleanRL spirit).
+
+1. Load the steps of the given play runs from the registry, group them by
+   episode, order each by t and compute discounted returns backwards:
+   G_t = r_t + gamma * G_{t+1}, with G = 0 after the last step.
+   Episodes that ended by truncation (out of actions) rather than termination
+   simply use the return that was observed: no bootstrapping, so such a return
+   under-counts what would have come next. That is the Monte-Carlo estimate of
+   the behaviour policy's value with the episode's own horizon; fine for ranking
+   states and move lists, which is what the critic is for.
+2. Split by EPISODE (never by step: steps of one episode are correlated) into
+   train / validation, seeded.
+3. Targets are normalised with the mean/std of the training returns; the
+   critic stores them so its values come back in reward units.
+4. Each epoch: shuffled mini-batches, loss = MSE(V(s), G) + q_weight * MSE(Q(s, moves), G)
+   (both in normalised units), AdamW on LoRA + heads, learning rate annealed
+   linearly to 0 over all epochs (so the last epochs settle). Then metrics:
+   train loss, val loss, explained variance of V on val, and the Spearman rank
+   correlation of V with the planner's exact V* over every non-goal state of the
+   grid (goal cells are terminal: no step ever starts there, V* is 0 by
+   definition, so they carry no information about what the critic learnt).
+5. A checkpoint (critic.save + optimizer state) per epoch, recorded as a registry
+   artifact of kind "critic" with step = epoch (1-based). On SIGTERM the job's
+   `on_cancel` hook saves one more (meta complete=False) if any batch ran since.
+6. Resume: `resume=True` continues from this run's latest critic checkpoint,
+   `resume_from=RUN_ID` from another run's; epochs already done are skipped and
+   the optimizer state is restored. Splits and shuffles are functions of the
+   seed and the epoch number, so a resumed run sees the same batches.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+CHECKPOINT_KIND = "critic"
+OPTIMIZER_NAME = "optimizer.pt"
+
+
+# ---- 1. data: Monte-Carlo returns from stored episodes -------------------------------
+
+@dataclass(frozen=True)
+class Sample:
+    """One step as the critic sees it."""
+
+    episode: tuple[str, Any]  # (run id, episode id): the unit of the train/val split
+    t: int
+    state: dict[str, Any]
+    moves: list[str]
+    ret: float  # discounted return from this step on
+    truncated: bool = False  # the episode ended out of actions (or was cut short), not terminated
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """G_t = r_t + gamma * G_{t+1}, computed backwards from the end of the episode."""
+    out = [0.0] * len(rewards)
+    g = 0.0
+    for i in range(len(rewards) - 1, -1, -1):
+        g = float(rewards[i]) + gamma * g
+        out[i] = g
+    return out
+
+
+def samples_from_steps(run_id: str, steps: Sequence[Mapping[str, Any]], gamma: float) -> list[Sample]:
+    """Per-episode Monte-Carlo returns for steps rows (as `Registry.steps` returns them)."""
+    by_episode: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in steps:
+        by_episode[row["episode_id"]].append(row)
+    samples: list[Sample] = []
+    for episode_id, rows in by_episode.items():
+        rows = sorted(rows, key=lambda r: r["t"])
+        returns = discounted_returns([r["reward"] or 0.0 for r in rows], gamma)
+        last = rows[-1]
+        terminated = last.get("terminated")
+        truncated = not (terminated if terminated is not None else last.get("done"))  # older rows: done only
+        for row, g in zip(rows, returns):
+            samples.append(Sample((run_id, episode_id), int(row["t"]), dict(row["state"]),
+                                  list(row.get("moves") or []), g, truncated))
+    return samples
+
+
+def load_samples(registry: Any, run_ids: Sequence[str], gamma: float) -> list[Sample]:
+    samples: list[Sample] = []
+    for rid in run_ids:
+        samples.extend(samples_from_steps(rid, registry.steps(run_id=rid), gamma))
+    return samples
+
+
+def split_by_episode(samples: Sequence[Sample], val_fraction: float, seed: int) -> tuple[list[Sample], list[Sample]]:
+    """Whole episodes go to validation (at least one when there are two or more episodes)."""
+    episodes = sorted({s.episode for s in samples}, key=repr)
+    random.Random(seed).shuffle(episodes)
+    n_val = 0 if len(episodes) < 2 or val_fraction <= 0 else min(len(episodes) - 1, max(1, round(val_fraction * len(episodes))))
+    val_eps = set(episodes[:n_val])
+    return [s for s in samples if s.episode not in val_eps], [s for s in samples if s.episode in val_eps]
+
+
+# ---- metrics ------------------------------------------------------------------------------
+
+def explained_variance(pred: Sequence[float], target: Sequence[float]) -> float:
+    """1 - Var(target - pred) / Var(target): 1 is perfect, 0 is no better than the mean."""
+    y, p = np.asarray(target, dtype=float), np.asarray(pred, dtype=float)
+    var = y.var()
+    return float("nan") if var == 0 else float(1.0 - (y - p).var() / var)
+
+
+def spearman_vs_optimal(critic: Any, gamma: float) -> float:
+    """Spearman rank correlation of V with the exact V* over every non-goal state."""
+    from scipy.stats import spearmanr
+
+    from lactchain.envs import Planner
+
+    planner = Planner(critic.env)
+    vstar = planner.values(gamma)
+    states = [s for s in planner.states if not planner.is_goal(s)]
+    rho = spearmanr(critic.values(states), [vstar[s] for s in states]).statistic
+    return float(rho) if rho == rho else 0.0  # constant predictions: no rank information
+
+
+# ---- 2-6. training --------------------------------------------------------------------------
+
+def _batches(n: int, batch_size: int, seed: int) -> list[list[int]]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    batches = [order[i : i + max(batch_size, 2)] for i in range(0, n, max(batch_size, 2))]
+    if len(batches) > 1 and len(batches[-1]) == 1:  # BatchNorm needs two samples
+        batches[-2].extend(batches.pop())
+    return batches
+
+
+def _loss(critic: Any, batch: Sequence[Sample], q_weight: float) -> tuple[torch.Tensor, float, float]:
+    states = [s.state for s in batch]
+    target = torch.tensor([(s.ret - critic.value_mean) / critic.value_std for s in batch], device=critic.device)
+    v_loss = torch.nn.functional.mse_loss(critic.forward_values(critic.state_texts(states)), target)
+    loss, q_item = v_loss, float("nan")
+    if q_weight > 0:
+        q_loss = torch.nn.functional.mse_loss(critic.forward_q(critic.q_texts(states, [s.moves for s in batch])), target)
+        loss, q_item = v_loss + q_weight * q_loss, q_loss.item()
+    return loss, v_loss.item(), q_item
+
+
+def _evaluate(critic: Any, val: Sequence[Sample], q_weight: float) -> dict[str, float]:
+    if not val:
+        return {}
+    states = [s.state for s in val]
+    rets = [s.ret for s in val]
+    v = np.asarray(critic.values(states))
+    scale = critic.value_std ** 2
+    out = {
+        "val_loss": float(((v - np.asarray(rets)) ** 2).mean() / scale),  # normalised units, like train_loss
+        "val_explained_variance": explained_variance(v, rets),
+    }
+    if q_weight > 0:
+        q = np.asarray(critic.q_values(states, [s.moves for s in val]))
+        out["val_q_loss"] = float(((q - np.asarray(rets)) ** 2).mean() / scale)
+    return out
+
+
+def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | None) -> dict[str, Any] | None:
+    """The checkpoint to start from: this run's own latest when resuming it (it is
+    newer than anything it started from), else `resume_from`'s latest, else None."""
+    if resume:
+        own = registry.latest_artifact(run_id, CHECKPOINT_KIND)
+        if own is not None:
+            return own
+    if resume_from:
+        source = registry.resolve_run_id(resume_from)
+        art = registry.latest_artifact(source, CHECKPOINT_KIND)
+        if art is None:
+            raise FileNotFoundError(f"run {source} has no {CHECKPOINT_KIND} checkpoint to resume from")
+        return art
+    return None  # fresh start (also: resume=True before the first checkpoint was written)
+
+
+def train_critic(
+    handle: Any,
+    *,
+    episodes_from: Sequence[str],
+    critic: str = "minilm-l6",
+    epochs: int = 5,
+    gamma: float = 0.9,
+    lr: float = 5e-4,
+    batch_size: int = 64,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    lora_r: int = 8,
+    q_weight: float = 1.0,
+    weight_decay: float = 0.01,
+    env_kwargs: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    resume_from: str | None = None,
+    device: str | None = None,
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Fit V and Q of a critic to Monte-Carlo returns of the steps of `episodes_from` runs.
+
+    `handle` is a `lactchain.jobs.RunHandle` (registry, run_id, dir, log_metrics,
+    on_cancel, check_cancelled). Every other argument is a plain, JSON-able param,
+    so `lactchain runs resume` can call `train_critic(handle, **params, resume=True)`.
+    `on_epoch(epoch, metrics)` / `on_batch(done, total)` feed progress displays.
+    Returns the final metrics, the checkpoint path and data sizes.
+    """
+    from lactchain.models.critic import Critic
+
+    t_start = time.perf_counter()
+    registry = handle.registry
+    torch.manual_seed(seed)
+
+    # 1-2. data
+    run_ids = [registry.resolve_run_id(r) for r in episodes_from]
+    samples = load_samples(registry, run_ids, gamma)
+    if not samples:
+        raise ValueError(f"runs {', '.join(run_ids) or '(none)'} have no steps to learn from")
+    train, val = split_by_episode(samples, val_fraction, seed)
+    if len(train) < 2:
+        raise ValueError(f"only {len(train)} training step(s) in runs {', '.join(run_ids)}; play more episodes")
+
+    # 3. model: fresh, or from the checkpoint we resume
+    start = _resume_point(registry, handle.run_id, resume, resume_from)
+    if start is not None:
+        model = Critic.load(checkpoint=start["path"], device=device)
+        done_epochs = int(start["step"] or 0)
+    else:
+        model = Critic.load(critic, lora_r=lora_r, device=device, env_kwargs=env_kwargs)
+        rets = np.asarray([s.ret for s in train])
+        model.set_target_stats(rets.mean(), rets.std())
+        done_epochs = 0
+    model.batch_size = max(batch_size, 1)
+    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=weight_decay)
+    if start is not None and (Path(start["path"]) / OPTIMIZER_NAME).is_file():
+        optimizer.load_state_dict(torch.load(Path(start["path"]) / OPTIMIZER_NAME, map_location=model.device))
+
+    # 5. checkpoints
+    state = {"epoch": done_epochs, "batches_since_save": 0, "last_path": start["path"] if start else None}
+
+    def checkpoint(complete: bool, metrics: Mapping[str, float] | None = None) -> Path:
+        epoch = state["epoch"]
+        name = f"epoch-{epoch:03d}" if complete else f"epoch-{epoch:03d}-partial-{int(time.time())}"
+        folder = model.save(Path(handle.dir) / "critic" / name)
+        torch.save(optimizer.state_dict(), folder / OPTIMIZER_NAME)
+        meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
+        registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=epoch, meta=meta)
+        state["batches_since_save"], state["last_path"] = 0, str(folder)
+        return folder
+
+    def on_cancel() -> None:
+        if state["batches_since_save"]:
+            checkpoint(complete=False)
+
+    handle.on_cancel(on_cancel)
+
+    # 4. epochs
+    metrics: dict[str, float] = {}
+    for epoch in range(done_epochs + 1, epochs + 1):
+        model.train()
+        t0 = time.perf_counter()
+        batches = _batches(len(train), batch_size, seed * 100_003 + epoch)
+        tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
+        for i, idx in enumerate(batches):
+            handle.check_cancelled()
+            # linear learning-rate annealing to 0 over the whole run (CleanRL's anneal_lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * (1.0 - ((epoch - 1) + i / len(batches)) / epochs)
+            batch = [train[j] for j in idx]
+            loss, v_item, q_item = _loss(model, batch, q_weight)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            state["batches_since_save"] += 1
+            k = len(batch)
+            tot, tot_v, n = tot + loss.item() * k, tot_v + v_item * k, n + k
+            tot_q += (q_item if q_weight > 0 else 0.0) * k
+            if on_batch is not None:
+                on_batch(i + 1, len(batches))
+        state["epoch"] = epoch
+        seconds = time.perf_counter() - t0
+        metrics = {
+            "train_loss": tot / n,
+            "train_v_loss": tot_v / n,
+            **({"train_q_loss": tot_q / n} if q_weight > 0 else {}),
+            **_evaluate(model, val, q_weight),
+            "spearman_vstar": spearman_vs_optimal(model, gamma),
+            "epoch_seconds": seconds,
+            "batches_per_s": len(batches) / seconds if seconds > 0 else 0.0,
+        }
+        handle.log_metrics(metrics, step=epoch)
+        checkpoint(complete=True, metrics=metrics)
+        if on_epoch is not None:
+            on_epoch(epoch, metrics)
+
+    if not metrics and start is None:
+        metrics = {"spearman_vstar": spearman_vs_optimal(model, gamma)}
+    return {
+        "critic": model.spec,
+        "epochs": epochs,
+        "start_epoch": done_epochs,
+        "episodes": len({s.episode for s in samples}),
+        "truncated_episodes": len({s.episode for s in samples if s.truncated}),
+        "train_steps": len(train),
+        "val_steps": len(val),
+        "value_mean": model.value_mean,
+        "value_std": model.value_std,
+        "metrics": {k: (v if not (isinstance(v, float) and math.isnan(v)) else None) for k, v in metrics.items()},
+        "checkpoint": state["last_path"],
+        "seconds": time.perf_counter() - t_start,
+    }
