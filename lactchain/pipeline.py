@@ -136,8 +136,9 @@ def run_pipeline(
 
         def fit_critic(h: RunHandle) -> dict[str, Any]:
             out = train_critic(h, **critic_params)
-            critic_holder["path"] = out.get("checkpoint")
-            return {k: v for k, v in out.items() if not isinstance(v, (dict, list))}
+            critic_holder["path"] = out["checkpoint"]
+            flat = {**out, **out["metrics"]}
+            return {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
 
         phase(it, "train-critic", "critic", critic_params, fit_critic)
         from lactchain.models.critic import Critic
