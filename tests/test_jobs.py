@@ -88,3 +88,30 @@ def test_scheduled_run_that_never_started_is_reaped(tmp_path):
     assert reap_dead_runs(reg, never_started_after_s=3600) == []
     assert reap_dead_runs(reg, never_started_after_s=0) == [run_id]
     assert reg.get_run(run_id)["status"] == "FAILED"
+
+
+def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path):
+    db = tmp_path / "registry.db"
+    play = lactchain("play", "--actor", "tiny", "--episodes", "24", "--envs", "8", "--start", "random",
+                     "--max-actions", "4", "--free", "--temperature", "1.0", "--db", str(db), "--json")
+    assert play.returncode == 0, play.stderr
+    play_id = json.loads(play.stdout)["run_id"]
+    res = lactchain("train-critic", "--episodes-from", play_id, "--critic", "tiny", "--epochs", "500",
+                    "--batch-size", "16", "--db", str(db), "--detach", "--json")
+    assert res.returncode == 0, res.stderr
+    run_id = json.loads(res.stdout)["run_id"]
+    reg = Registry(db)
+    wait_for(lambda: len(reg.artifacts(run_id, "critic")) >= 2, timeout=120)
+    assert lactchain("runs", "kill", run_id, "--wait", "60", "--db", str(db)).returncode == 0
+    assert reg.get_run(run_id)["status"] == "KILLED"
+    last_step = reg.latest_artifact(run_id, "critic")["step"]
+
+    res = lactchain("runs", "resume", run_id, "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    new_id = json.loads(res.stdout)["run_id"]
+    assert reg.get_run(new_id)["parent_id"] == run_id
+    first = wait_for(lambda: reg.artifacts(new_id, "critic"), timeout=120)
+    # The resumed run's first checkpoint comes after the killed run's last one.
+    assert min(a["step"] for a in first) > last_step >= 1
+    assert lactchain("runs", "kill", new_id, "--wait", "60", "--db", str(db)).returncode == 0
+    assert reg.get_run(new_id)["status"] == "KILLED"
