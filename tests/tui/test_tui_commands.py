@@ -1,0 +1,81 @@
+"""Every action has a footer binding and a command-palette entry; ctrl+q quits."""
+
+from __future__ import annotations
+
+from textual.command import CommandPalette
+
+from lactchain.prompts import DEFAULT_STRATEGY
+from tui.app import LactChainApp
+from tui.commands import COMMANDS, bindings_for
+from tui.screens.jobs import JobsScreen
+from tui.screens.lab import LabScreen
+from tui.screens.labelling import LabellingScreen
+from tui.screens.runs import RunsScreen
+from tui.widgets.strategy_editor import StrategyEditor
+from tui_helpers import palette
+
+REQUIRED = {"Step", "Run episode", "Open runs", "Open labelling", "New job"}
+
+
+def _actions(bindings) -> set[str]:  # noqa: ANN001
+    return {b.action if hasattr(b, "action") else b[1] for b in bindings}
+
+
+def test_every_command_is_bound_where_it_lives():
+    owners = {"app": LactChainApp, "lab": LabScreen, "runs": RunsScreen, "labels": LabellingScreen, "jobs": JobsScreen}
+    for command in COMMANDS:
+        owner = StrategyEditor if command.target == "StrategyEditor" else owners[command.scope]
+        assert command.action in _actions(owner.BINDINGS), command.title
+        assert command.show, f"{command.title} is hidden from the footer"
+    assert REQUIRED <= {c.title for c in COMMANDS}
+    titles = [c.title for c in COMMANDS]
+    assert len(titles) == len(set(titles))
+
+
+def test_screen_bindings_all_come_from_the_command_table():
+    for scope, screen in (("lab", LabScreen), ("runs", RunsScreen), ("labels", LabellingScreen), ("jobs", JobsScreen)):
+        from_table = _actions(bindings_for(scope))
+        extra = _actions(screen.BINDINGS) - from_table
+        assert extra <= {"focus_table", "focus_grid"}, (scope, extra)
+
+
+async def test_palette_lists_the_commands_and_runs_them(make_app, registry):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert REQUIRED <= titles
+        await pilot.press("escape")
+        await palette(app, pilot, "open runs", "Open runs")
+        assert app.current_mode == "runs"
+        # A Lab command from another screen switches back to the Lab and runs there.
+        await palette(app, pilot, "run episode", "Run episode")
+        assert app.current_mode == "lab"
+        assert app.lab_session.snapshot().done
+        # A command aimed at a widget inside a tab (the strategy editor) reaches it.
+        await palette(app, pilot, "save strategy", "Save strategy version")
+        assert [v["text"] for v in registry.prompts()] == [DEFAULT_STRATEGY]
+
+
+async def test_number_keys_switch_screens_and_ctrl_q_quits(make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key, mode in (("2", "runs"), ("3", "labels"), ("4", "jobs"), ("1", "lab")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.current_mode == mode
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+def test_importing_the_tui_pulls_in_no_model_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys, tui.app; heavy = sorted(m for m in ('torch', 'transformers', 'xgrammar', 'peft', 'trl') "
+            "if m in sys.modules); print(heavy); sys.exit(1 if heavy else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,127 @@
+"""Jobs screen: the form builds the CLI argv; a launched job shows up live; kill."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from textual.widgets import DataTable, Input, Select
+
+from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
+from tui.screens.jobs import JobsScreen
+from tui_helpers import settle
+
+
+def test_build_argv_is_the_cli_detach_path(tmp_path):
+    argv = build_argv("train-actor", {"actor": "tiny", "loss": "kto", "pairs-from": "pairs-1, pairs-2", "labeler": "",
+                                      "epochs": "5"}, tmp_path / "r.db", prefix=["lactchain"])
+    assert argv == ["lactchain", "train-actor", "--actor", "tiny", "--loss", "kto", "--pairs-from", "pairs-1",
+                    "--pairs-from", "pairs-2", "--epochs", "5", "--detach", "--json", "--db", str(tmp_path / "r.db")]
+    assert parse_run_id('{\n  "run_id": "play-0a1b2c3d",\n  "status": "SCHEDULED"\n}') == "play-0a1b2c3d"
+
+
+def test_job_forms_use_the_cli_options():
+    """Every form field is a real option of its `lactchain` command."""
+    import typer.main
+
+    from lactchain.cli import app
+    from tui.jobs_bridge import JOB_FORMS
+
+    group = typer.main.get_command(app)
+    for form in JOB_FORMS:
+        command = group.commands[form.command]
+        options = {opt for p in command.params for opt in p.opts}
+        for field in form.fields:
+            assert f"--{field.name}" in options, (form.command, field.name)
+
+
+def _ids(table: DataTable) -> list[str]:
+    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+
+async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
+    launched: list[list[str]] = []
+
+    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain ... --detach`
+        launched.append(list(argv))
+        run_id = registry.create_run(argv[1], params={"argv": argv}, cmd=argv)
+        return LaunchResult(tuple(argv), run_id, "")
+
+    app = make_app(launcher=fake_launcher)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, JobsScreen)
+        # choose "Train actor", set the algorithm and steps
+        screen.query_one("#job-command", Select).value = "train-actor"
+        await settle(app, pilot)
+        screen.query_one("#train-actor--loss", Select).value = "dpo"
+        screen.query_one("#train-actor--epochs", Input).value = "7"
+        await pilot.pause()
+        assert "--pairs-from" not in str(screen.query_one("#job-argv").render())  # empty pairs left out
+        assert "--loss dpo --labeler any --epochs 7 --detach" in str(screen.query_one("#job-argv").render())
+        await pilot.press("ctrl+l")
+        await settle(app, pilot)
+        assert launched and launched[0][1:3] == ["train-actor", "--actor"]
+        assert launched[0][-2:] == ["--db", str(app.db_path)]
+        run_id = screen.last_launch.run_id
+        assert run_id in _ids(screen.query_one("#jobs-table", DataTable))
+        await pilot.press("2")
+        await settle(app, pilot)
+        runs = app.screen.query_one("#runs-table", DataTable)
+        assert run_id in [str(runs.get_row_at(i)[1]) for i in range(runs.row_count)]
+
+
+async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    run_id = registry.create_run("play", status="RUNNING")
+    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
+    try:
+        first = make_app()
+        async with first.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(first, pilot)
+        assert proc.poll() is None  # quitting the TUI left the job running
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(app, pilot)
+            table = app.screen.query_one("#jobs-table", DataTable)
+            assert _ids(table) == [run_id]  # reopened: it is listed live again
+            assert str(table.get_row_at(0)[1]) == "RUNNING"
+            table.focus()
+            await pilot.press("K")
+            await settle(app, pilot)
+            assert proc.wait(timeout=10) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_path):
+    """The default launcher runs `lactchain play ... --detach --json`: the run exists at once."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        screen = app.screen
+        screen.query_one("#job-command", Select).value = "play"
+        await settle(app, pilot)
+        screen.query_one("#play--actor", Input).value = "tiny"
+        screen.query_one("#play--episodes", Input).value = "1"
+        await pilot.press("ctrl+l")
+        deadline = time.monotonic() + 30
+        while screen.last_launch is None and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        await settle(app, pilot)
+        run_id = screen.last_launch.run_id
+        assert run_id and run_id.startswith("play-")
+        assert run_id in _ids(screen.query_one("#jobs-table", DataTable))
+        run = registry.get_run(run_id)
+        assert run["pgid"] and run["log_path"]
+        # Stop it again (the job itself is not what this test is about).
+        from lactchain.jobs import kill_run
+
+        kill_run(registry, run_id)

@@ -1,0 +1,211 @@
+"""Lab screen: stepping (streamed from a worker thread), episodes, start state, toggles."""
+
+from __future__ import annotations
+
+import threading
+
+from textual.widgets import DataTable
+
+from lactchain.envs import State
+from tui.models import OracleActor
+from tui.widgets.actor_pane import ActorPane
+from tui.widgets.critic_pane import CriticPane
+from tui.widgets.grid import GridView
+from tui_helpers import settle
+
+
+async def test_step_with_the_tiny_actor_changes_grid_and_actor_pane(make_app, tiny_actor):
+    app = make_app(actor=tiny_actor, actor_spec="tiny")
+    async with app.run_test(size=(120, 40)) as pilot:
+        grid = app.screen.query_one(GridView)
+        pane = app.screen.query_one(ActorPane)
+        before = grid.model
+        assert before.path == (State(0, 0, "east"),)
+        await pilot.press("s")
+        await settle(app, pilot)
+        after = grid.model
+        record = app.lab_session.history[-1]
+        assert app.lab_session.snapshot().actions_taken == 1
+        assert after != before and after.path == record.snapshot.path
+        assert after.agent == record.next_state
+        # The completion streamed into the pane and the parse result is shown.
+        assert pane.completion == record.text and record.text
+        assert record.mode == "strict"  # constrained decoding always yields a clean list
+        parse = str(pane.query_one("#actor-parse").render())
+        assert "strict" in parse and "moves" in parse
+        prompt = str(pane.query_one("#actor-prompt").render())
+        assert "You are at (x=0, y=0) facing east" in prompt
+        assert app.screen.query_one("#episode-table", DataTable).row_count == 1
+
+
+class ThreadCheckingActor(OracleActor):
+    """Records which thread generated and forwards text in several pieces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def stream(self, prompt, on_text, **kwargs):  # noqa: ANN001, ANN003
+        self.threads.append(threading.current_thread())
+        return super().stream(prompt, on_text, **kwargs)
+
+
+async def test_generation_runs_off_the_event_loop_and_streams_pieces(make_app):
+    actor = ThreadCheckingActor()
+    app = make_app(actor=actor)
+    async with app.run_test(size=(120, 40)) as pilot:
+        pieces: list[str] = []
+        pane = app.screen.query_one(ActorPane)
+        original = pane.append
+
+        def spy(piece: str) -> None:
+            assert threading.current_thread() is threading.main_thread()
+            pieces.append(piece)
+            original(piece)
+
+        pane.append = spy
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert actor.threads and actor.threads[0] is not threading.main_thread()
+        assert len(pieces) > 3 and "".join(pieces) == app.lab_session.history[-1].text
+
+
+async def test_run_episode_reaches_the_goal_and_reset_goes_back(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("e")
+        await settle(app, pilot)
+        snap = app.lab_session.snapshot()
+        assert snap.done and (snap.state.x, snap.state.y) == (3, 3)
+        assert "at goal" in str(app.screen.query_one("#lab-status").render())
+        await pilot.press("s")  # the episode is over: nothing happens
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 1
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().state == State(0, 0, "east")
+        assert app.screen.query_one(GridView).model.path == (State(0, 0, "east"),)
+        assert app.screen.query_one("#episode-table", DataTable).row_count == 0
+
+
+class GatedActor(OracleActor):
+    """Blocks in `stream` until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__(max_moves=1)
+        self.gate = threading.Event()
+
+    def stream(self, prompt, on_text, **kwargs):  # noqa: ANN001, ANN003
+        assert self.gate.wait(10)
+        return super().stream(prompt, on_text, **kwargs)
+
+
+async def test_pause_stops_an_episode_after_the_current_step(make_app):
+    actor = GatedActor()
+    app = make_app(actor=actor)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("e")
+        assert app.screen.running
+        await pilot.press("s")  # already running: refused, no second worker
+        await pilot.press("p")
+        actor.gate.set()
+        await settle(app, pilot)
+        snap = app.lab_session.snapshot()
+        assert snap.actions_taken == 1 and not snap.done
+        assert not app.screen.running
+        await pilot.press("e")  # resumes from where it paused, to the goal
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().done
+
+
+async def test_choose_start_state_with_keys_and_with_the_mouse(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        grid = app.screen.query_one(GridView)
+        grid.focus()
+        await pilot.press("right", "right", "up", "o", "enter")
+        await settle(app, pilot)
+        assert app.lab_session.start == State(2, 1, "south")
+        assert grid.model.agent == State(2, 1, "south")
+        # Click the cell (1, 3): row 0 of the drawing, column 1.
+        offset = grid.content_region.offset - grid.region.offset
+        x = offset.x + 3 + 1 * (grid.cell_width + 1) + 2
+        y = offset.y + 1
+        await pilot.click(GridView, offset=(x, y))
+        await settle(app, pilot)
+        assert app.lab_session.start == State(1, 3, "south")
+        await pilot.press("s")
+        await settle(app, pilot)
+        record = app.lab_session.history[-1]
+        assert record.state == State(1, 3, "south")
+        assert "You are at (x=1, y=3) facing south" in record.prompt
+
+
+async def test_constrained_toggle_value_overlay_and_candidates(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.lab_session.constrained
+        await pilot.press("c")
+        assert not app.lab_session.constrained
+        assert "free text" in str(app.screen.query_one("#lab-status").render())
+        await pilot.press("c")
+        assert app.lab_session.constrained
+        await pilot.press("v")
+        model = app.screen.query_one(GridView).model
+        assert model.values and "V*" in model.values_label
+        assert model.values[(3, 3)] == 0.0 and model.values[(2, 3)] > 0
+        await pilot.press("k")
+        await settle(app, pilot)
+        table = app.screen.query_one(CriticPane).query_one(DataTable)
+        assert table.row_count == 4
+        assert "critic not loaded" in str(app.screen.query_one("#critic-value").render())
+        assert str(table.get_row_at(table.cursor_row)[0]) == "★"
+
+
+async def test_no_actor_means_a_warning_not_a_crash(make_app):
+    app = make_app(actor=None, actor_spec=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 0
+        assert any("not loaded" in n.message for n in app._notifications)
+
+
+async def test_models_load_in_the_background_with_visible_progress(make_app, tiny_actor):
+    """The first screen is up before the actor exists; status shows the load, then it works."""
+    app = make_app(actor=None, actor_spec="tiny", load_models=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.actor is None
+        seen = []
+        for _ in range(600):
+            seen.append(app.actor_status)
+            if app.actor is not None:
+                break
+            await pilot.pause(0.05)
+        assert app.actor is not None, seen[-1]
+        assert any("loading" in s for s in seen)
+        assert app.actor_status == "tiny ✓"
+        assert "tiny ✓" in str(app.screen.query_one("#topbar").render())
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 1
+
+
+async def test_with_a_real_critic_the_candidates_have_q_and_advantage(make_app):
+    from lactchain.models.critic import Critic
+
+    critic = Critic.load("tiny")
+    app = make_app(critic=critic, critic_spec="tiny")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        assert "V(s) = " in str(app.screen.query_one("#critic-value").render())
+        await pilot.press("k")
+        await settle(app, pilot)
+        table = app.screen.query_one(CriticPane).query_one(DataTable)
+        assert table.row_count == 4
+        row = [str(c) for c in table.get_row_at(0)]
+        assert row[4] != "—" and row[5] != "—"  # Q (critic's Q head) and A (advantage)
+        await pilot.press("v")
+        await settle(app, pilot)
+        model = app.screen.query_one(GridView).model
+        assert "critic V(s)" in model.values_label and len(model.values) == 16

@@ -1,0 +1,94 @@
+"""Labelling screen: every key press is in the registry at once; undo; blind mode."""
+
+from __future__ import annotations
+
+from tui.screens.labelling import Item, LabellingScreen
+from tui_helpers import add_critic_pairs, settle
+
+
+async def _open(app, pilot) -> LabellingScreen:  # noqa: ANN001
+    await pilot.press("3")
+    await settle(app, pilot)
+    assert isinstance(app.screen, LabellingScreen)
+    return app.screen
+
+
+def _human(registry) -> list[dict]:  # noqa: ANN001
+    return registry.pairs(labeler="human")
+
+
+async def test_label_is_in_the_registry_right_after_the_key_press(make_app, registry):
+    ids = add_critic_pairs(registry, 3)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _open(app, pilot)
+        assert [i.pair["id"] for i in screen.queue] == ids
+        first: Item = screen.current
+        await pilot.press("a")  # no waiting for workers: the write is awaited by the key handler
+        rows = _human(registry)
+        assert len(rows) == 1
+        row = rows[0]
+        assert row["chosen"] == first.a and row["rejected"] == first.b
+        assert row["status"] == "labeled" and row["meta"]["source_pair"] == ids[0]
+        labels_run = registry.get_run(row["run_id"])
+        assert labels_run["kind"] == "labels" and labels_run["status"] == "RUNNING"
+        src = registry.get_pair(ids[0])
+        assert src["meta"]["human_pair"] == row["id"] and src["status"] == "labeled"  # critic label kept
+        # B and tie
+        second = screen.current
+        await pilot.press("b")
+        rows = _human(registry)
+        assert rows[-1]["chosen"] == second.b and rows[-1]["meta"]["choice"] == "B"
+        await pilot.press("t")
+        assert _human(registry)[-1]["status"] == "tie"
+        assert screen.current is None
+        assert "pair 3/3" in str(screen.query_one("#label-progress").render())
+        assert all(r["run_id"] == labels_run["id"] for r in _human(registry))  # one run per session
+    # Quitting ends the session's labels run.
+    assert registry.get_run(labels_run["id"])["status"] == "FINISHED"
+
+
+async def test_undo_skip_and_blind(make_app, registry):
+    ids = add_critic_pairs(registry, 3)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _open(app, pilot)
+        scores = str(screen.query_one("#label-moves-a").render())
+        assert "critic: +" in scores or "critic: -" in scores
+        await pilot.press("h")
+        assert "hidden" in str(screen.query_one("#label-moves-a").render())
+        await pilot.press("a")
+        assert len([r for r in _human(registry) if r["status"] == "labeled"]) == 1
+        assert _human(registry)[0]["meta"]["blind"] is True
+        await pilot.press("u")
+        live = [r for r in _human(registry) if r["status"] in ("labeled", "tie")]
+        assert live == []
+        assert "human_pair" not in (registry.get_pair(ids[0])["meta"] or {})
+        assert screen.index == 0
+        # skip writes nothing; undo of a skip steps back
+        await pilot.press("n")
+        assert screen.index == 1 and screen.skipped == 1
+        await pilot.press("u")
+        assert screen.index == 0 and screen.skipped == 0
+        await pilot.press("b")
+        assert len([r for r in _human(registry) if r["status"] == "labeled"]) == 1
+
+
+async def test_pending_human_pairs_are_labelled_in_place(make_app, registry):
+    run = registry.create_run("collect-pairs", status="FINISHED")
+    (pid,) = registry.add_pairs(run, [{
+        "state": {"x": 1, "y": 1, "orientation": "north"}, "prompt": "p",
+        "chosen": ["move forward"], "rejected": ["turn left", "move forward"], "labeler": "human",
+    }])
+    assert registry.get_pair(pid)["status"] == "pending"
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _open(app, pilot)
+        assert screen.current.pair["id"] == pid
+        await pilot.press("b")
+        pair = registry.get_pair(pid)
+        assert pair["status"] == "labeled" and pair["chosen"] == ["turn left", "move forward"]
+        assert len(registry.pairs()) == 1  # no new row
+        await pilot.press("u")
+        pair = registry.get_pair(pid)
+        assert pair["status"] == "pending" and pair["chosen"] == ["move forward"]

@@ -1,0 +1,100 @@
+"""Runs screen: table, filter, sort, detail, log tail, overlay, load adapter."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, TabbedContent
+
+from tui.screens.runs import RunsScreen, match_filter
+from tui.widgets.log_tail import LogTail
+from tui_helpers import add_run, settle
+
+
+def _ids(table: DataTable) -> list[str]:
+    return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+
+
+def test_filter_terms():
+    run = {"id": "train-critic-1a2b3c4d", "kind": "train-critic", "status": "RUNNING", "name": "baseline"}
+    assert match_filter(run, "kind:critic status:run")
+    assert match_filter(run, "baseline")
+    assert not match_filter(run, "status:finished")
+    assert not match_filter(run, "kind:critic nope")
+
+
+async def test_runs_table_filter_sort_and_detail(make_app, registry):
+    a = add_run(registry, "train-critic", params={"epochs": 3, "lr": 0.001},
+                metrics={"loss": [1.0, 0.5, 0.25]}, offset_s=0, duration_s=300,
+                log_lines=[f"epoch {i} loss {1 / (i + 1):.3f}" for i in range(50)])
+    b = add_run(registry, "play", status="FAILED", metrics={"success": [0.5]}, offset_s=60, duration_s=5)
+    c = add_run(registry, "play", status="RUNNING", offset_s=120)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        table = screen.query_one("#runs-table", DataTable)
+        assert _ids(table) == [c, b, a]  # newest first
+        assert "loss=0.25" in str(table.get_row_at(2)[6])
+        # filter
+        await pilot.press("slash", *"kind:play")
+        await pilot.pause()
+        assert _ids(table) == [c, b]
+        await pilot.press(*" status:failed", "enter")
+        await pilot.pause()
+        assert _ids(table) == [b]
+        screen.query_one("#runs-filter", Input).value = ""
+        await pilot.pause()
+        # sort: created -> kind (a-z)
+        table.focus()
+        await pilot.press("o")
+        await pilot.pause()
+        assert screen.sort_column == "kind" and _ids(table)[-1] == a
+        # detail of the train-critic run
+        table.move_cursor(row=_ids(table).index(a))
+        await settle(app, pilot)
+        info = str(screen.query_one("#run-info").render())
+        assert "epochs = 3" in info and "loss = 0.25" in info and "train-critic" in info
+        log = screen.query_one(LogTail)
+        assert log.line_count == 50 and log.lines[-1] == "epoch 49 loss 0.020"
+        # the log keeps following the file
+        with open(registry.get_run(a)["log_path"], "a") as fh:
+            fh.write("epoch 50 done\n")
+        log.poll()
+        assert log.lines[-1] == "epoch 50 done"
+        # chart of the selected metric
+        assert screen._chart_key == "loss"
+
+
+async def test_overlay_and_load_adapter(make_app, registry):
+    a = add_run(registry, "train-actor", params={"actor": "tiny"}, metrics={"loss": [3, 2, 1]}, adapter=True)
+    b = add_run(registry, "train-actor", params={"actor": "tiny"}, metrics={"loss": [4, 3]}, offset_s=10)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one("#runs-table", DataTable)
+        table.focus()
+        await pilot.press("space", "down", "space")
+        await settle(app, pilot)
+        assert screen.marked == {a, b}
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert screen.query_one("#runs-tabs", TabbedContent).active == "tab-chart"
+        assert screen.query_one("#run-chart").plt is not None
+        # b has no adapter: a warning, the actor is untouched
+        table.move_cursor(row=0)
+        await settle(app, pilot)
+        assert screen.selected_id == b
+        await pilot.press("a")
+        assert app.current_mode == "runs"
+        # a has one: the app reloads the actor with it and shows the Lab
+        table.move_cursor(row=1)
+        await settle(app, pilot)
+        calls = []
+        app.load_actor = lambda spec, adapter=None: calls.append((spec, adapter))
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert app.current_mode == "lab"
+        assert calls == [("tiny", a)]

@@ -1,0 +1,82 @@
+"""Strategy prompt editor: validate, save a version to the registry, apply, restore."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, TextArea
+
+from lactchain.prompts import DEFAULT_STRATEGY
+from tui.widgets.strategy_editor import StrategyEditor
+from tui_helpers import settle
+
+
+async def _open_editor(app, pilot):  # noqa: ANN001, ANN202
+    await pilot.press("ctrl+e")
+    await settle(app, pilot)
+    editor = app.screen.query_one(StrategyEditor)
+    assert app.screen.focused is editor.query_one(TextArea)
+    return editor
+
+
+def _message(editor: StrategyEditor) -> str:
+    return str(editor.query_one("#strategy-message").render())
+
+
+async def test_saved_prompt_version_is_in_the_registry(make_app, registry):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        editor.set_text("Go east until the wall, then north.")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        versions = registry.prompts()
+        assert [v["text"] for v in versions] == ["Go east until the wall, then north."]
+        assert "saved as version 1" in _message(editor)
+        assert editor.query_one("#strategy-versions", DataTable).row_count == 1
+        # Not live until applied.
+        assert app.lab_session.strategy == DEFAULT_STRATEGY
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        assert app.lab_session.strategy == "Go east until the wall, then north."
+        await pilot.press("escape", "s")  # escape leaves the editor for the grid
+        await settle(app, pilot)
+        assert "Go east until the wall, then north." in app.lab_session.history[-1].prompt
+
+
+async def test_invalid_strategy_gives_a_clear_message_and_saves_nothing(make_app, registry):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        editor.set_text("   ")
+        await pilot.press("ctrl+t")
+        assert "invalid strategy" in _message(editor) and "empty" in _message(editor)
+        assert editor.query_one("#strategy-message").has_class("-error")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert registry.prompts() == []
+        await pilot.press("ctrl+g")
+        assert app.lab_session.strategy == DEFAULT_STRATEGY
+        editor.set_text("Turn left first.")
+        await pilot.press("ctrl+t")
+        assert "valid strategy" in _message(editor) and editor.query_one("#strategy-message").has_class("-ok")
+
+
+async def test_browse_and_restore_an_earlier_version(make_app, registry):
+    registry.save_prompt("first strategy", note="v1 note")
+    registry.save_prompt("second strategy")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        table = editor.query_one("#strategy-versions", DataTable)
+        assert table.row_count == 2  # newest first
+        table.focus()
+        await pilot.press("down")  # version 1
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert editor.text == "first strategy"
+        assert app.lab_session.strategy == "first strategy"
+        assert "restored version 1" in _message(editor)
+        # Saving the restored text records its parent version.
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        newest = registry.get_prompt()
+        assert newest["version"] == 3 and newest["parent_version"] == 1 and newest["text"] == "first strategy"

@@ -1,0 +1,97 @@
+"""Helpers shared by the TUI tests (imported by name: tests/tui is on sys.path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lactchain.registry import Registry
+from tui.app import LactChainApp
+
+FIXED_MS = 1_790_000_000_000  # 2026-09-21: a fixed clock for snapshot data
+
+
+async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
+    """Let workers finish (a cancelled one is fine: exclusive workers replace each other)
+    and their messages land."""
+    from textual.worker import WorkerCancelled
+
+    for _ in range(3):
+        for worker in list(app.workers):
+            try:
+                await worker.wait()
+            except WorkerCancelled:
+                pass
+        await pilot.pause()
+
+
+def add_run(reg: Registry, kind: str, *, status: str = "FINISHED", params: dict | None = None,
+            metrics: dict[str, list[float]] | None = None, offset_s: int = 0, duration_s: int = 60,
+            log_lines: list[str] | None = None, adapter: bool = False, name: str | None = None) -> str:
+    run_id = reg.create_run(kind, name=name, params=params or {}, status="SCHEDULED")
+    start = FIXED_MS + offset_s * 1000
+    fields: dict[str, Any] = {"status": status, "created_ms": start, "started_ms": start}
+    if status not in ("RUNNING", "SCHEDULED"):
+        fields["ended_ms"] = start + duration_s * 1000
+    if log_lines is not None:
+        log = reg.run_dir(run_id) / "log.txt"
+        log.write_text("\n".join(log_lines) + "\n")
+        fields["log_path"] = str(log)
+    reg.update_run(run_id, **fields)
+    for key, values in (metrics or {}).items():
+        for step, value in enumerate(values):
+            reg.log_metric(run_id, key, value, step=step)
+    if adapter:
+        folder = reg.run_dir(run_id) / "adapter"
+        folder.mkdir(exist_ok=True)
+        reg.add_artifact(run_id, "adapter", folder)
+    return run_id
+
+
+def add_critic_pairs(reg: Registry, n: int = 3) -> list[int]:
+    run_id = reg.create_run("collect-pairs", status="FINISHED")
+    rows = []
+    starts = [(0, 0, "east"), (1, 2, "north"), (2, 1, "west"), (0, 3, "south")]
+    for i in range(n):
+        x, y, o = starts[i % len(starts)]
+        rows.append({
+            "state": {"x": x, "y": y, "orientation": o},
+            "prompt": f"prompt {i}",
+            "chosen": ["move forward", "move forward"],
+            "rejected": ["turn left"],
+            "chosen_score": 1.5 + i,
+            "rejected_score": -0.5,
+            "labeler": "critic",
+            "status": "labeled",
+            "meta": {"v_state": 0.1},
+        })
+    return reg.add_pairs(run_id, rows)
+
+
+async def palette(app: LactChainApp, pilot, query: str, title: str, timeout: float = 15.0) -> None:  # noqa: ANN001
+    """Open the command palette, type `query`, wait until `title` is the highlighted hit, run it."""
+    import asyncio
+
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    for _ in range(int(timeout / 0.05)):
+        if isinstance(app.screen, CommandPalette):
+            break
+        await pilot.pause(0.05)
+    await pilot.press(*query)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        commands = app.screen.query(CommandList)
+        if commands:
+            command_list = commands.first()
+            index = command_list.highlighted
+            if index is not None and command_list.option_count:
+                prompt = str(command_list.get_option_at_index(index).prompt)
+                if prompt.splitlines()[0].strip().startswith(title):
+                    break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError(f"{title!r} never became the highlighted palette hit for {query!r}")
+    await pilot.press("enter")
+    await settle(app, pilot)

@@ -1,0 +1,3 @@
+from tui.app import main
+
+raise SystemExit(main())

@@ -1,0 +1,306 @@
+"""`lactchain-tui`: the LactChain lab console.
+
+    lactchain-tui [--db PATH] [--actor PRESET_OR_PATH] [--adapter RUN_ID] [--critic PRESET_OR_RUN]
+
+The first screen paints before any model is touched: this module imports no
+torch/transformers; the actor and critic load in thread workers after the first
+refresh and report progress through messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from tui.commands import COMMANDS, Command, bindings_for
+from tui.lab_session import LabSession
+from tui.messages import ModelFailed, ModelLoaded, ModelProgress
+from tui.registry_client import RegistryClient, default_factory
+from tui.screens.lab import LabScreen
+
+DEFAULT_ACTOR = "smollm2-135m"
+
+
+def _lazy_screen(module: str, name: str) -> Callable[[], Screen]:
+    """A MODES entry that imports its screen module on first use (faster first paint)."""
+
+    def make() -> Screen:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)()
+
+    make.__name__ = name
+    return make
+
+
+class LactChainApp(App):
+    """The lab console. Everything heavy is injected or loaded lazily:
+
+    - `registry_factory` opens the registry (default: `lactchain.registry.Registry(db_path)`),
+    - `actor` / `critic`: already-loaded models (tests); otherwise they load from
+      `actor_spec` / `critic_spec` in workers when `load_models` is true,
+    - `launcher(argv) -> LaunchResult` starts a detached job (default: the CLI).
+    """
+
+    TITLE = "LactChain lab"
+    CSS_PATH = "app.tcss"
+    MODES = {
+        "lab": LabScreen,
+        "runs": _lazy_screen("tui.screens.runs", "RunsScreen"),
+        "labels": _lazy_screen("tui.screens.labelling", "LabellingScreen"),
+        "jobs": _lazy_screen("tui.screens.jobs", "JobsScreen"),
+    }
+    DEFAULT_MODE = "lab"
+    BINDINGS = bindings_for("app")
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+
+    actor_status: reactive[str] = reactive("not loaded")
+    critic_status: reactive[str] = reactive("not loaded")
+    models_loading: reactive[int] = reactive(0)
+    model_fraction: reactive[float | None] = reactive(None)
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike | None = None,
+        actor_spec: str | None = DEFAULT_ACTOR,
+        adapter: str | None = None,
+        critic_spec: str | None = None,
+        *,
+        registry_factory: Callable[[], Any] | None = None,
+        actor: Any | None = None,
+        critic: Any | None = None,
+        load_models: bool = True,
+        launcher: Callable[..., Any] | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.db_path = Path(db_path) if db_path is not None else None
+        self.actor_spec = actor_spec
+        self.adapter = adapter
+        self.critic_spec = critic_spec
+        self.load_models = load_models
+        self.launcher = launcher
+        self.registry = RegistryClient(registry_factory or default_factory(self.db_path))
+        self.db_label = self.db_path.name if self.db_path else "registry.db"
+        self.lab_session = LabSession(env_kwargs=dict(env_kwargs or {}))
+        self.actor: Any | None = actor
+        self.critic: Any | None = critic
+        self.actor_label = actor_spec or "none"
+        self.critic_label = critic_spec or ""
+        if actor is not None:
+            self.actor_label = getattr(actor, "name", None) or actor_spec or type(actor).__name__
+            self.set_reactive(LactChainApp.actor_status, f"{self.actor_label} ✓")
+        elif not actor_spec:
+            self.set_reactive(LactChainApp.actor_status, "none")
+        elif load_models:
+            self.set_reactive(LactChainApp.actor_status, f"{actor_spec} (queued)")
+        if critic is not None:
+            self.critic_label = getattr(critic, "name", None) or critic_spec or type(critic).__name__
+            self.set_reactive(LactChainApp.critic_status, f"{self.critic_label} ✓")
+        elif not critic_spec:
+            self.set_reactive(LactChainApp.critic_status, "none")
+        elif load_models:
+            self.set_reactive(LactChainApp.critic_status, f"{critic_spec} (queued)")
+        # Model loads run one at a time: two threads importing transformers at once can
+        # see half-initialised modules, and on a small CPU box they only slow each other.
+        self._load_lock = threading.Lock()
+        self.labels_run_id: str | None = None  # created by the Labelling screen on the first label
+        self.started_at = time.perf_counter()
+        self.first_paint_s: float | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._after_first_paint)
+
+    def _after_first_paint(self) -> None:
+        self.first_paint_s = time.perf_counter() - self.started_at
+        if os.environ.get("LACTCHAIN_TUI_STARTUP_FILE"):
+            # wall seconds from App() to the first paint, then CPU seconds of the whole process so far
+            Path(os.environ["LACTCHAIN_TUI_STARTUP_FILE"]).write_text(
+                f"{self.first_paint_s:.3f} {time.process_time():.3f}\n")
+        if self.load_models:
+            if self.actor is None and self.actor_spec:
+                self.load_actor(self.actor_spec, self.adapter)
+            if self.critic is None and self.critic_spec:
+                self.load_critic(self.critic_spec)
+
+    async def on_unmount(self) -> None:
+        if self.labels_run_id is not None:  # the human-labelling session run of this TUI
+            run_id = self.labels_run_id
+            try:
+                await self.registry.call(lambda reg: reg.end_run(run_id, "FINISHED"))
+            except Exception:  # noqa: BLE001 - never block quitting
+                pass
+        self.registry.close()
+
+    # ---- the one error path -------------------------------------------------------
+    def report_error(self, title: str, error: BaseException | str | None) -> None:
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error or "")
+        self.log.error(title, text)
+        self.notify(text or title, title=title, severity="error", timeout=8)
+
+    # ---- models -------------------------------------------------------------------
+    def load_actor(self, spec: str, adapter: str | None = None) -> None:
+        """(Re)load the actor in the background; the Lab keeps working with the old one until then."""
+        self.actor_spec, self.adapter = spec, adapter
+        self.models_loading += 1
+        self.actor_status = f"loading {spec}{' + ' + adapter if adapter else ''}…"
+        self._load_actor_worker(spec, adapter)
+
+    def load_critic(self, spec: str) -> None:
+        self.critic_spec = spec
+        self.models_loading += 1
+        self.critic_status = f"{spec} (queued)" if self._load_lock.locked() else f"loading {spec}…"
+        self._load_critic_worker(spec)
+
+    @work(thread=True, exclusive=True, group="load-actor", exit_on_error=False, name="load actor")
+    def _load_actor_worker(self, spec: str, adapter: str | None) -> None:
+        from tui.models import load_actor, resolve_adapter
+
+        t0 = time.perf_counter()
+        try:
+            path = resolve_adapter(adapter, self._registry_or_none()) if adapter else None
+            with self._load_lock:
+                actor = load_actor(spec, path, progress=lambda text, frac: self.post_message(
+                    ModelProgress("actor", text, frac)))
+        except Exception as exc:  # noqa: BLE001 - reported in the UI
+            self.post_message(ModelFailed("actor", f"{type(exc).__name__}: {exc}"))
+            return
+        label = spec + (f" + {adapter}" if adapter else "")
+        self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0))
+
+    @work(thread=True, exclusive=True, group="load-critic", exit_on_error=False, name="load critic")
+    def _load_critic_worker(self, spec: str) -> None:
+        from tui.models import load_critic
+
+        t0 = time.perf_counter()
+        try:
+            with self._load_lock:
+                critic = load_critic(spec, self._registry_or_none(), progress=lambda text, frac: self.post_message(
+                    ModelProgress("critic", text, frac)))
+        except ImportError:
+            self.post_message(ModelFailed("critic", "lactchain.models.critic is not available yet"))
+            return
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(ModelFailed("critic", f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(ModelLoaded("critic", critic, spec, time.perf_counter() - t0))
+
+    def _registry_or_none(self) -> Any | None:
+        """The registry for a worker thread (the Registry is thread-safe), or None."""
+        try:
+            return self.registry.call_sync(lambda reg: reg)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def on_model_progress(self, message: ModelProgress) -> None:
+        pct = f" {message.fraction:.0%}" if message.fraction is not None else ""
+        status = f"loading… {message.text}{pct}"
+        if message.role == "actor":
+            self.actor_status = status
+        else:
+            self.critic_status = status
+        self.model_fraction = message.fraction
+
+    def on_model_loaded(self, message: ModelLoaded) -> None:
+        self.models_loading = max(0, self.models_loading - 1)
+        if message.role == "actor":
+            self.actor, self.actor_label = message.model, message.label
+            self.actor_status = f"{message.label} ✓"
+        else:
+            self.critic, self.critic_label = message.model, message.label
+            self.critic_status = f"{message.label} ✓"
+        self.notify(f"{message.role} {message.label} loaded in {message.seconds:.1f}s")
+        self._models_changed()
+
+    def on_model_failed(self, message: ModelFailed) -> None:
+        self.models_loading = max(0, self.models_loading - 1)
+        if message.role == "actor":
+            self.actor_status = "failed" if self.actor is None else f"{self.actor_label} ✓ (reload failed)"
+        else:
+            self.critic_status = "not loaded"
+        self.report_error(f"{message.role} not loaded", message.error)
+        self._models_changed()
+
+    def _models_changed(self) -> None:
+        for screen in self._installed_or_mode_screens():
+            hook = getattr(screen, "on_model_changed", None)
+            if callable(hook):
+                hook()
+
+    def _installed_or_mode_screens(self) -> Iterable[Screen]:
+        seen = []
+        for stack in self._screen_stacks.values():
+            for screen in stack:
+                if screen not in seen:
+                    seen.append(screen)
+        return seen
+
+    # ---- command palette ----------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        for command in COMMANDS:
+            yield SystemCommand(command.title, f"{command.help} [{command.key}]",
+                                lambda c=command: self.run_command(c))
+        yield from super().get_system_commands(screen)
+
+    async def run_command(self, command: Command) -> None:
+        """Run a command from the palette: switch to its screen, reveal its tab, run it."""
+        if command.scope == "app":
+            await self.run_action(command.action, self)
+            return
+        if self.current_mode != command.scope:
+            await self.switch_mode(command.scope)
+        screen = self.screen
+        if command.tab:
+            from textual.widgets import TabbedContent
+
+            for tabs in screen.query(TabbedContent):
+                if command.tab in [p.id for p in tabs.query("TabPane")]:
+                    tabs.active = command.tab
+        ensure = getattr(screen, "ensure_editor", None)
+        if command.target == "StrategyEditor" and ensure is not None:
+            await ensure()
+        target = screen if command.target == "screen" else screen.query_one(command.target)
+        await self.run_action(command.action, target)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lactchain-tui",
+        description="LactChain lab console: step the actor in the grid, edit the strategy prompt, "
+        "label pairs, launch and watch jobs.",
+    )
+    p.add_argument("--db", type=Path, default=None,
+                   help="run registry (SQLite); default $LACTCHAIN_DB or runs/registry.db")
+    p.add_argument("--actor", default=DEFAULT_ACTOR,
+                   help=f"actor preset or path (default {DEFAULT_ACTOR}; 'tiny' for tests; 'oracle' = the exact "
+                   "planner, no model; 'none' = do not load)")
+    p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path")
+    p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: none)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    db = args.db
+    if db is None:
+        from lactchain.paths import default_db_path
+
+        db = default_db_path()
+    actor = None if str(args.actor).lower() == "none" else args.actor
+    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic)
+    app.run()
+    return app.return_code or 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""One table of user commands -> footer bindings AND command-palette entries.
+
+Every command has a key (shown in the footer of the screen it belongs to) and an
+entry in the command palette (ctrl+p) that works from any screen: picking it
+switches to its screen first. A test checks the two never drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+SCREENS_GROUP = Binding.Group("Screens", compact=True)
+
+
+@dataclass(frozen=True)
+class Command:
+    title: str  # palette title
+    help: str  # palette help line
+    key: str  # binding key(s)
+    action: str  # action on the target
+    scope: str  # "app", or the mode name of the screen that owns it
+    label: str = ""  # footer label (defaults to title)
+    target: str = "screen"  # "screen" | "app" | a CSS selector inside the screen
+    show: bool = True
+    tab: str | None = None  # TabbedContent pane to reveal before running
+
+
+COMMANDS: tuple[Command, ...] = (
+    # app-wide
+    Command("Open lab", "The Lab: grid, actor, critic, strategy prompt", "1", "switch_mode('lab')", "app", "Lab", "app"),
+    Command("Open runs", "Table of runs with details, charts and logs", "2", "switch_mode('runs')", "app", "Runs", "app"),
+    Command("Open labelling", "Label preference pairs by hand", "3", "switch_mode('labels')", "app", "Label", "app"),
+    Command("Open jobs", "Launch, watch and kill background jobs", "4", "switch_mode('jobs')", "app", "Jobs", "app"),
+    # lab
+    Command("Step", "Let the actor take one action from the current state", "s", "step", "lab"),
+    Command("Run episode", "Step until the episode ends (p pauses)", "e", "run_episode", "lab", "Episode"),
+    Command("Pause", "Stop the running episode after the current step", "p", "pause", "lab"),
+    Command("Reset episode", "Back to the chosen start state", "r", "reset", "lab", "Reset"),
+    Command("Toggle constrained decoding", "Grammar-constrained vs free-text generation", "c", "toggle_constrained", "lab",
+            "Constrain"),
+    Command("Sample candidates", "Sample K move lists here and score them (critic / exact)", "k", "candidates", "lab",
+            "Sample", tab="tab-critic"),
+    Command("Toggle value overlay", "Show V(s) per cell on the grid (critic, else exact V*)", "v", "toggle_values", "lab",
+            "Values"),
+    Command("Edit strategy prompt", "Open the strategy prompt editor", "ctrl+e", "edit_strategy", "lab", "Strategy"),
+    Command("Validate strategy", "Check the strategy prompt text", "ctrl+t", "validate", "lab", "Validate",
+            target="StrategyEditor", tab="tab-strategy"),
+    Command("Save strategy version", "Save the strategy text as a new version in the registry", "ctrl+s",
+            "save_version", "lab", "Save version", target="StrategyEditor", tab="tab-strategy"),
+    Command("Apply strategy", "Use the editor's strategy for the live actor", "ctrl+g", "apply", "lab", "Apply",
+            target="StrategyEditor", tab="tab-strategy"),
+    Command("Restore strategy version", "Load the highlighted version and apply it", "ctrl+r", "restore", "lab",
+            "Restore version", target="StrategyEditor", tab="tab-strategy"),
+    # runs
+    Command("Refresh runs", "Reload the runs table now", "f5", "refresh", "runs", "Refresh"),
+    Command("Filter runs", "Filter by text, kind:… or status:…", "slash", "filter", "runs", "Filter"),
+    Command("Sort runs", "Cycle the sort column", "o", "sort", "runs", "Sort"),
+    Command("Mark run", "Select a run for the metric overlay", "space", "mark", "runs", "Mark"),
+    Command("Overlay metric", "Chart a metric across the marked runs", "m", "overlay", "runs", "Overlay"),
+    Command("Load adapter into lab", "Load the run's adapter into the Lab's actor", "a", "load_adapter", "runs",
+            "Load adapter"),
+    # labelling
+    Command("Choose A", "A is better (chosen), B rejected", "a", "choose('A')", "labels", "A better"),
+    Command("Choose B", "B is better (chosen), A rejected", "b", "choose('B')", "labels", "B better"),
+    Command("Tie", "Neither is better", "t", "tie", "labels"),
+    Command("Skip pair", "Leave this pair unlabelled for now", "n", "skip", "labels", "Skip"),
+    Command("Undo label", "Undo the last label or skip", "u", "undo", "labels", "Undo"),
+    Command("Hide critic scores", "Hide/show the critic's scores (label blind)", "h", "toggle_scores", "labels",
+            "Blind"),
+    # jobs
+    Command("New job", "Fill in a job form and launch it", "n", "new_job", "jobs", "New job"),
+    Command("Launch job", "Launch the job in the form (detached)", "ctrl+l", "launch", "jobs", "Launch"),
+    Command("Kill job", "Stop the selected job (SIGTERM, it checkpoints)", "K", "kill", "jobs", "Kill"),
+    Command("Refresh jobs", "Reload the jobs table now", "f5", "refresh", "jobs", "Refresh"),
+)
+
+
+def commands_for(scope: str) -> list[Command]:
+    return [c for c in COMMANDS if c.scope == scope]
+
+
+def bindings_for(scope: str, target: str = "screen") -> list[Binding]:
+    """Bindings for a screen (or the app, or a widget target inside a screen)."""
+    out = []
+    for c in commands_for(scope):
+        if (c.target if scope != "app" else "app") != (target if scope != "app" else "app"):
+            continue
+        group = SCREENS_GROUP if scope == "app" else None
+        out.append(Binding(c.key, c.action, c.label or c.title, show=c.show, tooltip=c.help, group=group))
+    return out

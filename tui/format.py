@@ -1,0 +1,83 @@
+"""Small text formatters shared by the screens (pure functions, easy to pin in tests)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def fmt_ts(ms: int | float | None, seconds: bool = True) -> str:
+    """Local wall-clock time of a millisecond timestamp: '11-22 01:07:33' (or '11-22 01:07')."""
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).strftime("%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Compact duration: 42s, 3m05s, 2h07m, 3d04h."""
+    if seconds is None or seconds < 0:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def run_duration(run: Mapping[str, Any], now: int | None = None) -> float | None:
+    """Seconds a run took (or has taken so far, if it is still running)."""
+    start = run.get("started_ms") or None
+    if not start:
+        return None
+    end = run.get("ended_ms") or None
+    if end is None:
+        if str(run.get("status", "")).upper() != "RUNNING":
+            return None
+        end = now if now is not None else now_ms()
+    return max(0.0, (end - start) / 1000)
+
+
+def fmt_value(value: Any, width: int | None = None) -> str:
+    """Numbers with 4 significant digits, everything else as str."""
+    if isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        text = f"{value:.4g}"
+    elif value is None:
+        text = "-"
+    else:
+        text = str(value)
+    if width is not None and len(text) > width:
+        text = text[: max(1, width - 1)] + "…"
+    return text
+
+
+def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = None, limit: int = 3) -> str:
+    """'loss=0.231 success=0.75' from a latest-metrics mapping (key -> value or row)."""
+    if not metrics:
+        return ""
+    items = []
+    wanted = list(keys) if keys is not None else sorted(metrics)
+    for key in wanted:
+        if key not in metrics:
+            continue
+        value = metrics[key]
+        if isinstance(value, Mapping):
+            value = value.get("value")
+        items.append(f"{key}={fmt_value(value)}")
+        if len(items) >= limit:
+            break
+    return " ".join(items)

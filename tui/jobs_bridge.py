@@ -1,0 +1,172 @@
+"""The TUI's only door to background jobs: build the CLI argv, launch it, kill it.
+
+Every job is a `lactchain <command> ... --detach --db <db>` process, exactly what a
+researcher would type; the CLI's `--detach` starts the real job in its own session
+and records pid/pgid/log in the registry, so jobs outlive the TUI and the TUI
+re-attaches by reading the registry. `launch_job` and `kill_job` are the two
+functions the jobs wiring replaces (`lactchain.jobs` lands in a later issue).
+
+JOB_FORMS mirrors the CLI's main options; keep it in sync with `lactchain.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # CLI option without dashes, e.g. "episodes"
+    label: str
+    default: str = ""
+    choices: tuple[str, ...] = ()  # non-empty -> a Select
+    help: str = ""
+    flag: bool = False  # boolean switch: "--name" when true
+    multi: bool = False  # comma-separated value -> the option repeated once per item
+
+
+@dataclass(frozen=True)
+class JobForm:
+    command: str  # CLI sub-command, e.g. "train-critic"
+    title: str
+    fields: tuple[Field, ...]
+
+
+ACTOR = Field("actor", "Actor", "smollm2-135m", help="preset, path or hub id")
+ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder")
+CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
+LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto"))
+
+# Option names are the CLI's own (`lactchain <command> --help`); a test checks each
+# field against the typer app so the forms cannot drift from the commands.
+JOB_FORMS: tuple[JobForm, ...] = (
+    JobForm("train-critic", "Train critic", (
+        CRITIC, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True),
+        Field("epochs", "Epochs", "3"),
+        Field("gamma", "Gamma", "0.9"),
+    )),
+    JobForm("collect-pairs", "Collect pairs", (
+        ACTOR, ADAPTER, Field("critic-run", "Critic run", "", help="train-critic run id"),
+        Field("states", "Start states", "32"),
+        Field("samples", "Samples per state", "4"),
+    )),
+    JobForm("train-actor", "Train actor", (
+        ACTOR, ADAPTER, LOSS,
+        Field("pairs-from", "Pairs runs", "", help="collect-pairs run id(s), comma separated", multi=True),
+        Field("labeler", "Labeler", "any", choices=("any", "critic", "human", "llm", "episodes")),
+        Field("epochs", "Epochs", "1"),
+    )),
+    JobForm("evaluate", "Evaluate", (
+        ACTOR, ADAPTER, Field("states", "Start states", "all", help="'all' or a number"),
+    )),
+    JobForm("pipeline", "Pipeline", (
+        ACTOR, CRITIC, LOSS,
+        Field("iterations", "Iterations", "2"),
+    )),
+    JobForm("play", "Play episodes", (
+        ACTOR, ADAPTER,
+        Field("episodes", "Episodes", "8"),
+        Field("start", "Start", "fixed", choices=("fixed", "random")),
+    )),
+)
+FORMS_BY_COMMAND = {f.command: f for f in JOB_FORMS}
+JOB_KINDS = tuple(f.command for f in JOB_FORMS)
+
+
+def cli_prefix() -> list[str]:
+    """How to call the CLI: the `lactchain` script next to this interpreter, else PATH, else -c."""
+    here = Path(sys.executable).with_name("lactchain")
+    if here.exists():
+        return [str(here)]
+    found = shutil.which("lactchain")
+    if found:
+        return [found]
+    return [sys.executable, "-c", "from lactchain.cli import main; main()"]
+
+
+def build_argv(command: str, values: Mapping[str, Any], db_path: str | os.PathLike | None,
+               prefix: Sequence[str] | None = None) -> list[str]:
+    """`lactchain <command> --opt value ... --detach --db <db>`; empty values are left out."""
+    form = FORMS_BY_COMMAND.get(command)
+    if form is None:
+        raise ValueError(f"unknown job {command!r}; one of {', '.join(JOB_KINDS)}")
+    argv = list(prefix if prefix is not None else cli_prefix()) + [command]
+    for field in form.fields:
+        value = values.get(field.name, field.default)
+        if field.flag:
+            if value in (True, "true", "1", "yes", "on"):
+                argv.append(f"--{field.name}")
+            continue
+        text = "" if value is None else str(value).strip()
+        items = [t.strip() for t in text.split(",") if t.strip()] if field.multi else [text] if text else []
+        for item in items:
+            argv += [f"--{field.name}", item]
+    argv += ["--detach", "--json"]
+    if db_path is not None:
+        argv += ["--db", str(db_path)]
+    return argv
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    argv: tuple[str, ...]
+    run_id: str | None
+    output: str
+
+
+_RUN_ID_RE = re.compile(r"run[ _-]?id[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9_.-]+)", re.I)
+
+
+def parse_run_id(output: str) -> str | None:
+    """The run id printed by `--detach --json` ({"run_id": ...}), or by the plain text form."""
+    text = output.strip()
+    start = text.find("{")
+    if start >= 0:
+        try:
+            obj = json.loads(text[start:])
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            for key in ("run_id", "id"):
+                if obj.get(key):
+                    return str(obj[key])
+    m = _RUN_ID_RE.search(output) or re.search(r"started\s+(\S+)\s+in the background", output)
+    return m.group(1) if m else None
+
+
+def launch_job(argv: Sequence[str], timeout: float = 60.0) -> LaunchResult:
+    """Run the CLI with `--detach` and wait for it to hand back (it returns once the job
+    is started). Blocking: call from a worker thread. Raises RuntimeError with the
+    CLI's own message when it fails."""
+    try:
+        proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise RuntimeError(f"cannot run {argv[0]}: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"`{' '.join(argv[:3])} ...` did not detach within {timeout:.0f}s") from exc
+    output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout or "").strip().splitlines()
+        raise RuntimeError(last[-1] if last else f"exit status {proc.returncode}")
+    return LaunchResult(tuple(argv), parse_run_id(proc.stdout or ""), output)
+
+
+def kill_job(registry: Any, run_id: str) -> str:
+    """Ask a job to stop: SIGTERM to its process group (it checkpoints, then ends KILLED).
+    Blocking but quick; runs on the registry thread."""
+    from lactchain import jobs
+
+    run = registry.get_run(run_id)
+    if run["status"] not in jobs.ACTIVE:
+        return f"{run['id']} is already {run['status']}"
+    if jobs.kill_run(registry, run["id"]):
+        return f"sent SIGTERM to {run['id']}"
+    return f"{run['id']} has no live process (it will be marked FAILED when reaped)"

@@ -1,0 +1,71 @@
+"""Messages that workers post to the UI (dataclass messages, as in posting).
+
+Worker threads never touch widgets: they post one of these (post_message is
+thread-safe) and a handler on the event loop updates the screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from tui.lab_session import Candidate, GridSnapshot, StepRecord
+
+
+@dataclass
+class ModelProgress(Message):
+    role: str  # "actor" | "critic"
+    text: str
+    fraction: float | None = None
+
+
+@dataclass
+class ModelLoaded(Message):
+    role: str
+    model: Any
+    label: str
+    seconds: float
+
+
+@dataclass
+class ModelFailed(Message):
+    role: str
+    error: str
+
+
+@dataclass
+class StepStarted(Message):
+    prompt: str
+    state_text: str
+
+
+@dataclass
+class ActorText(Message):
+    text: str
+
+
+@dataclass
+class StepFinished(Message):
+    record: StepRecord
+
+
+@dataclass
+class EpisodeStopped(Message):
+    reason: str
+    snapshot: GridSnapshot
+
+
+@dataclass
+class CandidatesReady(Message):
+    value: float | None
+    rows: list[Candidate]
+    critic_label: str | None
+
+
+@dataclass
+class JobLaunched(Message):
+    command: str
+    run_id: str | None
+    argv: tuple[str, ...]

@@ -1,0 +1,203 @@
+"""Model loading for the TUI, kept behind small functions so the heavy imports
+(torch, transformers, xgrammar) happen inside a worker thread, never at import time.
+
+The TUI talks to an actor through the shape of `lactchain.models.actor.Actor`:
+
+    actor.stream(prompt, on_text, *, constrained, temperature, max_new_tokens, seed) -> Sample
+    actor.generate(prompts, *, constrained, temperature, max_new_tokens, seed, num_samples) -> list[Sample]
+    actor.chat_prompt(user_text) -> str           (optional)
+
+where a Sample has `text`, `moves`, `mode`, `logprob`, `n_tokens`. `OracleActor`
+has that shape too: it answers with the exact BFS-optimal move list read off the
+prompt (no model at all), which makes a fast, deterministic stand-in for demos,
+snapshots and the tmux test (`--actor oracle`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lactchain.moves import ALL_MOVES, FAILED, format_moves, parse_moves
+
+ORACLE = "oracle"
+ProgressFn = Callable[[str, "float | None"], None]
+
+
+@dataclass
+class OracleSample:
+    text: str
+    moves: list[str]
+    mode: str
+    logprob: float = 0.0
+    n_tokens: int = 0
+
+
+_SIZE_RE = re.compile(r"grid world is (\d+)x(\d+)", re.I)
+_GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)
+_POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
+_MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
+
+
+def _chunks(text: str) -> list[str]:
+    """Split text into word-ish pieces, the way a tokenizer would stream it."""
+    return re.findall(r"\s*\S+?(?=\s|'|,|\]|$)|\s*[',\]\[]", text) or [text]
+
+
+class OracleActor:
+    """A model-free actor that plays optimally (planner), or near-optimally when sampling."""
+
+    name = ORACLE
+
+    def __init__(self, max_moves: int = 8, delay: float = 0.0):
+        self.max_moves = max_moves
+        self.delay = delay
+
+    def chat_prompt(self, user_text: str) -> str:
+        return user_text
+
+    def _plan(self, prompt: str) -> list[str]:
+        from lactchain.envs import GridWorldEnv, Planner, State
+
+        size, goal, pose = _SIZE_RE.search(prompt), _GOAL_RE.search(prompt), _POSE_RE.search(prompt)
+        if not (size and goal and pose):
+            return []
+        menu = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or None
+        env = GridWorldEnv(
+            size=int(size.group(1)),
+            goal=(int(goal.group(1)), int(goal.group(2))),
+            moves=menu or ALL_MOVES[:2],
+        )
+        state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
+        try:
+            return Planner(env).plan(state)[: self.max_moves]
+        except ValueError:
+            return []
+
+    def _sample(self, prompt: str, temperature: float, seed: int | None, index: int) -> OracleSample:
+        moves = self._plan(prompt)
+        if temperature > 0 and index > 0:
+            rng = random.Random((seed or 0) * 1000 + index)
+            vocab = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or list(ALL_MOVES[:2])
+            moves = list(moves)
+            for _ in range(rng.randint(1, 2)):
+                if moves and rng.random() < 0.5:
+                    moves.pop(rng.randrange(len(moves)))
+                else:
+                    moves.insert(rng.randrange(len(moves) + 1), rng.choice(vocab))
+            moves = moves[: self.max_moves] or [vocab[0]]
+        text = format_moves(moves) if moves else "I do not know."
+        parsed = parse_moves(text, ALL_MOVES)
+        return OracleSample(text, parsed.moves, parsed.mode, 0.0, len(_chunks(text)))
+
+    def generate(self, prompts: Sequence[str], *, constrained: bool = True, temperature: float = 0.0,
+                 max_new_tokens: int = 48, seed: int | None = None, num_samples: int = 1) -> list[OracleSample]:
+        return [self._sample(p, temperature, seed, i) for p in prompts for i in range(num_samples)]
+
+    def stream(self, prompt: str, on_text: Callable[[str], None], *, constrained: bool = True,
+               temperature: float = 0.0, max_new_tokens: int = 48, seed: int | None = None) -> OracleSample:
+        import time
+
+        sample = self._sample(prompt, temperature, seed, 0)
+        for piece in _chunks(sample.text):
+            if self.delay:
+                time.sleep(self.delay)
+            on_text(piece)
+        return sample
+
+
+def _progress_adapter(progress: ProgressFn | None) -> Callable[..., None] | None:
+    """Accept whatever the library reports (a message, a fraction, both, or keywords)."""
+    if progress is None:
+        return None
+
+    def report(*args: Any, **kwargs: Any) -> None:
+        message, fraction = "", None
+        for value in list(args) + list(kwargs.values()):
+            if isinstance(value, str) and not message:
+                message = value
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and fraction is None:
+                fraction = float(value)
+        if fraction is not None and fraction > 1.0:
+            fraction = None
+        progress(message or "loading", fraction)
+
+    return report
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def load_actor(spec: str, adapter: str | None = None, progress: ProgressFn | None = None) -> Any:
+    """Load an actor preset or path (blocking; call from a worker thread)."""
+    if spec == ORACLE:
+        if adapter:
+            raise ValueError("the oracle actor has no weights, so it cannot take an adapter")
+        return OracleActor()
+    from lactchain.models.actor import Actor  # heavy: torch + transformers
+
+    kwargs: dict[str, Any] = {}
+    report = _progress_adapter(progress)
+    if report is not None and _accepts(Actor.load, "progress"):
+        kwargs["progress"] = report
+    return Actor.load(spec, adapter, **kwargs)
+
+
+def load_critic(spec: str, registry: Any | None = None, progress: ProgressFn | None = None) -> Any:
+    """Load a critic (blocking; call from a worker thread). `spec` is a checkpoint folder
+    (with critic.json), a train-critic run id in the registry, or a backbone preset
+    (an untrained head: its values mean nothing yet)."""
+    from lactchain.models import critic as critic_mod  # heavy: torch + transformers
+
+    folder = Path(spec).expanduser()
+    if (folder / "critic.json").is_file():
+        if progress:
+            progress(f"loading critic checkpoint {folder.name}", None)
+        return critic_mod.Critic.load(checkpoint=folder)
+    if registry is not None and not folder.exists():
+        try:
+            run = registry.get_run(spec)
+        except Exception:  # noqa: BLE001 - not a run id: try it as a preset
+            run = None
+        if run is not None:
+            if progress:
+                progress(f"loading critic of run {run['id']}", None)
+            return critic_mod.load_from_run(registry, run["id"])
+    if progress:
+        progress(f"loading critic backbone {spec} (untrained head)", None)
+    return critic_mod.Critic.load(spec)
+
+
+def resolve_adapter(value: str | None, registry: Any | None) -> str | None:
+    """`--adapter` is a folder or a run id; a run id resolves to its newest adapter artifact."""
+    if not value:
+        return None
+    if Path(value).expanduser().is_dir():
+        return str(Path(value).expanduser())
+    if registry is None:
+        raise ValueError(f"adapter {value!r} is not a folder and there is no registry to look it up in")
+    run = registry.get_run(value)  # raises RunNotFound with a clear message
+    art = registry.latest_artifact(run["id"], "adapter")
+    if art is None:
+        raise ValueError(f"run {run['id']} has no adapter artifact")
+    return str(art["path"])
+
+
+def sample_fields(sample: Any, allowed: Sequence[str]) -> tuple[str, list[str], str, float | None, int | None]:
+    """(text, moves, mode, logprob, n_tokens) of a Sample; parses the text if the actor did not."""
+    text = str(getattr(sample, "text", "") or "")
+    moves = getattr(sample, "moves", None)
+    mode = getattr(sample, "mode", None)
+    if moves is None or mode is None:
+        parsed = parse_moves(text, allowed)
+        moves, mode = parsed.moves, parsed.mode
+    return text, list(moves or []), str(mode or FAILED), getattr(sample, "logprob", None), getattr(sample, "n_tokens", None)

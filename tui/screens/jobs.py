@@ -1,0 +1,262 @@
+"""Jobs: launch detached CLI jobs from a small form, watch them (status, live log
+tail, live metric chart) and kill them. Jobs are plain `lactchain ... --detach`
+processes recorded in the registry, so they keep running when the TUI quits and
+show up live again when it reopens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import (Button, DataTable, Footer, Input, Label, Select, Static, TabbedContent,
+                             TabPane)
+
+from tui.commands import bindings_for
+from tui.format import fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
+from tui.jobs_bridge import FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, kill_job, launch_job
+from tui.messages import JobLaunched
+from tui.screens.base import BaseScreen
+from tui.screens.runs import STATUS_STYLE, with_metrics
+from tui.widgets.log_tail import LogTail
+from tui.widgets.metric_chart import MetricChart
+from tui.widgets.tables import sync_table
+from tui.widgets.topbar import TopBar
+
+REFRESH_S = 2.0
+REAP_EVERY = 5  # refreshes between reaps of dead jobs
+
+
+def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]:
+    if reap:
+        try:
+            from lactchain.jobs import reap_dead_runs
+
+            reap_dead_runs(reg)
+        except Exception:  # noqa: BLE001 - listing matters more than reaping
+            pass
+    runs = [dict(r) for r in reg.list_runs(limit=limit * 3)
+            if r["kind"] in JOB_KINDS or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
+    return with_metrics(reg, runs[:limit], cache)
+
+
+class JobsScreen(BaseScreen):
+    BINDINGS = bindings_for("jobs") + [("escape", "focus_table", "Table")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.jobs: list[dict] = []
+        self.selected_id: str | None = None
+        self._ticks = 0
+        self._metrics_cache: dict = {}  # used on the registry thread only
+        self._metric: str | None = None
+        self.last_launch: JobLaunched | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TopBar("jobs", id="topbar")
+        with Horizontal(id="jobs-main"):
+            with VerticalScroll(id="job-form"):
+                yield Select([(f.title, f.command) for f in JOB_FORMS], value=JOB_FORMS[0].command,
+                             allow_blank=False, id="job-command")
+                with Vertical(id="job-fields", classes="job-fields"):
+                    yield from self.fields_for(JOB_FORMS[0].command)
+                yield Static("", id="job-argv")
+                yield Button("Launch  ctrl+l", id="job-launch", variant="primary")
+            with Vertical(id="jobs-right"):
+                table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
+                table.add_columns("id", "status", "started", "dur", "metrics")
+                yield table
+                with TabbedContent(id="jobs-tabs"):
+                    with TabPane("Log", id="tab-job-log"):
+                        yield LogTail(id="job-log")
+                    with TabPane("Chart", id="tab-job-chart"):
+                        yield Select([], prompt="metric", id="job-metric", allow_blank=True, compact=True)
+                        yield MetricChart(id="job-chart")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#job-form").border_title = "New job"
+        self.query_one("#jobs-table").border_title = "Jobs"
+        self.update_argv()
+        self.refresh_jobs()
+        self.set_interval(REFRESH_S, self._tick)
+
+    def on_screen_resume(self) -> None:
+        self.refresh_jobs()
+
+    def _tick(self) -> None:
+        if not self.is_current:
+            return
+        self._ticks += 1
+        self.refresh_jobs(reap=self._ticks % REAP_EVERY == 0)
+        self.query_one("#job-log", LogTail).poll()
+        job = self.selected_job()
+        if job is not None and job["status"] in ("RUNNING", "SCHEDULED"):
+            self.draw_chart()
+
+    # ---- form ---------------------------------------------------------------------
+    @staticmethod
+    def fields_for(command: str) -> list:
+        """The inputs of one job form (only the selected form is mounted)."""
+        form = FORMS_BY_COMMAND[command]
+        widgets: list = []
+        for field in form.fields:
+            wid = f"{form.command}--{field.name}"
+            widgets.append(Label(field.label, classes="field-label"))
+            if field.choices:
+                widgets.append(Select([(c, c) for c in field.choices], value=field.default or field.choices[0],
+                                      allow_blank=False, id=wid, compact=True))
+            else:
+                widget = Input(field.default, placeholder=field.help or field.label, id=wid, compact=True)
+                widget.tooltip = field.help or None
+                widgets.append(widget)
+        return widgets
+
+    @property
+    def command(self) -> str:
+        return str(self.query_one("#job-command", Select).value)
+
+    def form_values(self) -> dict[str, str]:
+        form = FORMS_BY_COMMAND[self.command]
+        values = {}
+        for field in form.fields:
+            widget = self.query_one(f"#{form.command}--{field.name}")
+            value = widget.value
+            values[field.name] = "" if value is Select.NULL or value is None else str(value)
+        return values
+
+    def argv(self) -> list[str]:
+        return build_argv(self.command, self.form_values(), self.app.db_path)
+
+    def update_argv(self) -> None:
+        argv = self.argv()
+        shown = ["lactchain"] + argv[argv.index(self.command):]
+        if self.app.db_path is not None:
+            shown[-1] = self.app.db_label
+        self.query_one("#job-argv", Static).update(Text(" ".join(shown), style="dim"))
+
+    @on(Select.Changed, "#job-command")
+    async def _command_changed(self, event: Select.Changed) -> None:
+        box = self.query_one("#job-fields", Vertical)
+        await box.remove_children()
+        await box.mount_all(self.fields_for(str(event.value)))
+        self.update_argv()
+
+    @on(Input.Changed)
+    @on(Select.Changed, ".job-fields Select")
+    def _field_changed(self) -> None:
+        self.update_argv()
+
+    @on(Button.Pressed, "#job-launch")
+    def _launch_pressed(self) -> None:
+        self.action_launch()
+
+    def action_new_job(self) -> None:
+        self.query_one("#job-command", Select).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one("#jobs-table").focus()
+
+    def action_launch(self) -> None:
+        argv = self.argv()
+        self.notify(f"launching {self.command}…")
+        self.launch(self.command, argv)
+
+    @work(thread=True, exit_on_error=False, group="launch", name="launch job")
+    def launch(self, command: str, argv: list[str]) -> None:
+        launcher = self.app.launcher or launch_job
+        try:
+            result = launcher(argv)
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.app.report_error, f"{command} did not start", exc)
+            return
+        self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(argv)))
+
+    def on_job_launched(self, message: JobLaunched) -> None:
+        self.last_launch = message
+        self.notify(f"started {message.run_id or message.command} (detached: it keeps running if you quit)")
+        self.selected_id = message.run_id or self.selected_id
+        self.refresh_jobs()
+
+    # ---- jobs table ---------------------------------------------------------------
+    @work(exclusive=True, group="jobs-list", exit_on_error=False, name="load jobs")
+    async def refresh_jobs(self, reap: bool = False) -> None:
+        try:
+            jobs = await self.app.registry.call(fetch_jobs, reap, self._metrics_cache)
+        except Exception as exc:  # noqa: BLE001
+            self.query_one("#jobs-table").border_subtitle = f"registry unavailable: {exc}"
+            return
+        self.jobs = jobs
+        self.populate()
+
+    def populate(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        now = now_ms()
+        rows = []
+        for run in self.jobs:
+            status = str(run["status"])
+            rid = str(run["id"])
+            rows.append((rid, (rid, Text(status, style=STATUS_STYLE.get(status, "")),
+                               fmt_ts(run.get("started_ms") or run.get("created_ms")),
+                               fmt_duration(run_duration(run, now)), fmt_metrics(run.get("_metrics"), limit=2))))
+        sync_table(table, rows, keep=self.selected_id)
+        active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))
+        table.border_subtitle = f"{active} active · {len(rows)} shown"
+
+    def selected_job(self) -> dict | None:
+        return next((j for j in self.jobs if str(j["id"]) == self.selected_id), None)
+
+    @on(DataTable.RowHighlighted, "#jobs-table")
+    def _row(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None or event.row_key.value is None:
+            return
+        self.selected_id = event.row_key.value
+        job = self.selected_job()
+        if job is None:
+            return
+        self.query_one("#job-log", LogTail).follow(job.get("log_path"), placeholder="(no log yet)")
+        keys = sorted(job.get("_metrics") or {})
+        select = self.query_one("#job-metric", Select)
+        self._metric = self._metric if self._metric in keys else (keys[0] if keys else None)
+        with select.prevent(Select.Changed):
+            select.set_options([(k, k) for k in keys])
+            if self._metric:
+                select.value = self._metric
+        self.draw_chart()
+
+    @on(Select.Changed, "#job-metric")
+    def _metric_changed(self, event: Select.Changed) -> None:
+        self._metric = None if event.value is Select.NULL else str(event.value)
+        self.draw_chart()
+
+    @work(exclusive=True, group="jobs-chart", exit_on_error=False, name="job chart")
+    async def draw_chart(self) -> None:
+        chart = self.query_one("#job-chart", MetricChart)
+        run_id, key = self.selected_id, self._metric
+        if not run_id or not key:
+            chart.plot_series("no metric yet", {})
+            return
+        try:
+            history = await self.app.registry.call(lambda reg: list(reg.metric_history(run_id, key)))
+        except Exception as exc:  # noqa: BLE001
+            chart.plot_series(f"{key}: {exc}", {})
+            return
+        chart.plot_series(key, {run_id: history})
+
+    async def action_kill(self) -> None:
+        job = self.selected_job()
+        if job is None:
+            self.notify("select a job first", severity="warning")
+            return
+        try:
+            message = await self.app.registry.call(kill_job, job["id"])
+        except Exception as exc:  # noqa: BLE001
+            self.app.report_error("kill failed", exc)
+            return
+        self.notify(message)
+        self.refresh_jobs()
+
+    def action_refresh(self) -> None:
+        self.refresh_jobs(reap=True)

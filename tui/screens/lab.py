@@ -1,0 +1,391 @@
+"""The Lab: watch the actor act in the grid, step by step.
+
+Grid pane (left): the live grid and the episode status. Actor pane (right, top):
+prompt, streaming completion, parsed moves. Tabs (right, bottom): the critic's
+view of K sampled candidates, the strategy prompt editor, the episode's steps.
+
+Episode stepping runs in a thread worker (group "lab"): the worker calls
+`LabSession.step`, which calls `actor.stream`; the streamed text, the step result
+and the end of the run reach the UI only as messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from lactchain.envs import State
+from tui.commands import bindings_for
+from tui.lab_session import GridSnapshot, StepCancelled
+from tui.messages import ActorText, CandidatesReady, EpisodeStopped, StepFinished, StepStarted
+from tui.screens.base import BaseScreen
+from tui.widgets.actor_pane import ActorPane
+from tui.widgets.critic_pane import CriticPane, short_moves, short_state
+from tui.widgets.grid import GridModel, GridView, grid_values
+from tui.widgets.strategy_editor import StrategyEditor
+from tui.widgets.topbar import TopBar
+
+
+class LabScreen(BaseScreen):
+    BINDINGS = bindings_for("lab") + [Binding("escape", "focus_grid", "Grid", show=False)]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._pause = threading.Event()
+        self.running = False
+        self.show_values = False
+        self._critic_values: dict | None = None
+
+    @property
+    def session(self):  # noqa: ANN201
+        return self.app.lab_session
+
+    def compose(self) -> ComposeResult:
+        yield TopBar("lab", id="topbar")
+        with Horizontal(id="lab-main"):
+            with Vertical(id="lab-left"):
+                yield GridView(id="lab-grid")
+                yield Static(id="lab-status")
+                yield ProgressBar(total=None, show_eta=False, show_percentage=True, id="model-progress")
+            with Vertical(id="lab-right"):
+                yield ActorPane(id="actor-pane")
+                with TabbedContent(id="lab-tabs", initial="tab-episode"):
+                    with TabPane("Episode", id="tab-episode"):
+                        table = DataTable(id="episode-table", cursor_type="row", zebra_stripes=True)
+                        table.add_columns("#", "from", "moves", "parse", "r", "to", "what happened")
+                        yield table
+                    with TabPane("Critic", id="tab-critic"):
+                        yield CriticPane(id="critic-pane")
+                    # The editor (a TextArea) is mounted right after the first paint: see ensure_editor.
+                    yield TabPane("Strategy", id="tab-strategy")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#lab-grid").border_title = "Grid"
+        self.query_one("#actor-pane").border_title = "Actor"
+        self.query_one("#lab-status").border_title = "Episode"
+        for name in ("actor_status", "critic_status", "models_loading"):
+            self.watch(self.app, name, lambda _v: self.update_status(), init=False)
+        self.watch(self.app, "model_fraction", self._progress, init=False)
+        grid = self.query_one(GridView)
+        grid.cursor = self.session.start
+        self.watch(grid, "cursor", lambda _c: self.update_status(), init=False)
+        self.draw(self.session.snapshot())
+        self._update_critic_header()
+        self.call_after_refresh(self.compute_v_star)  # after the first paint: it holds the GIL a while
+        self.call_after_refresh(self.ensure_editor)
+        grid.focus()
+
+    async def ensure_editor(self) -> StrategyEditor:
+        """The strategy editor, mounted on first need (it is the costliest widget to build)."""
+        found = self.query(StrategyEditor)
+        if found:
+            return found.first()
+        editor = StrategyEditor(self.session.strategy, id="strategy-editor")
+        await self.query_one("#tab-strategy", TabPane).mount(editor)
+        return editor
+
+    # ---- drawing ------------------------------------------------------------------
+    def _overlay(self, snap: GridSnapshot) -> tuple[dict | None, str]:
+        if not self.show_values:
+            return None, ""
+        o = snap.state.orientation
+        if self._critic_values is not None:
+            return grid_values(self._critic_values, o), f"critic V(s) facing {o}"
+        return grid_values(self.session.v_star(), o), f"exact V*(s) facing {o}"
+
+    def draw(self, snap: GridSnapshot) -> None:
+        values, label = self._overlay(snap)
+        self.query_one(GridView).model = GridModel(
+            size=snap.size, goal=snap.goal, agent=snap.state, path=snap.path, start=snap.start,
+            values=values, values_label=label,
+        )
+        self.update_status(snap)
+
+    def update_status(self, snap: GridSnapshot | None = None) -> None:
+        snap = snap or self.session.snapshot()
+        app = self.app
+        cursor = self.query_one(GridView).cursor
+        t = Text()
+        t.append("actor ", style="dim")
+        t.append(f"{app.actor_status}\n")
+        t.append("step ", style="dim")
+        t.append(f"{snap.actions_taken}/{snap.max_actions}")
+        t.append("  return ", style="dim")
+        t.append(f"{snap.total_return:+.1f}")
+        if self.running:
+            t.append("  ● running", style="bold yellow")
+        elif snap.done:
+            at_goal = (snap.state.x, snap.state.y) == tuple(snap.goal)
+            t.append("  ✓ at goal" if at_goal else "  ■ over", style="bold green" if at_goal else "bold red")
+        t.append("\nstart ", style="dim")
+        t.append(short_state(snap.start))
+        t.append("  now ", style="dim")
+        t.append(short_state(snap.state))
+        t.append("\ndecoding ", style="dim")
+        t.append("constrained" if self.session.constrained else "free text",
+                 style="bold" if self.session.constrained else "bold magenta")
+        t.append(" · greedy" if self.session.temperature == 0 else f" · T={self.session.temperature}")
+        t.append("\ncursor ", style="dim")
+        t.append(f"{short_state(cursor)}  ←↑→↓ o ⏎/click", style="")
+        if snap.caption:
+            t.append("\n" + snap.caption, style="italic")
+        self.query_one("#lab-status", Static).update(t)
+        bar = self.query_one("#model-progress", ProgressBar)
+        bar.display = bool(app.models_loading)
+
+    def _progress(self, fraction: float | None) -> None:
+        bar = self.query_one("#model-progress", ProgressBar)
+        if fraction is None:
+            bar.update(total=None)
+        else:
+            bar.update(total=100, progress=round(fraction * 100))
+
+    def _update_critic_header(self, value: float | None = None) -> None:
+        snap = self.session.snapshot()
+        critic = self.app.critic
+        vstar = self.session.v_star_ready()
+        self.query_one(CriticPane).show_value(
+            self.app.critic_label if critic is not None else None, value, snap.state,
+            vstar.get(snap.state) if vstar is not None else None,
+        )
+        if critic is not None and value is None:
+            self.critic_state_value(snap.state)
+
+    @work(thread=True, exclusive=True, group="v-star", exit_on_error=False, name="exact V*")
+    def compute_v_star(self) -> None:
+        self.session.v_star()
+        self.app.call_from_thread(self._update_critic_header)
+
+    @work(thread=True, exclusive=True, group="critic-v", exit_on_error=False, name="critic V(s)")
+    def critic_state_value(self, state: State) -> None:
+        try:
+            value = self.session.critic_values(self.app.critic, [state])[0]
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.app.report_error, "critic failed", exc)
+            return
+        self.app.call_from_thread(self._show_state_value, state, value)
+
+    def _show_state_value(self, state: State, value: float) -> None:
+        if self.session.snapshot().state == state:
+            self._update_critic_header(value)
+
+    def on_resize(self, event) -> None:  # noqa: ANN001
+        self.query_one(GridView).cell_width = 7 if event.size.width >= 100 else 5
+
+    # ---- grid ---------------------------------------------------------------------
+    @on(GridView.StartChosen)
+    def _start_chosen(self, event: GridView.StartChosen) -> None:
+        self._stop_worker()
+        snap = self.session.reset(start=event.state)
+        self._after_reset(snap, f"start set to {event.state}")
+
+    # ---- actions ------------------------------------------------------------------
+    def _actor_ready(self) -> bool:
+        if self.app.actor is None:
+            why = "loading…" if self.app.models_loading else self.app.actor_status
+            self.notify(f"the actor is not loaded ({why})", severity="warning")
+            return False
+        return True
+
+    def action_step(self) -> None:
+        self._start_run(1)
+
+    def action_run_episode(self) -> None:
+        self._start_run(None)
+
+    def _start_run(self, max_steps: int | None) -> None:
+        if self.running:
+            self.notify("already running (p pauses)", severity="warning")
+            return
+        if not self._actor_ready():
+            return
+        if self.session.snapshot().done:
+            self.notify("the episode is over: r resets it", severity="warning")
+            return
+        self._pause.clear()
+        self.running = True
+        self.update_status()
+        self.run_steps(max_steps)
+
+    def action_pause(self) -> None:
+        if not self.running:
+            self.notify("nothing is running")
+            return
+        self._pause.set()
+        self.notify("pausing after this step")
+
+    def _stop_worker(self) -> None:
+        self._pause.set()
+        self.workers.cancel_group(self, "lab")
+
+    def action_reset(self) -> None:
+        self._stop_worker()
+        self._after_reset(self.session.reset(), "episode reset")
+
+    def _after_reset(self, snap: GridSnapshot, message: str) -> None:
+        self.running = False
+        self.query_one("#episode-table", DataTable).clear()
+        self.query_one(ActorPane).show_message(message)
+        self.draw(snap)
+        self._update_critic_header()
+        self.query_one(CriticPane).show_candidates([])
+
+    def action_toggle_constrained(self) -> None:
+        self.session.constrained = not self.session.constrained
+        self.update_status()
+        self.notify("constrained decoding" if self.session.constrained else "free-text decoding")
+
+    def action_toggle_values(self) -> None:
+        self.show_values = not self.show_values
+        if self.show_values and self.app.critic is not None and self._critic_values is None:
+            self.critic_grid_values()
+        self.draw(self.session.snapshot())
+
+    def action_focus_grid(self) -> None:
+        self.query_one(GridView).focus()
+
+    async def action_edit_strategy(self) -> None:
+        editor = await self.ensure_editor()
+        self.query_one("#lab-tabs", TabbedContent).active = "tab-strategy"
+        editor.query_one("#strategy-text").focus()
+
+    def action_candidates(self) -> None:
+        if not self._actor_ready():
+            return
+        if self.session.snapshot().done:
+            self.notify("the episode is over: r resets it", severity="warning")
+            return
+        self.query_one("#lab-tabs", TabbedContent).active = "tab-critic"
+        self.query_one(CriticPane).query_one("#critic-value", Static).update(Text("sampling candidates…", style="italic"))
+        self.sample_candidates()
+
+    # ---- workers (threads: they post messages, never touch widgets) ---------------
+    @work(thread=True, exclusive=True, group="lab", exit_on_error=False, name="episode")
+    def run_steps(self, max_steps: int | None) -> None:
+        worker = get_current_worker()
+        session, actor = self.session, self.app.actor
+        done_steps, reason = 0, ""
+
+        def on_prompt(prompt: str, state: State) -> None:
+            self.post_message(StepStarted(prompt, f"state {state}"))
+
+        def on_text(piece: str) -> None:
+            if worker.is_cancelled:
+                raise StepCancelled()
+            self.post_message(ActorText(piece))
+
+        while True:
+            if worker.is_cancelled:
+                reason = "stopped"
+                break
+            try:
+                record = session.step(actor, on_text, on_prompt=on_prompt)
+            except StepCancelled:
+                reason = "stopped"
+                break
+            except Exception as exc:  # noqa: BLE001 - shown to the researcher
+                reason = f"error: {type(exc).__name__}: {exc}"
+                break
+            if record is None:
+                reason = "reset during the step"
+                break
+            self.post_message(StepFinished(record))
+            done_steps += 1
+            if record.terminated or record.truncated:
+                reason = "reached the goal" if record.terminated and "goal" in record.caption else (
+                    "out of actions" if record.truncated else "episode over")
+                break
+            if max_steps is not None and done_steps >= max_steps:
+                break
+            if self._pause.is_set():
+                reason = "paused"
+                break
+        self.post_message(EpisodeStopped(reason, session.snapshot()))
+
+    @work(thread=True, exclusive=True, group="critic", exit_on_error=False, name="candidates")
+    def sample_candidates(self, k: int = 4) -> None:
+        critic = self.app.critic
+        try:
+            value, rows = self.session.candidates(self.app.actor, k=k, critic=critic)
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.notify, f"sampling failed: {exc}", severity="error")
+            return
+        self.post_message(CandidatesReady(value, rows, self.app.critic_label if critic is not None else None))
+
+    @work(thread=True, exclusive=True, group="critic-grid", exit_on_error=False, name="critic values")
+    def critic_grid_values(self) -> None:
+        from lactchain.envs import all_states
+
+        session, critic = self.session, self.app.critic
+        states = all_states(session.env.size)
+        try:
+            values = session.critic_values(critic, states)
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.notify, f"critic failed: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self._set_critic_values, dict(zip(states, values)))
+
+    def _set_critic_values(self, values: dict) -> None:
+        self._critic_values = values
+        self.draw(self.session.snapshot())
+
+    # ---- messages from workers ----------------------------------------------------
+    def on_step_started(self, message: StepStarted) -> None:
+        self.query_one(ActorPane).show_prompt(message.prompt, message.state_text)
+
+    def on_actor_text(self, message: ActorText) -> None:
+        self.query_one(ActorPane).append(message.text)
+
+    def on_step_finished(self, message: StepFinished) -> None:
+        r = message.record
+        self.query_one(ActorPane).show_result(
+            r.text, r.moves, r.mode, logprob=r.logprob, n_tokens=r.n_tokens, reward=r.reward, caption=r.caption
+        )
+        table = self.query_one("#episode-table", DataTable)
+        table.add_row(str(r.index), short_state(r.state), short_moves(r.moves), r.mode, f"{r.reward:+.0f}",
+                      short_state(r.next_state), r.caption, key=str(r.index))
+        table.move_cursor(row=table.row_count - 1)
+        self.draw(r.snapshot)
+        self._update_critic_header()
+
+    def on_episode_stopped(self, message: EpisodeStopped) -> None:
+        self.running = False
+        self.draw(message.snapshot)
+        if message.reason.startswith("error"):
+            self.app.report_error("the step failed", message.reason)
+        elif message.reason:
+            self.notify(message.reason)
+
+    def on_candidates_ready(self, message: CandidatesReady) -> None:
+        snap = self.session.snapshot()
+        pane = self.query_one(CriticPane)
+        pane.show_value(message.critic_label, message.value, snap.state, self.session.v_star().get(snap.state))
+        pane.show_candidates(message.rows)
+
+    @on(StrategyEditor.Applied)
+    def _strategy_applied(self, event: StrategyEditor.Applied) -> None:
+        try:
+            self.session.set_strategy(event.text)
+        except ValueError as exc:
+            self.app.report_error("strategy rejected", exc)
+            return
+        prompt = self.session.user_prompt()
+        self.query_one(ActorPane).show_prompt(prompt, "next prompt (strategy applied)")
+        self.query_one(ActorPane).show_message("strategy applied: the next step uses it")
+        editor = self.query_one(StrategyEditor)
+        editor.refresh_versions()
+
+    def on_model_changed(self) -> None:
+        """Called by the app when the actor or critic changed."""
+        self._critic_values = None
+        self.update_status()
+        self._update_critic_header()

@@ -1,0 +1,331 @@
+"""Labelling: a queue of preference pairs to label by hand.
+
+Each pair shows its start state, both move lists (A and B) with the path each
+produces on a small grid, and the critic's scores (h hides them, to label blind).
+a / b pick the better list, t marks a tie, n skips, u undoes. Every label is
+written to the registry at once (labeler "human"):
+
+* a pair waiting for a human (labeler human, status pending) is labelled in place;
+* a pair labelled by the critic or a judge gets a new human pair row (run of kind
+  "labels", one per TUI session) with meta {"source_pair": id}, and the source
+  pair's meta records the human verdict (its own status is left alone so the
+  critic's dataset does not change under a training job).
+
+Which list is A is decided by a hash of the pair id, so the position never gives
+away the critic's choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, ProgressBar, Static
+
+from lactchain.envs import GridWorldEnv, State
+from lactchain.moves import format_moves
+from tui.commands import bindings_for
+from tui.screens.base import BaseScreen
+from tui.widgets.critic_pane import short_state
+from tui.widgets.grid import GridModel, GridView
+from tui.widgets.topbar import TopBar
+
+SOURCE_LABELERS = ("critic", "llm", "episodes")
+
+
+def as_state(value: Any) -> State:
+    if isinstance(value, State):
+        return value
+    return State(int(value["x"]), int(value["y"]), str(value["orientation"]))
+
+
+def a_is_chosen(pair_id: Any) -> bool:
+    """Stable, unbiased-looking A/B assignment per pair."""
+    return hashlib.sha1(str(pair_id).encode()).digest()[0] % 2 == 0
+
+
+@dataclass
+class Item:
+    pair: dict
+    a: list[str]
+    b: list[str]
+    a_score: float | None
+    b_score: float | None
+    in_place: bool  # a pending human pair: label it in place
+
+    @classmethod
+    def from_pair(cls, pair: dict) -> "Item":
+        chosen, rejected = list(pair.get("chosen") or []), list(pair.get("rejected") or [])
+        cs, rs = pair.get("chosen_score"), pair.get("rejected_score")
+        in_place = pair.get("status") == "pending"
+        if in_place or a_is_chosen(pair["id"]):
+            return cls(pair, chosen, rejected, cs, rs, in_place)
+        return cls(pair, rejected, chosen, rs, cs, in_place)
+
+
+@dataclass
+class Done:
+    """One undoable step: a label written to the registry, or a skip."""
+
+    index: int
+    kind: str  # "label" | "skip"
+    new_pair_id: int | None = None  # the human row we added
+    source_before: dict = field(default_factory=dict)  # fields of the source pair before we changed it
+
+
+def build_queue(reg: Any) -> tuple[list[dict], int]:
+    """Pairs still waiting for a human, oldest first; and how many a human already labelled."""
+    human = reg.pairs(labeler="human")
+    done_sources = set()
+    labelled = 0
+    for p in human:
+        meta = p.get("meta") or {}
+        if isinstance(meta, dict) and meta.get("undone"):
+            continue
+        if p.get("status") in ("labeled", "tie"):
+            labelled += 1
+        if isinstance(meta, dict) and meta.get("source_pair") is not None and p.get("status") in ("labeled", "tie"):
+            done_sources.add(meta["source_pair"])
+    queue = [p for p in human if p.get("status") == "pending"]
+    for p in reg.pairs(labeler=list(SOURCE_LABELERS), status="labeled"):
+        if p["id"] in done_sources:
+            continue
+        if list(p.get("chosen") or []) == list(p.get("rejected") or []):
+            continue
+        queue.append(p)
+    queue.sort(key=lambda p: p["id"])
+    return queue, labelled
+
+
+def write_label(reg: Any, item: Item, choice: str, session_run: str | None, blind: bool) -> tuple[str | None, Done]:
+    """Write one human label (choice "A", "B" or "tie"); returns (session run id, undo record)."""
+    pair = item.pair
+    if choice == "B":
+        chosen, rejected, cs, rs = item.b, item.a, item.b_score, item.a_score
+    else:
+        chosen, rejected, cs, rs = item.a, item.b, item.a_score, item.b_score
+    status = "tie" if choice == "tie" else "labeled"
+    meta_old = dict(pair.get("meta") or {}) if isinstance(pair.get("meta"), dict) else {}
+    verdict = {"choice": choice, "blind": blind, "shown_as": {"A": item.a, "B": item.b}}
+    if item.in_place:
+        before = {k: pair.get(k) for k in ("chosen", "rejected", "chosen_score", "rejected_score", "status", "labeler")}
+        before["meta"] = pair.get("meta")
+        reg.update_pair(pair["id"], chosen=chosen, rejected=rejected, chosen_score=cs, rejected_score=rs,
+                        status=status, labeler="human", meta={**meta_old, **verdict})
+        return session_run, Done(-1, "label", None, before)
+    if session_run is None:
+        session_run = reg.create_run("labels", name="human labels (TUI)", params={"labeler": "human"},
+                                     status="RUNNING")
+    source_labeler = pair.get("labeler")
+    agrees = None if choice == "tie" else (chosen == list(pair.get("chosen") or []))
+    row = {
+        "state": pair.get("state"), "prompt": pair.get("prompt"), "chosen": chosen, "rejected": rejected,
+        "chosen_score": None, "rejected_score": None, "labeler": "human", "status": status,
+        "meta": {"source_pair": pair["id"], "source_labeler": source_labeler, "agrees_with_source": agrees,
+                 **verdict},
+    }
+    new_id = reg.add_pairs(session_run, [row])[0]
+    reg.update_pair(pair["id"], meta={**meta_old, "human_pair": new_id, "human_choice": choice,
+                                      "human_agrees": agrees})
+    return session_run, Done(-1, "label", new_id, {"meta": pair.get("meta")})
+
+
+def undo_label(reg: Any, item: Item, done: Done) -> None:
+    pair = item.pair
+    if done.new_pair_id is not None:
+        deleter = getattr(reg, "delete_pair", None)
+        if callable(deleter):
+            deleter(done.new_pair_id)
+        else:  # no delete in the registry: retract the row instead
+            row = reg.get_pair(done.new_pair_id)
+            meta = dict(row.get("meta") or {})
+            reg.update_pair(done.new_pair_id, status="skipped", meta={**meta, "undone": True})
+    reg.update_pair(pair["id"], **done.source_before)
+
+
+class LabellingScreen(BaseScreen):
+    BINDINGS = bindings_for("labels")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.queue: list[Item] = []
+        self.index = 0
+        self.history: list[Done] = []
+        self.labelled_before = 0
+        self.labelled_now = 0
+        self.skipped = 0
+        self.blind = False
+        self._env = GridWorldEnv()
+        self._loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield TopBar("labels", id="topbar")
+        with Horizontal(id="label-progress-row"):
+            yield Static("loading pairs…", id="label-progress")
+            yield ProgressBar(total=1, show_eta=False, id="label-bar")
+        yield Static("", id="label-state")
+        with Horizontal(id="label-main"):
+            for side in ("a", "b"):
+                with Vertical(id=f"label-{side}", classes="label-side"):
+                    yield GridView(id=f"label-grid-{side}", cell_width=5, interactive=False)
+                    yield Static("", id=f"label-moves-{side}")
+        yield Static("", id="label-help")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#label-a").border_title = "A"
+        self.query_one("#label-b").border_title = "B"
+        self.query_one("#label-help", Static).update(Text(
+            "a: A is better · b: B is better · t: tie · n: skip · u: undo · h: hide/show critic scores", style="dim"))
+        self.load_queue()
+
+    def on_screen_resume(self) -> None:
+        if self._loaded and self.index >= len(self.queue):
+            self.load_queue()
+
+    @work(exclusive=True, group="labels-queue", exit_on_error=False, name="load pairs")
+    async def load_queue(self) -> None:
+        try:
+            pairs, labelled = await self.app.registry.call(build_queue)
+        except Exception as exc:  # noqa: BLE001
+            self.query_one("#label-progress", Static).update(Text(f"registry unavailable: {exc}", style="red"))
+            return
+        self.queue = [Item.from_pair(p) for p in pairs]
+        self.index, self.history, self.skipped, self.labelled_now = 0, [], 0, 0
+        self.labelled_before = labelled
+        self._loaded = True
+        self.show()
+
+    @property
+    def current(self) -> Item | None:
+        return self.queue[self.index] if 0 <= self.index < len(self.queue) else None
+
+    def _path(self, start: State, moves: list[str]) -> tuple[State, float, tuple[State, ...]]:
+        env = self._env
+        env.reset(options={"state": start.as_dict()})
+        _, reward, _, _, _ = env.step(moves)
+        return env.state, float(reward), tuple(env.path)
+
+    def show(self) -> None:
+        total = len(self.queue)
+        done = min(self.index, total)
+        progress = Text()
+        progress.append(f" pair {min(self.index + 1, total)}/{total}" if total else " no pairs to label", style="bold")
+        progress.append(f" · labelled this session {self.labelled_now} · skipped {self.skipped}"
+                        f" · by humans in the registry {self.labelled_before + self.labelled_now}", style="dim")
+        if self.blind:
+            progress.append(" · BLIND", style="bold magenta")
+        self.query_one("#label-progress", Static).update(progress)
+        self.query_one("#label-bar", ProgressBar).update(total=max(total, 1), progress=done)
+        item = self.current
+        if item is None:
+            msg = "All pairs are labelled. Collect more with a collect-pairs job (4 Jobs)." if total else (
+                "No pairs waiting for a label: run collect-pairs (4 Jobs), then come back.")
+            self.query_one("#label-state", Static).update(Text(msg, style="italic"))
+            for side in ("a", "b"):
+                self.query_one(f"#label-grid-{side}", GridView).model = GridModel()
+                self.query_one(f"#label-moves-{side}", Static).update("")
+            return
+        pair = item.pair
+        start = as_state(pair["state"])
+        head = Text()
+        head.append(f" pair #{pair['id']}", style="bold")
+        head.append(f" · from {pair.get('labeler')} · start {start}", style="")
+        self.query_one("#label-state", Static).update(head)
+        for side, moves, score in (("a", item.a, item.a_score), ("b", item.b, item.b_score)):
+            end, reward, path = self._path(start, moves)
+            self.query_one(f"#label-grid-{side}", GridView).model = GridModel(
+                size=self._env.size, goal=tuple(self._env.goal), agent=end, path=path, start=start)
+            t = Text()
+            t.append(format_moves(moves) if moves else "[] (no moves)", style="bold")
+            t.append(f"\n{len(moves)} moves → {short_state(end)} · reward {reward:+.0f}")
+            if self.blind:
+                t.append("\ncritic: hidden (h shows)", style="dim")
+            elif score is not None:
+                t.append(f"\ncritic: {score:+.2f}", style="#d7af87")
+            else:
+                t.append("\ncritic: no score", style="dim")
+            self.query_one(f"#label-moves-{side}", Static).update(t)
+
+    # ---- actions ------------------------------------------------------------------
+    async def action_choose(self, side: str) -> None:
+        await self._label(side)
+
+    async def action_tie(self) -> None:
+        await self._label("tie")
+
+    async def _label(self, choice: str) -> None:
+        item = self.current
+        if item is None:
+            self.notify("nothing to label")
+            return
+        try:
+            self.session_run, done = await self.app.registry.call(
+                write_label, item, choice, self.session_run, self.blind)
+        except Exception as exc:  # noqa: BLE001
+            self.app.report_error("label not saved", exc)
+            return
+        done.index = self.index
+        self.history.append(done)
+        self.labelled_now += 1
+        self.index += 1
+        self.show()
+        self._log_progress()
+
+    def action_skip(self) -> None:
+        if self.current is None:
+            return
+        self.history.append(Done(self.index, "skip"))
+        self.skipped += 1
+        self.index += 1
+        self.show()
+
+    async def action_undo(self) -> None:
+        if not self.history:
+            self.notify("nothing to undo")
+            return
+        done = self.history.pop()
+        item = self.queue[done.index]
+        if done.kind == "label":
+            try:
+                await self.app.registry.call(undo_label, item, done)
+            except Exception as exc:  # noqa: BLE001
+                self.history.append(done)
+                self.app.report_error("undo failed", exc)
+                return
+            self.labelled_now -= 1
+        else:
+            self.skipped -= 1
+        self.index = done.index
+        self.show()
+        self._log_progress()
+
+    def action_toggle_scores(self) -> None:
+        self.blind = not self.blind
+        self.show()
+
+    def _log_progress(self) -> None:
+        run, n = self.session_run, self.labelled_now
+        if run is None:
+            return
+
+        async def log() -> None:
+            try:
+                await self.app.registry.call(lambda reg: reg.log_metrics(run, {"labels": n}))
+            except Exception:  # noqa: BLE001 - progress metric only
+                pass
+
+        self.run_worker(log(), group="labels-metric", exit_on_error=False)
+
+    @property
+    def session_run(self) -> str | None:
+        return self.app.labels_run_id
+
+    @session_run.setter
+    def session_run(self, run_id: str | None) -> None:
+        self.app.labels_run_id = run_id

@@ -1,0 +1,340 @@
+"""Runs: every run in the registry, filterable and sortable, with one run's details
+(params, latest metrics, metric charts, artifacts, log tail), a metric overlay
+across marked runs, and "load this run's adapter into the Lab"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer, Input, Select, Static, TabbedContent, TabPane
+
+from tui.commands import bindings_for
+from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, now_ms, run_duration
+from tui.screens.base import BaseScreen
+from tui.widgets.log_tail import LogTail
+from tui.widgets.metric_chart import MetricChart
+from tui.widgets.tables import sync_table
+from tui.widgets.topbar import TopBar
+
+STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold red", "KILLED": "magenta",
+                "SCHEDULED": "cyan"}
+COLUMNS = (("mark", "✓"), ("id", "id"), ("kind", "kind"), ("status", "status"), ("created", "created"),
+           ("duration", "dur"), ("metrics", "key metrics"))
+SORTS = ("created", "kind", "status", "duration", "id")
+REFRESH_S = 2.0
+
+
+def match_filter(run: dict, query: str) -> bool:
+    """'kind:train-critic status:running loss' -> all terms must match (case-insensitive)."""
+    for term in query.lower().split():
+        if ":" in term:
+            field, _, want = term.partition(":")
+            if want not in str(run.get(field, "")).lower():
+                return False
+        else:
+            hay = " ".join(str(run.get(k, "")) for k in ("id", "name", "kind", "status", "cmd", "error")).lower()
+            if term not in hay:
+                return False
+    return True
+
+
+def sort_key(column: str, now: int):  # noqa: ANN201
+    def key(run: dict) -> Any:
+        if column == "created":
+            return run.get("created_ms") or 0
+        if column == "duration":
+            return run_duration(run, now) or 0.0
+        return str(run.get(column) or "")
+
+    return key
+
+
+TERMINAL = ("FINISHED", "FAILED", "KILLED")
+
+
+def with_metrics(reg: Any, runs: list[dict], cache: dict) -> list[dict]:
+    """Attach latest metrics; a finished run's metrics are read once and cached
+    (`cache`: run id -> (status, metrics)), so a refresh costs one query per live run."""
+    for run in runs:
+        hit = cache.get(run["id"])
+        if hit is not None and hit[0] == run["status"] and run["status"] in TERMINAL:
+            run["_metrics"] = hit[1]
+            continue
+        try:
+            run["_metrics"] = dict(reg.latest_metrics(run["id"]) or {})
+        except Exception:  # noqa: BLE001 - a run without metrics is still a run
+            run["_metrics"] = {}
+        cache[run["id"]] = (run["status"], run["_metrics"])
+    return runs
+
+
+def fetch_runs(reg: Any, cache: dict | None = None, limit: int = 300) -> list[dict]:
+    return with_metrics(reg, [dict(r) for r in reg.list_runs(limit=limit)], {} if cache is None else cache)
+
+
+def fetch_detail(reg: Any, run_id: Any) -> dict:
+    run = dict(reg.get_run(run_id) or {})
+    return {
+        "run": run,
+        "params": dict(reg.params(run_id) or {}),
+        "metrics": dict(reg.latest_metrics(run_id) or {}),
+        "keys": list(reg.metric_keys(run_id) or []),
+        "artifacts": [dict(a) if not isinstance(a, str) else {"path": a} for a in (reg.artifacts(run_id) or [])],
+    }
+
+
+class RunsScreen(BaseScreen):
+    BINDINGS = bindings_for("runs") + [("escape", "focus_table", "Table")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.runs: list[dict] = []
+        self.marked: set[str] = set()
+        self.sort_column = "created"
+        self.sort_reverse = True
+        self.selected_id: str | None = None
+        self.detail: dict | None = None
+        self._metrics_cache: dict = {}  # used on the registry thread only
+        self._chart_key: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TopBar("runs", id="topbar")
+        yield Input(placeholder="/ filter: text, kind:train-critic, status:running", id="runs-filter", compact=True)
+        with Vertical(id="runs-main"):
+            table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+            for key, label in COLUMNS:
+                table.add_column(label, key=key)
+            yield table
+            with Vertical(id="runs-detail"):
+                with TabbedContent(id="runs-tabs"):
+                    with TabPane("Info", id="tab-info"):
+                        with VerticalScroll():
+                            yield Static("no run selected", id="run-info")
+                    with TabPane("Chart", id="tab-chart"):
+                        yield Select([], prompt="metric", id="metric-select", allow_blank=True)
+                        yield MetricChart(id="run-chart")
+                    with TabPane("Log", id="tab-log"):
+                        yield LogTail(id="run-log")
+        yield Static("", id="runs-summary")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#runs-table").border_title = "Runs"
+        self.refresh_runs()
+        self.set_interval(REFRESH_S, self._tick)
+
+    def on_screen_resume(self) -> None:
+        self.refresh_runs()
+        self.query_one("#runs-table").focus()
+
+    def _tick(self) -> None:
+        if not self.is_current:
+            return
+        self.refresh_runs()
+        if self.detail and str(self.detail["run"].get("status", "")).upper() in ("RUNNING", "SCHEDULED"):
+            self.load_detail(self.selected_id, quiet=True)
+        self.query_one("#run-log", LogTail).poll()
+
+    # ---- data ---------------------------------------------------------------------
+    @work(exclusive=True, group="runs-list", exit_on_error=False, name="load runs")
+    async def refresh_runs(self) -> None:
+        try:
+            runs = await self.app.registry.call(fetch_runs, self._metrics_cache)
+        except Exception as exc:  # noqa: BLE001
+            self.query_one("#runs-summary", Static).update(Text(f"registry unavailable: {exc}", style="red"))
+            return
+        self.runs = runs
+        self.populate()
+
+    def visible_runs(self) -> list[dict]:
+        query = self.query_one("#runs-filter", Input).value.strip()
+        runs = [r for r in self.runs if match_filter(r, query)] if query else list(self.runs)
+        runs.sort(key=sort_key(self.sort_column, now_ms()), reverse=self.sort_reverse)
+        return runs
+
+    def populate(self) -> None:
+        table = self.query_one("#runs-table", DataTable)
+        now = now_ms()
+        rows = []
+        for run in self.visible_runs():
+            rid = str(run["id"])
+            status = str(run.get("status") or "")
+            rows.append((rid, (
+                "✓" if rid in self.marked else " ",
+                rid,
+                str(run.get("kind") or ""),
+                Text(status, style=STATUS_STYLE.get(status.upper(), "")),
+                fmt_ts(run.get("created_ms"), seconds=False),
+                fmt_duration(run_duration(run, now)),
+                fmt_metrics(run.get("_metrics"), limit=3),
+            )))
+        sync_table(table, rows, keep=self.selected_id)
+        arrow = "↓" if self.sort_reverse else "↑"
+        summary = Text(f" {len(rows)}/{len(self.runs)} runs · sort {self.sort_column} {arrow}", style="dim")
+        if self.marked:
+            summary.append(f" · {len(self.marked)} marked", style="bold")
+        self.query_one("#runs-summary", Static).update(summary)
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None or event.row_key.value is None:
+            return
+        run_id = event.row_key.value
+        if run_id != self.selected_id:
+            self.selected_id = run_id
+            self.load_detail(run_id)
+
+    @work(exclusive=True, group="runs-detail", exit_on_error=False, name="load run")
+    async def load_detail(self, run_id: str | None, quiet: bool = False) -> None:
+        if run_id is None:
+            return
+        run_key = self._registry_id(run_id)
+        try:
+            detail = await self.app.registry.call(fetch_detail, run_key)
+        except Exception as exc:  # noqa: BLE001
+            if not quiet:
+                self.query_one("#run-info", Static).update(Text(f"cannot load run {run_id}: {exc}", style="red"))
+            return
+        if run_id != self.selected_id:
+            return
+        self.detail = detail
+        self.show_detail(detail)
+        await self.draw_chart()
+
+    def _registry_id(self, run_id: str) -> Any:
+        for run in self.runs:
+            if str(run["id"]) == run_id:
+                return run["id"]
+        return run_id
+
+    def show_detail(self, d: dict) -> None:
+        run, params, metrics = d["run"], d["params"], d["metrics"]
+        t = Text()
+        t.append(f"{run.get('id')}  {run.get('name') or ''}\n", style="bold")
+        status = str(run.get("status") or "")
+        t.append(f"{run.get('kind')} · ")
+        t.append(status, style=STATUS_STYLE.get(status.upper(), ""))
+        t.append(f" · created {fmt_ts(run.get('created_ms'))} · {fmt_duration(run_duration(run))}\n")
+        if run.get("parent_id"):
+            t.append(f"parent {run['parent_id']}\n", style="dim")
+        if run.get("error"):
+            t.append(f"error: {run['error']}\n", style="bold red")
+        if run.get("cmd"):
+            t.append(f"cmd: {run['cmd']}\n", style="dim")
+        t.append("\nparams\n", style="bold underline")
+        for k in sorted(params):
+            t.append(f"  {k} = {fmt_value(params[k])}\n")
+        if not params:
+            t.append("  (none)\n", style="dim")
+        t.append("\nlatest metrics\n", style="bold underline")
+        for k in sorted(metrics):
+            v = metrics[k]
+            value = v.get("value") if isinstance(v, dict) else v
+            step = f"  @ step {v.get('step')}" if isinstance(v, dict) and v.get("step") is not None else ""
+            t.append(f"  {k} = {fmt_value(value)}{step}\n")
+        if not metrics:
+            t.append("  (none)\n", style="dim")
+        t.append("\nartifacts\n", style="bold underline")
+        for a in d["artifacts"]:
+            t.append(f"  {a.get('kind', '')} {a.get('path', '')}\n")
+        if not d["artifacts"]:
+            t.append("  (none)\n", style="dim")
+        self.query_one("#run-info", Static).update(t)
+        keys = d["keys"]
+        select = self.query_one("#metric-select", Select)
+        current = select.value if select.value in keys else (keys[0] if keys else Select.NULL)
+        self._chart_key = None if current is Select.NULL else current
+        with select.prevent(Select.Changed):
+            select.set_options([(k, k) for k in keys])
+            if current is not Select.NULL:
+                select.value = current
+        self.query_one("#run-log", LogTail).follow(run.get("log_path"), placeholder="(this run has no log)")
+
+    @on(Select.Changed, "#metric-select")
+    async def _metric_changed(self, event: Select.Changed) -> None:
+        self._chart_key = None if event.value is Select.NULL else str(event.value)
+        await self.draw_chart()
+
+    async def draw_chart(self) -> None:
+        key = self._chart_key
+        chart = self.query_one("#run-chart", MetricChart)
+        if not key or self.selected_id is None:
+            chart.plot_series("no metric", {})
+            return
+        ids = sorted(self.marked) if self.marked else [self.selected_id]
+        keys = [self._registry_id(i) for i in ids]
+        try:
+            series = await self.app.registry.call(
+                lambda reg: {str(i): list(reg.metric_history(i, key) or []) for i in keys})
+        except Exception as exc:  # noqa: BLE001
+            chart.plot_series(f"{key}: {exc}", {})
+            return
+        chart.plot_series(f"{key}" + (f" · {len(ids)} runs" if len(ids) > 1 else ""), series)
+
+    # ---- actions ------------------------------------------------------------------
+    def action_refresh(self) -> None:
+        self.refresh_runs()
+        if self.selected_id:
+            self.load_detail(self.selected_id)
+
+    def action_filter(self) -> None:
+        self.query_one("#runs-filter", Input).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one("#runs-table").focus()
+
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self) -> None:
+        self.populate()
+
+    @on(Input.Submitted, "#runs-filter")
+    def _filter_done(self) -> None:
+        self.query_one("#runs-table").focus()
+
+    def action_sort(self) -> None:
+        i = SORTS.index(self.sort_column) if self.sort_column in SORTS else -1
+        self.sort_column = SORTS[(i + 1) % len(SORTS)]
+        self.sort_reverse = self.sort_column in ("created", "duration")
+        self.populate()
+
+    @on(DataTable.HeaderSelected, "#runs-table")
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        column = str(event.column_key.value)
+        if column not in SORTS:
+            return
+        if column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, column in ("created", "duration")
+        self.populate()
+
+    def action_mark(self) -> None:
+        if self.selected_id is None:
+            return
+        self.marked ^= {self.selected_id}
+        self.populate()
+
+    async def action_overlay(self) -> None:
+        if not self.marked:
+            self.notify("mark runs with space first; showing the selected run")
+        self.query_one("#runs-tabs", TabbedContent).active = "tab-chart"
+        await self.draw_chart()
+
+    def action_load_adapter(self) -> None:
+        if not self.detail or self.selected_id is None:
+            self.notify("select a run first", severity="warning")
+            return
+        arts = [a for a in self.detail["artifacts"] if a.get("kind") == "adapter"]
+        if not arts:
+            self.notify(f"run {self.selected_id} has no adapter artifact", severity="warning")
+            return
+        base = self.detail["params"].get("actor") or self.app.actor_spec
+        if not base or base == "oracle":
+            self.notify("no actor preset to put the adapter on", severity="warning")
+            return
+        self.app.load_actor(str(base), str(self.selected_id))
+        self.app.switch_mode("lab")

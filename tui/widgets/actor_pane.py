@@ -1,0 +1,75 @@
+"""ActorPane: the rendered prompt, the completion as it streams, then the parse."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static
+
+from lactchain.moves import FAILED, STRICT
+
+
+class ActorPane(Vertical):
+    DEFAULT_CSS = """
+    ActorPane #actor-prompt-scroll { height: 1fr; min-height: 3; }
+    ActorPane #actor-prompt { color: $text-muted; }
+    ActorPane #actor-completion { height: auto; min-height: 2; max-height: 8; border-top: solid $primary-darken-1; }
+    ActorPane #actor-parse { height: auto; }
+    """
+
+    def __init__(self, **kwargs) -> None:  # noqa: ANN003
+        super().__init__(**kwargs)
+        self._buffer = ""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="actor-prompt-scroll"):
+            yield Static("No step yet: press [b]s[/] to step, [b]e[/] to run an episode.", id="actor-prompt")
+        yield Static("", id="actor-completion")
+        yield Static("", id="actor-parse")
+
+    @property
+    def completion(self) -> str:
+        return self._buffer
+
+    def show_prompt(self, prompt: str, state_text: str = "") -> None:
+        self._buffer = ""
+        header = Text(f"{state_text}\n", style="bold") if state_text else Text()
+        self.query_one("#actor-prompt", Static).update(header + Text(prompt))
+        scroll = self.query_one("#actor-prompt-scroll", VerticalScroll)
+        scroll.scroll_end(animate=False)
+        completion = self.query_one("#actor-completion", Static)
+        completion.border_title = "completion (streaming)"
+        completion.update(Text("▌", style="blink"))
+        self.query_one("#actor-parse", Static).update("")
+
+    def append(self, piece: str) -> None:
+        self._buffer += piece
+        self.query_one("#actor-completion", Static).update(Text(self._buffer, style="bold") + Text("▌"))
+
+    def show_result(self, text: str, moves: list[str] | tuple[str, ...], mode: str, *, logprob: float | None = None,
+                    n_tokens: int | None = None, reward: float | None = None, caption: str = "") -> None:
+        self._buffer = text
+        completion = self.query_one("#actor-completion", Static)
+        completion.border_title = "completion"
+        completion.update(Text(text or "(empty)", style="bold"))
+        colour = {STRICT: "green", FAILED: "red"}.get(mode, "yellow")
+        line = Text("moves ", style="dim")
+        line.append(f"{list(moves)}", style="bold")
+        line.append("  parse ", style="dim")
+        line.append(mode, style=f"bold {colour}")
+        extra = []
+        if n_tokens is not None:
+            extra.append(f"{n_tokens} tok")
+        if logprob is not None:
+            extra.append(f"logp {logprob:.2f}")
+        if reward is not None:
+            extra.append(f"reward {reward:+.1f}")
+        if extra:
+            line.append("  " + " · ".join(extra), style="dim")
+        if caption:
+            line.append(f"\n→ {caption}")
+        self.query_one("#actor-parse", Static).update(line)
+
+    def show_message(self, message: str) -> None:
+        self.query_one("#actor-parse", Static).update(Text(message, style="italic"))

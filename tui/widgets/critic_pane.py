@@ -1,0 +1,67 @@
+"""CriticPane: V(s) of the current state and a table of K sampled candidates."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from lactchain.envs import State
+from tui.lab_session import Candidate, best_index
+
+SHORT = {"move forward": "F", "turn left": "L", "turn right": "R"}
+
+
+def short_moves(moves: Sequence[str]) -> str:
+    return "".join(SHORT.get(m, "?") for m in moves) or "∅"
+
+
+def short_state(s: State) -> str:
+    return f"({s.x},{s.y}){s.orientation[0].upper()}"
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.2f}"
+
+
+class CriticPane(Vertical):
+    DEFAULT_CSS = """
+    CriticPane #critic-value { height: auto; }
+    CriticPane DataTable { height: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("critic not loaded", id="critic-value")
+        table = DataTable(id="critic-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("#", "moves", "s'", "r", "Q", "A", "Q*")
+        yield table
+
+    def show_value(self, critic_label: str | None, value: float | None, state: State | None, v_star: float | None) -> None:
+        text = Text()
+        if critic_label is None:
+            text.append("critic not loaded", style="italic yellow")
+        else:
+            text.append(f"V(s) = {_num(value)}", style="bold")
+            text.append(f"  [{critic_label}]", style="dim")
+        if state is not None:
+            text.append(f"   s = {short_state(state)}", style="dim")
+        if v_star is not None:
+            text.append(f"   V*(s) = {v_star:+.2f}", style="dim")
+        text.append("\nk: sample candidates · F=forward L=left R=right · Q* = r + γ·V*(s') (exact)", style="dim")
+        self.query_one("#critic-value", Static).update(text)
+
+    def show_candidates(self, rows: Sequence[Candidate]) -> None:
+        table = self.query_one("#critic-table", DataTable)
+        table.clear()
+        best = best_index(rows)
+        for i, c in enumerate(rows):
+            style = "bold green" if i == best else ""
+            mark = "★" if i == best else str(i + 1)
+            cells = [mark, short_moves(c.moves) if c.mode != "failed" else "parse failed", short_state(c.next_state),
+                     f"{c.reward:+.0f}", _num(c.q), _num(c.advantage), _num(c.q_star)]
+            table.add_row(*(Text(x, style=style) for x in cells), key=str(i))
+        if best is not None:
+            table.move_cursor(row=best)

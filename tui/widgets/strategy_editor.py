@@ -1,0 +1,149 @@
+"""StrategyEditor: edit the learnable strategy prompt, validate it, save it as a new
+version in the registry's prompts table, apply it to the live actor, and browse /
+restore earlier versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static, TextArea
+
+from lactchain.prompts import PromptError, validate_strategy
+from tui.commands import bindings_for
+from tui.format import fmt_ts
+
+
+class StrategyEditor(Vertical):
+    BINDINGS = bindings_for("lab", target="StrategyEditor")
+
+    DEFAULT_CSS = """
+    StrategyEditor { height: 1fr; }
+    StrategyEditor #strategy-row { height: 1fr; }
+    StrategyEditor TextArea { width: 1fr; height: 1fr; }
+    StrategyEditor #strategy-side { width: 36; height: 1fr; }
+    StrategyEditor #strategy-versions { height: 1fr; }
+    StrategyEditor #strategy-note { height: 3; }
+    StrategyEditor #strategy-message { height: auto; max-height: 3; }
+    StrategyEditor #strategy-message.-error { color: $error; }
+    StrategyEditor #strategy-message.-ok { color: $success; }
+    """
+
+    @dataclass
+    class Applied(Message):
+        text: str
+        version: Any | None
+
+    def __init__(self, text: str, **kwargs) -> None:  # noqa: ANN003
+        super().__init__(**kwargs)
+        self._initial = text
+        self.live_version: Any | None = None  # the version the live actor uses (None: unsaved text)
+        self.loaded_version: Any | None = None  # the version the editor text came from
+        self.versions: list[dict] = []
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="strategy-row"):
+            yield TextArea(self._initial, id="strategy-text", soft_wrap=True, show_line_numbers=False)
+            with Vertical(id="strategy-side"):
+                table = DataTable(id="strategy-versions", cursor_type="row", zebra_stripes=True)
+                table.add_columns("ver", "saved", "note")
+                yield table
+                yield Input(placeholder="note for the next save (optional)", id="strategy-note")
+        yield Static("ctrl+t validate · ctrl+s save version · ctrl+g apply to actor · ctrl+r restore version",
+                     id="strategy-message")
+
+    def on_mount(self) -> None:
+        self.query_one("#strategy-versions", DataTable).border_title = "versions"
+        self.call_after_refresh(self.refresh_versions)  # not before the first paint
+
+    @property
+    def text(self) -> str:
+        return self.query_one("#strategy-text", TextArea).text
+
+    def set_text(self, text: str) -> None:
+        self.query_one("#strategy-text", TextArea).load_text(text)
+
+    def say(self, message: str, kind: str = "") -> None:
+        msg = self.query_one("#strategy-message", Static)
+        msg.set_class(kind == "error", "-error")
+        msg.set_class(kind == "ok", "-ok")
+        msg.update(Text(message))
+
+    def _validated(self) -> str | None:
+        try:
+            return validate_strategy(self.text)
+        except PromptError as exc:
+            self.say(f"✗ invalid strategy: {exc}", "error")
+            return None
+
+    # ---- actions ------------------------------------------------------------------
+    def action_validate(self) -> None:
+        text = self._validated()
+        if text is not None:
+            self.say(f"✓ valid strategy ({len(text)} characters)", "ok")
+
+    async def action_save_version(self) -> None:
+        text = self._validated()
+        if text is None:
+            return
+        note = self.query_one("#strategy-note", Input).value.strip() or None
+        parent = self.loaded_version if self.loaded_version is not None else self.live_version
+        try:
+            version = await self.app.registry.call(
+                lambda reg: reg.save_prompt(text, note=note, parent_version=parent)
+            )
+        except Exception as exc:  # noqa: BLE001
+            self.say(f"✗ could not save: {exc}", "error")
+            return
+        self.loaded_version = version
+        self.query_one("#strategy-note", Input).value = ""
+        self.say(f"✓ saved as version {version} (ctrl+g applies it to the actor)", "ok")
+        self.refresh_versions()
+
+    def action_apply(self) -> None:
+        text = self._validated()
+        if text is None:
+            return
+        self.live_version = self.loaded_version
+        self.post_message(self.Applied(text, self.loaded_version))
+        label = f"version {self.loaded_version}" if self.loaded_version is not None else "unsaved text"
+        self.say(f"✓ applied {label} to the live actor", "ok")
+
+    def action_restore(self) -> None:
+        table = self.query_one("#strategy-versions", DataTable)
+        if not self.versions or table.cursor_row is None or not 0 <= table.cursor_row < len(self.versions):
+            self.say("no saved version to restore", "error")
+            return
+        row = self.versions[table.cursor_row]
+        self.set_text(row["text"])
+        self.loaded_version = row["version"]
+        self.action_apply()
+        self.say(f"✓ restored version {row['version']} and applied it", "ok")
+
+    @on(TextArea.Changed, "#strategy-text")
+    def _edited(self) -> None:
+        loaded = next((v for v in self.versions if v["version"] == self.loaded_version), None)
+        if loaded is not None and loaded["text"].strip() != self.text.strip():
+            self.loaded_version = None
+
+    # ---- versions -----------------------------------------------------------------
+    @work(exclusive=True, group="strategy-versions")
+    async def refresh_versions(self) -> None:
+        try:
+            rows = await self.app.registry.call(lambda reg: list(reg.prompts()))
+        except Exception as exc:  # noqa: BLE001
+            self.say(f"versions unavailable: {exc}", "error")
+            return
+        self.versions = [dict(r) for r in rows]
+        table = self.query_one("#strategy-versions", DataTable)
+        table.clear()
+        for r in self.versions:
+            mark = "●" if r["version"] == self.live_version else " "
+            first_line = (r.get("text") or "").strip().splitlines()[:1]
+            note = r.get("note") or (first_line[0] if first_line else "")
+            table.add_row(f"{mark}{r['version']}", fmt_ts(r.get("created_ms")), note[:40], key=str(r["version"]))
