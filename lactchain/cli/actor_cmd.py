@@ -35,10 +35,11 @@ def resolve_checkpoint(registry: Any, spec: Optional[str]) -> Optional[str]:
     try:
         run = registry.get_run(spec)
     except KeyError as exc:
-        raise typer.BadParameter(f"{spec!r} is neither a checkpoint folder nor a run id ({exc})", param_hint="--resume")
+        raise typer.BadParameter(f"{spec!r} is neither a checkpoint folder nor a run id ({exc})",
+                                 param_hint="--resume-from")
     art = registry.latest_artifact(run["id"], "checkpoint")
     if art is None or not Path(art["path"]).is_dir():
-        raise typer.BadParameter(f"run {run['id']} has no checkpoint on disk to resume from", param_hint="--resume")
+        raise typer.BadParameter(f"run {run['id']} has no checkpoint on disk to resume from", param_hint="--resume-from")
     return art["path"]
 
 
@@ -83,7 +84,9 @@ def train_actor_cmd(
     save_steps: Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every N steps (and on SIGTERM).")] = 25,
     resume: Annotated[
         Optional[str],
-        typer.Option("--resume", help="Continue from a checkpoint folder, or a train-actor run id's latest checkpoint."),
+        typer.Option("--resume-from", "--resume",
+                     help="Continue from a checkpoint folder, or a train-actor run id's latest checkpoint "
+                          "(`lactchain runs resume` passes --resume-from RUN_ID)."),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for LoRA init, data order and dropout.")] = 0,
     db: DbOption = None,
@@ -110,8 +113,8 @@ def train_actor_cmd(
         resolve_hparams(loss, beta, simpo_gamma)
     except ValueError as exc:
         fail(str(exc))
-    if not detach and run_id is None:
-        # Fail before creating a run when there is nothing to train on.
+    if run_id is None:
+        # Fail before creating (or scheduling) a run when there is nothing to train on.
         registry = open_registry(db)
         try:
             select_pairs(registry, pairs_from, labeler)
@@ -152,7 +155,7 @@ def train_actor_cmd(
         result["pair_stats"] = stats
         if result["cancelled"]:
             err_console.print(f"stopped at step {result['steps']}; checkpoint saved, resume with "
-                              f"`lactchain train-actor --resume {handle.run_id} ...`")
+                              f"`lactchain runs resume {handle.run_id}`")
         return result
 
     run_job(ctx, kind="actor", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,

@@ -1,0 +1,766 @@
+"""Preference tuning of the actor through TRL: SimPO, DPO or KTO on LoRA adapters.
+
+Read top to bottom:
+
+1. `select_pairs` takes labeled pairs from the registry (by run and labeler) and
+   drops what says nothing (chosen == rejected) or is not labeled, counting why.
+2. `build_dataset` turns pairs into TRL's text formats. The prompt is the user
+   message rendered with the model's chat template (`actor.chat_prompt`), the
+   completions are the move-list text followed by the tokenizer's EOS exactly
+   once: TRL checks for a trailing EOS (text for DPO/KTO, token id for CPO) and
+   only adds one when it is missing, so one EOS in the text is one EOS token.
+   When the tokenizer adds BOS by itself (Llama/Mistral), the BOS the chat
+   template wrote is stripped from the prompt text so it is not doubled.
+   KTO gets the unpaired form: (prompt, completion, label) rows, the chosen row
+   (label True) then the rejected row (label False) of each pair.
+3. `build_trainer` wraps the model in a LoRA adapter (peft `LoraConfig` on the
+   attention and MLP projections) and builds the trainer:
+     simpo -> trl.experimental.cpo.CPOTrainer, CPOConfig(loss_type="simpo", cpo_alpha=0)
+     dpo   -> trl.DPOTrainer + DPOConfig (reference = the model with adapters off)
+     kto   -> trl.KTOTrainer + KTOConfig
+   CPU-friendly settings: fp32 on CPU (bf16 only on a CUDA GPU that has it),
+   no gradient checkpointing, no reporting integrations, no worker processes,
+   a checkpoint every `save_steps` (and on SIGTERM) so a run can resume.
+4. `ActorTrainingCallback` streams metrics to the registry at every log step
+   under stable names, records known failure signatures as warnings
+   (`FailureDetector`), registers checkpoints as artifacts and turns a
+   cancellation (SIGTERM) into "save a checkpoint, then stop".
+5. `train_actor` runs it and saves the LoRA adapter only (never the base
+   weights) to `<run dir>/adapter`, registered as artifact kind "adapter".
+
+SimPO's parameters, as TRL 1.16 implements them (cpo_trainer.cpo_loss):
+loss = -log sigmoid(beta * (avg_logp(chosen) - avg_logp(rejected)) - simpo_gamma),
+so `CPOConfig.simpo_gamma` is the paper's gamma itself (the target reward
+margin), not gamma/beta. The SimPO authors use beta 2-10 and gamma/beta
+0.25-0.5; the defaults here are beta 2.5 and gamma 1.25 (gamma/beta = 0.5).
+The first public LactChain attempt ran beta 0.1 / gamma 0.5 (gamma/beta = 5: a
+target margin 50x the per-token log-prob gap the loss can see) and learnt
+nothing; such values are refused with a ValueError.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+import warnings as pywarnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
+
+LOSSES = ("simpo", "dpo", "kto")
+LABELER_CHOICES = ("critic", "human", "llm", "episodes", "any")
+ADAPTER_KIND = "adapter"
+CHECKPOINT_KIND = "checkpoint"
+
+DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1}
+SIMPO_GAMMA_RATIO = 0.5  # default gamma / beta
+# The SimPO authors' range, and the wider range outside which values are refused.
+SIMPO_BETA_RECOMMENDED = (2.0, 10.0)
+SIMPO_BETA_ALLOWED = (1.0, 20.0)
+SIMPO_RATIO_RECOMMENDED = (0.25, 0.5)
+SIMPO_RATIO_ALLOWED = (0.0, 1.0)
+KL_BETA_RECOMMENDED = (0.01, 1.0)  # DPO / KTO
+
+# The attention and MLP projections of Llama-style models (tiny, SmolLM2, Mistral).
+LLAMA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Other common names, tried when none of the above exist (GPT-2, GPT-NeoX, Falcon, ...).
+FALLBACK_TARGET_MODULES = ("c_attn", "c_proj", "c_fc", "query_key_value", "dense", "dense_h_to_4h",
+                           "dense_4h_to_h", "fc1", "fc2", "Wqkv", "out_proj")
+
+# TRL 1.16 log keys -> the stable names written to the registry.
+METRIC_NAMES = {
+    "loss": "loss",
+    "rewards/margins": "margin",
+    "rewards/accuracies": "accuracy",
+    "logps/chosen": "logp_chosen",
+    "logps/rejected": "logp_rejected",
+    "rewards/chosen": "reward_chosen",
+    "rewards/rejected": "reward_rejected",
+    "grad_norm": "grad_norm",
+    "learning_rate": "lr",
+    "kl": "kl",
+    "entropy": "entropy",
+    "epoch": "epoch",
+    "train_loss": "train_loss",
+    "train_runtime": "train_runtime_s",
+}
+
+
+class NoUsablePairs(ValueError):
+    """Nothing to train on: no pairs, or none that prefers one move list over another."""
+
+
+# ---- 1. pairs -----------------------------------------------------------------------
+
+@dataclass
+class PairSelection:
+    """The usable pairs and what was left out (and why)."""
+
+    pairs: list[dict[str, Any]]
+    found: int = 0
+    dropped_identical: int = 0
+    dropped_unlabeled: int = 0
+    dropped_malformed: int = 0
+
+    def stats(self) -> dict[str, int]:
+        return {"pairs": len(self.pairs), "found": self.found, "dropped_identical": self.dropped_identical,
+                "dropped_unlabeled": self.dropped_unlabeled, "dropped_malformed": self.dropped_malformed}
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def usable_pair(p: Mapping[str, Any]) -> str | None:
+    """None if the pair can be trained on, else why not ("identical", "malformed")."""
+    chosen, rejected = p.get("chosen"), p.get("rejected")
+    if not isinstance(p.get("prompt"), str) or not p["prompt"].strip():
+        return "malformed"
+    if not isinstance(chosen, (list, tuple)) or not isinstance(rejected, (list, tuple)):
+        return "malformed"
+    if list(chosen) == list(rejected):
+        return "identical"
+    return None
+
+
+def filter_pairs(rows: Sequence[Mapping[str, Any]], *, require_labeled: bool = True) -> PairSelection:
+    sel = PairSelection(pairs=[], found=len(rows))
+    for p in rows:
+        if require_labeled and p.get("status", "labeled") != "labeled":
+            sel.dropped_unlabeled += 1
+            continue
+        why = usable_pair(p)
+        if why == "identical":
+            sel.dropped_identical += 1
+        elif why == "malformed":
+            sel.dropped_malformed += 1
+        else:
+            sel.pairs.append(dict(p))
+    return sel
+
+
+def select_pairs(registry: Any, run_ids: str | Sequence[str] | None = None, labeler: str = "any") -> PairSelection:
+    """Labeled pairs of `run_ids` (all runs when None/empty) from `labeler` ("critic",
+    "human", "llm", "episodes" or "any"). Raises NoUsablePairs, saying what was found
+    and dropped, when nothing is left to train on."""
+    if labeler not in LABELER_CHOICES:
+        raise ValueError(f"labeler must be one of {', '.join(LABELER_CHOICES)}, not {labeler!r}")
+    if isinstance(run_ids, str):
+        run_ids = [run_ids]
+    ids = [registry.resolve_run_id(r) if hasattr(registry, "resolve_run_id") else r for r in (run_ids or [])]
+    rows = registry.pairs(run_ids=ids or None, labeler=None if labeler == "any" else labeler)
+    sel = filter_pairs(rows)
+    if not sel.pairs:
+        where = f"run(s) {', '.join(ids)}" if ids else "the registry"
+        who = "any labeler" if labeler == "any" else f"labeler {labeler!r}"
+        detail = (f"{sel.found} pair(s) found, {sel.dropped_identical} dropped because chosen == rejected, "
+                  f"{sel.dropped_unlabeled} not labeled (pending/skipped/tie), {sel.dropped_malformed} malformed")
+        raise NoUsablePairs(f"no usable preference pairs from {who} in {where}: {detail}. "
+                            "Build pairs first (`lactchain pairs ...`) or label the pending ones in the TUI.")
+    return sel
+
+
+# ---- 2. dataset ---------------------------------------------------------------------
+
+def tokenizer_adds_bos(tokenizer: Any) -> bool:
+    """Does `tokenizer(text)` put BOS in front by itself (Llama/Mistral do, GPT-2-style don't)?"""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    ids = tokenizer("a")["input_ids"]
+    return bool(ids) and ids[0] == bos
+
+
+def _strip_bos(prompt: str, tokenizer: Any) -> str:
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and prompt.startswith(bos) and tokenizer_adds_bos(tokenizer):
+        return prompt[len(bos):]
+    return prompt
+
+
+def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, seed: int = 0):
+    """TRL's dataset for `loss`: prompt/chosen/rejected (simpo, dpo) or
+    prompt/completion/label (kto), from pairs whose `prompt` is the user message."""
+    from datasets import Dataset
+
+    from lactchain.preferences import to_dataset
+
+    if not pairs:
+        raise NoUsablePairs("no preference pairs given")
+    tok = actor.tokenizer
+    paired = to_dataset(pairs, actor.chat_prompt, tok.eos_token)
+    if len(paired) == 0:
+        raise NoUsablePairs(f"all {len(pairs)} pair(s) have chosen == rejected; nothing to learn from")
+    adds_bos = tokenizer_adds_bos(tok)
+    if adds_bos:
+        paired = paired.map(lambda r: {"prompt": _strip_bos(r["prompt"], tok)})
+    if loss != "kto":
+        return paired
+    # KTO's trainer reads its data in order (the KL term pairs each completion with
+    # another row of the same batch), so shuffle the pairs here, then unpair them.
+    order = list(range(len(paired)))
+    random.Random(seed).shuffle(order)
+    rows: dict[str, list] = {"prompt": [], "completion": [], "label": []}
+    for i in order:
+        r = paired[i]
+        rows["prompt"] += [r["prompt"], r["prompt"]]
+        rows["completion"] += [r["chosen"], r["rejected"]]
+        rows["label"] += [True, False]
+    return Dataset.from_dict(rows)
+
+
+def tokenized_completions(trainer: Any) -> list[list[int]]:
+    """The completion token ids of every row of a built trainer's training data
+    (what the loss is computed on), for checks such as "ends with one EOS"."""
+    ds = trainer.train_dataset
+    cols = set(ds.column_names)
+    out: list[list[int]] = []
+    if "chosen_labels" in cols:  # CPO: labels are -100 over the prompt
+        for key in ("chosen_labels", "rejected_labels"):
+            out.extend([t for t in row if t != -100] for row in ds[key])
+    elif "chosen_ids" in cols:  # DPO
+        out.extend(list(r) for r in ds["chosen_ids"])
+        out.extend(list(r) for r in ds["rejected_ids"])
+    elif "completion_ids" in cols:  # KTO
+        out.extend(list(r) for r in ds["completion_ids"])
+    else:
+        raise ValueError(f"unknown tokenized dataset layout: {sorted(cols)}")
+    return out
+
+
+def check_eos(trainer: Any, eos_id: int) -> dict[str, int]:
+    """Every completion must end with EOS and hold exactly one (the model has to learn
+    to stop, and a doubled EOS teaches it to emit EOS after EOS)."""
+    comps = tokenized_completions(trainer)
+    bad = [c for c in comps if not c or c[-1] != eos_id or c.count(eos_id) != 1]
+    if bad:
+        raise ValueError(f"{len(bad)} of {len(comps)} tokenized completions do not end with exactly one EOS "
+                         f"(id {eos_id}); first: {bad[0]}")
+    return {"completions": len(comps)}
+
+
+# ---- hyper-parameters ---------------------------------------------------------------
+
+def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) -> tuple[float, float | None, list[str]]:
+    """(beta, simpo_gamma, warnings) with per-loss defaults; ValueError for values
+    outside sane ranges, a warning for values outside the recommended ones."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    notes: list[str] = []
+    beta = DEFAULT_BETA[loss] if beta is None else float(beta)
+    if not beta > 0 or math.isinf(beta):
+        raise ValueError(f"beta must be a positive number, got {beta}")
+    if loss != "simpo":
+        if simpo_gamma is not None:
+            raise ValueError(f"simpo_gamma only applies to loss='simpo', not {loss!r}")
+        lo, hi = KL_BETA_RECOMMENDED
+        if not lo <= beta <= hi:
+            notes.append(f"{loss} beta {beta} is outside the usual range {lo}-{hi}")
+        return beta, None, notes
+    lo, hi = SIMPO_BETA_ALLOWED
+    if not lo <= beta <= hi:
+        raise ValueError(
+            f"SimPO beta {beta} is outside {lo}-{hi}. SimPO's reward is beta x the AVERAGE per-token log-prob, "
+            f"so beta must be large (the SimPO authors use {SIMPO_BETA_RECOMMENDED[0]:g}-{SIMPO_BETA_RECOMMENDED[1]:g}; "
+            f"default {DEFAULT_BETA['simpo']}). A DPO-style beta such as 0.1 makes the loss flat: the first "
+            "LactChain attempt ran SimPO with beta 0.1 / gamma 0.5 and learnt nothing.")
+    gamma = SIMPO_GAMMA_RATIO * beta if simpo_gamma is None else float(simpo_gamma)
+    if gamma < 0 or math.isnan(gamma):
+        raise ValueError(f"simpo_gamma (the target reward margin) must be >= 0, got {gamma}")
+    ratio = gamma / beta
+    lo, hi = SIMPO_RATIO_ALLOWED
+    if not lo <= ratio <= hi:
+        raise ValueError(
+            f"SimPO gamma/beta = {gamma}/{beta} = {ratio:.3g} is outside {lo}-{hi}. In TRL, simpo_gamma is the margin "
+            f"gamma itself (loss = -log sigmoid(beta * delta_avg_logp - gamma)); the SimPO authors keep gamma/beta in "
+            f"{SIMPO_RATIO_RECOMMENDED[0]}-{SIMPO_RATIO_RECOMMENDED[1]}, e.g. beta 2.5, gamma 1.25.")
+    if not SIMPO_BETA_RECOMMENDED[0] <= beta <= SIMPO_BETA_RECOMMENDED[1]:
+        notes.append(f"SimPO beta {beta} is outside the recommended {SIMPO_BETA_RECOMMENDED[0]:g}-"
+                     f"{SIMPO_BETA_RECOMMENDED[1]:g}")
+    if not SIMPO_RATIO_RECOMMENDED[0] <= ratio <= SIMPO_RATIO_RECOMMENDED[1]:
+        notes.append(f"SimPO gamma/beta {ratio:.3g} is outside the recommended {SIMPO_RATIO_RECOMMENDED[0]}-"
+                     f"{SIMPO_RATIO_RECOMMENDED[1]}")
+    return beta, gamma, notes
+
+
+def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
+    """The loss value when the model does not separate chosen from rejected at all."""
+    if loss == "dpo":
+        return math.log(2.0)
+    if loss == "simpo":
+        return math.log1p(math.exp(simpo_gamma or 0.0))  # softplus(gamma); ln 2 when gamma = 0
+    return 0.5  # KTO: 1 - sigmoid(0) on every row
+
+
+def lora_targets(model: Any) -> list[str]:
+    """Projection layers to adapt: Llama-style names if present, else common others."""
+    names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+    found = [t for t in LLAMA_TARGET_MODULES if t in names]
+    if not found:
+        found = [t for t in FALLBACK_TARGET_MODULES if t in names]
+    if not found:
+        raise ValueError("found no attention/MLP projection layers to put LoRA on; pass target_modules=")
+    return found
+
+
+# ---- 4. failure signatures and the callback -----------------------------------------
+
+@dataclass
+class TrainingWarning:
+    code: str
+    message: str
+    step: int
+
+
+@dataclass
+class FailureDetector:
+    """Known signatures of preference training that is not working, from the logged
+    metrics (stable names: loss, accuracy, margin, logp_chosen):
+
+    - loss_stuck: the last `window` losses all sit at the no-signal value (ln 2 for
+      DPO, softplus(gamma) for SimPO -- ln 2 again when gamma = 0 --, 0.5 for KTO):
+      the model does not separate chosen from rejected (identical pairs, pad = eos
+      masking the completions, a learning rate or beta far too small).
+    - pairs_too_easy: reward accuracy 1.0 in each of the first `easy_logs` logs that
+      carry a margin: the pairs are separable before any learning (a leak such as
+      a constant rejected answer, or chosen always shorter).
+    - logp_chosen_falling: the chosen log-prob fell at each of the last `window`
+      logs, by more than `fall_fraction` of its size: the loss is being won by
+      pushing everything down, likely degenerate output.
+    - loss_nan: the loss became NaN/inf.
+    """
+
+    loss_type: str
+    simpo_gamma: float | None = None
+    window: int = 6
+    easy_logs: int = 3
+    stuck_tol: float = 0.01
+    fall_fraction: float = 0.02
+    history: list[dict[str, float]] = field(default_factory=list)
+    fired: dict[str, TrainingWarning] = field(default_factory=dict)
+
+    def update(self, metrics: Mapping[str, float], step: int) -> list[TrainingWarning]:
+        """Add one log's metrics; return the warnings that fire for the first time."""
+        if "loss" not in metrics:
+            return []
+        self.history.append(dict(metrics))
+        new = []
+        for code, message in self._check():
+            if code not in self.fired:
+                w = TrainingWarning(code, message, step)
+                self.fired[code] = w
+                new.append(w)
+        return new
+
+    def _check(self) -> Iterator[tuple[str, str]]:
+        h = self.history
+        loss = h[-1].get("loss")
+        if loss is not None and not math.isfinite(loss):
+            yield "loss_nan", f"the loss is {loss}: training diverged (learning rate too high?)"
+        targets = {no_signal_loss(self.loss_type, self.simpo_gamma)}
+        if self.loss_type in ("dpo", "simpo"):
+            targets.add(math.log(2.0))
+        recent = [r.get("loss") for r in h[-self.window:]]
+        if len(h) >= self.window and all(v is not None for v in recent):
+            for t in sorted(targets):
+                if all(abs(v - t) <= self.stuck_tol for v in recent):
+                    name = "ln 2" if abs(t - math.log(2.0)) < 1e-9 else f"{t:.3f}"
+                    yield "loss_stuck", (
+                        f"loss stuck at {name} (~{t:.3f}, the no-signal value) for {self.window} logs: the model "
+                        "does not tell chosen from rejected (identical pairs? pad = eos? learning rate or beta too small?)")
+                    break
+        with_margin = [r for r in h if r.get("accuracy") is not None and r.get("margin") not in (None, 0.0)]
+        first = with_margin[: self.easy_logs]
+        if len(first) == self.easy_logs and all(r["accuracy"] >= 0.999 for r in first):
+            yield "pairs_too_easy", (
+                f"reward accuracy was 1.0 in each of the first {self.easy_logs} logs: the pairs are separable "
+                "before learning anything (a leak, e.g. a constant rejected answer or chosen always shorter)")
+        lp = [r.get("logp_chosen") for r in h[-self.window:]]
+        if len(h) >= self.window and all(v is not None and math.isfinite(v) for v in lp):
+            steps = [b - a for a, b in zip(lp, lp[1:])]
+            drop = lp[0] - lp[-1]
+            if all(d < 0 for d in steps) and drop > self.fall_fraction * max(abs(lp[0]), 1.0):
+                yield "logp_chosen_falling", (
+                    f"the chosen log-prob fell at each of the last {self.window} logs ({lp[0]:.3f} -> {lp[-1]:.3f}): "
+                    "the margin is being won by pushing chosen down too (lower the learning rate or raise beta)")
+
+
+def map_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
+    """TRL log keys -> stable registry names (numbers only; eval_ keys skipped)."""
+    if "train_runtime" in logs:  # the end-of-training summary: keep only its own numbers
+        logs = {k: logs[k] for k in ("train_loss", "train_runtime") if k in logs}
+    out = {}
+    for key, name in METRIC_NAMES.items():
+        value = logs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
+class ActorTrainingCallback(TrainerCallback):
+    """Registry streaming, failure signatures, checkpoint artifacts and cancellation."""
+
+    def __init__(self, loss: str, handle: Any = None, simpo_gamma: float | None = None,
+                 on_log: Callable[[int, int, dict[str, float]], None] | None = None,
+                 on_warning: Callable[[TrainingWarning], None] | None = None,
+                 detector: FailureDetector | None = None) -> None:
+        self.handle = handle
+        self.detector = detector or FailureDetector(loss, simpo_gamma)
+        self.on_log_fn = on_log
+        self.on_warning_fn = on_warning
+        self.last: dict[str, float] = {}
+        self.checkpoints: list[tuple[int, str]] = []
+        self.step_times: list[float] = []
+        self._t0: float | None = None
+        self.cancelled = False
+
+    @property
+    def warnings(self) -> list[TrainingWarning]:
+        return list(self.detector.fired.values())
+
+    # timing
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._t0 is not None:
+            self.step_times.append(time.perf_counter() - self._t0)
+            self._t0 = None
+        if self.handle is not None and self.handle.cancelled.is_set():
+            # SIGTERM: checkpoint now, then stop; the jobs layer marks the run KILLED.
+            self.cancelled = True
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        metrics = map_metrics(logs or {})
+        if not metrics:
+            return
+        step = int(state.global_step)
+        if "loss" in metrics and self.step_times:
+            recent = self.step_times[-max(int(args.logging_steps or 1), 1):]
+            metrics["step_time_s"] = sum(recent) / len(recent)
+        self.last.update(metrics)
+        if self.handle is not None:
+            try:
+                self.handle.log_metrics(metrics, step=step)
+            except Exception as exc:  # a busy registry must not kill training
+                print(f"warning: could not log metrics: {exc}", file=sys.stderr)
+        for w in self.detector.update(metrics, step):
+            self._record(w)
+        if self.on_log_fn is not None:
+            self.on_log_fn(step, int(state.max_steps or 0), metrics)
+
+    def _record(self, w: TrainingWarning) -> None:
+        print(f"warning [{w.code}] at step {w.step}: {w.message}", file=sys.stderr, flush=True)
+        if self.handle is not None:
+            try:
+                reg, rid = self.handle.registry, self.handle.run_id
+                reg.set_tag(rid, "warning", "; ".join(f"{x.code}: {x.message}" for x in self.warnings))
+                reg.log_metrics(rid, {f"warning_{w.code}": 1.0}, step=w.step)
+            except Exception as exc:
+                print(f"warning: could not record the warning: {exc}", file=sys.stderr)
+        if self.on_warning_fn is not None:
+            self.on_warning_fn(w)
+
+    def on_save(self, args, state, control, **kwargs):
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        self.checkpoints.append((int(state.global_step), str(path)))
+        if self.handle is not None:
+            try:
+                self.handle.registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, path, step=int(state.global_step),
+                                                  meta={"cancelled": self.cancelled})
+            except Exception as exc:
+                print(f"warning: could not register checkpoint {path}: {exc}", file=sys.stderr)
+
+
+# ---- 3. trainer ---------------------------------------------------------------------
+
+@contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """No `Map: 100%` bars from datasets on stderr (the CLI draws its own progress)."""
+    try:
+        from datasets.utils import logging as dlog
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    was = dlog.is_progress_bar_enabled()
+    dlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            dlog.enable_progress_bar()
+
+
+def _prepare_model(actor: Any) -> tuple[Any, bool]:
+    """The model to train and whether it already carries an adapter to continue."""
+    from peft import PeftModel
+
+    from lactchain.models.actor import ensure_distinct_pad
+
+    tok = actor.tokenizer
+    ensure_distinct_pad(tok, actor.model)
+    if tok.pad_token_id is None or tok.pad_token_id == tok.eos_token_id:
+        raise ValueError("the tokenizer's pad token equals EOS: padding would hide the end of every completion")
+    model = actor.model
+    if isinstance(model, PeftModel):
+        # Continue the adapter loaded from an earlier run (it was loaded frozen).
+        for name, param in model.named_parameters():
+            if "lora_" in name and ".default." in name:
+                param.requires_grad_(True)
+        return model, True
+    return model, False
+
+
+def build_trainer(
+    actor: Any,
+    pairs: Sequence[Mapping[str, Any]],
+    *,
+    loss: str = "simpo",
+    output_dir: str | Path,
+    epochs: float = 1.0,
+    max_steps: int | None = None,
+    lr: float = 5e-5,
+    batch_size: int = 8,
+    grad_accum: int = 1,
+    beta: float | None = None,
+    simpo_gamma: float | None = None,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
+    lora_dropout: float = 0.0,
+    target_modules: Sequence[str] | None = None,
+    seed: int = 0,
+    save_steps: int = 25,
+    save_total_limit: int = 2,
+    logging_steps: int = 1,
+    max_length: int = 1024,
+    callbacks: Sequence[Any] = (),
+) -> tuple[Any, dict[str, Any]]:
+    """The TRL trainer for `loss` on `pairs`, LoRA already applied; plus an info dict
+    (resolved beta/gamma, dataset size, notes about the hyper-parameters)."""
+    import torch
+    from peft import LoraConfig
+
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    if batch_size < 1 or grad_accum < 1:
+        raise ValueError("batch_size and grad_accum must be >= 1")
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    if loss == "kto" and batch_size * 2 < 2:
+        raise ValueError("KTO needs at least 2 rows per batch")
+    beta, gamma, notes = resolve_hparams(loss, beta, simpo_gamma)
+    model, continuing = _prepare_model(actor)
+    with _quiet_datasets():
+        dataset = build_dataset(actor, pairs, loss, seed=seed)
+    use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
+    common: dict[str, Any] = dict(
+        output_dir=str(output_dir),
+        learning_rate=float(lr),
+        # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses.
+        per_device_train_batch_size=int(batch_size) * (2 if loss == "kto" else 1),
+        gradient_accumulation_steps=int(grad_accum),
+        num_train_epochs=float(epochs),
+        max_steps=int(max_steps) if max_steps else -1,
+        beta=beta,
+        max_length=int(max_length),
+        logging_steps=int(logging_steps),
+        save_strategy="steps",
+        save_steps=int(save_steps),
+        save_total_limit=int(save_total_limit) if save_total_limit else None,
+        report_to="none",
+        bf16=bool(use_cuda and torch.cuda.is_bf16_supported()),
+        fp16=False,
+        use_cpu=not use_cuda,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=use_cuda,
+        disable_tqdm=True,
+        seed=int(seed),
+        data_seed=int(seed),
+        eval_strategy="no",
+        remove_unused_columns=False,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+    )
+    from transformers import TrainingArguments
+
+    if "activation_checkpointing" in TrainingArguments.__dataclass_fields__:
+        # transformers >= 5.2x renamed gradient_checkpointing (TRL defaults the old name to True).
+        common.update(activation_checkpointing=False, gradient_checkpointing=None)
+    else:  # pragma: no cover - older transformers
+        common.update(gradient_checkpointing=False)
+    peft_config = None
+    if not continuing:
+        peft_config = LoraConfig(
+            r=int(lora_r), lora_alpha=int(lora_alpha), lora_dropout=float(lora_dropout), bias="none",
+            target_modules=list(target_modules) if target_modules else lora_targets(model), task_type="CAUSAL_LM",
+        )
+    from transformers import set_seed
+
+    set_seed(int(seed))  # CPOTrainer wraps the model in LoRA before Trainer seeds anything
+    kwargs = dict(model=model, train_dataset=dataset, processing_class=actor.tokenizer,
+                  peft_config=peft_config, callbacks=list(callbacks))
+    with _quiet_datasets(), pywarnings.catch_warnings():
+        pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
+        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        if loss == "simpo":
+            from trl.experimental.cpo import CPOConfig, CPOTrainer
+
+            cfg = CPOConfig(loss_type="simpo", cpo_alpha=0.0, simpo_gamma=gamma, **common)
+            trainer = CPOTrainer(args=cfg, **kwargs)
+        elif loss == "dpo":
+            from trl import DPOConfig, DPOTrainer
+
+            cfg = DPOConfig(loss_type=["sigmoid"], **common)
+            trainer = DPOTrainer(args=cfg, **kwargs)
+        else:
+            from trl import KTOConfig, KTOTrainer
+
+            cfg = KTOConfig(loss_type="kto", **common)
+            trainer = KTOTrainer(args=cfg, **kwargs)
+    # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
+    # output; progress is reported through our callback instead.
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    eos = check_eos(trainer, actor.tokenizer.eos_token_id)
+    info = {
+        "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "pairs": len(pairs),
+        "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
+        "notes": notes, "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+    }
+    return trainer, info
+
+
+# ---- 5. train + save ----------------------------------------------------------------
+
+def _save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["default"] if "default" in getattr(model, "peft_config", {}) else None
+    model.save_pretrained(str(folder), selected_adapters=names)
+    (folder / "lactchain_adapter.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return folder
+
+
+def _finish_actor(actor: Any, model: Any, adapter_dir: Path) -> None:
+    """Leave the in-memory actor on the trained adapter, in eval mode."""
+    peft_config = getattr(model, "peft_config", {})
+    if "ref" in peft_config:  # DPO/KTO added a frozen copy of a continued adapter as reference
+        try:
+            model.set_adapter("default")
+            model.delete_adapter("ref")
+        except Exception:
+            pass
+    model.eval()
+    actor.model = model
+    actor.adapter = adapter_dir
+
+
+def train_actor(
+    actor: Any,
+    pairs: Sequence[Mapping[str, Any]] | PairSelection,
+    *,
+    loss: str = "simpo",
+    handle: Any = None,
+    output_dir: str | Path | None = None,
+    epochs: float = 1.0,
+    max_steps: int | None = None,
+    lr: float = 5e-5,
+    batch_size: int = 8,
+    grad_accum: int = 1,
+    beta: float | None = None,
+    simpo_gamma: float | None = None,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
+    lora_dropout: float = 0.0,
+    target_modules: Sequence[str] | None = None,
+    seed: int = 0,
+    resume_from_checkpoint: str | Path | bool | None = None,
+    save_steps: int = 25,
+    save_total_limit: int = 2,
+    logging_steps: int = 1,
+    max_length: int = 1024,
+    on_log: Callable[[int, int, dict[str, float]], None] | None = None,
+    detector: FailureDetector | None = None,
+) -> dict[str, Any]:
+    """Tune `actor` on preference `pairs` with SimPO, DPO or KTO (LoRA), save the
+    adapter to `<output_dir>/adapter` and return the final metrics.
+
+    `output_dir` defaults to the run folder of `handle`. With a handle, metrics go
+    to the registry at every log step, checkpoints and the adapter are registered
+    as artifacts, warnings as the `warning` tag, and a cancellation (SIGTERM)
+    saves a checkpoint and stops early (result["cancelled"] is True).
+    `resume_from_checkpoint` is a checkpoint folder (or True: the latest in
+    `<output_dir>/checkpoints`); training continues from its step.
+    After the call `actor.model` carries the trained adapter.
+    """
+    if isinstance(pairs, PairSelection):
+        pairs = pairs.pairs
+    if output_dir is None:
+        if handle is None:
+            raise ValueError("train_actor needs output_dir= or a run handle")
+        output_dir = handle.dir
+    out = Path(output_dir)
+    ckpt_dir = out / "checkpoints"
+    if resume_from_checkpoint not in (None, False, True):
+        resume_from_checkpoint = str(Path(resume_from_checkpoint))
+        if not Path(resume_from_checkpoint).is_dir():
+            raise FileNotFoundError(f"checkpoint {resume_from_checkpoint} does not exist")
+    beta_r, gamma_r, _ = resolve_hparams(loss, beta, simpo_gamma)  # fail fast, before any model work
+    callback = ActorTrainingCallback(loss, handle=handle, simpo_gamma=gamma_r, on_log=on_log, detector=detector)
+    trainer, info = build_trainer(
+        actor, pairs, loss=loss, output_dir=ckpt_dir, epochs=epochs, max_steps=max_steps, lr=lr,
+        batch_size=batch_size, grad_accum=grad_accum, beta=beta, simpo_gamma=simpo_gamma, lora_r=lora_r,
+        lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=target_modules, seed=seed,
+        save_steps=save_steps, save_total_limit=save_total_limit, logging_steps=logging_steps,
+        max_length=max_length, callbacks=[callback],
+    )
+    for note in info["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    t0 = time.perf_counter()
+    with pywarnings.catch_warnings():
+        # TRL 1.16 still calls transformers' deprecated is_gradient_checkpointing (noise, not ours to fix).
+        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint or None)
+    seconds = time.perf_counter() - t0
+    step = int(trainer.state.global_step)
+    meta = {"base": getattr(actor, "name", None), "loss": loss, "beta": beta_r, "simpo_gamma": gamma_r,
+            "lora_r": lora_r, "lora_alpha": lora_alpha, "step": step, "pairs": info["pairs"],
+            "complete": not callback.cancelled, "started_from": str(getattr(actor, "adapter", None) or "") or None}
+    adapter_dir = _save_adapter(trainer.model, out / "adapter", meta)
+    if handle is not None:
+        handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
+    _finish_actor(actor, trainer.model, adapter_dir)
+    timed = callback.step_times[1:] or callback.step_times  # the first step pays one-off costs
+    result = {
+        "loss_type": loss,
+        "beta": beta_r,
+        "simpo_gamma": gamma_r,
+        "steps": step,
+        "pairs": info["pairs"],
+        "dataset_rows": info["dataset_rows"],
+        "trainable_params": info["trainable_params"],
+        "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
+        "train_loss": float(output.training_loss) if output.training_loss is not None else None,
+        "seconds": seconds,
+        "s_per_step": (sum(timed) / len(timed)) if timed else None,
+        "adapter": str(adapter_dir),
+        "checkpoints": [p for _, p in callback.checkpoints],
+        "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
+        "notes": info["notes"],
+        "cancelled": callback.cancelled,
+        "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint),
+    }
+    return result
