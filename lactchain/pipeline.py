@@ -77,6 +77,7 @@ def run_pipeline(
     handle: RunHandle,
     cfg: PipelineConfig,
     on_phase: Callable[[int, str], None] | None = None,
+    progress: Callable[[str, float | None], None] | None = None,
 ) -> dict[str, Any]:
     """Run `cfg.iterations` iterations under the parent run `handle`."""
     from lactchain.evaluate import evaluate_actor
@@ -89,7 +90,7 @@ def run_pipeline(
 
     reg = handle.registry
     result = PipelineResult()
-    actor = Actor.load(cfg.actor, adapter=cfg.adapter)
+    actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None))
     env_play = {"max_actions": cfg.play_max_actions}
 
     def phase(iteration: int, name: str, kind: str, params: dict[str, Any], fn: Callable[[RunHandle], dict[str, Any]]):

@@ -48,10 +48,9 @@ def rollout(
 
     speedup = a / b; efficiency = a / c (how close rollouts come to the generate ceiling).
     """
-    from lactchain.models.actor import Actor
+    from lactchain.cli.play_cmd import load_actor
 
-    with err_console.status(f"loading {actor}"):
-        model = Actor.load(actor)
+    model = load_actor(actor, None, registry=None, quiet=as_json)
     _generate_rate(model, min(envs, 2), 1, constrained, temperature, seed)  # warm-up: grammar compile, caches
     with err_console.status("(a) batched lock-step rollouts"):
         batched = _rollout_rate(model, envs, steps, constrained, temperature, seed)
