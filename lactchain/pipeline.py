@@ -62,7 +62,7 @@ class PipelineResult:
         evals = [p for p in self.phases if p["phase"] == "evaluate"]
         before, after = (evals[0], evals[-1]) if evals else (None, None)
         critic = self.last("train-critic") or {}
-        pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate")
+        pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "lenient_parse_rate")
         return {
             "before": {k: before[k] for k in pick} if before else None,
             "after": {k: after[k] for k in pick} if after else None,

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from lactchain.envs import GridWorldEnv, Planner, State, all_states
-from lactchain.moves import FAILED
+from lactchain.moves import FAILED, LENIENT
 from lactchain.prompts import PromptSpec
 
 
@@ -80,6 +80,7 @@ class RolloutSummary:
     parse_failures: int
     seconds: float
     generate_seconds: float
+    lenient_parses: int = 0  # moves scraped from prose: parsed, but not a clean list
 
     def as_dict(self) -> dict[str, Any]:
         n = len(self.episodes)
@@ -91,6 +92,7 @@ class RolloutSummary:
             "mean_return": sum(e.total_return for e in self.episodes) / n if n else 0.0,
             "mean_optimal_ratio": sum(ratios) / len(ratios) if ratios else 0.0,
             "parse_failure_rate": self.parse_failures / self.env_steps if self.env_steps else 0.0,
+            "lenient_parse_rate": self.lenient_parses / self.env_steps if self.env_steps else 0.0,
             "env_steps_per_s": self.env_steps / self.seconds if self.seconds > 0 else 0.0,
             "seconds": self.seconds,
             "generate_seconds": self.generate_seconds,
@@ -137,7 +139,7 @@ def run_rollouts(
     starts = list(starts) if starts is not None else start_states(cfg, slots[0].env)
     results: list[EpisodeResult] = []
     next_episode = 0
-    env_steps = parse_failures = 0
+    env_steps = parse_failures = lenient_parses = 0
     gen_seconds = 0.0
     t0 = time.perf_counter()
 
@@ -184,6 +186,7 @@ def run_rollouts(
             env_steps += 1
             failed = sample.mode == FAILED
             parse_failures += failed
+            lenient_parses += sample.mode == LENIENT
             ep.parse_failures += failed
             ep.total_return += reward
             ep.length += 1
@@ -230,7 +233,7 @@ def run_rollouts(
             registry.add_steps(run_id, rows)
 
     results.sort(key=lambda e: e.idx)
-    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds)
+    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses)
 
 
 def episode_dicts(summary: RolloutSummary) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from lactchain.rollout import RolloutConfig, run_rollouts
 torch.set_num_threads(1)
 
 PLAY_KEYS = {"run_id", "episodes", "success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate",
+             "lenient_parse_rate",
              "env_steps_per_s"}
 
 

@@ -50,7 +50,8 @@ def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = 
 
 def render_summary(result: dict[str, Any]) -> None:
     table = Table(title=f"play {result['run_id']}", show_header=False)
-    for key in ("episodes", "success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "env_steps_per_s"):
+    for key in ("episodes", "success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate",
+                "lenient_parse_rate", "env_steps_per_s"):
         value = result[key]
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(table)
