@@ -40,7 +40,7 @@ class PipelineConfig:
     constrained: bool = True
     seed: int = 0
     baseline: bool = True
-    deadline: float | None = None  # time.time() after which no new iteration starts
+    deadline: float | None = None  # time.time() by which the last iteration should end
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "deadline"}
@@ -118,9 +118,12 @@ def run_pipeline(
     if cfg.baseline:
         evaluate(0)
     play_runs: list[str] = []
+    longest_iteration = 0.0
     for it in range(1, cfg.iterations + 1):
-        if cfg.deadline is not None and time.time() > cfg.deadline:
+        # Start another iteration only if one as long as the longest so far still fits.
+        if cfg.deadline is not None and time.time() + longest_iteration > cfg.deadline:
             break
+        it_start = time.time()
         play_id, _ = phase(
             it, "play", "play", {"episodes": cfg.play_episodes, "temperature": cfg.play_temperature},
             lambda h: run_rollouts(
@@ -158,6 +161,7 @@ def run_pipeline(
         phase(it, "collect-pairs", "pairs", {"states": cfg.pair_states, "samples": cfg.pair_samples}, pairs)
         del critic
         if not pairs_holder["pairs"]:
+            longest_iteration = max(longest_iteration, time.time() - it_start)
             continue  # nothing to learn from this round; the next play adds data
         phase(it, "train-actor", "actor", {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr},
               lambda h: {k: v for k, v in train_actor(actor, pairs_holder["pairs"], loss=cfg.loss, handle=h,
@@ -165,4 +169,5 @@ def run_pipeline(
                                                       batch_size=cfg.actor_batch_size, seed=cfg.seed).items()
                          if not isinstance(v, (dict, list))})
         evaluate(it)
+        longest_iteration = max(longest_iteration, time.time() - it_start)
     return result.summary()

@@ -91,9 +91,9 @@ def bench_learn(
     from lactchain.pipeline import PipelineConfig, run_pipeline
 
     t0 = time.time()
-    # Sizes picked so one iteration of smollm2-135m + minilm-l6 fits ~10 CPU minutes.
+    # Default sizes: one iteration of smollm2-135m + minilm-l6 takes ~3-5 CPU minutes.
     cfg = PipelineConfig(actor=actor, critic=critic, loss=loss, iterations=1000, seed=seed,
-                         deadline=t0 + budget_min * 60 * 0.5)
+                         deadline=t0 + budget_min * 60)
     registry = open_registry(db)
     with run_context(registry, "pipeline", name=f"bench learn {budget_min:g} min", params=cfg.params()) as handle:
         with err_console.status("bench learn") as status:
