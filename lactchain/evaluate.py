@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-from lactchain.envs import GridWorldEnv, Planner, State, all_states
+from lactchain.envs import GridWorldEnv, State, all_states
 from lactchain.prompts import PromptSpec
 from lactchain.rollout import RolloutConfig, RolloutSummary, run_rollouts
 
@@ -46,14 +46,3 @@ def evaluate_actor(
     summary: RolloutSummary = run_rollouts(actor, cfg, prompt=prompt, registry=registry, run_id=run_id,
                                            starts=starts, should_stop=should_stop)
     return {**summary.as_dict(), "states": len(starts)}
-
-
-def critic_rank_correlation(critic: Any, env: GridWorldEnv, gamma: float) -> float:
-    """Spearman correlation of the critic's V with the planner's V* over all non-goal states."""
-    from scipy.stats import spearmanr
-
-    planner = Planner(env)
-    v_star = planner.values(gamma)
-    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
-    rho = spearmanr(critic.values(states), [v_star[s] for s in states]).statistic
-    return float(rho) if rho == rho else 0.0  # NaN (constant values) -> 0

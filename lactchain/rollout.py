@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from lactchain.envs import GridWorldEnv, Planner, State, all_states
@@ -234,7 +234,3 @@ def run_rollouts(
 
     results.sort(key=lambda e: e.idx)
     return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses)
-
-
-def episode_dicts(summary: RolloutSummary) -> list[dict[str, Any]]:
-    return [asdict(e) | {"optimal_ratio": e.optimal_ratio} for e in summary.episodes]
