@@ -77,7 +77,7 @@ def _status(status: str) -> str:
 
 @app.command("list")
 def list_runs(
-    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only runs of this kind (e.g. rollout, critic).")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only runs of this kind: play, critic, pairs, actor, eval, pipeline, labels.")] = None,
     status: Annotated[
         Optional[str], typer.Option("--status", "-s", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")
     ] = None,
