@@ -94,22 +94,11 @@ class LactChainApp(App):
         self.lab_session = LabSession(env_kwargs=dict(env_kwargs or {}))
         self.actor: Any | None = actor
         self.critic: Any | None = critic
-        self.actor_label = actor_spec or "none"
-        self.critic_label = critic_spec or ""
-        if actor is not None:
-            self.actor_label = getattr(actor, "name", None) or actor_spec or type(actor).__name__
-            self.set_reactive(LactChainApp.actor_status, f"{self.actor_label} ✓")
-        elif not actor_spec:
-            self.set_reactive(LactChainApp.actor_status, "none")
-        elif load_models:
-            self.set_reactive(LactChainApp.actor_status, f"{actor_spec} (queued)")
-        if critic is not None:
-            self.critic_label = getattr(critic, "name", None) or critic_spec or type(critic).__name__
-            self.set_reactive(LactChainApp.critic_status, f"{self.critic_label} ✓")
-        elif not critic_spec:
-            self.set_reactive(LactChainApp.critic_status, "none")
-        elif load_models:
-            self.set_reactive(LactChainApp.critic_status, f"{critic_spec} (queued)")
+        self.actor_label, actor_status = self._initial_status(actor, actor_spec, "none")
+        self.critic_label, critic_status = self._initial_status(critic, critic_spec, "")
+        for reactive_attr, status in ((LactChainApp.actor_status, actor_status), (LactChainApp.critic_status, critic_status)):
+            if status is not None:
+                self.set_reactive(reactive_attr, status)
         # Model loads run one at a time: two threads importing transformers at once can
         # see half-initialised modules, and on a small CPU box they only slow each other.
         self._load_lock = threading.Lock()
@@ -117,7 +106,18 @@ class LactChainApp(App):
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None
 
+    def _initial_status(self, model: Any | None, spec: str | None, unset_label: str) -> tuple[str, str | None]:
+        """(label, top-bar status) of a model slot before any background load:
+        given in memory (tests), nothing asked for, or queued for loading."""
+        if model is not None:
+            label = getattr(model, "name", None) or spec or type(model).__name__
+            return label, f"{label} ✓"
+        if not spec:
+            return unset_label, "none"
+        return spec, f"{spec} (queued)" if self.load_models else None
+
     # ---- lifecycle ----------------------------------------------------------------
+
     def on_mount(self) -> None:
         self.call_after_refresh(self._after_first_paint)
 
