@@ -1,76 +1,218 @@
-"""The whole learning loop, one iteration after another, each phase a child run.
+"""The learning loop, one iteration after another, each phase a child run.
 
-play -> train-critic -> collect-pairs -> train-actor -> evaluate. The actor is
-loaded once; each iteration starts from the adapter the previous one trained.
-An evaluation before the first iteration gives the baseline, so every pipeline
-says how much it moved the agent.
+    train-critic (TD on random move lists, once; topped up every iteration)
+    evaluate (baseline)
+    repeat:  collect -> [train-critic] -> train-actor -> evaluate
+
+collect: every start state (or a sample) gets K sampled move lists plus the
+actor's greedy answer plus the best list known so far for that state (the
+elite); all are executed from that exact state and scored by the labeler
+(critic / rollout / oracle, see lactchain.labelers). Best vs worst become
+preference pairs (registry `pairs`, with their ranking accuracy against the
+oracle); the best becomes the state's new elite.
+
+train-actor: `rft` (the default) fine-tunes on the elites (best-of-K rejection
+sampling with a memory: expert iteration / self-imitation), so a state's target
+only ever improves; `simpo` (optionally with an NLL term on chosen, CPO's alpha),
+`dpo` and `kto` train on the pairs. The actor is loaded once and the LoRA adapter
+continues across iterations.
+
+evaluate: greedy from every non-goal start state; success, optimal-move ratio,
+and the collapse alarm (share of the most common greedy answer).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from lactchain.jobs import RunHandle, run_context
+from lactchain.labelers import LABELERS, Candidate, Group
+from lactchain.train.actor import LOSSES
+
+COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
 
 
 @dataclass
 class PipelineConfig:
-    actor: str = "smollm2-135m"
-    adapter: str | None = None  # adapter folder to start from
-    critic: str = "minilm-l6"
-    iterations: int = 1
-    loss: str = "simpo"
-    play_episodes: int = 16
-    play_max_actions: int = 5
-    play_temperature: float = 1.0
-    critic_epochs: int = 3
-    gamma: float = 0.9
-    pair_states: int = 24
-    pair_samples: int = 4
-    pair_temperature: float = 1.0
-    margin: float = 0.5
-    actor_epochs: float = 2.0
-    actor_lr: float = 5e-4
-    actor_batch_size: int = 8
-    eval_states: str | int = 24
-    eval_max_actions: int = 5
-    n_envs: int = 16
-    constrained: bool = True
-    seed: int = 0
-    baseline: bool = True
-    deadline: float | None = None  # time.time() by which the last iteration should end
+    """Every knob of the loop. The CLI, the registry params and bench learn all come
+    from this one dataclass (`asdict`), so names and defaults agree everywhere."""
+
+    actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m")
+    adapter: str | None = _help("LoRA adapter folder to start from.", None)
+    critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6")
+    labeler: str = _help("Who ranks candidates: critic (default), rollout, or oracle (diagnostic only).", "critic")
+    loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft")
+    iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1)
+    states: str | int = _help("Start states per iteration: 'all' non-goal states or a number sampled.", "all")
+    samples: int = _help("Move lists sampled per start state.", 6)
+    temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
+    gamma: float = _help("Discount per action.", 0.9)
+    margin: float = _help("Minimum score gap for a pair.", 0.5)
+    horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
+    critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
+    td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
+    td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
+    td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
+    actor_epochs: float = _help("Actor epochs per iteration.", 1.0)
+    actor_lr: float = _help("Actor learning rate (LoRA).", 5e-4)
+    actor_batch_size: int = _help("Actor batch size.", 8)
+    cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
+    train_bf16: bool = _help("bf16 autocast while training the actor (CPU with AVX512-bf16 or GPU).", True)
+    rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True)
+    eval_states: str | int = _help("Evaluation: 'all' non-goal states or a number sampled.", "all")
+    eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
+    n_envs: int = _help("Envs stepped in lock-step during evaluation.", 16)
+    constrained: bool = _help("Grammar-constrained decoding of move lists.", True)
+    seed: int = _help("Seed.", 0)
+    baseline: bool = _help("Evaluate once before the first iteration.", True)
+    deadline: float | None = _help("time.time() by which the last iteration should end (bench learn).", None)
+
+    def __post_init__(self) -> None:
+        def bad(name: str, why: str) -> None:
+            raise ValueError(f"{name.replace('_', '-')} {why}")
+
+        if self.labeler not in LABELERS:
+            bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
+        if self.loss not in LOSSES:
+            bad("loss", f"must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        if self.critic_scorer not in ("v", "q"):
+            bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
+        for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",
+                     "eval_max_actions", "n_envs"):
+            if int(getattr(self, name)) < 1:
+                bad(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.td_rounds_per_iteration < 0:
+            bad("td_rounds_per_iteration", "must be >= 0")
+        if self.samples < 2 and self.loss != "rft":
+            bad("samples", f"must be >= 2 for pairs, got {self.samples}")
+        if self.temperature < 0.7:
+            bad("temperature", f"{self.temperature} is too low to draw different lists; use >= 0.7")
+        if not 0.0 <= self.gamma < 1.0:
+            bad("gamma", f"must be in [0, 1), got {self.gamma}")
+        if self.margin < 0:
+            bad("margin", f"must be >= 0, got {self.margin}")
+        if not self.actor_epochs > 0 or not self.actor_lr > 0:
+            bad("actor_epochs/actor_lr", "must be > 0")
+        if self.cpo_alpha < 0 or (self.cpo_alpha and self.loss != "simpo"):
+            bad("cpo_alpha", f"must be >= 0 and only applies to --loss simpo (got {self.cpo_alpha} with {self.loss})")
+        for name in ("states", "eval_states"):
+            value = getattr(self, name)
+            if value != "all":
+                try:
+                    setattr(self, name, int(value))
+                except (TypeError, ValueError):
+                    bad(name, f"must be 'all' or a number, got {value!r}")
+                if getattr(self, name) < 1:
+                    bad(name, f"must be 'all' or a positive number, got {value!r}")
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "deadline"}
 
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+# ---- the elites: best known move list per start state ---------------------------------
+
+class EliteBuffer:
+    """The best move list found so far for each start state. Elites re-enter every
+    later group as a candidate, so they are re-scored with the current labeler and
+    only replaced by something it ranks higher."""
+
+    def __init__(self) -> None:
+        self.elites: dict[Any, tuple[str, Candidate]] = {}
+
+    def add_to(self, groups: list[Group]) -> None:
+        for g in groups:
+            if g.state in self.elites:
+                _, elite = self.elites[g.state]
+                g.candidates.append(Candidate(list(elite.moves), elite.text, elite.mode, elite.reward,
+                                              elite.next_state, elite.done))
+
+    def update(self, groups: list[Group]) -> int:
+        """Take the best valid candidate of each scored group; returns how many changed."""
+        changed = 0
+        for g in groups:
+            valid = [c for c in g.candidates if c.moves]
+            if not valid:
+                continue
+            best = max(valid, key=lambda c: c.advantage)
+            old = self.elites.get(g.state)
+            if old is None or list(old[1].moves) != list(best.moves):
+                changed += 1
+            self.elites[g.state] = (g.prompt, best)
+        return changed
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Training rows for rft: the user prompt and the elite move list."""
+        return [{"prompt": prompt, "chosen": list(c.moves), "state": s.as_dict(), "score": c.advantage}
+                for s, (prompt, c) in self.elites.items()]
+
+
+# ---- results ------------------------------------------------------------------------------
 
 @dataclass
 class PipelineResult:
     phases: list[dict[str, Any]] = field(default_factory=list)
     seconds_per_phase: dict[str, float] = field(default_factory=dict)
+    t0: float = field(default_factory=time.time)
 
     def add(self, iteration: int, phase: str, run_id: str, seconds: float, metrics: dict[str, Any]) -> None:
-        self.phases.append({"iteration": iteration, "phase": phase, "run_id": run_id, "seconds": seconds, **metrics})
+        self.phases.append({"iteration": iteration, "phase": phase, "run_id": run_id, "seconds": seconds,
+                            "wall_s": time.time() - self.t0, **metrics})
         self.seconds_per_phase[phase] = self.seconds_per_phase.get(phase, 0.0) + seconds
 
-    def last(self, phase: str) -> dict[str, Any] | None:
-        return next((p for p in reversed(self.phases) if p["phase"] == phase), None)
+    def last(self, phase: str, iteration: int | None = None) -> dict[str, Any] | None:
+        return next((p for p in reversed(self.phases)
+                     if p["phase"] == phase and (iteration is None or p["iteration"] == iteration)), None)
+
+    def curve(self) -> list[dict[str, Any]]:
+        """One row per evaluated iteration: the learning curve."""
+        rows = []
+        for ev in (p for p in self.phases if p["phase"] == "evaluate"):
+            it = ev["iteration"]
+            collect = self.last("collect", it) or {}
+            critic = self.last("train-critic", it) or self.last("train-critic", 0) or {}
+            rows.append({
+                "iteration": it, "wall_s": ev["wall_s"], "success_rate": ev.get("success_rate"),
+                "mean_optimal_ratio": ev.get("mean_optimal_ratio"), "mean_return": ev.get("mean_return"),
+                "top_answer_share": ev.get("top_answer_share"), "distinct_answers": ev.get("distinct_answers"),
+                "critic_spearman_vstar": critic.get("spearman_vstar"),
+                "ranking_accuracy": collect.get("ranking_accuracy"), "pairs": collect.get("pairs"),
+                "elites_optimal": collect.get("elites_optimal"),
+            })
+        return rows
 
     def summary(self) -> dict[str, Any]:
         evals = [p for p in self.phases if p["phase"] == "evaluate"]
         before, after = (evals[0], evals[-1]) if evals else (None, None)
         critic = self.last("train-critic") or {}
-        pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "lenient_parse_rate")
+        pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "lenient_parse_rate",
+                "top_answer_share", "distinct_answers")
+        collects = [p for p in self.phases if p["phase"] == "collect" and p.get("ranking_accuracy") is not None]
         return {
-            "before": {k: before[k] for k in pick} if before else None,
-            "after": {k: after[k] for k in pick} if after else None,
+            "before": {k: before.get(k) for k in pick} if before else None,
+            "after": {k: after.get(k) for k in pick} if after else None,
             "critic_spearman_vstar": critic.get("spearman_vstar"),
+            "ranking_accuracy": (sum(p["ranking_accuracy"] for p in collects) / len(collects)) if collects else None,
+            "max_top_answer_share": max((p.get("top_answer_share") or 0.0 for p in evals), default=None),
             "iterations_done": max((p["iteration"] for p in self.phases), default=0),
             "seconds_per_phase": self.seconds_per_phase,
+            "curve": self.curve(),
             "phases": self.phases,
         }
+
+
+def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v}
 
 
 def run_pipeline(
@@ -78,20 +220,29 @@ def run_pipeline(
     cfg: PipelineConfig,
     on_phase: Callable[[int, str], None] | None = None,
     progress: Callable[[str, float | None], None] | None = None,
+    actor: Any = None,
 ) -> dict[str, Any]:
-    """Run `cfg.iterations` iterations under the parent run `handle`."""
-    from lactchain.evaluate import evaluate_actor
+    """Run `cfg.iterations` iterations under the parent run `handle` (or fewer, when
+    `cfg.deadline` comes first). `actor` reuses an already loaded actor."""
+    from lactchain.envs import GridWorldEnv, Planner
+    from lactchain.evaluate import eval_states, evaluate_actor
+    from lactchain.labelers import OracleLabeler, make_labeler
     from lactchain.models.actor import Actor
-    from lactchain.preferences import collect_pairs, sample_start_states
-    from lactchain.rollout import RolloutConfig, run_rollouts
+    from lactchain.preferences import PairBatch, draw_groups, pairs_from_groups
+    from lactchain.labelers import ranking_accuracy
     from lactchain.train.actor import train_actor
-    from lactchain.train.critic import train_critic
-    from lactchain.envs import GridWorldEnv
 
     reg = handle.registry
     result = PipelineResult()
-    actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None))
-    env_play = {"max_actions": cfg.play_max_actions}
+    if actor is None:
+        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None))
+    if cfg.rollout_bf16:
+        import torch
+
+        actor.inference_dtype = torch.bfloat16
+    env = GridWorldEnv(moves=actor.moves)
+    oracle = OracleLabeler(env, cfg.gamma)
+    vstar = Planner(env).values(cfg.gamma)
 
     def phase(iteration: int, name: str, kind: str, params: dict[str, Any], fn: Callable[[RunHandle], dict[str, Any]]):
         handle.check_cancelled()
@@ -101,73 +252,116 @@ def run_pipeline(
         with run_context(reg, kind, name=f"{name} (iteration {iteration})", params=params,
                          parent_id=handle.run_id) as child:
             metrics = fn(child)
-            numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            numeric = _numeric(metrics)
             child.log_metrics(numeric)
         seconds = time.perf_counter() - t0
         result.add(iteration, name, child.run_id, seconds, metrics)
         handle.log_metrics({f"{name}/{k}": v for k, v in numeric.items()}, step=iteration)
         handle.log_metrics({f"{name}/seconds": seconds}, step=iteration)
+        print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
+              flush=True)
         return child.run_id, metrics
 
     def evaluate(iteration: int) -> None:
-        phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")},
-              lambda h: evaluate_actor(actor, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
-                                       max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
-                                       should_stop=h.cancelled.is_set))
+        def body(h: RunHandle) -> dict[str, Any]:
+            out = evaluate_actor(actor, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
+                                 max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
+                                 should_stop=h.cancelled.is_set)
+            if out["top_answer_share"] > COLLAPSE_SHARE:
+                msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
+                       f"{out['top_answer']}")
+                for rid in (h.run_id, handle.run_id):
+                    reg.set_tag(rid, "warning", msg)
+                print(f"warning [collapse] at iteration {iteration}: {msg}", flush=True)
+            return out
+
+        phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")}, body)
+
+    # The critic: fitted value iteration on random move lists, kept and topped up each iteration.
+    critic_state: dict[str, Any] = {}
+    if cfg.labeler == "critic":
+        from lactchain.models.critic import Critic
+        from lactchain.train.critic_td import TDConfig, fit_critic_td, random_transitions
+
+        def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
+            if "critic" not in critic_state:
+                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)})
+                critic_state["transitions"] = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
+                critic_state["optimizer"] = None
+            critic_state["transitions"] = critic_state["transitions"] + new
+            td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed)
+            critic_state["optimizer"], metrics = fit_critic_td(
+                critic_state["critic"], critic_state["transitions"], td, critic_state["optimizer"],
+                should_stop=h.cancelled.is_set)
+            folder = critic_state["critic"].save(h.dir / "critic")
+            reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
+            return metrics
+
+        phase(0, "train-critic", "critic", {"critic": cfg.critic, "rounds": cfg.td_rounds,
+                                             "lists_per_state": cfg.td_lists_per_state, "gamma": cfg.gamma},
+              lambda h: fit(h, cfg.td_rounds, []))
 
     if cfg.baseline:
         evaluate(0)
-    play_runs: list[str] = []
+    elites = EliteBuffer()
+    pool = eval_states(env, cfg.states, cfg.seed) if cfg.states == "all" else None
     longest_iteration = 0.0
     for it in range(1, cfg.iterations + 1):
         # Start another iteration only if one as long as the longest so far still fits.
         if cfg.deadline is not None and time.time() + longest_iteration > cfg.deadline:
             break
         it_start = time.time()
-        play_id, _ = phase(
-            it, "play", "play", {"episodes": cfg.play_episodes, "temperature": cfg.play_temperature},
-            lambda h: run_rollouts(
-                actor,
-                RolloutConfig(episodes=cfg.play_episodes, n_envs=cfg.n_envs, constrained=cfg.constrained,
-                              temperature=cfg.play_temperature, start="random", seed=cfg.seed + it, env_kwargs=env_play),
-                registry=reg, run_id=h.run_id, should_stop=h.cancelled.is_set,
-            ).as_dict(),
-        )
-        play_runs.append(play_id)
-        critic_params = {"episodes_from": list(play_runs), "critic": cfg.critic, "epochs": cfg.critic_epochs,
-                         "gamma": cfg.gamma, "seed": cfg.seed}
-        critic_holder: dict[str, Any] = {}
+        holder: dict[str, Any] = {}
 
-        def fit_critic(h: RunHandle) -> dict[str, Any]:
-            out = train_critic(h, **critic_params)
-            critic_holder["path"] = out["checkpoint"]
-            flat = {**out, **out["metrics"]}
-            return {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
-
-        phase(it, "train-critic", "critic", critic_params, fit_critic)
-        from lactchain.models.critic import Critic
-
-        critic = Critic.load(checkpoint=critic_holder["path"])
-        pairs_holder: dict[str, Any] = {}
-
-        def pairs(h: RunHandle) -> dict[str, Any]:
-            states = sample_start_states(GridWorldEnv(moves=actor.moves), cfg.pair_states, seed=cfg.seed + it)
-            batch = collect_pairs(actor, critic, states, samples=cfg.pair_samples, temperature=cfg.pair_temperature,
-                                  gamma=cfg.gamma, margin=cfg.margin, constrained=cfg.constrained, seed=cfg.seed + it)
+        def collect(h: RunHandle) -> dict[str, Any]:
+            starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
+            groups = draw_groups(actor, starts, samples=cfg.samples, temperature=cfg.temperature,
+                                 constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
+                                 include_greedy=True)
+            holder["groups"] = [Group(g.state, g.prompt, list(g.candidates)) for g in groups]  # before elites
+            elites.add_to(groups)
+            labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
+                                   actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer)
+            labeler.score(groups)
+            batch = pairs_from_groups(groups, labeler, cfg.margin, PairBatch())
+            batch.ranking = ranking_accuracy(batch.pairs, oracle)
             reg.add_pairs(h.run_id, batch.pairs)
-            pairs_holder["pairs"] = batch.pairs
-            return batch.stats()
+            holder["pairs"] = batch.pairs
+            changed = elites.update(groups)
+            elite_rows = elites.rows()
+            optimal = sum(1 for r in elite_rows if _is_optimal(env, r, vstar, cfg.gamma))
+            greedy = [c for g in groups for c in g.candidates if c.greedy]
+            return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed,
+                    "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
+                    "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
+                    "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
 
-        phase(it, "collect-pairs", "pairs", {"states": cfg.pair_states, "samples": cfg.pair_samples}, pairs)
-        del critic
-        if not pairs_holder["pairs"]:
-            longest_iteration = max(longest_iteration, time.time() - it_start)
-            continue  # nothing to learn from this round; the next play adds data
-        phase(it, "train-actor", "actor", {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr},
-              lambda h: {k: v for k, v in train_actor(actor, pairs_holder["pairs"], loss=cfg.loss, handle=h,
-                                                      epochs=cfg.actor_epochs, lr=cfg.actor_lr,
-                                                      batch_size=cfg.actor_batch_size, seed=cfg.seed).items()
-                         if not isinstance(v, (dict, list))})
-        evaluate(it)
+        phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
+                                       "temperature": cfg.temperature}, collect)
+        if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
+            from lactchain.train.critic_td import Transition
+
+            phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
+                  lambda h: fit(h, cfg.td_rounds_per_iteration, Transition.from_candidates(holder["groups"])))
+        rows = elites.rows() if cfg.loss == "rft" else holder["pairs"]
+        if rows:
+            phase(it, "train-actor", "actor",
+                  {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
+                   "cpo_alpha": cfg.cpo_alpha},
+                  lambda h: {k: v for k, v in train_actor(
+                      actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
+                      batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
+                      seed=cfg.seed + it).items() if not isinstance(v, (dict, list))})
+            evaluate(it)
         longest_iteration = max(longest_iteration, time.time() - it_start)
     return result.summary()
+
+
+def _is_optimal(env: Any, row: dict[str, Any], vstar: dict[Any, float], gamma: float) -> bool:
+    """Diagnostic only: does this elite achieve V*(s) (r + gamma V*(s') == V*(s))?"""
+    from lactchain.envs import State
+    from lactchain.labelers import execute_from
+
+    s = State(**row["state"])
+    reward, nxt, done = execute_from(env, s, row["chosen"])
+    return abs(reward + (0.0 if done else gamma * vstar[nxt]) - vstar[s]) < 1e-6

@@ -16,8 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from lactchain.envs import GridWorldEnv, State, all_states
+from lactchain.labelers import (
+    Candidate,
+    CriticLabeler,
+    Group,
+    Labeler,
+    OracleLabeler,
+    execute_from,
+    one_step_advantage,
+    ranking_accuracy,
+)
 from lactchain.moves import FAILED, format_moves
 from lactchain.prompts import PromptSpec
+
+advantage = one_step_advantage  # the name the console and older callers use
 
 MIN_TEMPERATURE = 0.7
 DROP_REASONS = ("parse_failure", "identical_lists", "margin_too_small", "too_few_candidates")
@@ -28,29 +40,23 @@ class ValueFn(Protocol):
 
 
 @dataclass
-class Candidate:
-    moves: list[str]
-    text: str
-    mode: str
-    reward: float
-    next_state: State
-    done: bool
-    advantage: float = 0.0
-
-
-@dataclass
 class PairBatch:
-    """Pairs ready for the registry plus why everything else was dropped."""
+    """Pairs ready for the registry, the scored groups they came from, and why
+    everything else was dropped."""
 
     pairs: list[dict[str, Any]] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)
     candidates: int = 0
+    groups: list[Group] = field(default_factory=list)
+    ranking: dict[str, Any] = field(default_factory=dict)  # vs the oracle, see labelers.ranking_accuracy
 
     def stats(self) -> dict[str, Any]:
         return {
             "pairs": len(self.pairs),
             "candidates": self.candidates,
+            "distinct_lists": sum(len({tuple(c.moves) for c in g.candidates}) for g in self.groups),
             **{f"dropped_{r}": int(self.dropped.get(r, 0)) for r in DROP_REASONS},
+            **self.ranking,
         }
 
 
@@ -63,19 +69,6 @@ def sample_start_states(
     if not pool:
         raise ValueError("no start states to sample from")
     return [rng.choice(pool) for _ in range(n)]
-
-
-def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple[float, State, bool]:
-    """Reset the env to exactly `state`, run one action, return (reward, s', done)."""
-    env.reset(options={"state": state.as_dict()})
-    assert env.state == state, "env did not reset to the sampled state"
-    _, reward, terminated, _, _ = env.step(list(moves))
-    return float(reward), env.state, bool(terminated)
-
-
-def advantage(reward: float, v_next: float, v_state: float, done: bool, gamma: float) -> float:
-    """One-step advantage A = R + gamma * V(s') * (1 - done) - V(s)."""
-    return reward + gamma * v_next * (0.0 if done else 1.0) - v_state
 
 
 def best_vs_worst(cands: list[Candidate], margin: float, dropped: Counter) -> tuple[Candidate, Candidate] | None:
@@ -103,9 +96,66 @@ def best_vs_worst(cands: list[Candidate], margin: float, dropped: Counter) -> tu
     return best, worst
 
 
+def draw_groups(
+    actor: Any,
+    states: Sequence[State],
+    *,
+    samples: int = 4,
+    temperature: float = 1.0,
+    constrained: bool = True,
+    prompt: PromptSpec | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+    batch_states: int = 8,
+    include_greedy: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Group]:
+    """Sample `samples` move lists per start state (plus the greedy answer when
+    `include_greedy`) and execute each from that exact state."""
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if temperature < MIN_TEMPERATURE:
+        raise ValueError(f"temperature {temperature} is too low to get different move lists; use >= {MIN_TEMPERATURE}")
+    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
+    env = GridWorldEnv(**{"moves": tuple(actor.moves), **(env_kwargs or {})})
+    groups: list[Group] = []
+    for start in range(0, len(states), batch_states):
+        chunk = list(states[start : start + batch_states])
+        prompts = [prompt.render(env.describe(s)) for s in chunk]
+        drawn = actor.generate(prompts, constrained=constrained, temperature=temperature, num_samples=samples,
+                               seed=seed + start)
+        greedy = actor.generate(prompts, constrained=constrained, temperature=0.0) if include_greedy else []
+        for i, (state, text) in enumerate(zip(chunk, prompts)):
+            group = Group(state, text)
+            picks = [(x, False) for x in drawn[i * samples : (i + 1) * samples]]
+            picks += [(greedy[i], True)] if include_greedy else []
+            for sample, is_greedy in picks:
+                reward, nxt, done = execute_from(env, state, sample.moves)
+                group.candidates.append(Candidate(list(sample.moves), sample.text, sample.mode, reward, nxt, done,
+                                                  greedy=is_greedy))
+            groups.append(group)
+        if on_progress is not None:
+            on_progress(len(chunk))
+    return groups
+
+
+def pairs_from_groups(groups: Sequence[Group], labeler: Labeler, margin: float, out: PairBatch) -> PairBatch:
+    """Best vs worst of every scored group, as registry pair rows."""
+    for g in groups:
+        out.candidates += len(g.candidates)
+        picked = best_vs_worst(g.candidates, margin, out.dropped)
+        if picked is None:
+            continue
+        best, worst = picked
+        out.pairs.append(pair_row(g.state, g.prompt, best, worst, labeler=labeler.name,
+                                  meta={"v_state": g.baseline, "gamma": labeler.gamma}))
+    out.groups.extend(groups)
+    return out
+
+
 def collect_pairs(
     actor: Any,
-    critic: ValueFn,
+    labeler: Labeler | ValueFn,
     states: Sequence[State],
     *,
     samples: int = 4,
@@ -117,45 +167,25 @@ def collect_pairs(
     env_kwargs: dict[str, Any] | None = None,
     seed: int = 0,
     batch_states: int = 8,
+    include_greedy: bool = False,
+    oracle: OracleLabeler | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> PairBatch:
     """Sample `samples` move lists per start state, execute each from that exact
-    state, score with the critic's advantage and keep best vs worst."""
-    if samples < 2:
+    state, score them with `labeler` (a critic given bare is the critic labeler)
+    and keep best vs worst. With `oracle`, the pairs' ranking accuracy against it
+    is measured too."""
+    if samples + int(include_greedy) < 2:
         raise ValueError(f"need at least 2 samples per state to form a pair, got {samples}")
-    if temperature < MIN_TEMPERATURE:
-        raise ValueError(f"temperature {temperature} is too low to get different move lists; use >= {MIN_TEMPERATURE}")
-    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
-    env = GridWorldEnv(**{"moves": tuple(actor.moves), **(env_kwargs or {})})
-    out = PairBatch()
-    for start in range(0, len(states), batch_states):
-        chunk = list(states[start : start + batch_states])
-        prompts = [prompt.render(env.describe(s)) for s in chunk]
-        drawn = actor.generate(
-            prompts, constrained=constrained, temperature=temperature, num_samples=samples, seed=seed + start
-        )
-        groups: list[list[Candidate]] = []
-        for i, state in enumerate(chunk):
-            group = []
-            for sample in drawn[i * samples : (i + 1) * samples]:
-                reward, nxt, done = execute_from(env, state, sample.moves)
-                group.append(Candidate(list(sample.moves), sample.text, sample.mode, reward, nxt, done))
-            groups.append(group)
-        v_states = critic.values(chunk)
-        v_next = iter(critic.values([c.next_state for g in groups for c in g]))
-        for state, user_text, group, vs in zip(chunk, prompts, groups, v_states):
-            for c in group:
-                c.advantage = advantage(c.reward, next(v_next), vs, c.done, gamma)
-            out.candidates += len(group)
-            picked = best_vs_worst(group, margin, out.dropped)
-            if picked is None:
-                continue
-            best, worst = picked
-            out.pairs.append(
-                pair_row(state, user_text, best, worst, labeler="critic", meta={"v_state": vs, "gamma": gamma})
-            )
-        if on_progress is not None:
-            on_progress(len(chunk))
+    if not hasattr(labeler, "score"):
+        labeler = CriticLabeler(labeler, gamma)
+    groups = draw_groups(actor, states, samples=samples, temperature=temperature, constrained=constrained,
+                         prompt=prompt, env_kwargs=env_kwargs, seed=seed, batch_states=batch_states,
+                         include_greedy=include_greedy, on_progress=on_progress)
+    labeler.score(groups)
+    out = pairs_from_groups(groups, labeler, margin, PairBatch())
+    if oracle is not None:
+        out.ranking = ranking_accuracy(out.pairs, oracle)
     return out
 
 

@@ -1,7 +1,8 @@
 """The learnable strategy prompt and the fixed strategy-conversion template (seed 000).
 
-The actor sees: conversion template filled with the strategy, the move menu and the
-env's description of the current state. Validation errors are `PromptError`
+The actor sees: conversion template filled with the strategy, the move menu and,
+last, the env's description of the current state (so the text before it is a prefix
+shared by every state). Validation errors are `PromptError`
 (a ValueError) with a message a researcher can act on.
 """
 
@@ -18,9 +19,10 @@ DEFAULT_STRATEGY = (
     "Your response must be some kind of move, even if you have to guess."
 )
 
-CONVERSION_TEMPLATE = """{observation}
-
-There are only {move_count} types of moves you can make:
+# The state comes LAST: everything before it (strategy, move menu, format) is the same
+# for every state, so the actor computes it once and shares it (its prefix KV cache).
+# The label's words are all in the `tiny` test model's vocabulary (built from this text).
+CONVERSION_TEMPLATE = """There are only {move_count} types of moves you can make:
 
 {move_menu}
 
@@ -29,7 +31,9 @@ to successfully carry out the action: {strategy}
 
 Your final answer should be in the format of a python list
 of moves, where each move is one of the {move_count} types listed above.
-E.g. {example}"""
+E.g. {example}
+
+Your gridworld: {observation}"""
 
 REQUIRED_SLOTS = frozenset({"strategy"})
 KNOWN_SLOTS = frozenset({"strategy", "observation", "move_count", "move_menu", "example"})

@@ -64,6 +64,7 @@ class EpisodeResult:
     success: bool = False
     optimal_moves: int | None = None
     episode_id: int | None = None
+    first_moves: list[str] | None = None  # the answer at the start state (collapse checks)
 
     @property
     def optimal_ratio(self) -> float | None:
@@ -188,6 +189,8 @@ def run_rollouts(
             parse_failures += failed
             lenient_parses += sample.mode == LENIENT
             ep.parse_failures += failed
+            if ep.length == 0:
+                ep.first_moves = list(sample.moves)
             ep.total_return += reward
             ep.length += 1
             ep.moves_used += info["moves_executed"]

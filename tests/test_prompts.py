@@ -51,7 +51,7 @@ def test_render_contains_strategy_menu_and_observation():
     assert "only 2 types of moves" in prompt
     assert "{" not in prompt and "}" not in prompt  # every slot filled
     # The example in the prompt is itself a strictly parseable move list.
-    example = prompt[prompt.index("E.g.") + len("E.g.") :].strip()
+    example = prompt[prompt.index("E.g.") + len("E.g.") :].splitlines()[0].strip()
     assert parse_moves(example).mode == "strict"
 
 

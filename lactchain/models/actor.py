@@ -19,11 +19,28 @@ failed).
 `Sample.logprob` is the sum of log-probs of the generated tokens, EOS included,
 under the model's own raw (untempered, unmasked) distribution: the same number
 `completion_logprobs` computes by teacher forcing.
+
+Shared-prefix KV cache (`prefix_cache=True`): rollout prompts differ only in their
+last lines (the state; see `CONVERSION_TEMPLATE`), so most of every prompt is the
+same tokens. The longest common token prefix of a batch is run through the model
+once (batch 1), its keys/values are kept on the actor, and the batch is laid out as
+[prefix][pad...][suffix] with only the pads and suffixes fed to the model; positions
+continue from the prefix length, so the result is the uncached computation up to
+float rounding. The cache is dropped when the weights change (`clear_prefix_cache`,
+also done on adapter load/unload, on `actor.model = ...` and when any parameter is
+modified in place).
+
+`inference_dtype` (opt-in, e.g. bfloat16 on a CPU with AVX512-bf16) generates with
+a lazily built copy of the weights in that dtype, any LoRA adapter merged in; then
+`Sample.logprob` is under that copy, while `completion_logprobs` always scores with
+the actor's own weights.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -36,6 +53,10 @@ from lactchain.prompts import check_prompt_length
 
 PAD_CANDIDATES = ("<|endoftext|>", "<pad>", "<|pad|>", "<unk>")
 FALLBACK_CONTEXT = 2048
+# A shared prefix shorter than this is not worth a separate forward pass and a cache entry.
+MIN_SHARED_PREFIX = 16
+# Prefix KV entries kept (least recently used dropped): a few strategies in flight at once.
+PREFIX_CACHE_ENTRIES = 4
 
 
 @dataclass
@@ -153,6 +174,64 @@ def _default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+
+
+def _as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
+    """None/"auto" (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...)."""
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    key = str(value).lower().removeprefix("torch.")
+    if key == "auto":
+        return None
+    if key not in _DTYPES:
+        raise ValueError(f"unknown inference dtype {value!r}; use one of {sorted(_DTYPES)} or 'auto'")
+    return _DTYPES[key]
+
+
+def _common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix all rows share."""
+    first = rows[0]
+    n = min(len(r) for r in rows)
+    for row in rows[1:]:
+        k = 0
+        while k < n and row[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+def _kv_pairs(cache: Any) -> Optional[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Per-layer (keys, values) of a transformers DynamicCache, or None for any other cache
+    layout (sliding windows, linear attention...): those models just skip the prefix cache."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer or layer.keys is None for layer in layers):
+        return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+@dataclass
+class _Batch:
+    """Model inputs for a batch of prompt rows. Without a prefix: left padded. With one:
+    [prefix][pad...][suffix], `past` holding the prefix keys/values expanded to the batch
+    (a fresh cache per call: generate appends to it) and `prefix_len` tokens of `input_ids`
+    already in it."""
+
+    input_ids: torch.Tensor
+    mask: torch.Tensor
+    past: Any = None
+    prefix_len: int = 0
+
+    def position_ids(self) -> torch.Tensor:
+        """Positions of the tokens not in the cache: real tokens count on from the prefix
+        length, pads (masked out anyway) get 0, as in generate."""
+        pos = (self.mask.cumsum(-1) - 1).masked_fill(self.mask == 0, 0)
+        return pos[:, self.prefix_len:]
+
+
 class Actor:
     """An LLM that answers rendered strategy prompts with move lists."""
 
@@ -165,7 +244,11 @@ class Actor:
         moves: Sequence[str] = DEFAULT_MOVES,
         max_moves: int = 8,
         device: str | torch.device | None = None,
+        prefix_cache: bool = True,
+        inference_dtype: str | torch.dtype | None = None,
     ) -> None:
+        """`prefix_cache`: share the KV of the prompts' common prefix (see the module doc).
+        `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded)."""
         from transformers import GenerationConfig
 
         self.name = name
@@ -185,9 +268,145 @@ class Actor:
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
+        self.prefix_cache = bool(prefix_cache)
+        # (prefix ids, dtype) -> per-layer (keys, values) of batch 1, most recently used last.
+        self._prefix_kv: OrderedDict[tuple[tuple[int, ...], torch.dtype], list[tuple[torch.Tensor, torch.Tensor]]]
+        self._prefix_kv = OrderedDict()
+        self.prefix_computations = 0  # forward passes spent on shared prefixes (cache misses)
+        self._inference_copy: Any = None
+        self._weights_stamp: Any = None
+        self._inference_dtype = _as_dtype(inference_dtype)
         self.model = model.to(self.device).eval()
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
+
+    # ---- weights, derived copies and caches -------------------------------------------
+    @property
+    def model(self) -> Any:
+        return self._model
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        """Swapping the model (training code puts the trained peft model here) drops
+        everything computed from the old weights."""
+        self._model = value
+        self.clear_prefix_cache()
+
+    @property
+    def inference_dtype(self) -> Optional[torch.dtype]:
+        return self._inference_dtype
+
+    @inference_dtype.setter
+    def inference_dtype(self, value: str | torch.dtype | None) -> None:
+        self._inference_dtype = _as_dtype(value)
+        self._inference_copy = None
+
+    def clear_prefix_cache(self) -> None:
+        """Forget cached prefix keys/values and the inference-dtype copy of the weights.
+        Call it after changing the weights in place (training does); adapter load/unload
+        and `actor.model = ...` call it themselves."""
+        self._prefix_kv.clear()
+        self._inference_copy = None
+        self._weights_stamp = None
+
+    def _stamp(self) -> tuple:
+        """Identity of the current weights: model object, adapter and the sum of the
+        parameters' in-place version counters (an optimizer step bumps them), so caches
+        never outlive the weights they were computed from even without a clear call."""
+        model = self._model
+        try:
+            active = str(getattr(model, "active_adapters", None))
+        except Exception:  # peft raises on some half-built states
+            active = None
+        return (id(model), str(self.adapter), active, sum(p._version for p in model.parameters()))
+
+    def _sync_caches(self) -> None:
+        """Drop derived state if the weights changed since it was computed (call first)."""
+        stamp = self._stamp()
+        if stamp != self._weights_stamp:
+            self.clear_prefix_cache()
+            self._weights_stamp = stamp
+
+    def _generation_model(self) -> Any:
+        """The model generate runs: the actor's own, or (with `inference_dtype` set and
+        different from it) a lazily built copy in that dtype with any LoRA adapter merged,
+        so the adapter adds no per-token cost either."""
+        own = self._model
+        dtype = self._inference_dtype
+        if dtype is None or dtype == next(own.parameters()).dtype:
+            return own
+        if self._inference_copy is None:
+            from peft import PeftModel
+
+            dup = copy.deepcopy(own)
+            if isinstance(dup, PeftModel):
+                dup = dup.merge_and_unload()  # merged in the original dtype, then cast: less rounding
+            self._inference_copy = dup.to(dtype).eval()
+        return self._inference_copy
+
+    def _prefix_kv_for(self, model: Any, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        """Keys/values of `ids` (batch 1) under `model`, computed once per weights."""
+        from transformers import DynamicCache
+
+        dtype = next(model.parameters()).dtype
+        key = (tuple(ids), dtype)
+        if key in self._prefix_kv:
+            self._prefix_kv.move_to_end(key)
+            return self._prefix_kv[key]
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
+                        past_key_values=DynamicCache(config=self._config()), logits_to_keep=1)
+        kv = _kv_pairs(out.past_key_values)
+        if kv is None:
+            return None
+        self.prefix_computations += 1
+        self._prefix_kv[key] = kv
+        while len(self._prefix_kv) > PREFIX_CACHE_ENTRIES:
+            self._prefix_kv.popitem(last=False)
+        return kv
+
+    def _shared_prefix(self, model: Any, rows: list[list[int]], keep: int) -> tuple[int, Any]:
+        """(length, keys/values) of the prefix to reuse for `rows`, or (0, None). At least
+        `keep` tokens of the shortest row stay outside the prefix (generation needs the last
+        prompt token's logits). A cached prefix the batch starts with is reused as is, so
+        batches whose common part runs a few tokens into the state still hit the same
+        entry; a lone prompt only ever reuses one (it shares nothing with itself)."""
+        if not self.prefix_cache:
+            return 0, None
+        limit = min(_common_prefix_len(rows), min(len(r) for r in rows) - keep)
+        if limit < MIN_SHARED_PREFIX:
+            return 0, None
+        dtype = next(model.parameters()).dtype
+        first = rows[0]
+        best: Optional[tuple[int, ...]] = None
+        for ids, dt in self._prefix_kv:
+            if dt == dtype and MIN_SHARED_PREFIX <= len(ids) <= limit and (best is None or len(ids) > len(best)) \
+                    and tuple(first[:len(ids)]) == ids:
+                best = ids
+        if best is None and len(rows) == 1:
+            return 0, None
+        ids = list(best) if best is not None else first[:limit]
+        kv = self._prefix_kv_for(model, ids)
+        return (len(ids), kv) if kv is not None else (0, None)
+
+    def _batch(self, model: Any, rows: list[list[int]], keep: int = 1) -> _Batch:
+        """Inputs for `rows`: through the shared-prefix cache when there is one to use."""
+        from transformers import DynamicCache
+
+        n, kv = self._shared_prefix(model, rows, keep)
+        if kv is None:
+            input_ids, mask = self._left_pad(rows)
+            return _Batch(input_ids, mask)
+        batch = len(rows)
+        suffix_ids, suffix_mask = self._left_pad([r[n:] for r in rows])
+        prefix = torch.tensor(rows[0][:n], dtype=torch.long, device=self.device).expand(batch, n)
+        input_ids = torch.cat([prefix, suffix_ids], dim=1)
+        mask = torch.cat([torch.ones((batch, n), dtype=torch.long, device=self.device), suffix_mask], dim=1)
+        # A new cache object per call, filled by copying (torch.cat inside `update`) the
+        # stored tensors expanded to the batch: the stored entry itself is never touched.
+        past = DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
+                            config=self._config())
+        return _Batch(input_ids, mask, past, n)
 
     # ---- loading ------------------------------------------------------------------
     @classmethod
@@ -200,6 +419,8 @@ class Actor:
         max_moves: int = 8,
         device: str | None = None,
         progress: Optional[Progress] = None,
+        prefix_cache: bool = True,
+        inference_dtype: str | torch.dtype | None = None,
     ) -> "Actor":
         """Load a preset (`tiny`, `smollm2-135m`, `mistral-7b-instruct`), a local folder or
         a cached hub id, optionally with a LoRA adapter folder on top."""
@@ -215,7 +436,8 @@ class Actor:
         with quiet_bars(progress):
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=False)
-        actor = cls(model, tokenizer, name=spec, moves=moves, max_moves=max_moves, device=dev)
+        actor = cls(model, tokenizer, name=spec, moves=moves, max_moves=max_moves, device=dev,
+                    prefix_cache=prefix_cache, inference_dtype=inference_dtype)
         if adapter is not None:
             if progress is not None:
                 progress(f"loading adapter {adapter}", None)
@@ -235,6 +457,7 @@ class Actor:
         self.unload_adapter()
         self.model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False).to(self.device).eval()
         self.adapter = path
+        self.clear_prefix_cache()
 
     def unload_adapter(self) -> None:
         """Remove the LoRA adapter (no merge): back to the base weights."""
@@ -243,6 +466,7 @@ class Actor:
         if isinstance(self.model, PeftModel):
             self.model = self.model.unload().eval()
         self.adapter = None
+        self.clear_prefix_cache()
 
     # ---- prompts --------------------------------------------------------------------
     @property
@@ -390,7 +614,10 @@ class Actor:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        input_ids, mask = self._left_pad(rows)
+        self._sync_caches()
+        model = self._generation_model()
+        batch = self._batch(model, rows)
+        input_ids = batch.input_ids
         do_sample = temperature > 0
         recorder = _LogprobRecorder()
         processors = LogitsProcessorList([recorder])
@@ -419,9 +646,12 @@ class Actor:
         with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(int(seed))
-            out = self.model.generate(
+            # With a prefix cache, generate feeds only the tokens past the cache and derives
+            # positions from the mask (pads skipped), like the left-padded uncached batch.
+            out = model.generate(
                 input_ids=input_ids,
-                attention_mask=mask,
+                attention_mask=batch.mask,
+                past_key_values=batch.past,
                 generation_config=config,
                 logits_processor=processors,
                 streamer=streamer,
@@ -465,18 +695,21 @@ class Actor:
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
         results: list[float] = []
+        self._sync_caches()
         for start in range(0, len(prompts), batch_size):
             chunk_p = prompts[start:start + batch_size]
             chunk_c = completions[start:start + batch_size]
             comp = [self._completion_ids(c, add_eos) for c in chunk_c]
             rows = [self._prompt_ids(p, len(c)) + c for p, c in zip(chunk_p, comp)]
-            input_ids, mask = self._left_pad(rows)
-            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
             keep = max(len(c) for c in comp) + 1
+            # Any shared prefix ends before the first completion token's prediction.
+            batch = self._batch(self.model, rows, keep=keep)
+            input_ids = batch.input_ids
             with torch.inference_mode():
                 logits = self.model(
-                    input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                    logits_to_keep=keep, use_cache=False,
+                    input_ids=input_ids[:, batch.prefix_len:], attention_mask=batch.mask,
+                    position_ids=batch.position_ids(), past_key_values=batch.past,
+                    logits_to_keep=keep, use_cache=batch.past is not None,
                 ).logits
             logits = logits[:, -keep:-1].float()  # predictions of the last keep-1 tokens
             targets = input_ids[:, -(keep - 1):]

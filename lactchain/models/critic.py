@@ -46,7 +46,7 @@ from lactchain.moves import format_moves
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: compact state texts (critic_state_text)
 CONFIG_NAME = "critic.json"
 HEADS_NAME = "heads.pt"
 ADAPTER_DIR = "adapter"
@@ -86,6 +86,13 @@ def as_state(value: State | Mapping[str, Any]) -> State:
             raise ValueError(f"orientation {o!r} is not one of {', '.join(ORIENTATIONS)}")
         return State(int(value["x"]), int(value["y"]), orientation)
     raise TypeError(f"expected a State or a state dict, got {type(value).__name__}")
+
+
+def critic_state_text(env: GridWorldEnv, s: State) -> str:
+    """The critic's own, compact state text: only what tells states apart, so mean
+    pooling is not drowned in the ~30 tokens every prompt shares (and a training
+    step reads 5x fewer tokens than with the actor's full description)."""
+    return f"x={s.x} y={s.y} facing {s.orientation}; goal x={env.goal[0]} y={env.goal[1]}; grid {env.size}x{env.size}"
 
 
 def q_text(description: str, moves: Sequence[str]) -> str:
@@ -282,7 +289,7 @@ class Critic(nn.Module):
 
     # -- texts ------------------------------------------------------------------------
     def state_texts(self, states: Sequence[State | Mapping[str, Any]]) -> list[str]:
-        return [self.env.describe(as_state(s)) for s in states]
+        return [critic_state_text(self.env, as_state(s)) for s in states]
 
     def q_texts(self, states: Sequence[State | Mapping[str, Any]], move_lists: Sequence[Sequence[str]]) -> list[str]:
         if len(states) != len(move_lists):

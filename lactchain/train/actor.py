@@ -55,12 +55,13 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 
-LOSSES = ("simpo", "dpo", "kto")
+LOSSES = ("simpo", "dpo", "kto", "rft")
+PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
 LABELER_CHOICES = ("critic", "human", "llm", "episodes", "any")
 ADAPTER_KIND = "adapter"
 CHECKPOINT_KIND = "checkpoint"
 
-DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1}
+DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None}
 SIMPO_GAMMA_RATIO = 0.5  # default gamma / beta
 # The SimPO authors' range, and the wider range outside which values are refused.
 SIMPO_BETA_RECOMMENDED = (2.0, 10.0)
@@ -195,6 +196,8 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
     if not pairs:
         raise NoUsablePairs("no preference pairs given")
     tok = actor.tokenizer
+    if loss == "rft":
+        return _sft_dataset(actor, pairs)
     paired = to_dataset(pairs, actor.chat_prompt, tok.eos_token)
     if len(paired) == 0:
         raise NoUsablePairs(f"all {len(pairs)} pair(s) have chosen == rejected; nothing to learn from")
@@ -216,6 +219,20 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
     return Dataset.from_dict(rows)
 
 
+def _sft_dataset(actor: Any, rows: Sequence[Mapping[str, Any]]):
+    """Best-of-K targets as TRL's prompt/completion format: the chat-rendered prompt
+    and the chosen move list followed by EOS (only the completion is trained on)."""
+    from datasets import Dataset
+
+    from lactchain.moves import format_moves
+
+    tok = actor.tokenizer
+    prompts = [_strip_bos(actor.chat_prompt(r["prompt"]), tok) if tokenizer_adds_bos(tok) else actor.chat_prompt(r["prompt"])
+               for r in rows]
+    completions = [format_moves(list(r["chosen"])) + tok.eos_token for r in rows]
+    return Dataset.from_dict({"prompt": prompts, "completion": completions})
+
+
 def tokenized_completions(trainer: Any) -> list[list[int]]:
     """The completion token ids of every row of a built trainer's training data
     (what the loss is computed on), for checks such as "ends with one EOS"."""
@@ -228,6 +245,10 @@ def tokenized_completions(trainer: Any) -> list[list[int]]:
     elif "chosen_ids" in cols:  # DPO
         out.extend(list(r) for r in ds["chosen_ids"])
         out.extend(list(r) for r in ds["rejected_ids"])
+    elif "labels" in cols and "input_ids" in cols:  # SFT: labels are -100 over the prompt
+        out.extend([t for t in row if t != -100] for row in ds["labels"])
+    elif "completion_mask" in cols:  # SFT (older TRL): the completion is where the mask is 1
+        out.extend([t for t, m in zip(ids, mask) if m] for ids, mask in zip(ds["input_ids"], ds["completion_mask"]))
     elif "completion_ids" in cols:  # KTO
         out.extend(list(r) for r in ds["completion_ids"])
     else:
@@ -254,6 +275,10 @@ def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) ->
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     notes: list[str] = []
+    if loss == "rft":
+        if beta is not None or simpo_gamma is not None:
+            raise ValueError("beta and simpo_gamma do not apply to loss='rft' (supervised best-of-K fine-tuning)")
+        return 0.0, None, notes
     beta = DEFAULT_BETA[loss] if beta is None else float(beta)
     if not beta > 0 or math.isinf(beta):
         raise ValueError(f"beta must be a positive number, got {beta}")
@@ -296,6 +321,8 @@ def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
         return math.log(2.0)
     if loss == "simpo":
         return math.log1p(math.exp(simpo_gamma or 0.0))  # softplus(gamma); ln 2 when gamma = 0
+    if loss == "rft":
+        return float("nan")  # a supervised loss has no "no signal" value
     return 0.5  # KTO: 1 - sigmoid(0) on every row
 
 
@@ -534,6 +561,8 @@ def build_trainer(
     grad_accum: int = 1,
     beta: float | None = None,
     simpo_gamma: float | None = None,
+    cpo_alpha: float = 0.0,
+    bf16: bool | None = None,
     lora_r: int = 8,
     lora_alpha: int = 16,
     lora_dropout: float = 0.0,
@@ -556,13 +585,16 @@ def build_trainer(
         raise ValueError("batch_size and grad_accum must be >= 1")
     if lr <= 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    if loss == "kto" and batch_size * 2 < 2:
-        raise ValueError("KTO needs at least 2 rows per batch")
+    if cpo_alpha < 0 or (cpo_alpha and loss != "simpo"):
+        raise ValueError(f"cpo_alpha (the NLL weight on chosen) must be >= 0 and only applies to loss='simpo', "
+                         f"got {cpo_alpha} with loss={loss!r}")
     beta, gamma, notes = resolve_hparams(loss, beta, simpo_gamma)
     model, continuing = _prepare_model(actor)
     with _quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
+    if bf16 is None:  # bf16 autocast: on a GPU that has it; on CPU only when asked (faster with AVX512-bf16)
+        bf16 = bool(use_cuda and torch.cuda.is_bf16_supported())
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
         learning_rate=float(lr),
@@ -571,14 +603,13 @@ def build_trainer(
         gradient_accumulation_steps=int(grad_accum),
         num_train_epochs=float(epochs),
         max_steps=int(max_steps) if max_steps else -1,
-        beta=beta,
         max_length=int(max_length),
         logging_steps=int(logging_steps),
         save_strategy="steps",
         save_steps=int(save_steps),
         save_total_limit=int(save_total_limit) if save_total_limit else None,
         report_to="none",
-        bf16=bool(use_cuda and torch.cuda.is_bf16_supported()),
+        bf16=bool(bf16),
         fp16=False,
         use_cpu=not use_cuda,
         dataloader_num_workers=0,
@@ -615,18 +646,23 @@ def build_trainer(
         if loss == "simpo":
             from trl.experimental.cpo import CPOConfig, CPOTrainer
 
-            cfg = CPOConfig(loss_type="simpo", cpo_alpha=0.0, simpo_gamma=gamma, **common)
+            cfg = CPOConfig(loss_type="simpo", cpo_alpha=float(cpo_alpha), simpo_gamma=gamma, beta=beta, **common)
             trainer = CPOTrainer(args=cfg, **kwargs)
         elif loss == "dpo":
             from trl import DPOConfig, DPOTrainer
 
-            cfg = DPOConfig(loss_type=["sigmoid"], **common)
+            cfg = DPOConfig(loss_type=["sigmoid"], beta=beta, **common)
             trainer = DPOTrainer(args=cfg, **kwargs)
-        else:
+        elif loss == "kto":
             from trl import KTOConfig, KTOTrainer
 
-            cfg = KTOConfig(loss_type="kto", **common)
+            cfg = KTOConfig(loss_type="kto", beta=beta, **common)
             trainer = KTOTrainer(args=cfg, **kwargs)
+        else:
+            from trl import SFTConfig, SFTTrainer
+
+            cfg = SFTConfig(completion_only_loss=True, packing=False, **common)
+            trainer = SFTTrainer(args=cfg, **kwargs)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -635,7 +671,7 @@ def build_trainer(
         trainer.remove_callback(cb)
     eos = check_eos(trainer, actor.tokenizer.eos_token_id)
     info = {
-        "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "pairs": len(pairs),
+        "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "cpo_alpha": cpo_alpha, "pairs": len(pairs),
         "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
         "notes": notes, "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
@@ -682,6 +718,8 @@ def train_actor(
     grad_accum: int = 1,
     beta: float | None = None,
     simpo_gamma: float | None = None,
+    cpo_alpha: float = 0.0,
+    bf16: bool | None = None,
     lora_r: int = 8,
     lora_alpha: int = 16,
     lora_dropout: float = 0.0,
@@ -722,7 +760,8 @@ def train_actor(
     callback = ActorTrainingCallback(loss, handle=handle, simpo_gamma=gamma_r, on_log=on_log, detector=detector)
     trainer, info = build_trainer(
         actor, pairs, loss=loss, output_dir=ckpt_dir, epochs=epochs, max_steps=max_steps, lr=lr,
-        batch_size=batch_size, grad_accum=grad_accum, beta=beta, simpo_gamma=simpo_gamma, lora_r=lora_r,
+        batch_size=batch_size, grad_accum=grad_accum, beta=beta, simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha,
+        bf16=bf16, lora_r=lora_r,
         lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=target_modules, seed=seed,
         save_steps=save_steps, save_total_limit=save_total_limit, logging_steps=logging_steps,
         max_length=max_length, callbacks=[callback],

@@ -1,0 +1,213 @@
+"""Labelers: who decides which of several move lists from the SAME start state is better.
+
+Every labeler scores candidate groups in place (`Candidate.advantage`), so pair
+building, best-of-K selection and the ranking-accuracy check do not care which
+one ran:
+
+- `critic`  A = R + gamma * V(s') * (1 - done) - V(s) with a learned critic
+  (or `Q(s, moves) - V(s)` with its Q head: `scorer="q"`). The default.
+- `rollout` A = R + gamma * G_H(s') * (1 - done) - G_H(s), where G_H(s) is the
+  discounted return the CURRENT greedy actor actually obtains from s in at most
+  H actions: multi-step, no critic needed. Greedy decoding is deterministic, so
+  the actor's answer per state is computed once (one batched generate) and the
+  continuations are simulated from that table.
+- `oracle`  A = R + gamma * V*(s') * (1 - done) - V*(s) from the exact planner.
+  A DIAGNOSTIC upper bound that separates "the critic ranks badly" from "the
+  trainer learns badly"; never a default.
+
+`ranking_accuracy` measures any labeler's pairs against the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+from lactchain.envs import GridWorldEnv, Planner, State
+
+LABELERS = ("critic", "rollout", "oracle")
+DEFAULT_LABELER = "critic"
+
+
+@dataclass
+class Candidate:
+    """One move list drawn for a start state, executed from that exact state."""
+
+    moves: list[str]
+    text: str
+    mode: str
+    reward: float
+    next_state: State
+    done: bool
+    advantage: float = 0.0
+    greedy: bool = False  # the actor's own greedy answer (kept so a target is never worse than it)
+
+
+@dataclass
+class Group:
+    """All candidates drawn from one start state; `baseline` is the labeler's V(s)."""
+
+    state: State
+    prompt: str
+    candidates: list[Candidate] = field(default_factory=list)
+    baseline: float = 0.0
+
+
+class Labeler(Protocol):
+    name: str
+    gamma: float
+
+    def score(self, groups: Sequence[Group]) -> None:
+        """Set `advantage` of every candidate and `baseline` of every group."""
+
+
+def one_step_advantage(reward: float, v_next: float, v_state: float, done: bool, gamma: float) -> float:
+    """A = R + gamma * V(s') * (1 - done) - V(s)."""
+    return reward + gamma * v_next * (0.0 if done else 1.0) - v_state
+
+
+class ValueLabeler:
+    """One-step advantage from any state-value function `values(states) -> floats`."""
+
+    def __init__(self, name: str, values: Any, gamma: float) -> None:
+        self.name, self._values, self.gamma = name, values, float(gamma)
+
+    def score(self, groups: Sequence[Group]) -> None:
+        states = sorted({g.state for g in groups} | {c.next_state for g in groups for c in g.candidates},
+                        key=lambda s: (s.y, s.x, s.orientation))
+        v = dict(zip(states, self._values(states)))
+        for g in groups:
+            g.baseline = v[g.state]
+            for c in g.candidates:
+                c.advantage = one_step_advantage(c.reward, v[c.next_state], g.baseline, c.done, self.gamma)
+
+
+class CriticLabeler(ValueLabeler):
+    """The learned critic: V-based one-step advantage, or Q(s, moves) - V(s)."""
+
+    def __init__(self, critic: Any, gamma: float, scorer: str = "v") -> None:
+        if scorer not in ("v", "q"):
+            raise ValueError(f"scorer must be 'v' or 'q', got {scorer!r}")
+        super().__init__("critic", critic.values, gamma)
+        self.critic, self.scorer = critic, scorer
+
+    def score(self, groups: Sequence[Group]) -> None:
+        if self.scorer == "v":
+            return super().score(groups)
+        flat = [(g, c) for g in groups for c in g.candidates]
+        q = self.critic.q_values([g.state for g, _ in flat], [c.moves for _, c in flat])
+        v = dict(zip([g.state for g in groups], self.critic.values([g.state for g in groups])))
+        for (g, c), qv in zip(flat, q):
+            g.baseline = v[g.state]
+            c.advantage = qv - g.baseline
+
+
+class OracleLabeler(ValueLabeler):
+    """Exact V* from the planner: the diagnostic upper bound (never a default)."""
+
+    def __init__(self, env: GridWorldEnv, gamma: float) -> None:
+        self.env = env
+        vstar = Planner(env).values(gamma)
+        super().__init__("oracle", lambda states: [vstar[s] for s in states], gamma)
+
+
+class RolloutLabeler(ValueLabeler):
+    """Scores by the discounted return the current greedy actor obtains from s' in
+    at most `horizon` actions (multi-step, executed in the env, no critic)."""
+
+    def __init__(self, actor: Any, env: GridWorldEnv, gamma: float, horizon: int = 3,
+                 prompt: Any = None, constrained: bool = True) -> None:
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        self.actor, self.env, self.horizon = actor, env, int(horizon)
+        self.prompt, self.constrained = prompt, constrained
+        super().__init__("rollout", self.greedy_returns, gamma)
+
+    def greedy_policy(self, states: Sequence[State]) -> dict[State, list[str]]:
+        """The actor's greedy move list for each state (one batched generate)."""
+        from lactchain.prompts import PromptSpec
+
+        prompt = self.prompt or PromptSpec(moves=tuple(self.actor.moves))
+        todo = list(dict.fromkeys(states))
+        samples = self.actor.generate([prompt.render(self.env.describe(s)) for s in todo],
+                                      constrained=self.constrained, temperature=0.0)
+        return {s: list(x.moves) for s, x in zip(todo, samples)}
+
+    def greedy_returns(self, states: Sequence[State]) -> list[float]:
+        """G_H(s): discounted return of the greedy actor from each state, simulated in the env."""
+        policy: dict[State, list[str]] = {}
+        frontier = [s for s in states if not self._is_goal(s)]
+        # The states greedy play can visit within the horizon, asked for level by level.
+        for _ in range(self.horizon):
+            new = [s for s in dict.fromkeys(frontier) if s not in policy]
+            if not new:
+                break
+            policy.update(self.greedy_policy(new))
+            frontier = [nxt for s in new for _, nxt, done in [execute_from(self.env, s, policy[s])] if not done]
+        out = []
+        for s in states:
+            g, discount, cur = 0.0, 1.0, s
+            for _ in range(self.horizon):
+                if self._is_goal(cur):
+                    break
+                reward, cur, done = execute_from(self.env, cur, policy[cur])
+                g += discount * reward
+                discount *= self.gamma
+                if done:
+                    break
+            out.append(g)
+        return out
+
+    def _is_goal(self, s: State) -> bool:
+        return (s.x, s.y) == tuple(self.env.goal)
+
+
+def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple[float, State, bool]:
+    """Reset the env to exactly `state`, run one action, return (reward, s', done)."""
+    env.reset(options={"state": state.as_dict()})
+    if env.state != state:
+        raise RuntimeError(f"the env did not reset to {state}")
+    _, reward, terminated, _, _ = env.step(list(moves))
+    return float(reward), env.state, bool(terminated)
+
+
+def make_labeler(name: str, *, env: GridWorldEnv, gamma: float, critic: Any = None, actor: Any = None,
+                 horizon: int = 3, scorer: str = "v", prompt: Any = None, constrained: bool = True) -> Labeler:
+    """The labeler called `name`, with the pieces it needs (a clear error when one is missing)."""
+    if name == "critic":
+        if critic is None:
+            raise ValueError("the critic labeler needs a trained critic (--critic-run, or let the pipeline train one)")
+        return CriticLabeler(critic, gamma, scorer=scorer)
+    if name == "rollout":
+        if actor is None:
+            raise ValueError("the rollout labeler needs the actor")
+        return RolloutLabeler(actor, env, gamma, horizon=horizon, prompt=prompt, constrained=constrained)
+    if name == "oracle":
+        return OracleLabeler(env, gamma)
+    raise ValueError(f"labeler must be one of {', '.join(LABELERS)}, not {name!r}")
+
+
+def ranking_accuracy(pairs: Sequence[Mapping[str, Any]], oracle: OracleLabeler) -> dict[str, float | int]:
+    """How often the oracle agrees with a labeler's chosen/rejected order.
+
+    Each pair's two lists are re-executed from its start state and scored with
+    the oracle's one-step advantage. `accuracy` = agreements / pairs the oracle
+    does not call a tie (ties: both lists are equally good by V*, `ties` counts them)."""
+    env = oracle.env
+    agree = ties = 0
+    for p in pairs:
+        start = State(**{k: p["state"][k] for k in ("x", "y", "orientation")})
+        group = Group(start, "", [])
+        for side in ("chosen", "rejected"):
+            reward, nxt, done = execute_from(env, start, p[side])
+            group.candidates.append(Candidate(list(p[side]), "", "strict", reward, nxt, done))
+        oracle.score([group])
+        a, b = (c.advantage for c in group.candidates)
+        if abs(a - b) < 1e-9:
+            ties += 1
+        elif a > b:
+            agree += 1
+    decided = len(pairs) - ties
+    return {"ranking_accuracy": agree / decided if decided else float("nan"), "ranking_pairs": len(pairs),
+            "ranking_ties": ties}
+

@@ -1,0 +1,183 @@
+"""Critic training by off-policy TD on transitions of random move lists (no LLM needed).
+
+Why: Monte-Carlo returns of the actor's own episodes are few, noisy and measure
+the (bad) behaviour policy; ranking candidates needs something close to the
+optimal value. Env steps cost nothing here, so:
+
+1. `random_transitions` draws, from EVERY non-goal state, move lists of random
+   length (1..max moves per action) and executes each from that exact state:
+   (s, moves, r, s', done). The actor's own candidates can be added too
+   (`Transition.from_candidates`), so the data grows with every iteration.
+2. Fitted value iteration (a Bellman-optimality backup over the sampled actions):
+   each round computes V(s') for every state with the current critic (one
+   batch: all states of the grid), forms the target
+       y(s) = max over sampled (moves) from s of  r + gamma * V(s') * (1 - done)
+   and regresses V(s) on y(s) for `steps_per_round` full-batch steps; the Q head
+   regresses Q(s, moves) on r + gamma * V(s') for a mini-batch of transitions.
+3. The critic keeps training across calls (the pipeline calls it again each
+   iteration with more transitions), so nothing learned is thrown away.
+
+The target scale is fixed on the first call (from the first targets) and kept,
+so values stay comparable across rounds and iterations.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+from lactchain.envs import GridWorldEnv, State, all_states
+from lactchain.labelers import execute_from
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: State
+    moves: tuple[str, ...]
+    reward: float
+    next_state: State
+    done: bool
+
+    @staticmethod
+    def from_candidates(groups: Iterable[Any]) -> list["Transition"]:
+        """The executed candidates of scored/drawn groups (lactchain.labelers.Group)."""
+        return [Transition(g.state, tuple(c.moves), c.reward, c.next_state, c.done)
+                for g in groups for c in g.candidates if c.moves]
+
+
+def non_goal_states(env: GridWorldEnv) -> list[State]:
+    return [s for s in all_states(env.size) if (s.x, s.y) != tuple(env.goal)]
+
+
+def random_transitions(env: GridWorldEnv, lists_per_state: int, seed: int) -> list[Transition]:
+    """`lists_per_state` random move lists (uniform length 1..max moves, uniform moves)
+    executed from every non-goal state."""
+    rng = random.Random(seed)
+    out = []
+    for s in non_goal_states(env):
+        for _ in range(lists_per_state):
+            moves = tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
+            reward, nxt, done = execute_from(env, s, moves)
+            out.append(Transition(s, moves, reward, nxt, done))
+    return out
+
+
+@dataclass
+class TDConfig:
+    """Fitted value iteration for the critic (see the module docstring)."""
+
+    rounds: int = 8
+    head_steps: int = 150  # value-head steps per round on cached embeddings (milliseconds each)
+    backbone_steps: int = 4  # steps per round through the LoRA backbone (about a second each on CPU)
+    lists_per_state: int = 256
+    lr: float = 1e-3
+    gamma: float = 0.9
+    q_batch: int = 64
+    q_weight: float = 0.0  # > 0 also fits Q(s, moves) during the backbone steps (slower: longer texts)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("rounds", "lists_per_state", "q_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("head_steps", "backbone_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.head_steps + self.backbone_steps == 0:
+            raise ValueError("head_steps and backbone_steps are both 0: the critic would never train")
+        if not 0.0 <= self.gamma < 1.0:
+            raise ValueError(f"gamma must be in [0, 1), got {self.gamma}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.q_weight < 0:
+            raise ValueError(f"q_weight must be >= 0, got {self.q_weight}")
+
+
+def bellman_targets(transitions: Sequence[Transition], v: dict[State, float], gamma: float) -> dict[State, float]:
+    """y(s) = max over the sampled transitions from s of r + gamma * V(s') * (1 - done)."""
+    best: dict[State, float] = {}
+    for t in transitions:
+        y = t.reward + (0.0 if t.done else gamma * v.get(t.next_state, 0.0))
+        if t.state not in best or y > best[t.state]:
+            best[t.state] = y
+    return best
+
+
+def _backbone_step(critic: Any, texts: list[str], z: torch.Tensor, transitions: Sequence[Transition],
+                   v: dict[State, float], cfg: TDConfig, rng: random.Random) -> float:
+    loss = torch.nn.functional.mse_loss(critic.forward_values(texts), z)
+    if cfg.q_weight > 0:
+        batch = rng.sample(list(transitions), min(cfg.q_batch, len(transitions)))
+        qz = torch.tensor([((t.reward + (0.0 if t.done else cfg.gamma * v.get(t.next_state, 0.0)))
+                            - critic.value_mean) / critic.value_std for t in batch], device=critic.device)
+        q_pred = critic.forward_q(critic.q_texts([t.state for t in batch], [list(t.moves) for t in batch]))
+        loss = loss + cfg.q_weight * torch.nn.functional.mse_loss(q_pred, qz)
+    return loss
+
+
+def fit_critic_td(
+    critic: Any,
+    transitions: Sequence[Transition],
+    cfg: TDConfig,
+    optimizer: torch.optim.Optimizer | None = None,
+    on_round: Callable[[int, dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[torch.optim.Optimizer, dict[str, float]]:
+    """Run `cfg.rounds` rounds of fitted value iteration on `transitions`; returns the
+    optimizer (pass it back to continue) and the last round's metrics.
+
+    Each round: a few steps through the LoRA backbone, then many cheap steps of the
+    value head on the (now fixed) embeddings of the states."""
+    from lactchain.train.critic import spearman_vs_optimal
+
+    env = critic.env
+    states = all_states(env.size)
+    if optimizer is None:
+        optimizer = torch.optim.AdamW(critic.trainable_parameters(), lr=cfg.lr, weight_decay=0.0)
+    head_opt = torch.optim.AdamW(critic.v_head.parameters(), lr=cfg.lr, weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    goal = tuple(env.goal)
+    metrics: dict[str, float] = {}
+    for rnd in range(1, cfg.rounds + 1):
+        if should_stop is not None and should_stop():
+            break
+        t0 = time.perf_counter()
+        v = dict(zip(states, critic.values(states)))
+        for s in states:
+            if (s.x, s.y) == goal:
+                v[s] = 0.0  # terminal
+        targets = bellman_targets(transitions, v, cfg.gamma)
+        if rnd == 1 and critic.value_mean == 0.0 and critic.value_std == 1.0:
+            ys = torch.tensor(list(targets.values()))
+            critic.set_target_stats(float(ys.mean()), float(ys.std()))
+        train_states = list(targets)
+        texts = critic.state_texts(train_states)
+        z = torch.tensor([(targets[s] - critic.value_mean) / critic.value_std for s in train_states],
+                         device=critic.device)
+        critic.train()
+        loss = torch.tensor(0.0)
+        for _ in range(cfg.backbone_steps):
+            loss = _backbone_step(critic, texts, z, transitions, v, cfg, rng)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if cfg.head_steps:
+            with torch.no_grad():
+                critic.eval()
+                emb = critic.embed(texts).detach()
+                critic.train()
+            for _ in range(cfg.head_steps):
+                loss = torch.nn.functional.mse_loss(critic.v_head(emb).squeeze(-1), z)
+                head_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                head_opt.step()
+        critic.eval()
+        metrics = {"round": rnd, "v_loss": float(loss.detach()), "spearman_vstar": spearman_vs_optimal(critic, cfg.gamma),
+                   "transitions": len(transitions), "round_seconds": time.perf_counter() - t0}
+        if on_round is not None:
+            on_round(rnd, metrics)
+    return optimizer, metrics
