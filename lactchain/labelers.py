@@ -40,7 +40,9 @@ class Candidate:
     next_state: State
     done: bool
     advantage: float = 0.0
-    greedy: bool = False  # the actor's own greedy answer (kept so a target is never worse than it)
+    # Where it came from: "sample" (temperature), "greedy" (so a target is never worse
+    # than what the actor already does), "elite" (best known before), "stitched".
+    source: str = "sample"
 
 
 @dataclass

@@ -23,7 +23,9 @@ and the collapse alarm (share of the most common greedy answer).
 
 from __future__ import annotations
 
+import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
@@ -55,12 +57,13 @@ class PipelineConfig:
     gamma: float = _help("Discount per action.", 0.9)
     margin: float = _help("Minimum score gap for a pair.", 0.5)
     horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
+    stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True)
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
     td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
-    actor_epochs: float = _help("Actor epochs per iteration.", 1.0)
-    actor_lr: float = _help("Actor learning rate (LoRA).", 5e-4)
+    actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs otherwise).", 2.0)
+    actor_lr: float = _help("Actor learning rate (LoRA).", 1e-3)
     actor_batch_size: int = _help("Actor batch size.", 8)
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
     train_bf16: bool = _help("bf16 autocast while training the actor (CPU with AVX512-bf16 or GPU).", True)
@@ -134,7 +137,32 @@ class EliteBuffer:
             if g.state in self.elites:
                 _, elite = self.elites[g.state]
                 g.candidates.append(Candidate(list(elite.moves), elite.text, elite.mode, elite.reward,
-                                              elite.next_state, elite.done))
+                                              elite.next_state, elite.done, source="elite"))
+
+    def stitch(self, groups: list[Group], env: Any) -> int:
+        """Add, to each group, each of its candidates followed by the elite of the state
+        it leads to (cut to the env's moves per action), executed from the
+        group's state. Dynamic programming over the actor's own best pieces: a list
+        that reaches the goal in one action is worth more than two that get there in
+        two, and sampling alone rarely finds the long ones. Returns how many were added."""
+        from lactchain.labelers import execute_from
+
+        added = 0
+        for g in groups:
+            seen = {tuple(c.moves) for c in g.candidates}
+            heads = [c for c in g.candidates if c.moves and not c.done]
+            for head in heads:
+                tail = self.elites.get(head.next_state)
+                if tail is None or not tail[1].moves:
+                    continue
+                moves = (list(head.moves) + list(tail[1].moves))[: env.max_moves_per_action]
+                if tuple(moves) in seen:
+                    continue
+                seen.add(tuple(moves))
+                reward, nxt, done = execute_from(env, g.state, moves)
+                g.candidates.append(Candidate(moves, "", "strict", reward, nxt, done, source="stitched"))
+                added += 1
+        return added
 
     def update(self, groups: list[Group]) -> int:
         """Take the best valid candidate of each scored group; returns how many changed."""
@@ -258,8 +286,9 @@ def run_pipeline(
         result.add(iteration, name, child.run_id, seconds, metrics)
         handle.log_metrics({f"{name}/{k}": v for k, v in numeric.items()}, step=iteration)
         handle.log_metrics({f"{name}/seconds": seconds}, step=iteration)
+        # Progress lines for the job's log (stderr: stdout is the --json result).
         print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
-              flush=True)
+              file=sys.stderr, flush=True)
         return child.run_id, metrics
 
     def evaluate(iteration: int) -> None:
@@ -272,7 +301,7 @@ def run_pipeline(
                        f"{out['top_answer']}")
                 for rid in (h.run_id, handle.run_id):
                     reg.set_tag(rid, "warning", msg)
-                print(f"warning [collapse] at iteration {iteration}: {msg}", flush=True)
+                print(f"warning [collapse] at iteration {iteration}: {msg}", file=sys.stderr, flush=True)
             return out
 
         phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")}, body)
@@ -320,6 +349,7 @@ def run_pipeline(
                                  include_greedy=True)
             holder["groups"] = [Group(g.state, g.prompt, list(g.candidates)) for g in groups]  # before elites
             elites.add_to(groups)
+            stitched = elites.stitch(groups, env) if cfg.stitch else 0
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
                                    actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer)
             labeler.score(groups)
@@ -330,8 +360,10 @@ def run_pipeline(
             changed = elites.update(groups)
             elite_rows = elites.rows()
             optimal = sum(1 for r in elite_rows if _is_optimal(env, r, vstar, cfg.gamma))
-            greedy = [c for g in groups for c in g.candidates if c.greedy]
-            return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed,
+            greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
+            won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
+            return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed, "stitched": stitched,
+                    **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched")},
                     "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
                     "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
                     "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}

@@ -86,6 +86,7 @@ def best_vs_worst(cands: list[Candidate], margin: float, dropped: Counter) -> tu
             distinct[key] = c
     dropped["identical_lists"] += len(valid) - len(distinct)
     if len(distinct) < 2:
+        dropped["identical_lists"] += len(distinct)  # the one list left has nothing to pair with
         return None
     ranked = sorted(distinct.values(), key=lambda c: c.advantage, reverse=True)
     best, worst = ranked[0], ranked[-1]
@@ -127,12 +128,12 @@ def draw_groups(
         greedy = actor.generate(prompts, constrained=constrained, temperature=0.0) if include_greedy else []
         for i, (state, text) in enumerate(zip(chunk, prompts)):
             group = Group(state, text)
-            picks = [(x, False) for x in drawn[i * samples : (i + 1) * samples]]
-            picks += [(greedy[i], True)] if include_greedy else []
-            for sample, is_greedy in picks:
+            picks = [(x, "sample") for x in drawn[i * samples : (i + 1) * samples]]
+            picks += [(greedy[i], "greedy")] if include_greedy else []
+            for sample, source in picks:
                 reward, nxt, done = execute_from(env, state, sample.moves)
                 group.candidates.append(Candidate(list(sample.moves), sample.text, sample.mode, reward, nxt, done,
-                                                  greedy=is_greedy))
+                                                  source=source))
             groups.append(group)
         if on_progress is not None:
             on_progress(len(chunk))

@@ -17,9 +17,8 @@ from lactchain.registry import Registry
 def pipeline_run(tmp_path_factory):
     db = tmp_path_factory.mktemp("pipeline") / "registry.db"
     res = subprocess.run(
-        [sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--critic", "tiny", "--episodes", "8",
-         "--pair-states", "8", "--eval-states", "8", "--critic-epochs", "1", "--actor-epochs", "1",
-         "--db", str(db), "--json"],
+        [sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8",
+         "--eval-states", "8", "--td-lists-per-state", "32", "--actor-epochs", "1", "--db", str(db), "--json"],
         capture_output=True, text=True, timeout=600,
     )
     assert res.returncode == 0, res.stderr
@@ -31,12 +30,16 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
     parent = reg.get_run(out["run_id"])
     assert parent["kind"] == "pipeline" and parent["status"] == "FINISHED"
     children = sorted(reg.list_runs(parent_id=parent["id"]), key=lambda r: r["created_ms"])
-    assert [c["kind"] for c in children] == ["eval", "play", "critic", "pairs", "actor", "eval"]
+    assert [c["kind"] for c in children] == ["critic", "eval", "pairs", "critic", "actor", "eval"]
     assert all(c["status"] == "FINISHED" for c in children)
     assert out["before"] is not None and out["after"] is not None
-    assert set(out["seconds_per_phase"]) == {"evaluate", "play", "train-critic", "collect-pairs", "train-actor"}
+    assert set(out["seconds_per_phase"]) == {"evaluate", "train-critic", "collect", "train-actor"}
+    assert [row["iteration"] for row in out["curve"]] == [0, 1]
+    assert 0.0 <= out["curve"][1]["ranking_accuracy"] <= 1.0 and out["curve"][1]["pairs"] >= 1
     actor_run = next(c for c in children if c["kind"] == "actor")
     assert reg.latest_artifact(actor_run["id"], "adapter") is not None
+    critic_run = next(c for c in children if c["kind"] == "critic")
+    assert reg.latest_artifact(critic_run["id"], "critic") is not None
     assert reg.latest_metrics(parent["id"])  # per-phase metrics rolled up on the parent
 
 
@@ -54,3 +57,12 @@ def test_pipeline_pairs_differ_and_replay_from_their_start_state(pipeline_run):
             reward, nxt, done = execute_from(env, start, p[side])
             assert nxt.as_dict() == p["meta"][f"{side}_next_state"]
             assert reward == p["meta"][f"{side}_reward"]
+
+
+def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
+    db = tmp_path / "registry.db"
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--labeler", "judge",
+                          "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "labeler must be one of critic, rollout, oracle" in " ".join(res.stderr.split())
+    assert not db.exists() or Registry(db).list_runs() == []

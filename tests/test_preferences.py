@@ -58,7 +58,7 @@ def test_identical_lists_and_small_margins_are_dropped_and_counted():
 
     dropped = Counter()
     assert best_vs_worst(same, margin=0.1, dropped=dropped) is None
-    assert dropped["identical_lists"] == 1
+    assert dropped["identical_lists"] == 2  # every candidate is counted once: kept or dropped
     close = [Candidate(["move forward"], "", "strict", -1, s, False, advantage=1.0),
              Candidate(["turn left"], "", "strict", -1, s, False, advantage=1.2)]
     assert best_vs_worst(close, margin=0.5, dropped=dropped) is None

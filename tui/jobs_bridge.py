@@ -43,7 +43,7 @@ class JobForm:
 ACTOR = Field("actor", "Actor", "smollm2-135m", help="preset, path or hub id")
 ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder")
 CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
-LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto"))
+LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
 
 # Option names are the CLI's own (`lactchain <command> --help`); a test checks each
 # field against the typer app so the forms cannot drift from the commands.
@@ -68,7 +68,10 @@ JOB_FORMS: tuple[JobForm, ...] = (
         ACTOR, ADAPTER, Field("states", "Start states", "all", help="'all' or a number"),
     )),
     JobForm("pipeline", "Pipeline", (
-        ACTOR, CRITIC, LOSS,
+        ACTOR, CRITIC,
+        Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
+        Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "oracle"),
+              help="oracle = diagnostic upper bound"),
         Field("iterations", "Iterations", "2"),
     )),
     JobForm("play", "Play episodes", (

@@ -22,7 +22,7 @@ from lactchain.cli.common import (
 )
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, load_actor
 
-LOSS_CHOICES = ("simpo", "dpo", "kto")
+LOSS_CHOICES = ("simpo", "dpo", "kto", "rft")
 LABELERS = ("critic", "human", "llm", "episodes", "any")
 
 
@@ -59,7 +59,7 @@ def render_summary(result: dict[str, Any]) -> None:
 
 def train_actor_cmd(
     ctx: typer.Context,
-    loss: Annotated[str, typer.Option("--loss", help="Preference loss: simpo (CPO trainer, loss_type=simpo), dpo or kto.")] = "simpo",
+    loss: Annotated[str, typer.Option("--loss", help="simpo (CPO trainer, loss_type=simpo), dpo, kto, or rft (fine-tune on the chosen side only: best-of-K).")] = "simpo",
     pairs_from: Annotated[
         Optional[list[str]],
         typer.Option("--pairs-from", help="Take pairs from this run (repeatable). Default: every run in the registry."),
@@ -79,6 +79,7 @@ def train_actor_cmd(
         Optional[float],
         typer.Option("--simpo-gamma", help="SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1)."),
     ] = None,
+    cpo_alpha: Annotated[float, typer.Option("--cpo-alpha", min=0.0, help="SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).")] = 0.0,
     lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")] = 8,
     lora_alpha: Annotated[int, typer.Option("--lora-alpha", min=1, help="LoRA alpha.")] = 16,
     save_steps: Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every N steps (and on SIGTERM).")] = 25,
@@ -107,6 +108,10 @@ def train_actor_cmd(
 
     if loss not in LOSS_CHOICES:
         raise typer.BadParameter(f"must be one of {', '.join(LOSS_CHOICES)}", param_hint="--loss")
+    if cpo_alpha and loss != "simpo":
+        raise typer.BadParameter("only applies to --loss simpo", param_hint="--cpo-alpha")
+    if loss == "rft" and resume:
+        raise typer.BadParameter("rft runs are short and do not checkpoint; start a new run", param_hint="--resume-from")
     if labeler not in LABELERS:
         raise typer.BadParameter(f"must be one of {', '.join(LABELERS)}", param_hint="--labeler")
     try:
@@ -125,7 +130,7 @@ def train_actor_cmd(
         resolve_checkpoint(registry, resume)
     params = dict(loss=loss, pairs_from=list(pairs_from or []), labeler=labeler, actor=actor, adapter=adapter,
                   epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size, beta=beta,
-                  simpo_gamma=simpo_gamma, lora_r=lora_r, lora_alpha=lora_alpha, save_steps=save_steps,
+                  simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha, lora_r=lora_r, lora_alpha=lora_alpha, save_steps=save_steps,
                   resume=resume, seed=seed)
 
     def body(handle) -> dict[str, Any]:
@@ -149,7 +154,8 @@ def train_actor_cmd(
 
             result = train_actor(
                 model, selection, loss=loss, handle=handle, epochs=epochs, max_steps=max_steps, lr=lr,
-                batch_size=batch_size, beta=beta, simpo_gamma=simpo_gamma, lora_r=lora_r, lora_alpha=lora_alpha,
+                batch_size=batch_size, beta=beta, simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha, lora_r=lora_r,
+                lora_alpha=lora_alpha,
                 seed=seed, resume_from_checkpoint=checkpoint, save_steps=save_steps, on_log=on_log,
             )
         result["pair_stats"] = stats

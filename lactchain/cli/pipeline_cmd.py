@@ -1,106 +1,207 @@
-"""`lactchain pipeline` and `lactchain bench learn`: the whole loop, end to end."""
+"""`lactchain pipeline` and `lactchain bench learn`: the whole loop, end to end.
+
+Both build one `PipelineConfig` (lactchain.pipeline); its fields are the registry
+params, so the CLI, the pipeline and the registry agree on names and defaults.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, print_json, run_job
+from lactchain.cli.common import (
+    DbOption,
+    DetachOption,
+    JsonOption,
+    RunIdOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    run_job,
+)
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, resolve_adapter
+from lactchain.pipeline import PipelineConfig
+
+_HELP = PipelineConfig.help()
+
+CriticOption = Annotated[str, typer.Option("--critic", help=_HELP["critic"])]
+LabelerOption = Annotated[str, typer.Option("--labeler", help=_HELP["labeler"])]
+LossOption = Annotated[str, typer.Option("--loss", help=_HELP["loss"])]
+SamplesOption = Annotated[int, typer.Option("--samples", "-k", help=_HELP["samples"])]
+StatesOption = Annotated[str, typer.Option("--states", help=_HELP["states"])]
+CpoAlphaOption = Annotated[float, typer.Option("--cpo-alpha", help=_HELP["cpo_alpha"])]
+ActorEpochsOption = Annotated[float, typer.Option("--actor-epochs", help=_HELP["actor_epochs"])]
+ActorLrOption = Annotated[float, typer.Option("--actor-lr", help=_HELP["actor_lr"])]
+EvalStatesOption = Annotated[str, typer.Option("--eval-states", help=_HELP["eval_states"])]
+SeedOption = Annotated[int, typer.Option("--seed", help=_HELP["seed"])]
+CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share")
+
+
+def make_config(**kwargs: Any) -> PipelineConfig:
+    """The config, or a one-line error naming the bad option (before any run exists)."""
+    try:
+        return PipelineConfig(**kwargs)
+    except ValueError as exc:
+        fail(f"{exc}")
+        raise  # pragma: no cover - fail() exits
 
 
 def render_pipeline(result: dict[str, Any]) -> None:
     table = Table(title=f"pipeline {result['run_id']}")
     for col in ("iteration", "phase", "run", "seconds", "key metrics"):
         table.add_column(col)
-    keys = ("success_rate", "mean_optimal_ratio", "spearman_vstar", "pairs", "train_loss", "parse_failure_rate")
+    keys = ("success_rate", "mean_optimal_ratio", "top_answer_share", "spearman_vstar", "pairs", "ranking_accuracy",
+            "elites_optimal", "train_loss")
     for p in result["phases"]:
         shown = "  ".join(f"{k}={p[k]:.3g}" for k in keys if isinstance(p.get(k), (int, float)))
         table.add_row(str(p["iteration"]), p["phase"], p["run_id"], f"{p['seconds']:.0f}", shown)
     console.print(table)
+    render_summary(result)
+
+
+def render_summary(result: dict[str, Any]) -> None:
     if result.get("before") and result.get("after"):
         console.print(f"success rate {result['before']['success_rate']:.3f} -> {result['after']['success_rate']:.3f}; "
-                      f"optimal ratio {result['before']['mean_optimal_ratio']:.3f} -> {result['after']['mean_optimal_ratio']:.3f}")
+                      f"optimal ratio {result['before']['mean_optimal_ratio']:.3f} -> "
+                      f"{result['after']['mean_optimal_ratio']:.3f}")
+    if result.get("transfer"):
+        t = result["transfer"]
+        console.print(f"transfer to {t['grid']}: success {t['success_rate']:.3f}, optimal ratio "
+                      f"{t['mean_optimal_ratio']:.3f} over {t['states']} start states")
+    if result.get("curve_png"):
+        console.print(f"learning curve: {result['curve_png']}")
 
 
 def pipeline_cmd(
     ctx: typer.Context,
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
-    critic: Annotated[str, typer.Option("--critic", help="Critic backbone preset (minilm-l6, tiny, sfr-embedding-mistral) or path.")] = "minilm-l6",
-    iterations: Annotated[int, typer.Option("--iterations", "-i", min=1, help="Loop iterations.")] = 1,
-    loss: Annotated[str, typer.Option("--loss", help="simpo, dpo or kto.")] = "simpo",
-    episodes: Annotated[int, typer.Option("--episodes", min=1, help="Play episodes per iteration (critic data).")] = 16,
-    pair_states: Annotated[int, typer.Option("--pair-states", min=1, help="Start states sampled for pairs per iteration.")] = 24,
-    samples: Annotated[int, typer.Option("--samples", "-k", min=2, help="Move lists drawn per pair state.")] = 4,
-    critic_epochs: Annotated[int, typer.Option("--critic-epochs", min=1)] = 3,
-    actor_epochs: Annotated[float, typer.Option("--actor-epochs", min=0.1)] = 2.0,
-    eval_states: Annotated[str, typer.Option("--eval-states", help="'all' non-goal states or a number.")] = "24",
+    critic: CriticOption = "minilm-l6",
+    labeler: LabelerOption = "critic",
+    loss: LossOption = "rft",
+    iterations: Annotated[int, typer.Option("--iterations", "-i", help=_HELP["iterations"])] = 1,
+    states: StatesOption = "all",
+    samples: SamplesOption = 6,
+    cpo_alpha: CpoAlphaOption = 0.0,
+    actor_epochs: ActorEpochsOption = 2.0,
+    actor_lr: ActorLrOption = 1e-3,
+    eval_states: EvalStatesOption = "all",
+    td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = 256,
     constrained: ConstrainedOption = True,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: SeedOption = 0,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the loop: play -> train-critic -> collect-pairs -> train-actor -> evaluate,
-    repeated; each phase is a child run of one pipeline run and each iteration
-    starts from the adapter the previous one trained. A baseline evaluation comes
-    first, so the result says before and after."""
-    if loss not in ("simpo", "dpo", "kto"):
-        raise typer.BadParameter("must be simpo, dpo or kto", param_hint="--loss")
-    if eval_states != "all" and not eval_states.isdigit():
-        raise typer.BadParameter("must be 'all' or a number", param_hint="--eval-states")
-    params = dict(actor=actor, adapter=adapter, critic=critic, iterations=iterations, loss=loss, episodes=episodes,
-                  pair_states=pair_states, samples=samples, critic_epochs=critic_epochs, actor_epochs=actor_epochs,
-                  eval_states=eval_states, constrained=constrained, seed=seed)
+    """Run the loop: train a critic by TD on random move lists, then repeat
+    collect (K samples + greedy + elite per start state, ranked by the labeler)
+    -> train-actor -> evaluate. Each phase is a child run of one pipeline run; the
+    LoRA adapter continues across iterations. A baseline evaluation comes first,
+    so the result says before and after."""
+    cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
+                      states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
+                      actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
+                      constrained=constrained, seed=seed)
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.pipeline import PipelineConfig, run_pipeline
+        from dataclasses import replace
 
-        cfg = PipelineConfig(actor=actor, adapter=resolve_adapter(handle.registry, adapter), critic=critic,
-                             iterations=iterations, loss=loss, play_episodes=episodes, pair_states=pair_states,
-                             pair_samples=samples, critic_epochs=critic_epochs, actor_epochs=actor_epochs,
-                             eval_states=eval_states if eval_states == "all" else int(eval_states),
-                             constrained=constrained, seed=seed)
+        from lactchain.pipeline import run_pipeline
+
+        run_cfg = replace(cfg, adapter=resolve_adapter(handle.registry, adapter))
         with err_console.status("pipeline") as status:
-            return run_pipeline(handle, cfg, on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
+            return run_pipeline(handle, run_cfg, on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
 
-    run_job(ctx, kind="pipeline", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"pipeline {actor} x{iterations}", render=render_pipeline)
+    run_job(ctx, kind="pipeline", db=db, detach=detach, run_id=run_id, params=cfg.params(), body=body,
+            as_json=as_json, name=f"pipeline {actor} x{iterations}", render=render_pipeline)
+
+
+def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """The learning curve (success, optimal ratio, critic and ranking quality, collapse
+    share per iteration, against wall time) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    minutes = [row["wall_s"] / 60 for row in curve]
+    for key in CURVE_KEYS:
+        ys = [row.get(key) for row in curve]
+        if any(y is not None for y in ys):
+            ax.plot(minutes, [float("nan") if y is None else y for y in ys], marker="o", label=key)
+    ax.axhline(0.9, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("wall time (min)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def bench_learn(
-    ctx: typer.Context,
-    budget_min: Annotated[float, typer.Option("--budget-min", min=1.0, help="Wall-clock budget in minutes.")] = 20.0,
+    budget_min: Annotated[float, typer.Option("--budget-min", min=1.0, help="Wall-clock budget in minutes.")] = 30.0,
     actor: ActorOption = "smollm2-135m",
-    critic: Annotated[str, typer.Option("--critic", help="Critic backbone preset.")] = "minilm-l6",
-    loss: Annotated[str, typer.Option("--loss")] = "simpo",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    critic: CriticOption = "minilm-l6",
+    labeler: LabelerOption = "critic",
+    loss: LossOption = "rft",
+    samples: SamplesOption = 6,
+    cpo_alpha: CpoAlphaOption = 0.0,
+    actor_epochs: ActorEpochsOption = 2.0,
+    actor_lr: ActorLrOption = 1e-3,
+    transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
+    seed: SeedOption = 0,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The pipeline on the default CPU models within a time budget: success rate and
-    optimal ratio before and after, critic Spearman vs V*, parse-failure rate and
-    wall time per phase. Iterations continue while the budget lasts."""
+    """The loop on the default CPU models within a time budget, evaluated greedily on
+    every non-goal start state of the 4x4 grid (at most 5 actions) after every
+    iteration: the learning curve (success, optimal-move ratio, critic Spearman vs
+    V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it in the
+    run folder, and zero-shot transfer to the 5x5 grid. `--labeler oracle` is the
+    diagnostic upper bound, not a result."""
     from lactchain.cli.common import open_registry
+    from lactchain.evaluate import evaluate_actor
     from lactchain.jobs import run_context
-    from lactchain.pipeline import PipelineConfig, run_pipeline
+    from lactchain.models.actor import Actor
+    from lactchain.pipeline import run_pipeline
 
     t0 = time.time()
-    # Default sizes: one iteration of smollm2-135m + minilm-l6 takes ~3-5 CPU minutes.
-    cfg = PipelineConfig(actor=actor, critic=critic, loss=loss, iterations=1000, seed=seed,
-                         deadline=t0 + budget_min * 60)
+    cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
+                      actor_epochs=actor_epochs, actor_lr=actor_lr, iterations=1000, seed=seed,
+                      deadline=t0 + budget_min * 60)
     registry = open_registry(db)
-    with run_context(registry, "pipeline", name=f"bench learn {budget_min:g} min", params=cfg.params()) as handle:
+    name = f"bench learn {labeler}/{loss} {budget_min:g} min"
+    with run_context(registry, "pipeline", name=name, params={**cfg.params(), "budget_min": budget_min}) as handle:
+        model = Actor.load(cfg.actor)
         with err_console.status("bench learn") as status:
-            out = run_pipeline(handle, cfg, on_phase=lambda it, name: status.update(
-                f"iteration {it}: {name} ({(time.time() - t0) / 60:.1f} of {budget_min:g} min)"))
-    result = {"run_id": handle.run_id, "budget_min": budget_min, "wall_min": (time.time() - t0) / 60,
-              "actor": actor, "critic": critic, **{k: v for k, v in out.items() if k != "phases"}}
+            out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
+                f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {budget_min:g} min)"))
+            result = {"run_id": handle.run_id, "budget_min": budget_min, "wall_min": (time.time() - t0) / 60,
+                      "actor": actor, "critic": critic, "labeler": labeler, "loss": loss,
+                      **{k: v for k, v in out.items() if k != "phases"}}
+            if transfer:
+                status.update("transfer: 5x5 grid")
+                t = evaluate_actor(model, states="all", max_actions=cfg.eval_max_actions, n_envs=cfg.n_envs,
+                                   env_kwargs={"size": 5, "goal": (4, 4)}, seed=seed)
+                result["transfer"] = {"grid": "5x5", **{k: t[k] for k in ("states", "success_rate", "mean_optimal_ratio",
+                                                                           "mean_return", "top_answer_share")}}
+                handle.log_metrics({f"transfer_5x5/{k}": float(t[k]) for k in ("success_rate", "mean_optimal_ratio")})
+        png = plot_curve(out["curve"], Path(handle.dir) / "learning_curve.png", name)
+        registry.add_artifact(handle.run_id, "plot", png, meta={"what": "learning curve"})
+        result["curve_png"] = str(png)
+        for row in out["curve"]:
+            handle.log_metrics({f"curve/{k}": float(row[k]) for k in CURVE_KEYS if row.get(k) is not None},
+                               step=row["iteration"])
     if as_json:
         print_json(result)
     else:

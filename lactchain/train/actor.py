@@ -197,7 +197,7 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
         raise NoUsablePairs("no preference pairs given")
     tok = actor.tokenizer
     if loss == "rft":
-        return _sft_dataset(actor, pairs)
+        raise ValueError("rft has no preference dataset: it trains through lactchain.train.rft.train_rft")
     paired = to_dataset(pairs, actor.chat_prompt, tok.eos_token)
     if len(paired) == 0:
         raise NoUsablePairs(f"all {len(pairs)} pair(s) have chosen == rejected; nothing to learn from")
@@ -219,20 +219,6 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
     return Dataset.from_dict(rows)
 
 
-def _sft_dataset(actor: Any, rows: Sequence[Mapping[str, Any]]):
-    """Best-of-K targets as TRL's prompt/completion format: the chat-rendered prompt
-    and the chosen move list followed by EOS (only the completion is trained on)."""
-    from datasets import Dataset
-
-    from lactchain.moves import format_moves
-
-    tok = actor.tokenizer
-    prompts = [_strip_bos(actor.chat_prompt(r["prompt"]), tok) if tokenizer_adds_bos(tok) else actor.chat_prompt(r["prompt"])
-               for r in rows]
-    completions = [format_moves(list(r["chosen"])) + tok.eos_token for r in rows]
-    return Dataset.from_dict({"prompt": prompts, "completion": completions})
-
-
 def tokenized_completions(trainer: Any) -> list[list[int]]:
     """The completion token ids of every row of a built trainer's training data
     (what the loss is computed on), for checks such as "ends with one EOS"."""
@@ -245,10 +231,6 @@ def tokenized_completions(trainer: Any) -> list[list[int]]:
     elif "chosen_ids" in cols:  # DPO
         out.extend(list(r) for r in ds["chosen_ids"])
         out.extend(list(r) for r in ds["rejected_ids"])
-    elif "labels" in cols and "input_ids" in cols:  # SFT: labels are -100 over the prompt
-        out.extend([t for t in row if t != -100] for row in ds["labels"])
-    elif "completion_mask" in cols:  # SFT (older TRL): the completion is where the mask is 1
-        out.extend([t for t, m in zip(ids, mask) if m] for ids, mask in zip(ds["input_ids"], ds["completion_mask"]))
     elif "completion_ids" in cols:  # KTO
         out.extend(list(r) for r in ds["completion_ids"])
     else:
@@ -579,8 +561,8 @@ def build_trainer(
     import torch
     from peft import LoraConfig
 
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    if loss not in PREFERENCE_LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     if batch_size < 1 or grad_accum < 1:
         raise ValueError("batch_size and grad_accum must be >= 1")
     if lr <= 0:
@@ -653,16 +635,11 @@ def build_trainer(
 
             cfg = DPOConfig(loss_type=["sigmoid"], beta=beta, **common)
             trainer = DPOTrainer(args=cfg, **kwargs)
-        elif loss == "kto":
+        else:
             from trl import KTOConfig, KTOTrainer
 
             cfg = KTOConfig(loss_type="kto", beta=beta, **common)
             trainer = KTOTrainer(args=cfg, **kwargs)
-        else:
-            from trl import SFTConfig, SFTTrainer
-
-            cfg = SFTConfig(completion_only_loss=True, packing=False, **common)
-            trainer = SFTTrainer(args=cfg, **kwargs)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -746,6 +723,11 @@ def train_actor(
     """
     if isinstance(pairs, PairSelection):
         pairs = pairs.pairs
+    if loss == "rft":  # supervised on the best candidates: our shared-prefix loop (lactchain.train.rft)
+        from lactchain.train.rft import train_rft
+
+        return train_rft(actor, pairs, handle=handle, output_dir=output_dir, epochs=epochs, lr=lr,
+                         batch_size=batch_size, lora_r=lora_r, lora_alpha=lora_alpha, seed=seed, on_log=on_log)
     if output_dir is None:
         if handle is None:
             raise ValueError("train_actor needs output_dir= or a run handle")

@@ -1,0 +1,183 @@
+"""Rejection-sampling fine-tuning (best-of-K targets) with a shared-prompt-prefix forward.
+
+Why a loop of our own and not TRL's SFTTrainer: every training row starts with the
+same ~190 tokens (chat header + strategy + conversion text) and differs only in
+the last ~30 (the state and the move list). Running that prefix ONCE per batch
+(with gradients: LoRA changes its keys/values too) and expanding its KV cache
+over the batch cuts a SmolLM2 step on CPU about 4x (batch 8: 12.4 s -> 3.1 s,
+measured side by side). The loss is plain next-token NLL on the completion (the
+move list + EOS), i.e. SFT on the labeler's best candidate per state.
+
+Read top to bottom: `encode_rows` (token ids, shared prefix), `nll_loss` (one
+batch), `train_rft` (epochs, LoRA, metrics to the registry, SIGTERM -> save and
+stop, adapter saved like the TRL trainers' so every loader reads it).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from lactchain.moves import format_moves
+
+
+@dataclass
+class EncodedRow:
+    prompt: list[int]  # chat-rendered user prompt, generation header included
+    completion: list[int]  # move list tokens + EOS
+
+
+def encode_rows(actor: Any, rows: Sequence[Mapping[str, Any]]) -> list[EncodedRow]:
+    """Token ids of each (prompt, chosen) row exactly as generation sees them."""
+    eos = actor.eos_token_id
+    out = []
+    for r in rows:
+        if not r.get("chosen"):
+            raise ValueError("an rft row needs a non-empty 'chosen' move list")
+        out.append(EncodedRow(actor._ids(actor.chat_prompt(r["prompt"])), actor._ids(format_moves(list(r["chosen"]))) + [eos]))
+    return out
+
+
+def _common_prefix(rows: Sequence[EncodedRow]) -> int:
+    first, n = rows[0].prompt, min(len(r.prompt) for r in rows)
+    for r in rows[1:]:
+        k = 0
+        while k < n and r.prompt[k] == first[k]:
+            k += 1
+        n = k
+    return max(n - 1, 0)  # keep >= 1 prompt token per row in the suffix
+
+
+def nll_loss(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> torch.Tensor:
+    """Mean NLL of the completion tokens; the shared prompt prefix runs once."""
+    sums, counts = completion_logps(model, rows, pad_id)
+    return -sums.sum() / counts.sum()
+
+
+def completion_logps(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: the summed log-prob of its completion tokens and their count."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    n = _common_prefix(rows)
+    batch = len(rows)
+    past, prefix_mask = None, torch.ones((batch, n), dtype=torch.long, device=device)
+    if n:
+        out = model(input_ids=torch.tensor([rows[0].prompt[:n]], device=device), use_cache=True,
+                    past_key_values=DynamicCache(config=model.config))
+        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        past = DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
+                            config=model.config)
+    suffixes = [r.prompt[n:] + r.completion for r in rows]
+    width = max(len(s) for s in suffixes)
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    labels = torch.full((batch, width), -100, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    for i, (r, s) in enumerate(zip(rows, suffixes)):  # right padding: positions stay contiguous
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+        start = len(r.prompt) - n
+        labels[i, start : len(s)] = torch.tensor(r.completion)
+    ids, labels, mask = ids.to(device), labels.to(device), mask.to(device)
+    positions = (n + torch.arange(width, device=device)).expand(batch, width)
+    logits = model(input_ids=ids, attention_mask=torch.cat([prefix_mask, mask], dim=1), position_ids=positions,
+                   past_key_values=past).logits
+    targets = labels[:, 1:]
+    keep = targets != -100
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (logp * keep).sum(-1), keep.sum(-1)
+
+
+def train_rft(
+    actor: Any,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    handle: Any = None,
+    output_dir: str | Path | None = None,
+    epochs: float = 1.0,
+    lr: float = 5e-4,
+    batch_size: int = 8,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
+    seed: int = 0,
+    on_log: Callable[[int, int, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune `actor` (LoRA, continued if it already has one) on `rows` of
+    {"prompt": user text, "chosen": move list}; save the adapter to
+    `<output_dir>/adapter`. After the call `actor.model` carries it."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    from lactchain.models.actor import ensure_distinct_pad
+    from lactchain.train.actor import ADAPTER_KIND, _finish_actor, _save_adapter, lora_targets
+
+    if not rows:
+        raise ValueError("no rft rows to train on")
+    if batch_size < 1 or not lr > 0 or not epochs > 0:
+        raise ValueError("batch_size must be >= 1, lr and epochs > 0")
+    if output_dir is None:
+        if handle is None:
+            raise ValueError("train_rft needs output_dir= or a run handle")
+        output_dir = handle.dir
+    out = Path(output_dir)
+    ensure_distinct_pad(actor.tokenizer, actor.model)
+    encoded = encode_rows(actor, rows)
+    model = actor.model
+    started_from = str(getattr(actor, "adapter", None) or "") or None
+    if isinstance(model, PeftModel):
+        for name, param in model.named_parameters():
+            param.requires_grad_("lora_" in name and ".default." in name)
+    else:
+        torch.manual_seed(seed)
+        model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=0.0, bias="none",
+                                                 target_modules=lora_targets(model), task_type="CAUSAL_LM"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    rng = random.Random(seed)
+    order = list(range(len(encoded)))
+    total_steps = max(1, round(epochs * len(encoded) / batch_size))
+    model.train()
+    t0 = time.perf_counter()
+    losses: list[float] = []
+    cancelled = False
+    step = 0
+    while step < total_steps:
+        rng.shuffle(order)
+        for i in range(0, len(order), batch_size):
+            if step >= total_steps:
+                break
+            if handle is not None and handle.cancelled.is_set():
+                cancelled = True
+                break
+            for group in optimizer.param_groups:  # linear decay to 0, as the TRL trainers do
+                group["lr"] = lr * (1.0 - step / total_steps)
+            s0 = time.perf_counter()
+            loss = nll_loss(model, [encoded[j] for j in order[i : i + batch_size]], actor.pad_token_id)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            losses.append(loss.item())
+            metrics = {"loss": losses[-1], "step_time_s": time.perf_counter() - s0, "lr": lr * (1.0 - (step - 1) / total_steps)}
+            if handle is not None:
+                handle.log_metrics(metrics, step=step)
+            if on_log is not None:
+                on_log(step, total_steps, metrics)
+        if cancelled:
+            break
+    seconds = time.perf_counter() - t0
+    meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": lora_r, "lora_alpha": lora_alpha,
+            "step": step, "rows": len(rows), "complete": not cancelled, "started_from": started_from}
+    adapter_dir = _save_adapter(model, out / "adapter", meta)
+    if handle is not None:
+        handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
+    _finish_actor(actor, model, adapter_dir)
+    return {"loss_type": "rft", "steps": step, "rows": len(rows), "pairs": len(rows),
+            "train_loss": sum(losses) / len(losses) if losses else None,
+            "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
+            "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
+            "cancelled": cancelled, "warnings": []}
