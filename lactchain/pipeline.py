@@ -31,7 +31,9 @@ from typing import Any, Callable
 
 from lactchain.jobs import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group
-from lactchain.train.actor import LOSSES
+
+# lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
+LOSSES = ("rft", "simpo", "dpo", "kto")
 
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 
@@ -318,7 +320,8 @@ def run_pipeline(
                 critic_state["transitions"] = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
                 critic_state["optimizer"] = None
             critic_state["transitions"] = critic_state["transitions"] + new
-            td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed)
+            td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed,
+                          q_weight=0.5 if cfg.critic_scorer == "q" else 0.0)  # the Q head ranks only if trained
             critic_state["optimizer"], metrics = fit_critic_td(
                 critic_state["critic"], critic_state["transitions"], td, critic_state["optimizer"],
                 should_stop=h.cancelled.is_set)

@@ -68,7 +68,7 @@ __all__ = [
 RUN_STATUSES = ("SCHEDULED", "RUNNING", "FINISHED", "FAILED", "KILLED")
 ACTIVE_STATUSES = ("SCHEDULED", "RUNNING")
 TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
-LABELERS = ("critic", "human", "llm", "episodes")
+LABELERS = ("critic", "rollout", "oracle", "human", "llm", "episodes")
 PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 # Not enforced (new kinds need no migration); listed so callers share spellings.
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic")

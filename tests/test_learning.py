@@ -288,3 +288,10 @@ def test_pipeline_config_params_are_its_fields():
     assert set(params) == set(PipelineConfig.help()) - {"deadline"}
     assert all(PipelineConfig.help()[k] for k in params)
     assert not math.isnan(params["actor_lr"])
+
+
+def test_pipeline_losses_match_the_trainers():
+    from lactchain.pipeline import LOSSES as PIPELINE_LOSSES
+    from lactchain.train.actor import LOSSES as TRAINER_LOSSES
+
+    assert set(PIPELINE_LOSSES) == set(TRAINER_LOSSES)

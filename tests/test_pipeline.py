@@ -66,3 +66,21 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "labeler must be one of critic, rollout, oracle" in " ".join(res.stderr.split())
     assert not db.exists() or Registry(db).list_runs() == []
+
+
+@pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}), ("rollout", "simpo", {"cpo_alpha": 1.0})])
+def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labeler, loss, extra):
+    from lactchain.jobs import run_context
+    from lactchain.pipeline import PipelineConfig, run_pipeline
+
+    reg = Registry(tmp_path / "registry.db")
+    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler=labeler, loss=loss, states=4, eval_states=4, **extra)
+    with run_context(reg, "pipeline", name="labelers", params=cfg.params()) as handle:
+        out = run_pipeline(handle, cfg)
+    kinds = [c["kind"] for c in sorted(reg.list_runs(parent_id=handle.run_id), key=lambda r: r["created_ms"])]
+    assert kinds[:2] == ["eval", "pairs"] and "critic" not in kinds  # only the critic labeler trains one
+    pairs = reg.pairs(run_ids=[next(c["id"] for c in reg.list_runs(parent_id=handle.run_id) if c["kind"] == "pairs")])
+    assert pairs and {p["labeler"] for p in pairs} == {labeler}
+    assert out["curve"][-1]["ranking_accuracy"] is not None
+    if labeler == "oracle":
+        assert out["curve"][-1]["ranking_accuracy"] == 1.0  # the oracle agrees with itself

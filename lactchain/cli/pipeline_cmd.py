@@ -39,7 +39,8 @@ ActorEpochsOption = Annotated[float, typer.Option("--actor-epochs", help=_HELP["
 ActorLrOption = Annotated[float, typer.Option("--actor-lr", help=_HELP["actor_lr"])]
 EvalStatesOption = Annotated[str, typer.Option("--eval-states", help=_HELP["eval_states"])]
 SeedOption = Annotated[int, typer.Option("--seed", help=_HELP["seed"])]
-CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share")
+CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share",
+              "elites_optimal")
 
 
 def make_config(**kwargs: Any) -> PipelineConfig:

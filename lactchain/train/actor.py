@@ -57,7 +57,7 @@ from transformers import TrainerCallback  # noqa: E402  (after the env var TRL r
 
 LOSSES = ("simpo", "dpo", "kto", "rft")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
-LABELER_CHOICES = ("critic", "human", "llm", "episodes", "any")
+LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 ADAPTER_KIND = "adapter"
 CHECKPOINT_KIND = "checkpoint"
 

@@ -44,13 +44,10 @@ def encode_rows(actor: Any, rows: Sequence[Mapping[str, Any]]) -> list[EncodedRo
 
 
 def _common_prefix(rows: Sequence[EncodedRow]) -> int:
-    first, n = rows[0].prompt, min(len(r.prompt) for r in rows)
-    for r in rows[1:]:
-        k = 0
-        while k < n and r.prompt[k] == first[k]:
-            k += 1
-        n = k
-    return max(n - 1, 0)  # keep >= 1 prompt token per row in the suffix
+    """Prompt tokens all rows share, keeping >= 1 prompt token per row in the suffix."""
+    from lactchain.models.actor import _common_prefix_len
+
+    return max(_common_prefix_len([r.prompt for r in rows]) - 1, 0)
 
 
 def nll_loss(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> torch.Tensor:
