@@ -279,7 +279,7 @@ def test_pairs_round_trip_filters_and_updates(reg):
     assert updated["status"] == "labeled" and updated["chosen"] == ["b"] and updated["updated_ms"] > before
 
     with pytest.raises(ValueError, match="labeler"):
-        reg.add_pairs(run_a, [{"labeler": "oracle"}])
+        reg.add_pairs(run_a, [{"labeler": "astrologer"}])
     with pytest.raises(ValueError, match="status"):
         reg.update_pair(ids[0], status="done")
     with pytest.raises(KeyError):
