@@ -125,3 +125,17 @@ def test_console_script_json_is_pure(db):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["run"]["id"] == critic  # nothing but JSON on the real stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["runs", "list", "--db", "{junk}"], "registry database cannot be read"),
+    (["play", "--actor", "./no-such-model", "--episodes", "1", "--db", "{ok}"], "unknown model './no-such-model'"),
+])
+def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(bytes(range(256)) * 8)
+    argv = [a.format(junk=junk, ok=tmp_path / "ok.db") for a in args]
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", *argv], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert words in res.stderr

@@ -35,4 +35,19 @@ _register_optional_groups()
 
 
 def main() -> None:
-    app()
+    """Bad input (a missing model, a file that is not a registry, a bad value) ends in
+    one line on stderr and exit code 2, not a traceback; LACTCHAIN_DEBUG=1 shows it."""
+    import os
+    import sqlite3
+    import sys
+
+    try:
+        app()
+    except (ValueError, KeyError, OSError, sqlite3.DatabaseError) as exc:
+        if os.environ.get("LACTCHAIN_DEBUG"):
+            raise
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        if isinstance(exc, sqlite3.DatabaseError):
+            message = f"the registry database cannot be read ({message}): check --db or $LACTCHAIN_DB"
+        sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
+        sys.exit(2)
