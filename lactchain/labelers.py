@@ -26,7 +26,6 @@ from typing import Any, Mapping, Protocol, Sequence
 from lactchain.envs import GridWorldEnv, Planner, State
 
 LABELERS = ("critic", "rollout", "oracle")
-DEFAULT_LABELER = "critic"
 
 
 @dataclass

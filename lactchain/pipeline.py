@@ -256,10 +256,9 @@ def run_pipeline(
     `cfg.deadline` comes first). `actor` reuses an already loaded actor."""
     from lactchain.envs import GridWorldEnv, Planner
     from lactchain.evaluate import eval_states, evaluate_actor
-    from lactchain.labelers import OracleLabeler, make_labeler
+    from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
     from lactchain.models.actor import Actor
     from lactchain.preferences import PairBatch, draw_groups, pairs_from_groups
-    from lactchain.labelers import ranking_accuracy
     from lactchain.train.actor import train_actor
 
     reg = handle.registry

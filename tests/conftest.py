@@ -28,3 +28,15 @@ def tiny_actor():
     from lactchain.models.actor import Actor
 
     return Actor.load("tiny", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small models on a shared 2-core box: one intra-op thread beats two spinning threads.
+    Modules opt in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

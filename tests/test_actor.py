@@ -17,13 +17,7 @@ from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, STRICT, format_moves
 from lactchain.prompts import DEFAULT_STRATEGY, PromptError, render_prompt
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small models on a shared 2-core box: one intra-op thread beats two spinning threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_prompts(n: int, size: int = 4, moves=DEFAULT_MOVES) -> list[str]:

@@ -30,12 +30,7 @@ from lactchain.train.rft import encode_rows, nll_loss, train_rft
 GAMMA = 0.9
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def group_of(env: GridWorldEnv, state: State, move_lists: list[list[str]]) -> Group:

@@ -16,13 +16,7 @@ from lactchain.moves import format_moves
 from lactchain.prompts import DEFAULT_STRATEGY, PromptSpec, render_prompt
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small models on a shared 2-core box: one intra-op thread beats two spinning threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
