@@ -63,6 +63,14 @@ def _heartbeat(registry: Any, run_id: str, stop: threading.Event) -> None:
             pass
 
 
+def own_process_group() -> int:
+    """This process's group when the process leads it (a detached job: its own
+    session), else 0. A foreground job shares its caller's group (a shell script,
+    cron, CI), and `kill_run` must never signal the caller and its siblings."""
+    pgid = os.getpgid(0)
+    return pgid if pgid == os.getpid() else 0
+
+
 @contextmanager
 def run_context(
     registry: Any,
@@ -79,7 +87,7 @@ def run_context(
     elif params:
         registry.log_params(run_id, params)
     handle = RunHandle(registry, run_id, registry.run_dir(run_id))
-    registry.start_run(run_id, pid=os.getpid(), pgid=os.getpgid(0))
+    registry.start_run(run_id, pid=os.getpid(), pgid=own_process_group())
 
     previous: dict[int, Any] = {}
 
@@ -215,7 +223,8 @@ def reap_dead_runs(registry: Any, never_started_after_s: float = STALE_AFTER_S) 
 
 
 def kill_run(registry: Any, run_id: str, sig: int = signal.SIGTERM) -> bool:
-    """Send `sig` to a run's process group; True if something was signalled."""
+    """Send `sig` to a run's own process group (a detached job and its children), or
+    to its process alone when it runs in someone else's group; True if signalled."""
     run = registry.get_run(run_id)
     pgid, pid = run.get("pgid"), run.get("pid")
     try:

@@ -40,7 +40,8 @@ class Candidate:
     done: bool
     advantage: float = 0.0
     # Where it came from: "sample" (temperature), "greedy" (so a target is never worse
-    # than what the actor already does), "elite" (best known before), "stitched".
+    # than what the actor already does), "elite" (best known before), "stitched",
+    # "explore" (a random move list: search the labeler ranks, no LLM involved).
     source: str = "sample"
 
 
@@ -161,6 +162,11 @@ class RolloutLabeler(ValueLabeler):
 
     def _is_goal(self, s: State) -> bool:
         return (s.x, s.y) == tuple(self.env.goal)
+
+
+def random_moves(env: GridWorldEnv, rng: Any) -> tuple[str, ...]:
+    """A random move list: uniform length 1..moves per action, uniform moves."""
+    return tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
 
 
 def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple[float, State, bool]:

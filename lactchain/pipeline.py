@@ -60,6 +60,8 @@ class PipelineConfig:
     margin: float = _help("Minimum score gap for a pair.", 0.5)
     horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
     stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True)
+    explore: int = _help("Random move lists per start state added as candidates (env steps, no LLM): the labeler "
+                         "searches beyond the actor's own samples. 0 = only the actor's lists.", 64)
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
@@ -92,8 +94,9 @@ class PipelineConfig:
                      "eval_max_actions", "n_envs"):
             if int(getattr(self, name)) < 1:
                 bad(name, f"must be >= 1, got {getattr(self, name)}")
-        if self.td_rounds_per_iteration < 0:
-            bad("td_rounds_per_iteration", "must be >= 0")
+        for name in ("td_rounds_per_iteration", "explore"):
+            if int(getattr(self, name)) < 0:
+                bad(name, f"must be >= 0, got {getattr(self, name)}")
         if self.samples < 2 and self.loss != "rft":
             bad("samples", f"must be >= 2 for pairs, got {self.samples}")
         if self.temperature < 0.7:
@@ -258,7 +261,7 @@ def run_pipeline(
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
     from lactchain.models.actor import Actor
-    from lactchain.preferences import PairBatch, draw_groups, pairs_from_groups
+    from lactchain.preferences import PairBatch, add_exploration, draw_groups, pairs_from_groups
     from lactchain.train.actor import train_actor
 
     reg = handle.registry
@@ -350,6 +353,7 @@ def run_pipeline(
                                  constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
                                  include_greedy=True)
             holder["groups"] = [Group(g.state, g.prompt, list(g.candidates)) for g in groups]  # before elites
+            explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
@@ -365,7 +369,8 @@ def run_pipeline(
             greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
             won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
             return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed, "stitched": stitched,
-                    **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched")},
+                    "explored": explored,
+                    **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore")},
                     "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
                     "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
                     "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}

@@ -24,6 +24,7 @@ from lactchain.labelers import (
     OracleLabeler,
     execute_from,
     one_step_advantage,
+    random_moves,
     ranking_accuracy,
 )
 from lactchain.moves import FAILED, format_moves
@@ -138,6 +139,30 @@ def draw_groups(
         if on_progress is not None:
             on_progress(len(chunk))
     return groups
+
+
+def add_exploration(groups: Sequence[Group], env: GridWorldEnv, per_state: int, seed: int = 0) -> int:
+    """Append `per_state` random move lists (distinct from the group's own) to every
+    group, executed from its state: candidates the labeler ranks beside the actor's
+    samples, so the search is not limited to what the actor already says. Env steps
+    only; returns how many were added."""
+    rng = random.Random(seed)
+    added = 0
+    for g in groups:
+        seen = {tuple(c.moves) for c in g.candidates}
+        mine = 0
+        for _ in range(per_state * 4):  # short lists repeat; stop trying after a while
+            if mine >= per_state:
+                break
+            moves = random_moves(env, rng)
+            if moves in seen:
+                continue
+            seen.add(moves)
+            reward, nxt, done = execute_from(env, g.state, moves)
+            g.candidates.append(Candidate(list(moves), "", "strict", reward, nxt, done, source="explore"))
+            mine += 1
+        added += mine
+    return added
 
 
 def pairs_from_groups(groups: Sequence[Group], labeler: Labeler, margin: float, out: PairBatch) -> PairBatch:

@@ -93,6 +93,10 @@ class RunNotFound(KeyError):
         return self.message
 
 
+class RegistryFileError(ValueError):
+    """The file at the registry path cannot be used as a LactChain registry."""
+
+
 class AmbiguousRunId(RunNotFound):
     """An id prefix matches more than one run."""
 
@@ -403,12 +407,34 @@ class Registry:
             )
             db = sqlite_utils.Database(conn, execute_plugins=False)
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            try:
+                self._check_is_registry(db)  # before anything writes (WAL, schema) to the file
+            except BaseException:
+                conn.close()
+                raise
             db.enable_wal()
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             self._db, self._pid = db, os.getpid()
             self._migrate(db)
         return self._db
+
+    def _check_is_registry(self, db: sqlite_utils.Database) -> None:
+        """Refuse, untouched, a SQLite file of another application or from a newer lactchain."""
+        version = self._user_version(db)
+        if version > SCHEMA_VERSION:
+            raise RegistryFileError(
+                f"{self.path} has schema version {version}, newer than this lactchain "
+                f"({SCHEMA_VERSION}); upgrade lactchain to open it"
+            )
+        if version == 0:
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+            if tables:
+                shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+                raise RegistryFileError(
+                    f"{self.path} is a SQLite database of another application (tables: {shown}), not a "
+                    "LactChain registry; point --db at a registry or at a new file"
+                )
 
     def _migrate(self, db: sqlite_utils.Database) -> None:
         """Bring the schema to SCHEMA_VERSION; concurrent openers serialise on the write lock."""
@@ -417,7 +443,7 @@ class Registry:
         with self._write() as db:
             current = self._user_version(db)  # re-read: another process may have migrated
             if current > SCHEMA_VERSION:
-                raise RuntimeError(
+                raise RegistryFileError(
                     f"{self.path} has schema version {current}, newer than this lactchain "
                     f"({SCHEMA_VERSION}); upgrade lactchain to open it"
                 )

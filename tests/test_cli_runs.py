@@ -130,12 +130,29 @@ def test_console_script_json_is_pure(db):
 @pytest.mark.parametrize("args, words", [
     (["runs", "list", "--db", "{junk}"], "registry database cannot be read"),
     (["play", "--actor", "./no-such-model", "--episodes", "1", "--db", "{ok}"], "unknown model './no-such-model'"),
+    (["runs", "list", "--db", "{foreign}"], "another application"),
+    (["play", "--actor", "tiny", "--episodes", "1", "--run-id", "{finished}", "--db", "{ok}"],
+     "only a SCHEDULED play run can be adopted"),
+    (["play", "--actor", "tiny", "--episodes", "1", "--run-id", "nope", "--db", "{ok}"], "no such run"),
 ])
 def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
+    import sqlite3
+
     junk = tmp_path / "junk.db"
     junk.write_bytes(bytes(range(256)) * 8)
-    argv = [a.format(junk=junk, ok=tmp_path / "ok.db") for a in args]
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE notes (body TEXT)")
+    with Registry(tmp_path / "ok.db") as reg:
+        finished = reg.create_run("critic")
+        reg.end_run(finished, "FINISHED")
+        runs_before = len(reg.list_runs())
+    files_before = {p: p.read_bytes() for p in (junk, foreign)}
+    argv = [a.format(junk=junk, ok=tmp_path / "ok.db", foreign=foreign, finished=finished) for a in args]
     res = subprocess.run([sys.executable, "-m", "lactchain.cli", *argv], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert words in res.stderr
+    assert {p: p.read_bytes() for p in files_before} == files_before  # refused files are untouched
+    with Registry(tmp_path / "ok.db") as reg:
+        assert len(reg.list_runs()) == runs_before and reg.get_run(finished)["status"] == "FINISHED"

@@ -301,3 +301,28 @@ def test_minilm_values_for_all_states_are_distinct():
     assert len(values) == 64 and len(set(values)) == 64
     vstar = Planner(GridWorldEnv()).values(GAMMA)
     assert State(3, 3, "north") in vstar  # the grid the critic describes is the planner's
+
+
+class _Exploit:
+    """Unpickling this would create a file: the stand-in for a malicious checkpoint."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_checkpoint_loading_refuses_pickles_whatever_the_environment(tmp_path, monkeypatch):
+    from lactchain.train.critic import load_tensors
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    marker = tmp_path / "pwned"
+    torch.save({"state": _Exploit(str(marker))}, tmp_path / "optimizer.pt")
+    with pytest.raises(ValueError, match="not a plain tensor checkpoint"):
+        load_tensors(tmp_path / "optimizer.pt", "cpu")
+    assert not marker.exists()
+    # a real optimizer state still loads
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])
+    torch.save(opt.state_dict(), tmp_path / "ok.pt")
+    assert load_tensors(tmp_path / "ok.pt", "cpu")["param_groups"][0]["lr"] == opt.param_groups[0]["lr"]

@@ -115,3 +115,27 @@ def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path):
     assert min(a["step"] for a in first) > last_step >= 1
     assert lactchain("runs", "kill", new_id, "--wait", "60", "--db", str(db)).returncode == 0
     assert reg.get_run(new_id)["status"] == "KILLED"
+
+
+def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
+    """A script that runs `lactchain play` in the foreground (so the job shares the
+    script's process group) survives `runs kill`, and so does its other child."""
+    db = tmp_path / "registry.db"
+    script = (f"sleep 300 & echo $! > {tmp_path / 'sibling.pid'}; "
+              f"{sys.executable} -m lactchain.cli play --actor tiny --episodes 100000 --envs 1 --free --db {db}; "
+              "sleep 300")
+    parent = subprocess.Popen(["bash", "-c", script], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run = wait_for(lambda: db.exists() and next(
+            (r for r in Registry(db).list_runs() if r["status"] == "RUNNING"), None))
+        reg = Registry(db)
+        assert run["pgid"] == 0  # not the leader of the group it runs in
+        sibling = int((tmp_path / "sibling.pid").read_text())
+        res = lactchain("runs", "kill", run["id"], "--wait", "60", "--db", str(db))
+        assert res.returncode == 0, res.stderr
+        assert wait_for(lambda: reg.get_run(run["id"])["status"] == "KILLED")
+        assert parent.poll() is None and pid_alive(sibling)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()

@@ -19,6 +19,7 @@ from lactchain.registry import (
     TABLES,
     AmbiguousRunId,
     Registry,
+    RegistryFileError,
     RunNotFound,
 )
 
@@ -65,8 +66,22 @@ def test_newer_schema_is_refused(tmp_path):
     raw = sqlite3.connect(path)
     raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     raw.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(RegistryFileError, match="newer"):
         Registry(path)
+
+
+def test_another_applications_sqlite_file_is_refused_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    raw.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    raw.commit()
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(RegistryFileError, match="another application.*invoices"):
+        Registry(path)
+    assert path.read_bytes() == before
+    assert not (tmp_path / "other.db-wal").exists()
 
 
 # -- runs --------------------------------------------------------------------

@@ -34,7 +34,9 @@ def print_json(obj: Any) -> None:
 
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -84,6 +86,32 @@ def open_registry(db: Optional[Path]):
     return Registry(db)
 
 
+def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> None:
+    """Fail (one line) on an unknown or wrong-kind --actor/--critic before any run exists."""
+    from lactchain.models.presets import ACTOR, CRITIC, check_spec
+
+    for spec, role in ((actor, ACTOR), (critic, CRITIC)):
+        if spec is not None:
+            try:
+                check_spec(spec, role)
+            except ValueError as exc:
+                fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
+
+
+def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
+    """`--run-id` only adopts a SCHEDULED run of this command's kind (the row `--detach`,
+    `runs resume` or the console created for it); never a run that already ran."""
+    from lactchain.registry import RunNotFound
+
+    try:
+        run = registry.get_run(run_id)
+    except RunNotFound:
+        fail(f"--run-id {run_id}: no such run; --run-id is set by --detach, leave it out to start a new run")
+    if run["id"] != run_id or run["status"] != "SCHEDULED" or run["kind"] != kind:
+        fail(f"--run-id {run_id}: run {run['id']} is a {run['status']} {run['kind']} run; only a SCHEDULED {kind} "
+             "run can be adopted (leave --run-id out to start a new run)")
+
+
 def run_job(
     ctx: click.Context,
     *,
@@ -101,6 +129,7 @@ def run_job(
     registry-tracked run and print its result (JSON or `render`)."""
     from lactchain import jobs
 
+    check_models(ctx.params.get("actor"), ctx.params.get("critic"))
     registry = open_registry(db)
     if detach:
         rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
@@ -109,6 +138,8 @@ def run_job(
         else:
             console.print(f"started [bold]{rid}[/] in the background; follow it with [cyan]lactchain runs logs {rid} --follow[/]")
         return
+    if run_id is not None:
+        check_adoptable(registry, run_id, kind)
     try:
         cmd = ["lactchain", *relaunch_argv(ctx)]
         with jobs.run_context(registry, kind, name=name, params=params, run_id=run_id, cmd=cmd) as handle:

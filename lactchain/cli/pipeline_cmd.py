@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from lactchain.cli.common import (
+    check_models,
     DbOption,
     DetachOption,
     JsonOption,
@@ -39,6 +40,7 @@ ActorEpochsOption = Annotated[float, typer.Option("--actor-epochs", help=_HELP["
 ActorLrOption = Annotated[float, typer.Option("--actor-lr", help=_HELP["actor_lr"])]
 EvalStatesOption = Annotated[str, typer.Option("--eval-states", help=_HELP["eval_states"])]
 SeedOption = Annotated[int, typer.Option("--seed", help=_HELP["seed"])]
+ExploreOption = Annotated[int, typer.Option("--explore", help=_HELP["explore"])]
 CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share",
               "elites_optimal")
 
@@ -93,6 +95,7 @@ def pipeline_cmd(
     actor_lr: ActorLrOption = 1e-3,
     eval_states: EvalStatesOption = "all",
     td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = 256,
+    explore: ExploreOption = 64,
     constrained: ConstrainedOption = True,
     seed: SeedOption = 0,
     db: DbOption = None,
@@ -108,7 +111,7 @@ def pipeline_cmd(
     cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
                       states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
                       actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
-                      constrained=constrained, seed=seed)
+                      explore=explore, constrained=constrained, seed=seed)
 
     def body(handle) -> dict[str, Any]:
         from dataclasses import replace
@@ -159,6 +162,7 @@ def bench_learn(
     cpo_alpha: CpoAlphaOption = 0.0,
     actor_epochs: ActorEpochsOption = 2.0,
     actor_lr: ActorLrOption = 1e-3,
+    explore: ExploreOption = 64,
     transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
     seed: SeedOption = 0,
     db: DbOption = None,
@@ -178,8 +182,9 @@ def bench_learn(
 
     t0 = time.time()
     cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
-                      actor_epochs=actor_epochs, actor_lr=actor_lr, iterations=1000, seed=seed,
+                      actor_epochs=actor_epochs, actor_lr=actor_lr, explore=explore, iterations=1000, seed=seed,
                       deadline=t0 + budget_min * 60)
+    check_models(cfg.actor, cfg.critic if cfg.labeler == "critic" else None)
     registry = open_registry(db)
     name = f"bench learn {labeler}/{loss} {budget_min:g} min"
     with run_context(registry, "pipeline", name=name, params={**cfg.params(), "budget_min": budget_min}) as handle:

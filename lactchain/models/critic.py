@@ -42,6 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from lactchain.envs.gridworld import ORIENTATIONS, GridWorldEnv, State
+from lactchain.models.presets import BUILTIN_CRITICS
 from lactchain.moves import format_moves
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ HEADS_NAME = "heads.pt"
 ADAPTER_DIR = "adapter"
 DEFAULT_SPEC = "minilm-l6"
 PRESETS = ("minilm-l6", "sfr-embedding-mistral", "tiny", "tiny-causal")  # + any local folder / cached hub id
-TINY_SPECS = ("tiny", "tiny-causal")
+TINY_SPECS = BUILTIN_CRITICS  # ("tiny", "tiny-causal")
 _ALIASES = {"tiny-encoder": "tiny"}  # the name lactchain.models.presets lists it under
 POOLINGS = ("mean", "last", "first")  # "first" (alias "cls") = position 0: encoders only
 TINY_CRITIC_SEED = 4321

@@ -547,12 +547,37 @@ def prepare(name: str, progress: Optional[Progress] = None) -> Path:
     )
 
 
-def _resolve(spec: str, role: str, progress: Optional[Progress]) -> Path:
+# Critics lactchain.models.critic builds in memory (seeded random backbones for tests).
+BUILTIN_CRITICS = ("tiny", "tiny-causal")
+
+
+def check_spec(spec: str, role: str) -> None:
+    """Raise ValueError (one line) unless `spec` can be loaded as a `role` model: a
+    preset of that role, a model folder, or a cached hub id. Cheap (nothing is built),
+    so commands call it before they create a run."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"the {role} model name is empty: use a preset ({_role_names(role)}), a folder or a hub id")
+    if role == CRITIC and spec in BUILTIN_CRITICS:
+        return
     preset = PRESETS.get(spec)
-    if preset is not None and preset.role != role:
-        names = ", ".join(p.name for p in PRESETS.values() if p.role == role)
-        article = "an" if role == ACTOR else "a"
-        raise ValueError(f"{spec!r} is a {preset.role} preset, not {article} {role}; {role} presets: {names}")
+    if preset is not None:
+        if preset.role != role:
+            article = "an" if role == ACTOR else "a"
+            raise ValueError(f"{spec!r} is a {preset.role} preset, not {article} {role}; {role} presets: "
+                             f"{_role_names(role)}")
+        return
+    ready, detail = preset_status(spec)
+    if not ready:
+        raise ValueError(detail if spec in detail else f"{spec}: {detail}")
+
+
+def _role_names(role: str) -> str:
+    return ", ".join(p.name for p in PRESETS.values() if p.role == role)
+
+
+def _resolve(spec: str, role: str, progress: Optional[Progress]) -> Path:
+    if spec in PRESETS:
+        check_spec(spec, role)  # the role; prepare() itself explains a missing folder or hub id
     return prepare(spec, progress)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from lactchain.envs import GridWorldEnv, State, all_states
-from lactchain.labelers import execute_from
+from lactchain.labelers import execute_from, random_moves
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def random_transitions(env: GridWorldEnv, lists_per_state: int, seed: int) -> li
     out = []
     for s in non_goal_states(env):
         for _ in range(lists_per_state):
-            moves = tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
+            moves = random_moves(env, rng)
             reward, nxt, done = execute_from(env, s, moves)
             out.append(Transition(s, moves, reward, nxt, done))
     return out
