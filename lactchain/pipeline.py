@@ -66,7 +66,7 @@ class PipelineConfig:
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
     td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
-    actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs otherwise).", 2.0)
+    actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs otherwise).", 6.0)
     actor_lr: float = _help("Actor learning rate (LoRA).", 1e-3)
     actor_batch_size: int = _help("Actor batch size.", 8)
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
@@ -121,6 +121,10 @@ class PipelineConfig:
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "deadline"}
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default for f in fields(cls)}
 
     @classmethod
     def help(cls) -> dict[str, str]:

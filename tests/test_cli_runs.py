@@ -134,6 +134,13 @@ def test_console_script_json_is_pure(db):
     (["play", "--actor", "tiny", "--episodes", "1", "--run-id", "{finished}", "--db", "{ok}"],
      "only a SCHEDULED play run can be adopted"),
     (["play", "--actor", "tiny", "--episodes", "1", "--run-id", "nope", "--db", "{ok}"], "no such run"),
+    (["play", "--actor", "minilm-l6", "--episodes", "1", "--db", "{ok}"], "'minilm-l6' is a critic preset, not an actor"),
+    (["pipeline", "--actor", "tiny", "--critic", "smollm2-135m", "--db", "{ok}"], "is an actor preset, not a critic"),
+    (["play", "--actor", "tiny", "--temperature", "inf", "--db", "{ok}"], "inf is not a finite number"),
+    (["play", "--actor", "tiny", "--temperature", "nan", "--db", "{ok}"], "Invalid value for '--temperature'"),
+    (["pipeline", "--actor", "tiny", "--actor-lr", "inf", "--db", "{ok}"], "inf is not a finite number"),
+    (["play", "--actor", "tiny", "--episodes", "0", "--db", "{ok}"], "Invalid value for '--episodes'"),
+    (["play", "--actor", "tiny", "--bogus", "--db", "{ok}"], "No such option: --bogus"),
 ])
 def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
     import sqlite3

@@ -345,7 +345,7 @@ def test_info_description():
     _, info = env.reset()
     text = info["description"]
     assert "4x4" in text
-    assert "(x=3, y=3)" in text  # the goal
+    assert "The goal is 3 steps ahead and 3 steps to your left." in text  # (3, 3) from (0, 0) facing east
     assert "(x=0, y=0) facing east" in text
     *_, info = env.step([F])
     assert "(x=1, y=0) facing east" in info["description"]
@@ -354,7 +354,7 @@ def test_info_description():
 def test_description_follows_size_and_goal():
     env = GridWorldEnv(size=6, goal=(5, 2))
     _, info = env.reset()
-    assert "6x6" in info["description"] and "(x=5, y=2)" in info["description"]
+    assert "6x6" in info["description"] and "The goal is 5 steps ahead and 2 steps to your left" in info["description"]
 
 
 # ---- rendering --------------------------------------------------------------------
@@ -434,3 +434,15 @@ def test_gym_make_after_import():
     assert obs == {"x": 2, "y": 0, "orientation": ORIENTATIONS.index("east")}
     assert reward == -2.0
     env.close()
+
+
+@pytest.mark.parametrize("state, words", [
+    (State(0, 0, "east"), "The goal is 3 steps ahead and 3 steps to your left."),
+    (State(0, 0, "north"), "The goal is 3 steps ahead and 3 steps to your right."),
+    (State(3, 1, "south"), "The goal is 2 steps behind you."),
+    (State(2, 3, "north"), "The goal is 1 step to your right."),
+    (State(3, 3, "west"), "You are on the goal."),
+])
+def test_description_says_where_the_goal_is_from_the_agents_view(state, words):
+    text = GridWorldEnv().describe(state)
+    assert text.endswith(words) and f"(x={state.x}, y={state.y}) facing {state.orientation}" in text

@@ -72,14 +72,17 @@ def test_kill_dash_nine_is_failed_on_next_read(tmp_path):
 
 def test_crash_is_failed_with_traceback(tmp_path):
     db = tmp_path / "registry.db"
-    res = lactchain("play", "--actor", str(tmp_path / "no-such-model"), "--db", str(db), "--detach", "--json")
+    broken = tmp_path / "no-such-model"  # looks like a model folder, fails to load inside the job
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    res = lactchain("play", "--actor", str(broken), "--db", str(db), "--detach", "--json")
     run_id = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] in ("FAILED", "FINISHED") and r)
     assert run["status"] == "FAILED"
-    assert "Traceback" in run["error"] and "no-such-model" in run["error"]
+    assert "Traceback" in run["error"] and "tokenizer" in run["error"]
     wait_for(lambda: not pid_alive(run["pid"]))
-    assert "no-such-model" in (tmp_path / run_id / "log.txt").read_text()
+    assert "tokenizer" in (tmp_path / run_id / "log.txt").read_text()  # the one-line error; the run keeps the traceback
 
 
 def test_scheduled_run_that_never_started_is_reaped(tmp_path):

@@ -237,6 +237,25 @@ def test_elites_only_improve_and_re_enter_every_group():
     assert elites.rows()[0]["chosen"] == [F, F, F, L, F, F, F]
 
 
+def test_exploration_adds_distinct_random_lists_that_find_the_optimum():
+    from lactchain.preferences import add_exploration
+
+    env = GridWorldEnv()
+    oracle = OracleLabeler(env, GAMMA)
+    states = [s for s in all_states(4) if (s.x, s.y) != env.goal]
+    groups = [group_of(env, s, [[L]]) for s in states]
+    added = add_exploration(groups, env, per_state=64, seed=3)
+    assert added == sum(len(g.candidates) - 1 for g in groups) and added > 50 * len(states)
+    for g in groups:
+        assert len({tuple(c.moves) for c in g.candidates}) == len(g.candidates)  # no repeats
+        for c in g.candidates[1:]:  # executed from the group's own state
+            assert c.source == "explore" and (c.reward, c.next_state, c.done) == execute_from(env, g.state, c.moves)
+    oracle.score(groups)
+    best_is_optimal = [
+        math.isclose(max(c.advantage for c in g.candidates), 0.0, abs_tol=1e-6) for g in groups]  # A* = 0 at V*
+    assert sum(best_is_optimal) / len(groups) > 0.5  # random search alone often finds an optimal action
+
+
 class ConstantActor:
     """A state-independent policy: the collapse the alarm must catch."""
 

@@ -42,7 +42,15 @@ def main() -> None:
     import sys
 
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # a bad option value, an unknown option, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        sys.stderr.write(f"error: {' '.join(exc.format_message().split())}{hint}\n")
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
     except (ValueError, KeyError, OSError, sqlite3.DatabaseError) as exc:
         if os.environ.get("LACTCHAIN_DEBUG"):
             raise
@@ -51,3 +59,4 @@ def main() -> None:
             message = f"the registry database cannot be read ({message}): check --db or $LACTCHAIN_DB"
         sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

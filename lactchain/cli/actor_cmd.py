@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (
+    finite,
     DbOption,
     DetachOption,
     JsonOption,
@@ -67,9 +68,9 @@ def train_actor_cmd(
     labeler: Annotated[str, typer.Option("--labeler", help="Only pairs from this labeler: critic, human, llm, episodes or any.")] = "any",
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
-    epochs: Annotated[float, typer.Option("--epochs", min=0.0, help="Passes over the pairs (ignored with --max-steps).")] = 1.0,
+    epochs: Annotated[float, typer.Option("--epochs", callback=finite, min=0.0, help="Passes over the pairs (ignored with --max-steps).")] = 1.0,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Stop after this many optimizer steps.")] = None,
-    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate of the LoRA weights.")] = 5e-5,
+    lr: Annotated[float, typer.Option("--lr", callback=finite, min=0.0, help="Learning rate of the LoRA weights.")] = 5e-5,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Pairs per optimizer step.")] = 8,
     beta: Annotated[
         Optional[float],
@@ -79,9 +80,9 @@ def train_actor_cmd(
         Optional[float],
         typer.Option("--simpo-gamma", help="SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1)."),
     ] = None,
-    cpo_alpha: Annotated[float, typer.Option("--cpo-alpha", min=0.0, help="SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).")] = 0.0,
-    lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")] = 8,
-    lora_alpha: Annotated[int, typer.Option("--lora-alpha", min=1, help="LoRA alpha.")] = 16,
+    cpo_alpha: Annotated[float, typer.Option("--cpo-alpha", callback=finite, min=0.0, help="SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).")] = 0.0,
+    lora_r: Annotated[int, typer.Option("--lora-r", min=1, max=1024, help="LoRA rank.")] = 8,
+    lora_alpha: Annotated[int, typer.Option("--lora-alpha", min=1, max=4096, help="LoRA alpha.")] = 16,
     save_steps: Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every N steps (and on SIGTERM).")] = 25,
     resume: Annotated[
         Optional[str],
@@ -89,7 +90,7 @@ def train_actor_cmd(
                      help="Continue from a checkpoint folder, or a train-actor run id's latest checkpoint "
                           "(`lactchain runs resume` passes --resume-from RUN_ID)."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for LoRA init, data order and dropout.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for LoRA init, data order and dropout.")] = 0,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lactchain.cli.common import JsonOption, console, err_console, print_json
+from lactchain.cli.common import JsonOption, console, err_console, finite, print_json
 from lactchain.cli.play_cmd import ActorOption, ConstrainedOption
 
 app = typer.Typer(help="Benchmarks (print JSON with --json).", no_args_is_help=True)
@@ -62,11 +62,11 @@ def _generate_rate(model: Any, envs: int, steps: int, constrained: bool, tempera
 @app.command("rollout")
 def rollout(
     actor: ActorOption = "smollm2-135m",
-    envs: Annotated[int, typer.Option("--envs", "-b", min=1, help="Batch size: envs stepped in lock-step.")] = 16,
+    envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Batch size: envs stepped in lock-step.")] = 16,
     steps: Annotated[int, typer.Option("--steps", "-k", min=1, help="Lock-steps to time in each mode.")] = 4,
     constrained: ConstrainedOption = True,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0)] = 0.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0)] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     bf16: Annotated[bool, typer.Option("--bf16/--no-bf16", help="Also time generation with a bfloat16 copy of the weights.")] = True,
     as_json: JsonOption = False,
 ) -> None:

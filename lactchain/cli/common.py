@@ -32,6 +32,15 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def finite(value: Any) -> Any:
+    """Option callback: refuse nan and inf, which parse as floats and pass min/max."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
@@ -65,7 +74,7 @@ def relaunch_argv(ctx: click.Context) -> list[str]:
         value = ctx.params.get(param.name)
         if value is None:
             continue
-        if isinstance(param, click.Argument):
+        if param.param_type_name == "argument":
             argv.extend(str(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
             continue
         opt = max(param.opts, key=len)

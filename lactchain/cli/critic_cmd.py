@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, open_registry, run_job
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, open_registry, run_job
 
 CriticOption = Annotated[
     str,
@@ -34,14 +34,14 @@ def train_critic(
     ],
     critic: CriticOption = "minilm-l6",
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the training steps.")] = 5,
-    gamma: Annotated[float, typer.Option("--gamma", min=0.0, max=0.999999, help="Discount per action.")] = 0.9,
-    lr: Annotated[float, typer.Option("--lr", min=0.0, help="AdamW learning rate (LoRA + heads).")] = 5e-4,
+    gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Discount per action.")] = 0.9,
+    lr: Annotated[float, typer.Option("--lr", callback=finite, min=0.0, help="AdamW learning rate (LoRA + heads).")] = 5e-4,
     batch_size: Annotated[
         int, typer.Option("--batch-size", "-b", min=2, help="Stored steps (state, return samples) per optimizer step.")
     ] = 64,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for the train/val split, shuffles and head init.")] = 0,
-    lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")] = 8,
-    q_weight: Annotated[float, typer.Option("--q-weight", min=0.0, help="Weight of the Q(s, moves) loss; 0 trains V only.")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for the train/val split, shuffles and head init.")] = 0,
+    lora_r: Annotated[int, typer.Option("--lora-r", min=1, max=1024, help="LoRA rank.")] = 8,
+    q_weight: Annotated[float, typer.Option("--q-weight", callback=finite, min=0.0, help="Weight of the Q(s, moves) loss; 0 trains V only.")] = 1.0,
     resume_from: Annotated[
         Optional[str], typer.Option("--resume-from", help="Continue from the last checkpoint of this train-critic run.")
     ] = None,

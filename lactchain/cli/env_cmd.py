@@ -8,7 +8,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from lactchain.cli.common import JsonOption, console, fail, print_json
+from lactchain.cli.common import JsonOption, console, fail, finite, print_json
 from lactchain.envs import GridWorldEnv, Planner
 from lactchain.envs.gridworld import render_ansi
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
@@ -20,7 +20,7 @@ app = typer.Typer(help="Inspect the GridWorld environment.", no_args_is_help=Tru
 def show(
     size: Annotated[int, typer.Option("--size", "-n", help="Grid side length.")] = 4,
     turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
-    gamma: Annotated[float, typer.Option("--gamma", help="Per-action discount for V*.")] = 0.99,
+    gamma: Annotated[float, typer.Option("--gamma", callback=finite, help="Per-action discount for V*.")] = 0.99,
     as_json: JsonOption = False,
 ) -> None:
     """Render the grid and the optimal plan from the start state.

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, run_job
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, run_job
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
 
 
@@ -38,14 +38,14 @@ def collect_pairs_cmd(
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
     critic_run: Annotated[Optional[str], typer.Option("--critic-run", help="train-critic run whose checkpoint scores candidates.")] = None,
-    states: Annotated[int, typer.Option("--states", min=1, help="Start states to sample (uniform over cells x orientations).")] = 32,
-    samples: Annotated[int, typer.Option("--samples", "-k", min=2, help="Move lists drawn per state (k >= 2).")] = 4,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.7, help="Sampling temperature (>= 0.7 for diversity).")] = 1.0,
+    states: Annotated[int, typer.Option("--states", min=1, max=100_000, help="Start states to sample (uniform over cells x orientations).")] = 32,
+    samples: Annotated[int, typer.Option("--samples", "-k", min=2, max=256, help="Move lists drawn per state (k >= 2).")] = 4,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.7, help="Sampling temperature (>= 0.7 for diversity).")] = 1.0,
     gamma: Annotated[Optional[float], typer.Option("--gamma", help="Discount in A = R + gamma V(s') - V(s); default: the critic's.")] = None,
-    margin: Annotated[float, typer.Option("--margin", min=0.0, help="Minimum advantage gap between chosen and rejected.")] = 0.5,
+    margin: Annotated[float, typer.Option("--margin", callback=finite, min=0.0, help="Minimum advantage gap between chosen and rejected.")] = 0.5,
     episodes_from: Annotated[Optional[list[str]], typer.Option("--episodes-from", help="Also pair steps of these play runs whose states match.")] = None,
     constrained: ConstrainedOption = True,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -105,9 +105,9 @@ def evaluate_cmd(
     adapter: AdapterOption = None,
     states: Annotated[str, typer.Option("--states", help="'all' non-goal start states, or a number to sample.")] = "all",
     constrained: ConstrainedOption = True,
-    envs: Annotated[int, typer.Option("--envs", "-b", min=1, help="Batch size of lock-step envs.")] = 16,
+    envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Batch size of lock-step envs.")] = 16,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1)] = 10,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from lactchain.cli.common import (
+    finite,
     check_models,
     DbOption,
     DetachOption,
@@ -29,17 +30,18 @@ from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption
 from lactchain.pipeline import PipelineConfig
 
 _HELP = PipelineConfig.help()
+_D = PipelineConfig.defaults()  # the CLI's defaults are the config's, never a second copy
 
 CriticOption = Annotated[str, typer.Option("--critic", help=_HELP["critic"])]
 LabelerOption = Annotated[str, typer.Option("--labeler", help=_HELP["labeler"])]
 LossOption = Annotated[str, typer.Option("--loss", help=_HELP["loss"])]
 SamplesOption = Annotated[int, typer.Option("--samples", "-k", help=_HELP["samples"])]
 StatesOption = Annotated[str, typer.Option("--states", help=_HELP["states"])]
-CpoAlphaOption = Annotated[float, typer.Option("--cpo-alpha", help=_HELP["cpo_alpha"])]
-ActorEpochsOption = Annotated[float, typer.Option("--actor-epochs", help=_HELP["actor_epochs"])]
-ActorLrOption = Annotated[float, typer.Option("--actor-lr", help=_HELP["actor_lr"])]
+CpoAlphaOption = Annotated[float, typer.Option("--cpo-alpha", callback=finite, help=_HELP["cpo_alpha"])]
+ActorEpochsOption = Annotated[float, typer.Option("--actor-epochs", callback=finite, help=_HELP["actor_epochs"])]
+ActorLrOption = Annotated[float, typer.Option("--actor-lr", callback=finite, help=_HELP["actor_lr"])]
 EvalStatesOption = Annotated[str, typer.Option("--eval-states", help=_HELP["eval_states"])]
-SeedOption = Annotated[int, typer.Option("--seed", help=_HELP["seed"])]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help=_HELP["seed"])]
 ExploreOption = Annotated[int, typer.Option("--explore", help=_HELP["explore"])]
 CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share",
               "elites_optimal")
@@ -82,26 +84,26 @@ def render_summary(result: dict[str, Any]) -> None:
 
 def pipeline_cmd(
     ctx: typer.Context,
-    actor: ActorOption = "smollm2-135m",
-    adapter: AdapterOption = None,
-    critic: CriticOption = "minilm-l6",
-    labeler: LabelerOption = "critic",
-    loss: LossOption = "rft",
-    iterations: Annotated[int, typer.Option("--iterations", "-i", help=_HELP["iterations"])] = 1,
-    states: StatesOption = "all",
-    samples: SamplesOption = 6,
-    cpo_alpha: CpoAlphaOption = 0.0,
-    actor_epochs: ActorEpochsOption = 2.0,
-    actor_lr: ActorLrOption = 1e-3,
-    eval_states: EvalStatesOption = "all",
-    td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = 256,
-    explore: ExploreOption = 64,
-    constrained: ConstrainedOption = True,
-    seed: SeedOption = 0,
-    db: DbOption = None,
-    detach: DetachOption = False,
-    run_id: RunIdOption = None,
-    as_json: JsonOption = False,
+        actor: ActorOption = "smollm2-135m",
+        adapter: AdapterOption = None,
+    critic: CriticOption = _D["critic"],
+    labeler: LabelerOption = _D["labeler"],
+    loss: LossOption = _D["loss"],
+    iterations: Annotated[int, typer.Option("--iterations", "-i", help=_HELP["iterations"])] = _D["iterations"],
+    states: StatesOption = _D["states"],
+    samples: SamplesOption = _D["samples"],
+    cpo_alpha: CpoAlphaOption = _D["cpo_alpha"],
+    actor_epochs: ActorEpochsOption = _D["actor_epochs"],
+    actor_lr: ActorLrOption = _D["actor_lr"],
+    eval_states: EvalStatesOption = _D["eval_states"],
+    td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = _D["td_lists_per_state"],
+    explore: ExploreOption = _D["explore"],
+        constrained: ConstrainedOption = True,
+    seed: SeedOption = _D["seed"],
+        db: DbOption = None,
+        detach: DetachOption = False,
+        run_id: RunIdOption = None,
+        as_json: JsonOption = False,
 ) -> None:
     """Run the loop: train a critic by TD on random move lists, then repeat
     collect (K samples + greedy + elite per start state, ranked by the labeler)
@@ -153,20 +155,20 @@ def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:
 
 
 def bench_learn(
-    budget_min: Annotated[float, typer.Option("--budget-min", min=1.0, help="Wall-clock budget in minutes.")] = 30.0,
-    actor: ActorOption = "smollm2-135m",
-    critic: CriticOption = "minilm-l6",
-    labeler: LabelerOption = "critic",
-    loss: LossOption = "rft",
-    samples: SamplesOption = 6,
-    cpo_alpha: CpoAlphaOption = 0.0,
-    actor_epochs: ActorEpochsOption = 2.0,
-    actor_lr: ActorLrOption = 1e-3,
-    explore: ExploreOption = 64,
-    transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
-    seed: SeedOption = 0,
-    db: DbOption = None,
-    as_json: JsonOption = False,
+        budget_min: Annotated[float, typer.Option("--budget-min", callback=finite, min=1.0, help="Wall-clock budget in minutes.")] = 30.0,
+        actor: ActorOption = "smollm2-135m",
+    critic: CriticOption = _D["critic"],
+    labeler: LabelerOption = _D["labeler"],
+    loss: LossOption = _D["loss"],
+    samples: SamplesOption = _D["samples"],
+    cpo_alpha: CpoAlphaOption = _D["cpo_alpha"],
+    actor_epochs: ActorEpochsOption = _D["actor_epochs"],
+    actor_lr: ActorLrOption = _D["actor_lr"],
+    explore: ExploreOption = _D["explore"],
+        transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
+    seed: SeedOption = _D["seed"],
+        db: DbOption = None,
+        as_json: JsonOption = False,
 ) -> None:
     """The loop on the default CPU models within a time budget, evaluated greedily on
     every non-goal start state of the 4x4 grid (at most 5 actions) after every

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, run_job
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, run_job
 
 ActorOption = Annotated[str, typer.Option("--actor", help="Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id.")]
 AdapterOption = Annotated[
@@ -61,13 +61,13 @@ def play(
     ctx: typer.Context,
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to play.")] = 8,
-    envs: Annotated[int, typer.Option("--envs", "-b", min=1, help="Envs stepped in lock-step (the generate batch size).")] = 8,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=10_000_000, help="Episodes to play.")] = 8,
+    envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Envs stepped in lock-step (the generate batch size).")] = 8,
     constrained: ConstrainedOption = True,
     start: Annotated[str, typer.Option("--start", help="Start state: 'fixed' (0,0 east) or 'random' (uniform over non-goal states).")] = "fixed",
-    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, help="Actions per episode before truncation.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for start states and sampling.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,

@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, fail, print_json
+from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
 from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_STATUSES, Registry, RunNotFound
@@ -195,7 +195,7 @@ def show(
 def kill(
     run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
     force: Annotated[bool, typer.Option("--force", help="SIGKILL instead of SIGTERM (no checkpoint).")] = False,
-    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the run to stop.")] = 0.0,
+    wait: Annotated[float, typer.Option("--wait", callback=finite, min=0, help="Seconds to wait for the run to stop.")] = 0.0,
     db: DbOption = None,
 ) -> None:
     """Stop a background job. SIGTERM lets it save a checkpoint and end as KILLED."""

@@ -559,16 +559,20 @@ def check_spec(spec: str, role: str) -> None:
         raise ValueError(f"the {role} model name is empty: use a preset ({_role_names(role)}), a folder or a hub id")
     if role == CRITIC and spec in BUILTIN_CRITICS:
         return
-    preset = PRESETS.get(spec)
-    if preset is not None:
-        if preset.role != role:
-            article = "an" if role == ACTOR else "a"
-            raise ValueError(f"{spec!r} is a {preset.role} preset, not {article} {role}; {role} presets: "
-                             f"{_role_names(role)}")
-        return
+    if spec in PRESETS:
+        return _check_role(spec, role)
     ready, detail = preset_status(spec)
     if not ready:
         raise ValueError(detail if spec in detail else f"{spec}: {detail}")
+
+
+def _check_role(spec: str, role: str) -> None:
+    preset = PRESETS[spec]
+    if preset.role != role:
+        def a(word: str) -> str:
+            return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+        raise ValueError(f"{spec!r} is {a(preset.role)} preset, not {a(role)}; {role} presets: {_role_names(role)}")
 
 
 def _role_names(role: str) -> str:
@@ -577,7 +581,7 @@ def _role_names(role: str) -> str:
 
 def _resolve(spec: str, role: str, progress: Optional[Progress]) -> Path:
     if spec in PRESETS:
-        check_spec(spec, role)  # the role; prepare() itself explains a missing folder or hub id
+        _check_role(spec, role)  # prepare() itself explains a missing folder or hub id
     return prepare(spec, progress)
 
 
