@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -121,7 +122,11 @@ def run_context(
         if isinstance(exc, SystemExit) and not exc.code:
             registry.end_run(run_id, "FINISHED", exit_code=0)
             raise
-        registry.end_run(run_id, "FAILED", exit_code=1, error=traceback.format_exc())
+        try:
+            registry.end_run(run_id, "FAILED", exit_code=1, error=traceback.format_exc())
+        except Exception as mark_error:  # e.g. a full disk: the job's own error matters more
+            print(f"warning: could not mark run {run_id} FAILED in the registry ({mark_error}); "
+                  "`lactchain runs list` marks it once the registry can be written", file=sys.stderr, flush=True)
         raise
     else:
         registry.end_run(run_id, "FINISHED", exit_code=0)
@@ -198,13 +203,13 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
-def reap_dead_runs(registry: Any, never_started_after_s: float = STALE_AFTER_S) -> list[str]:
-    """Mark FAILED every active run whose process is gone (kill -9, reboot, OOM).
-
-    Called whenever runs are listed, so a dead job is never shown as RUNNING.
+def reap_dead_runs(registry: Any, never_started_after_s: float = STALE_AFTER_S) -> dict[str, dict[str, Any]]:
+    """Mark FAILED every active run whose process is gone (kill -9, reboot, OOM); returns
+    {run id: the fields written}. Called whenever runs are listed, so a dead job is never
+    shown as RUNNING; where the registry cannot be written, `show_dead` shows it anyway.
     """
     now = time.time() * 1000
-    reaped = []
+    dead: dict[str, dict[str, Any]] = {}
     for run in registry.list_runs():
         if run["status"] not in ACTIVE or pid_alive(run.get("pid")):
             continue
@@ -215,11 +220,24 @@ def reap_dead_runs(registry: Any, never_started_after_s: float = STALE_AFTER_S) 
             reason = "it was scheduled but no process ever took it"
         else:
             reason = f"its process {run['pid']} is gone; last heartbeat {(now - beat) / 1000:.0f} s ago"
-        if registry.get_run(run["id"])["status"] not in ACTIVE:
-            continue  # it finished between our two reads
-        registry.end_run(run["id"], "FAILED", error=f"died without reporting: {reason}")
-        reaped.append(run["id"])
-    return reaped
+        # It ended when it last said it was alive, not when somebody noticed.
+        dead[run["id"]] = {"status": "FAILED", "ended_ms": int(beat), "error": f"died without reporting: {reason}"}
+    for run_id, fields in dead.items():
+        if getattr(registry, "readonly", False):
+            continue
+        try:
+            with registry.transaction():
+                if registry.get_run(run_id)["status"] in ACTIVE:  # not finished between our two reads
+                    registry.update_run(run_id, **fields)
+        except (sqlite3.OperationalError, ValueError):  # a full disk: shown by the caller, stored later
+            pass
+    return dead
+
+
+def show_dead(runs: list[dict[str, Any]], dead: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs as the reaper sees them: a dead run reads FAILED even where it could not be
+    written (read-only registry, full disk)."""
+    return [{**run, **dead[run["id"]]} if run["id"] in dead and run["status"] in ACTIVE else run for run in runs]
 
 
 def kill_run(registry: Any, run_id: str, sig: int = signal.SIGTERM) -> bool:

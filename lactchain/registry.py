@@ -97,6 +97,12 @@ class RegistryFileError(ValueError):
     """The file at the registry path cannot be used as a LactChain registry."""
 
 
+def _write_refused(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's ways of saying it cannot write here (read-only file or media, full disk)."""
+    text = str(exc).lower()
+    return any(w in text for w in ("readonly", "read-only", "disk is full", "disk i/o", "unable to open"))
+
+
 class AmbiguousRunId(RunNotFound):
     """An id prefix matches more than one run."""
 
@@ -386,9 +392,16 @@ class Registry:
     processes at once. Use as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False):
+        """`readonly`: open without ever writing (no WAL switch, no migration, no
+        lock files where SQLite can avoid them); every write raises RegistryFileError.
+        For browsing a registry on read-only media or a full disk (`open_for_reading`)."""
         self.path = Path(path).expanduser().absolute() if path is not None else default_db_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = bool(readonly)
+        if not self.readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.is_file():
+            raise RegistryFileError(f"no registry at {self.path}")
         self._lock = threading.RLock()
         self._db: sqlite_utils.Database | None = None
         self._pid = -1
@@ -399,6 +412,9 @@ class Registry:
     def _database(self) -> sqlite_utils.Database:
         """The connection of this process (re-opened in a forked child)."""
         if self._db is None or self._pid != os.getpid():
+            if self.readonly:
+                self._db, self._pid = self._open_readonly(), os.getpid()
+                return self._db
             conn = sqlite3.connect(
                 str(self.path),
                 timeout=BUSY_TIMEOUT_S,
@@ -418,6 +434,31 @@ class Registry:
             self._db, self._pid = db, os.getpid()
             self._migrate(db)
         return self._db
+
+    def _open_readonly(self) -> sqlite_utils.Database:
+        """mode=ro first (sees a live writer's WAL); `immutable` when even that needs a
+        write (read-only media with no -shm file): then nothing is locked or created."""
+        from urllib.parse import quote
+
+        last: Exception | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(f"file:{quote(str(self.path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   check_same_thread=False, isolation_level=None)
+            try:
+                db = sqlite_utils.Database(conn, execute_plugins=False)
+                self._check_is_registry(db)
+                version = self._user_version(db)
+                if version != SCHEMA_VERSION:
+                    raise RegistryFileError(f"{self.path} has schema version {version} and this lactchain reads "
+                                            f"{SCHEMA_VERSION}; open it once with write access to upgrade it")
+                return db
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                last = exc
+            except BaseException:
+                conn.close()
+                raise
+        raise sqlite3.OperationalError(f"cannot open {self.path} read-only: {last}")
 
     def _check_is_registry(self, db: sqlite_utils.Database) -> None:
         """Refuse, untouched, a SQLite file of another application or from a newer lactchain."""
@@ -464,6 +505,9 @@ class Registry:
     def _write(self) -> Iterator[sqlite_utils.Database]:
         """One short write transaction that holds the write lock from its first statement."""
         with self._lock:
+            if self.readonly:
+                raise RegistryFileError(f"{self.path} is open read-only (read-only media or a full disk); "
+                                        "nothing can be written to it now")
             db = self._database()
             if db.conn.in_transaction:  # nested call from another write method
                 with db.atomic():  # a savepoint
@@ -486,6 +530,13 @@ class Registry:
             row = self._database().execute(sql, args).fetchone()
         return row[0] if row else None
 
+    @contextmanager
+    def transaction(self) -> Iterator["Registry"]:
+        """Group several writes into one transaction: all of them land or none (a crash
+        or a full disk never leaves an episode claiming steps that were not stored)."""
+        with self._write():
+            yield self
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None and self._pid == os.getpid():
@@ -499,7 +550,18 @@ class Registry:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Registry({str(self.path)!r})"
+        return f"Registry({str(self.path)!r}{', readonly=True' if self.readonly else ''})"
+
+    @classmethod
+    def open_for_reading(cls, path: str | os.PathLike[str] | None = None) -> "Registry":
+        """A registry to read from: writable when it can be (so dead runs get marked),
+        read-only when the file, its folder or the disk refuse writes."""
+        try:
+            return cls(path)
+        except (sqlite3.OperationalError, PermissionError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not _write_refused(exc):
+                raise
+            return cls(path, readonly=True)
 
     # -- folders ------------------------------------------------------------
 
@@ -509,9 +571,10 @@ class Registry:
         return self.path.parent
 
     def run_dir(self, run_id: str) -> Path:
-        """``<runs_dir>/<run_id>/`` (created): logs, checkpoints, datasets of one run."""
+        """``<runs_dir>/<run_id>/`` (created unless read-only): logs, checkpoints, datasets of one run."""
         folder = self.runs_dir / run_id
-        folder.mkdir(parents=True, exist_ok=True)
+        if not self.readonly:
+            folder.mkdir(parents=True, exist_ok=True)
         return folder
 
     # -- runs ---------------------------------------------------------------

@@ -178,7 +178,8 @@ def run_rollouts(
         )
         gen_seconds += time.perf_counter() - g0
         lockstep += 1
-        rows = []
+        rows: list[dict[str, Any]] = []
+        finished: list[tuple[int, dict[str, Any]]] = []  # (episode id, its final fields)
         for slot, text, sample in zip(live, prompts, samples):
             ep = slot.episode
             assert ep is not None
@@ -217,23 +218,19 @@ def run_rollouts(
                 ep.success = bool(info.get("reached_goal"))
                 results.append(ep)
                 if registry is not None and ep.episode_id is not None:
-                    registry.update_episode(
-                        ep.episode_id,
-                        **{
-                            "return": ep.total_return,
-                            "length": ep.length,
-                            "success": ep.success,
-                            "moves_used": ep.moves_used,
-                            "parse_failures": ep.parse_failures,
-                        },
-                    )
+                    finished.append((ep.episode_id, {"return": ep.total_return, "length": ep.length,
+                                                     "success": ep.success, "moves_used": ep.moves_used,
+                                                     "parse_failures": ep.parse_failures}))
                 if on_episode is not None:
                     on_episode(ep)
                 slot.episode = None
                 if next_episode < cfg.episodes:
                     begin(slot)
         if registry is not None and run_id is not None:
-            registry.add_steps(run_id, rows)
+            with registry.transaction():  # the steps and the episodes they finish, together
+                registry.add_steps(run_id, rows)
+                for episode_id, fields in finished:
+                    registry.update_episode(episode_id, **fields)
 
     results.sort(key=lambda e: e.idx)
     return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses)

@@ -141,6 +141,12 @@ def test_console_script_json_is_pure(db):
     (["pipeline", "--actor", "tiny", "--actor-lr", "inf", "--db", "{ok}"], "inf is not a finite number"),
     (["play", "--actor", "tiny", "--episodes", "0", "--db", "{ok}"], "Invalid value for '--episodes'"),
     (["play", "--actor", "tiny", "--bogus", "--db", "{ok}"], "No such option: --bogus"),
+    (["play", "--actor", "tiny", "--adapter", "nope", "--db", "{ok}"], "--adapter nope: no run with id 'nope'"),
+    (["play", "--actor", "tiny", "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
+    (["collect-pairs", "--actor", "tiny", "--critic-run", "{finished}", "--db", "{ok}"], "has no critic checkpoint yet"),
+    (["collect-pairs", "--actor", "tiny", "--episodes-from", "{finished}", "--db", "{ok}"],
+     "is a critic run; expected play"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "nope", "--db", "{ok}"], "no run with id 'nope'"),
 ])
 def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
     import sqlite3

@@ -88,8 +88,8 @@ def test_crash_is_failed_with_traceback(tmp_path):
 def test_scheduled_run_that_never_started_is_reaped(tmp_path):
     reg = Registry(tmp_path / "r.db")
     run_id = reg.create_run("play")
-    assert reap_dead_runs(reg, never_started_after_s=3600) == []
-    assert reap_dead_runs(reg, never_started_after_s=0) == [run_id]
+    assert list(reap_dead_runs(reg, never_started_after_s=3600)) == []
+    assert list(reap_dead_runs(reg, never_started_after_s=0)) == [run_id]
     assert reg.get_run(run_id)["status"] == "FAILED"
 
 

@@ -309,3 +309,22 @@ def test_pipeline_losses_match_the_trainers():
     from lactchain.train.actor import LOSSES as TRAINER_LOSSES
 
     assert set(PIPELINE_LOSSES) == set(TRAINER_LOSSES)
+
+
+def test_elite_ties_go_to_the_shortest_list_then_the_incumbent():
+    env = GridWorldEnv()
+    oracle = OracleLabeler(env, GAMMA)
+    s = State(3, 0, "north")  # three steps ahead reach the goal
+    elites = EliteBuffer()
+    first = [group_of(env, s, [[F, F, F, L, L], [F, F, F, L, L, L], [L]])]  # moves after the goal never run
+    oracle.score(first)
+    elites.update(first)
+    assert elites.rows()[0]["chosen"] == [F, F, F, L, L]  # the shortest of the tied lists
+    same = [group_of(env, s, [[F, F, F, L, F], [F, F, F, F, F, F]])]  # as good, no shorter
+    elites.add_to(same)
+    oracle.score(same)
+    assert elites.update(same) == 0  # the incumbent stays: no churn
+    shorter = [group_of(env, s, [[F, F, F]])]
+    elites.add_to(shorter)
+    oracle.score(shorter)
+    assert elites.update(shorter) == 1 and elites.rows()[0]["chosen"] == [F, F, F]

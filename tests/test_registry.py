@@ -441,3 +441,60 @@ def test_json_columns_are_plain_json_in_the_file(reg):
     assert json.loads(raw.execute("SELECT cmd FROM runs").fetchone()[0]) == ["a", "b"]
     assert json.loads(raw.execute("SELECT chosen FROM pairs").fetchone()[0]) == ["move forward"]
     raw.close()
+
+
+# -- read-only media and full disks -------------------------------------------------------
+
+def _registry_with_a_dead_run(path: Path) -> str:
+    with Registry(path) as reg:
+        run_id = reg.create_run("play", name="died")
+        reg.start_run(run_id, pid=2**22 + 12345, pgid=0)  # no such process
+        reg.log_metrics(run_id, {"loss": 1.0}, step=1)
+    return run_id
+
+
+def test_read_only_registry_lists_and_browses_without_writing(tmp_path):
+    from lactchain.jobs import reap_dead_runs, show_dead
+
+    path = tmp_path / "reg.db"
+    run_id = _registry_with_a_dead_run(path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with Registry(path, readonly=True) as reg:
+        dead = reap_dead_runs(reg)
+        assert list(dead) == [run_id]
+        shown = show_dead(reg.list_runs(), dead)
+        assert shown[0]["status"] == "FAILED" and "died without reporting" in shown[0]["error"]
+        assert reg.get_run(run_id)["status"] == "RUNNING"  # shown, not written
+        assert reg.latest_metrics(run_id) == {"loss": 1.0}
+        with pytest.raises(RegistryFileError, match="read-only"):
+            reg.create_run("play")
+        reg.run_dir(run_id)  # names the folder, creates nothing
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == files
+    assert not (tmp_path / run_id).exists()
+
+
+def test_runs_list_works_on_a_full_disk(tmp_path):
+    """A process that may not grow any file (RLIMIT_FSIZE: what a full disk looks like
+    to SQLite) still lists and shows runs, with the dead one as FAILED."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "reg.db"
+    run_id = _registry_with_a_dead_run(path)
+    with Registry(path) as reg:  # checkpoint the WAL so the db file holds everything
+        reg._database().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    limit = "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1)); "
+    cli = "from lactchain.cli import main; sys.argv = ['lactchain'] + sys.argv[1:]; main()"
+    for args in (["runs", "list", "--json"], ["runs", "show", run_id, "--json"]):
+        res = subprocess.run([sys.executable, "-c", limit + cli, *args, "--db", str(path)],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr
+        assert "FAILED" in res.stdout and run_id in res.stdout
+    from lactchain.jobs import reap_dead_runs
+
+    with Registry(path) as reg:  # space is back: the next listing stores the mark
+        assert reg.get_run(run_id)["status"] == "RUNNING"
+        reap_dead_runs(reg)
+        run = reg.get_run(run_id)
+        assert run["status"] == "FAILED" and run["ended_ms"] == run["heartbeat_ms"]  # ended when last heard of

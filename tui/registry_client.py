@@ -29,7 +29,8 @@ def default_factory(db_path: Path | str | None) -> Callable[[], Any]:
             from lactchain.registry import Registry
         except ImportError as exc:  # the module lands in another issue
             raise RegistryUnavailable(f"lactchain.registry is not available ({exc})") from exc
-        return Registry(db_path) if db_path is not None else Registry()
+        # Browsing works on read-only media or a full disk too (writes then say why they failed).
+        return Registry.open_for_reading(db_path)
 
     return open_registry
 

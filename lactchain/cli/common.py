@@ -107,6 +107,37 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
                 fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
 
 
+def check_references(registry: Any, params: dict[str, Any]) -> None:
+    """Fail (one line) when --adapter, --critic-run or --episodes-from name nothing usable,
+    before a run is created for the command."""
+    from pathlib import Path
+
+    from lactchain.registry import RunNotFound
+
+    def run_of(option: str, spec: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+        try:
+            run = registry.get_run(spec)
+        except RunNotFound as exc:
+            fail(f"{option} {spec}: {exc}")
+        if kinds and run["kind"] not in kinds:
+            fail(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected {' or '.join(kinds)}")
+        return run
+
+    adapter = params.get("adapter")
+    if adapter and not Path(adapter).is_dir():
+        run = run_of("--adapter", adapter)
+        if registry.latest_artifact(run["id"], "adapter") is None:
+            fail(f"--adapter {adapter}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
+    if params.get("critic_run"):
+        run = run_of("--critic-run", params["critic_run"], ("critic",))
+        if registry.latest_artifact(run["id"], "critic") is None:
+            fail(f"--critic-run {params['critic_run']}: run {run['id']} has no critic checkpoint yet")
+    for spec in params.get("episodes_from") or []:
+        run = run_of("--episodes-from", spec, ("play", "eval", "rollout"))
+        if not registry.counts(run["id"])["steps"]:
+            fail(f"--episodes-from {spec}: run {run['id']} has no stored steps; play some episodes first")
+
+
 def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
     """`--run-id` only adopts a SCHEDULED run of this command's kind (the row `--detach`,
     `runs resume` or the console created for it); never a run that already ran."""
@@ -140,6 +171,7 @@ def run_job(
 
     check_models(ctx.params.get("actor"), ctx.params.get("critic"))
     registry = open_registry(db)
+    check_references(registry, ctx.params)
     if detach:
         rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
         if as_json:

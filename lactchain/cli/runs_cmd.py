@@ -12,7 +12,7 @@ from rich import box
 from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
-from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs
+from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs, show_dead
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_STATUSES, Registry, RunNotFound
 
@@ -34,11 +34,12 @@ def _get_run(reg: Registry, run_id: str) -> dict[str, Any]:
         raise  # unreachable: fail() exits
 
 
-def _open_existing(db: Optional[Path]) -> Registry:
+def _open_existing(db: Optional[Path], reading: bool = False) -> Registry:
+    """The registry at --db; `reading`: read-only when it cannot be written."""
     path = _db_path(db)
     if not path.exists():
         fail(f"no registry at {path}")
-    return Registry(path)
+    return Registry.open_for_reading(path) if reading else Registry(path)
 
 
 def _fmt_time(ms: int | None, short: bool = False) -> str:
@@ -94,9 +95,10 @@ def list_runs(
     if not path.exists():  # a read command must not create an empty registry
         runs: list[dict[str, Any]] = []
     else:
-        with Registry(path) as reg:
-            reap_dead_runs(reg)
-            runs = reg.list_runs(kind=kind, status=status, limit=limit)
+        with Registry.open_for_reading(path) as reg:
+            dead = reap_dead_runs(reg)
+            runs = show_dead(reg.list_runs(kind=kind, limit=None if status else limit), dead)
+            runs = [r for r in runs if status is None or r["status"] == status][:limit]
             for run in runs:
                 run["duration_s"] = _duration_s(run)
                 run["latest_metrics"] = reg.latest_metrics(run["id"])
@@ -135,9 +137,9 @@ def show(
     path = _db_path(db)
     if not path.exists():
         fail(f"no registry at {path}")
-    with Registry(path) as reg:
-        reap_dead_runs(reg)
-        run = _get_run(reg, run_id)
+    with Registry.open_for_reading(path) as reg:
+        dead = reap_dead_runs(reg)
+        run = show_dead([_get_run(reg, run_id)], dead)[0]
         rid = run["id"]
         run["duration_s"] = _duration_s(run)
         counts = reg.counts(rid)
@@ -226,7 +228,7 @@ def logs(
     """Print a run's log (runs/<id>/log.txt), optionally following it live."""
     import sys
 
-    with _open_existing(db) as reg:
+    with _open_existing(db, reading=True) as reg:
         run = _get_run(reg, run_id)
         log_path = Path(run.get("log_path") or reg.run_dir(run["id"]) / "log.txt")
         if not log_path.exists():

@@ -125,3 +125,36 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         from lactchain.jobs import kill_run
 
         kill_run(registry, run_id)
+
+
+async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, registry):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    run_id = registry.create_run("actor", status="RUNNING")
+    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
+    try:
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(app, pilot)
+            screen = app.screen
+            select = screen.query_one("#job-metric", Select)
+            assert select.value is Select.NULL  # nothing logged yet
+            # the job starts logging while the screen is open
+            registry.log_metrics(run_id, {"batches_per_s": 3.0, "loss": 0.9, "lr": 1e-3}, step=1)
+            registry.log_metrics(run_id, {"batches_per_s": 3.1, "loss": 0.7, "lr": 1e-3}, step=2)
+            screen.refresh_jobs()
+            await settle(app, pilot)
+            assert select.value == "loss"  # not the alphabetically first key
+            assert {str(v) for _, v in select._options if v is not Select.NULL} >= {"batches_per_s", "loss", "lr"}
+    finally:
+        proc.kill()
+
+
+def test_default_metric_per_kind():
+    from tui.screens.jobs import default_metric
+
+    assert default_metric("pipeline", ["collect/pairs", "curve/success_rate", "evaluate/success_rate"]) \
+        == "curve/success_rate"
+    assert default_metric("critic", ["round", "spearman_vstar", "v_loss"]) == "v_loss"
+    assert default_metric("eval", ["mean_return", "success_rate"]) == "success_rate"
+    assert default_metric("labels", ["a", "b"]) == "a" and default_metric("play", []) is None

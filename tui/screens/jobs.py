@@ -29,6 +29,30 @@ REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
 
 
+# The metric that says how a job of each kind is doing, first match wins.
+KEY_METRICS = {
+    "pipeline": ("curve/success_rate", "evaluate/success_rate", "train-actor/train_loss"),
+    "actor": ("loss", "train_loss"),
+    "critic": ("val_loss", "loss", "v_loss", "spearman_vstar"),
+    "eval": ("success_rate",),
+    "play": ("episode_success", "success_rate"),
+    "pairs": ("ranking_accuracy", "pairs"),
+}
+
+
+def default_metric(kind: str, keys: list[str]) -> str | None:
+    """The loss for trainers, the success rate for evaluations and pipelines; else the
+    first key with 'loss', then 'success' in it; else the first key."""
+    for key in KEY_METRICS.get(kind, ()):
+        if key in keys:
+            return key
+    for word in ("loss", "success"):
+        hit = next((k for k in keys if word in k), None)
+        if hit:
+            return hit
+    return keys[0] if keys else None
+
+
 def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]:
     if reap:
         try:
@@ -52,6 +76,7 @@ class JobsScreen(BaseScreen):
         self._ticks = 0
         self._metrics_cache: dict = {}  # used on the registry thread only
         self._metric: str | None = None
+        self._shown_keys: list[str] | None = None  # the metric list the Select shows
         self.last_launch: JobLaunched | None = None
 
     def compose(self) -> ComposeResult:
@@ -204,6 +229,9 @@ class JobsScreen(BaseScreen):
         sync_table(table, rows, keep=self.selected_id)
         active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))
         table.border_subtitle = f"{active} active · {len(rows)} shown"
+        job = self.selected_job()
+        if job is not None:
+            self.sync_metrics(job)
 
     def selected_job(self) -> dict | None:
         return next((j for j in self.jobs if str(j["id"]) == self.selected_id), None)
@@ -217,12 +245,21 @@ class JobsScreen(BaseScreen):
         if job is None:
             return
         self.query_one("#job-log", LogTail).follow(job.get("log_path"), placeholder="(no log yet)")
+        self._metric = None  # a new job: its own default metric
+        self.sync_metrics(job)
+
+    def sync_metrics(self, job: dict) -> None:
+        """Keep the metric list in step with what the job has logged so far (it grows
+        while the job runs) and redraw the chart."""
         keys = sorted(job.get("_metrics") or {})
         select = self.query_one("#job-metric", Select)
-        self._metric = self._metric if self._metric in keys else (keys[0] if keys else None)
-        with select.prevent(Select.Changed):
-            select.set_options([(k, k) for k in keys])
-            if self._metric:
+        self._metric = self._metric if self._metric in keys else default_metric(str(job.get("kind")), keys)
+        if keys != self._shown_keys:
+            with select.prevent(Select.Changed):
+                select.set_options([(k, k) for k in keys])
+            self._shown_keys = keys
+        if self._metric and select.value != self._metric:
+            with select.prevent(Select.Changed):
                 select.value = self._metric
         self.draw_chart()
 
