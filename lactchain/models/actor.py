@@ -365,7 +365,8 @@ class Actor:
             self._prefix_kv.popitem(last=False)
         return kv
 
-    def _shared_prefix(self, model: Any, rows: list[list[int]], keep: int) -> tuple[int, Any]:
+    def _shared_prefix(self, model: Any, rows: list[list[int]], keep: int,
+                       limit: int | None = None) -> tuple[int, Any]:
         """(length, keys/values) of the prefix to reuse for `rows`, or (0, None). At least
         `keep` tokens of the shortest row stay outside the prefix (generation needs the last
         prompt token's logits). A cached prefix the batch starts with is reused as is, so
@@ -373,7 +374,7 @@ class Actor:
         entry; a lone prompt only ever reuses one (it shares nothing with itself)."""
         if not self.prefix_cache:
             return 0, None
-        limit = min(_common_prefix_len(rows), min(len(r) for r in rows) - keep)
+        limit = min(_common_prefix_len(rows), min(len(r) for r in rows) - keep if limit is None else limit)
         if limit < MIN_SHARED_PREFIX:
             return 0, None
         dtype = next(model.parameters()).dtype
@@ -389,11 +390,12 @@ class Actor:
         kv = self._prefix_kv_for(model, ids)
         return (len(ids), kv) if kv is not None else (0, None)
 
-    def _batch(self, model: Any, rows: list[list[int]], keep: int = 1) -> _Batch:
-        """Inputs for `rows`: through the shared-prefix cache when there is one to use."""
+    def _batch(self, model: Any, rows: list[list[int]], keep: int = 1, limit: int | None = None) -> _Batch:
+        """Inputs for `rows`: through the shared-prefix cache when there is one to use
+        (`limit`: the longest prefix allowed, else all but `keep` tokens of the shortest row)."""
         from transformers import DynamicCache
 
-        n, kv = self._shared_prefix(model, rows, keep)
+        n, kv = self._shared_prefix(model, rows, keep, limit)
         if kv is None:
             input_ids, mask = self._left_pad(rows)
             return _Batch(input_ids, mask)
@@ -700,10 +702,13 @@ class Actor:
             chunk_p = prompts[start:start + batch_size]
             chunk_c = completions[start:start + batch_size]
             comp = [self._completion_ids(c, add_eos) for c in chunk_c]
-            rows = [self._prompt_ids(p, len(c)) + c for p, c in zip(chunk_p, comp)]
+            prompt_ids = [self._prompt_ids(p, len(c)) for p, c in zip(chunk_p, comp)]
+            rows = [p + c for p, c in zip(prompt_ids, comp)]
             keep = max(len(c) for c in comp) + 1
-            # Any shared prefix ends before the first completion token's prediction.
-            batch = self._batch(self.model, rows, keep=keep)
+            # Any shared prefix ends before the first completion token's prediction: it
+            # may run up to the shortest PROMPT (rows are left-padded, so `keep` covers
+            # every completion however long the others are).
+            batch = self._batch(self.model, rows, keep=keep, limit=min(len(p) for p in prompt_ids) - 1)
             input_ids = batch.input_ids
             with torch.inference_mode():
                 logits = self.model(

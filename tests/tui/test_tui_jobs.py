@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 from textual.widgets import DataTable, Input, Select
 
@@ -74,11 +75,21 @@ async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
         assert run_id in [str(runs.get_row_at(i)[1]) for i in range(runs.row_count)]
 
 
-async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry):
+@contextmanager
+def live_job(registry, kind):
+    """A RUNNING run of `kind` backed by a real process in its own session."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    run_id = registry.create_run("play", status="RUNNING")
+    run_id = registry.create_run(kind, status="RUNNING")
     registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
     try:
+        yield proc, run_id
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry):
+    with live_job(registry, "play") as (proc, run_id):
         first = make_app()
         async with first.run_test(size=(120, 40)) as pilot:
             await pilot.press("4")
@@ -95,9 +106,6 @@ async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry
             await pilot.press("K")
             await settle(app, pilot)
             assert proc.wait(timeout=10) != 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_path):
@@ -128,10 +136,7 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
 
 
 async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, registry):
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    run_id = registry.create_run("actor", status="RUNNING")
-    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
-    try:
+    with live_job(registry, "actor") as (_, run_id):
         app = make_app()
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("4")
@@ -146,8 +151,6 @@ async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, 
             await settle(app, pilot)
             assert select.value == "loss"  # not the alphabetically first key
             assert {str(v) for _, v in select._options if v is not Select.NULL} >= {"batches_per_s", "loss", "lr"}
-    finally:
-        proc.kill()
 
 
 def test_default_metric_per_kind():
