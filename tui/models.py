@@ -38,7 +38,10 @@ class OracleSample:
 
 
 _SIZE_RE = re.compile(r"grid world is (\d+)x(\d+)", re.I)
-_GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)
+_GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)  # absolute, if a prompt says so
+_AHEAD_RE = re.compile(r"(\d+) steps? (ahead|behind you)", re.I)  # the env's egocentric text
+_SIDE_RE = re.compile(r"(\d+) steps? to your (left|right)", re.I)
+_STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
 _POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
 _MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
 
@@ -46,6 +49,23 @@ _MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
 def _chunks(text: str) -> list[str]:
     """Split text into word-ish pieces, the way a tokenizer would stream it."""
     return re.findall(r"\s*\S+?(?=\s|'|,|\]|$)|\s*[',\]\[]", text) or [text]
+
+
+def _goal_from(prompt: str, state: Any) -> tuple[int, int] | None:
+    """The goal cell a prompt describes: absolute "(x=.., y=..)" or the env's egocentric
+    "N steps ahead/behind you and M steps to your left/right" from `state`."""
+    absolute = _GOAL_RE.search(prompt)
+    if absolute:
+        return int(absolute.group(1)), int(absolute.group(2))
+    if "you are on the goal" in prompt.lower():
+        return state.x, state.y
+    ahead, side = _AHEAD_RE.search(prompt), _SIDE_RE.search(prompt)
+    if not (ahead or side):
+        return None
+    a = int(ahead.group(1)) * (1 if ahead.group(2).lower() == "ahead" else -1) if ahead else 0
+    left = int(side.group(1)) * (1 if side.group(2).lower() == "left" else -1) if side else 0
+    fx, fy = _STEP[state.orientation]
+    return state.x + a * fx - left * fy, state.y + a * fy + left * fx
 
 
 class OracleActor:
@@ -63,16 +83,15 @@ class OracleActor:
     def _plan(self, prompt: str) -> list[str]:
         from lactchain.envs import GridWorldEnv, Planner, State
 
-        size, goal, pose = _SIZE_RE.search(prompt), _GOAL_RE.search(prompt), _POSE_RE.search(prompt)
-        if not (size and goal and pose):
+        size, pose = _SIZE_RE.search(prompt), _POSE_RE.search(prompt)
+        if not (size and pose) or pose.group(3).lower() not in _STEP:
+            return []
+        state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
+        goal = _goal_from(prompt, state)
+        if goal is None:
             return []
         menu = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or None
-        env = GridWorldEnv(
-            size=int(size.group(1)),
-            goal=(int(goal.group(1)), int(goal.group(2))),
-            moves=menu or ALL_MOVES[:2],
-        )
-        state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
+        env = GridWorldEnv(size=int(size.group(1)), goal=goal, moves=menu or ALL_MOVES[:2])
         try:
             return Planner(env).plan(state)[: self.max_moves]
         except ValueError:
