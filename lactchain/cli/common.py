@@ -107,11 +107,28 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
                 fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
 
 
+def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
+    """An adapter folder from a path, or from a run id's latest `adapter` artifact
+    (a one-line error when it is neither)."""
+    from lactchain.registry import RunNotFound
+
+    if not spec:
+        return None
+    if Path(spec).is_dir():
+        return str(Path(spec))
+    try:
+        run = registry.get_run(spec)
+    except RunNotFound as exc:
+        fail(f"--adapter {spec}: {exc}")
+    art = registry.latest_artifact(run["id"], "adapter")
+    if art is None:
+        fail(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
+    return art["path"]
+
+
 def check_references(registry: Any, params: dict[str, Any]) -> None:
     """Fail (one line) when --adapter, --critic-run or --episodes-from name nothing usable,
     before a run is created for the command."""
-    from pathlib import Path
-
     from lactchain.registry import RunNotFound
 
     def run_of(option: str, spec: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -123,11 +140,7 @@ def check_references(registry: Any, params: dict[str, Any]) -> None:
             fail(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected {' or '.join(kinds)}")
         return run
 
-    adapter = params.get("adapter")
-    if adapter and not Path(adapter).is_dir():
-        run = run_of("--adapter", adapter)
-        if registry.latest_artifact(run["id"], "adapter") is None:
-            fail(f"--adapter {adapter}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
+    resolve_adapter(registry, params.get("adapter"))
     if params.get("critic_run"):
         run = run_of("--critic-run", params["critic_run"], ("critic",))
         if registry.latest_artifact(run["id"], "critic") is None:

@@ -24,9 +24,10 @@ from lactchain.cli.common import (
     err_console,
     fail,
     print_json,
+    resolve_adapter,
     run_job,
 )
-from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, resolve_adapter
+from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption
 from lactchain.pipeline import PipelineConfig
 
 _HELP = PipelineConfig.help()

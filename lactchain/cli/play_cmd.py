@@ -8,7 +8,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, run_job
+from lactchain.cli.common import (
+    DbOption,
+    DetachOption,
+    JsonOption,
+    RunIdOption,
+    console,
+    err_console,
+    finite,
+    resolve_adapter,
+    run_job,
+)
 
 ActorOption = Annotated[str, typer.Option("--actor", help="Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id.")]
 AdapterOption = Annotated[
@@ -18,21 +28,6 @@ ConstrainedOption = Annotated[
     bool,
     typer.Option("--constrained/--free", help="Grammar-constrained move lists (default), or free text + lenient parsing."),
 ]
-
-
-def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
-    """An adapter folder from a path, or from a run id's latest `adapter` artifact."""
-    from pathlib import Path
-
-    if not spec:
-        return None
-    if Path(spec).is_dir():
-        return str(Path(spec))
-    run = registry.get_run(spec)
-    art = registry.latest_artifact(run["id"], "adapter")
-    if art is None:
-        raise typer.BadParameter(f"run {run['id']} has no adapter artifact", param_hint="--adapter")
-    return art["path"]
 
 
 def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False):
