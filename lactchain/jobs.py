@@ -177,7 +177,7 @@ def strip_detach(argv: Sequence[str]) -> list[str]:
             continue
         if arg == "--detach":
             continue
-        if arg in ("--db", "--run-id", "--resume-from"):
+        if arg in ("--db", "--run-id", "--resume-from", "--resume"):
             skip = True
             continue
         if arg.startswith(("--db=", "--run-id=", "--resume-from=")):

@@ -27,6 +27,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Callable
 
 from lactchain.jobs import RunHandle, run_context
@@ -37,6 +38,12 @@ LOSSES = ("rft", "simpo", "dpo", "kto")
 
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
+
+
+# Upper bounds: beyond them a typo would run for days or exhaust memory, never finish.
+_MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "td_lists_per_state": 100_000, "td_rounds": 10_000,
+         "td_rounds_per_iteration": 10_000, "horizon": 100, "actor_batch_size": 4096, "eval_max_actions": 1000,
+         "n_envs": 4096, "states": 100_000, "eval_states": 100_000}
 
 
 def _help(text: str, default: Any) -> Any:
@@ -99,6 +106,9 @@ class PipelineConfig:
         for name in ("td_rounds_per_iteration", "explore"):
             if int(getattr(self, name)) < 0:
                 bad(name, f"must be >= 0, got {getattr(self, name)}")
+        for name, most in _MOST.items():
+            if isinstance(getattr(self, name), int) and getattr(self, name) > most:
+                bad(name, f"must be <= {most}, got {getattr(self, name)}")
         if self.samples < 2 and self.loss != "rft":
             bad("samples", f"must be >= 2 for pairs, got {self.samples}")
         if self.temperature < 0.7:
@@ -118,8 +128,8 @@ class PipelineConfig:
                     setattr(self, name, int(value))
                 except (TypeError, ValueError):
                     bad(name, f"must be 'all' or a number, got {value!r}")
-                if getattr(self, name) < 1:
-                    bad(name, f"must be 'all' or a positive number, got {value!r}")
+                if not 1 <= getattr(self, name) <= _MOST[name]:
+                    bad(name, f"must be 'all' or a number from 1 to {_MOST[name]}, got {value!r}")
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "deadline"}
@@ -194,10 +204,83 @@ class EliteBuffer:
             self.elites[g.state] = (g.prompt, best)
         return changed
 
+    def to_json(self) -> list[dict[str, Any]]:
+        return [{"state": s.as_dict(), "prompt": prompt, **_candidate_json(c)} for s, (prompt, c) in self.elites.items()]
+
+    @classmethod
+    def from_json(cls, rows: list[dict[str, Any]]) -> "EliteBuffer":
+        from lactchain.envs import State
+
+        buffer = cls()
+        for row in rows:
+            buffer.elites[State(**row["state"])] = (row["prompt"], _candidate_from_json(row))
+        return buffer
+
     def rows(self) -> list[dict[str, Any]]:
         """Training rows for rft: the user prompt and the elite move list."""
         return [{"prompt": prompt, "chosen": list(c.moves), "state": s.as_dict(), "score": c.advantage}
                 for s, (prompt, c) in self.elites.items()]
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return {"moves": list(c.moves), "text": c.text, "mode": c.mode, "reward": c.reward,
+            "next_state": c.next_state.as_dict(), "done": c.done, "advantage": c.advantage, "source": c.source}
+
+
+def _candidate_from_json(row: dict[str, Any]) -> Candidate:
+    from lactchain.envs import State
+
+    return Candidate(list(row["moves"]), row["text"], row["mode"], row["reward"], State(**row["next_state"]),
+                     row["done"], row["advantage"], row["source"])
+
+
+# ---- resume: the state after every finished phase ----------------------------------------
+
+STATE_KIND = "pipeline-state"  # artifact kind (lactchain.resume.CHECKPOINTS)
+STATE_FILE = "pipeline_state.json"
+
+
+def _transitions_json(transitions: list[Any]) -> list[dict[str, Any]]:
+    return [{"state": t.state.as_dict(), "moves": list(t.moves), "reward": t.reward,
+             "next_state": t.next_state.as_dict(), "done": t.done} for t in transitions]
+
+
+def _transitions_from_json(rows: list[dict[str, Any]]) -> list[Any]:
+    from lactchain.envs import State
+    from lactchain.train.critic_td import Transition
+
+    return [Transition(State(**r["state"]), tuple(r["moves"]), r["reward"], State(**r["next_state"]), r["done"])
+            for r in rows]
+
+
+def load_state(registry: Any, run_id: str) -> dict[str, Any] | None:
+    """The saved state of a pipeline run (or of the runs it resumed), or None when it
+    stopped before its first phase finished."""
+    import json
+
+    from lactchain.resume import latest_checkpoint
+
+    art = latest_checkpoint(registry, run_id, STATE_KIND)
+    if art is None:
+        return None
+    try:
+        return json.loads(Path(art["path"]).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{art['path']} cannot be read ({exc}); start the pipeline again") from None
+
+
+def _save_state(handle: RunHandle, state: dict[str, Any]) -> None:
+    """Atomically replace the run's state file (registered once as its checkpoint)."""
+    import json
+    import os
+
+    path = Path(handle.dir) / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, default=str))
+    os.replace(tmp, path)
+    if handle.registry.latest_artifact(handle.run_id, STATE_KIND) is None:
+        handle.registry.add_artifact(handle.run_id, STATE_KIND, path, meta={"what": "resume state"})
 
 
 # ---- results ------------------------------------------------------------------------------
@@ -265,18 +348,30 @@ def run_pipeline(
     on_phase: Callable[[int, str], None] | None = None,
     progress: Callable[[str, float | None], None] | None = None,
     actor: Any = None,
+    resume: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run `cfg.iterations` iterations under the parent run `handle` (or fewer, when
-    `cfg.deadline` comes first). `actor` reuses an already loaded actor."""
+    `cfg.deadline` comes first). `actor` reuses an already loaded actor (for a resume:
+    loaded with the state's adapter). `resume` is a killed run's state (`load_state`):
+    its finished phases are kept (their child runs stay where they are) and the loop
+    goes on at the first unfinished one, with its elites, critic and adapter."""
     from lactchain.envs import GridWorldEnv, Planner
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
     from lactchain.models.actor import Actor
     from lactchain.preferences import PairBatch, add_exploration, draw_groups, pairs_from_groups
     from lactchain.train.actor import train_actor
+    from lactchain.train.critic_td import Transition
 
     reg = handle.registry
     result = PipelineResult()
+    resume = resume or {}
+    done = {(p["iteration"], p["phase"]): p for p in resume.get("phases", [])}
+    if done:
+        result.phases = list(resume["phases"])
+        result.t0 = time.time() - max(p["wall_s"] for p in result.phases)
+        for p in result.phases:
+            result.seconds_per_phase[p["phase"]] = result.seconds_per_phase.get(p["phase"], 0.0) + p["seconds"]
     if actor is None:
         actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None))
     if cfg.rollout_bf16:
@@ -287,7 +382,19 @@ def run_pipeline(
     oracle = OracleLabeler(env, cfg.gamma)
     vstar = Planner(env).values(cfg.gamma)
 
+    saved: dict[str, Any] = {"adapter": resume.get("adapter"), "critic": resume.get("critic"),
+                             "transitions": resume.get("transitions", []), "pending": resume.get("pending")}
+    elites = EliteBuffer.from_json(resume.get("elites", []))
+
+    def save_state() -> None:
+        _save_state(handle, {"phases": result.phases, "elites": elites.to_json(), **saved,
+                             "adapter": str(actor.adapter) if getattr(actor, "adapter", None) else None})
+
     def phase(iteration: int, name: str, kind: str, params: dict[str, Any], fn: Callable[[RunHandle], dict[str, Any]]):
+        if (iteration, name) in done:  # finished before the resume
+            print(f"iteration {iteration} {name}: kept from run {done[(iteration, name)]['run_id']}",
+                  file=sys.stderr, flush=True)
+            return done[(iteration, name)]["run_id"], done[(iteration, name)]
         handle.check_cancelled()
         if on_phase is not None:
             on_phase(iteration, name)
@@ -304,6 +411,7 @@ def run_pipeline(
         # Progress lines for the job's log (stderr: stdout is the --json result).
         print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
               file=sys.stderr, flush=True)
+        save_state()
         return child.run_id, metrics
 
     def evaluate(iteration: int) -> None:
@@ -327,12 +435,20 @@ def run_pipeline(
         from lactchain.models.critic import Critic
         from lactchain.train.critic_td import TDConfig, fit_critic_td, random_transitions
 
+        def load_critic() -> None:
+            if saved["critic"]:  # resumed: the critic as of the last finished phase (a fresh optimizer)
+                critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
+            else:
+                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)})
+            critic_state["transitions"] = (random_transitions(env, cfg.td_lists_per_state, cfg.seed)
+                                           + _transitions_from_json(saved["transitions"]))
+            critic_state["optimizer"] = None
+
         def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
             if "critic" not in critic_state:
-                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)})
-                critic_state["transitions"] = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
-                critic_state["optimizer"] = None
+                load_critic()
             critic_state["transitions"] = critic_state["transitions"] + new
+            saved["transitions"] = saved["transitions"] + _transitions_json(new)
             td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed,
                           q_weight=0.5 if cfg.critic_scorer == "q" else 0.0)  # the Q head ranks only if trained
             critic_state["optimizer"], metrics = fit_critic_td(
@@ -340,7 +456,11 @@ def run_pipeline(
                 should_stop=h.cancelled.is_set)
             folder = critic_state["critic"].save(h.dir / "critic")
             reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
+            saved["critic"] = str(folder)
             return metrics
+
+        if saved["critic"]:
+            load_critic()
 
         phase(0, "train-critic", "critic", {"critic": cfg.critic, "rounds": cfg.td_rounds,
                                              "lists_per_state": cfg.td_lists_per_state, "gamma": cfg.gamma},
@@ -348,7 +468,6 @@ def run_pipeline(
 
     if cfg.baseline:
         evaluate(0)
-    elites = EliteBuffer()
     pool = eval_states(env, cfg.states, cfg.seed) if cfg.states == "all" else None
     longest_iteration = 0.0
     for it in range(1, cfg.iterations + 1):
@@ -363,7 +482,7 @@ def run_pipeline(
             groups = draw_groups(actor, starts, samples=cfg.samples, temperature=cfg.temperature,
                                  constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
                                  include_greedy=True)
-            holder["groups"] = [Group(g.state, g.prompt, list(g.candidates)) for g in groups]  # before elites
+            holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
@@ -374,6 +493,8 @@ def run_pipeline(
             batch.ranking = ranking_accuracy(batch.pairs, oracle)
             reg.add_pairs(h.run_id, batch.pairs)
             holder["pairs"] = batch.pairs
+            saved["pending"] = {"iteration": it, "pairs_run": h.run_id,
+                                "transitions": _transitions_json(holder["transitions"])}
             changed = elites.update(groups)
             elite_rows = elites.rows()
             optimal = sum(1 for r in elite_rows if _is_optimal(env, r, vstar, cfg.gamma))
@@ -388,11 +509,13 @@ def run_pipeline(
 
         phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
                                        "temperature": cfg.temperature}, collect)
+        if "transitions" not in holder:  # collect was kept from the run this one resumes
+            pending = saved["pending"] or {}
+            holder["transitions"] = _transitions_from_json(pending.get("transitions", []))
+            holder["pairs"] = reg.pairs(run_ids=pending["pairs_run"]) if pending.get("pairs_run") else []
         if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
-            from lactchain.train.critic_td import Transition
-
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
-                  lambda h: fit(h, cfg.td_rounds_per_iteration, Transition.from_candidates(holder["groups"])))
+                  lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
         rows = elites.rows() if cfg.loss == "rft" else holder["pairs"]
         if rows:
             phase(it, "train-actor", "actor",

@@ -54,6 +54,7 @@ from lactchain.paths import default_db_path
 __all__ = [
     "ACTIVE_STATUSES",
     "ARTIFACT_KINDS",
+    "RUN_KINDS",
     "LABELERS",
     "PAIR_STATUSES",
     "RUN_STATUSES",
@@ -71,6 +72,7 @@ TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
 LABELERS = ("critic", "rollout", "oracle", "human", "llm", "episodes")
 PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 # Not enforced (new kinds need no migration); listed so callers share spellings.
+RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout")
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic")
 
 BUSY_TIMEOUT_S = 30.0
@@ -398,6 +400,9 @@ class Registry:
         For browsing a registry on read-only media or a full disk (`open_for_reading`)."""
         self.path = Path(path).expanduser().absolute() if path is not None else default_db_path()
         self.readonly = bool(readonly)
+        if self.path.is_dir():
+            raise RegistryFileError(f"{self.path} is a directory, not a registry file: point --db at a file "
+                                    f"such as {self.path / 'registry.db'}")
         if not self.readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.is_file():
@@ -812,6 +817,15 @@ class Registry:
         rows = self._rows("SELECT * FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
                           [run_id, kind])
         return _decode("artifacts", rows[0]) if rows else None
+
+    def prune_artifacts(self, run_id: str, kind: str) -> int:
+        """Delete the rows of `kind` artifacts whose files are gone (a trainer rotated its
+        old checkpoints away), so no row points at nothing. Returns how many went."""
+        gone = [a["id"] for a in self.artifacts(run_id, kind) if not Path(a["path"]).exists()]
+        if gone:
+            with self._write() as db:
+                db.execute(f"DELETE FROM artifacts WHERE id IN ({', '.join('?' * len(gone))})", gone)
+        return len(gone)
 
     # -- episodes and steps -------------------------------------------------
 

@@ -175,6 +175,8 @@ def run_rollouts(
             temperature=cfg.temperature,
             max_new_tokens=cfg.max_new_tokens,
             seed=cfg.seed * 7919 + lockstep,
+            # each episode samples from its own seed and step: the same episodes at any --envs
+            seeds=[s.episode.seed * 7919 + s.episode.length for s in live if s.episode is not None],
         )
         gen_seconds += time.perf_counter() - g0
         lockstep += 1

@@ -90,6 +90,24 @@ def test_discounted_returns_per_episode_ordered_by_t():
     assert samples[0].moves == ["move forward"]
 
 
+def test_episodes_cut_off_by_a_kill_are_not_learnt_from(registry):
+    """A killed play run leaves its running episodes unfinished: their partial rewards are
+    not a return, so train-critic leaves them out (and says so before a run starts)."""
+    from lactchain.returns import usable_steps
+
+    s = {"x": 0, "y": 0, "orientation": "east"}
+    run = registry.create_run("play")
+    for idx, done in enumerate((True, False)):
+        ep = registry.add_episode(run, idx=idx, start_state=s)
+        registry.add_steps(run, [{"episode_id": ep, "t": t, "state": s, "moves": ["move forward"], "reward": -1.0,
+                                  "next_state": s, "done": done and t == 2} for t in range(3)])
+    registry.end_run(run, "KILLED")
+    assert usable_steps(registry, [run]) == (3, 6)
+    from lactchain.train.critic import load_samples
+
+    assert {x.episode[1] for x in load_samples(registry, [run], 0.9)} == {registry.episodes(run)[0]["id"]}
+
+
 def test_split_is_by_episode(registry):
     from lactchain.train.critic import load_samples, split_by_episode
 
@@ -256,6 +274,7 @@ def test_cancel_checkpoints_and_resume_continues(registry):
     assert registry.get_run(rid)["status"] == "KILLED"
     arts = registry.artifacts(rid, "critic")
     assert [(a["step"], a["meta"]["complete"]) for a in arts] == [(1, True), (1, False)]  # + the SIGTERM checkpoint
+    assert arts[1]["meta"]["batches_done"] == 2
 
     # `lactchain runs resume` re-enters the same run with its stored params
     with jobs.run_context(registry, "critic", params=registry.params(rid), run_id=rid) as handle:
@@ -263,6 +282,9 @@ def test_cancel_checkpoints_and_resume_continues(registry):
     assert result["start_epoch"] == 1 and registry.get_run(rid)["status"] == "FINISHED"
     assert [a["step"] for a in registry.artifacts(rid, "critic")] == [1, 1, 2, 3]
     assert [h["step"] for h in registry.metric_history(rid, "spearman_vstar")] == [1, 2, 3]
+    # the resumed epoch trains only the batches the SIGTERM'd one had not (same batches: seed x epoch)
+    trained = {h["step"]: h["value"] for h in registry.metric_history(rid, "epoch_batches")}
+    assert trained[2] == trained[1] - 2 and trained[3] == trained[1]
     assert "val_q_loss" in result["metrics"] and "train_q_loss" in result["metrics"]
 
     # a new run can continue another's checkpoint

@@ -118,6 +118,20 @@ def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path):
     assert min(a["step"] for a in first) > last_step >= 1
     assert lactchain("runs", "kill", new_id, "--wait", "60", "--db", str(db)).returncode == 0
     assert reg.get_run(new_id)["status"] == "KILLED"
+    newest = max(a["step"] for a in reg.artifacts(new_id, "critic"))
+
+    # resume after a resume: the third run dies (kill -9) before it saves anything ...
+    third = json.loads(lactchain("runs", "resume", new_id, "--db", str(db), "--json").stdout)["run_id"]
+    wait_for(lambda: reg.get_run(third)["status"] == "RUNNING", timeout=60, every=0.05)
+    assert lactchain("runs", "kill", third, "--force", "--db", str(db)).returncode == 0
+    assert reg.get_run(third)["status"] == "FAILED" and not reg.artifacts(third, "critic")
+    # ... and resuming it still continues the lineage's newest checkpoint
+    res = lactchain("runs", "resume", third, "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    fourth = json.loads(res.stdout)["run_id"]
+    later = wait_for(lambda: reg.artifacts(fourth, "critic"), timeout=120)
+    assert min(a["step"] for a in later) > newest
+    assert lactchain("runs", "kill", fourth, "--wait", "60", "--db", str(db)).returncode == 0
 
 
 def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
@@ -142,3 +156,48 @@ def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
+
+
+def _phases(reg, run_id):
+    """(iteration, phase) of a pipeline's finished child runs, from their names."""
+    import re
+
+    out = []
+    for child in reg.list_runs(parent_id=run_id):
+        m = re.match(r"(.+) \(iteration (\d+)\)", child["name"] or "")
+        if m and child["status"] == "FINISHED":
+            out.append((int(m.group(2)), m.group(1)))
+    return sorted(out)
+
+
+def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path):
+    db = tmp_path / "registry.db"
+    res = lactchain("pipeline", "--actor", "tiny", "--labeler", "oracle", "--iterations", "2", "--states", "4",
+                    "--eval-states", "all", "--samples", "2", "--explore", "0", "--actor-epochs", "1",
+                    "--db", str(db), "--detach", "--json")
+    assert res.returncode == 0, res.stderr
+    first = json.loads(res.stdout)["run_id"]
+    reg = Registry(db)
+    # SIGTERM while iteration 1 evaluates (every start state: the longest phase)
+    wait_for(lambda: (1, "train-actor") in _phases(reg, first), timeout=180, every=0.1)
+    assert lactchain("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
+    assert reg.get_run(first)["status"] == "KILLED"
+    kept = _phases(reg, first)
+    assert {(0, "evaluate"), (1, "collect"), (1, "train-actor")} <= set(kept)
+
+    res = lactchain("runs", "resume", first, "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    second = json.loads(res.stdout)["run_id"]
+    wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=240)
+    run = reg.get_run(second)
+    assert run["status"] == "FINISHED", run.get("error")
+    everything = [(0, "evaluate"), (1, "collect"), (1, "evaluate"), (1, "train-actor"),
+                  (2, "collect"), (2, "evaluate"), (2, "train-actor")]
+    redone = _phases(reg, second)
+    assert sorted(kept + redone) == everything  # each phase ran exactly once over the two runs
+    assert (1, "evaluate") in redone and not set(kept) & set(redone)
+    # the result and the metrics cover the whole loop: kept phases included
+    log = (reg.run_dir(second) / "log.txt").read_text()
+    assert all(f"iteration {i} {p}: kept from run" in log for i, p in kept), log
+    assert reg.params(second)["resume_from"] == first
+    assert reg.latest_metrics(second)["evaluate/success_rate"] is not None

@@ -287,7 +287,7 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
     ({"gamma": 1.5}, "gamma must be in"),
     ({"cpo_alpha": 1.0}, "only applies to --loss simpo"),
     ({"states": "some"}, "states must be 'all' or a number"),
-    ({"eval_states": 0}, "eval-states must be 'all' or a positive number"),
+    ({"eval_states": 0}, "eval-states must be 'all' or a number from 1 to"),
     ({"actor_lr": 0.0}, "must be > 0"),
 ])
 def test_pipeline_config_rejects_bad_values(kwargs, message):

@@ -321,6 +321,18 @@ def test_detector_is_quiet_on_a_healthy_run_and_knows_simpos_no_signal_loss():
 
 # ---- resume and cancel -----------------------------------------------------------------
 
+def test_checkpoints_the_trainer_rotated_away_leave_no_artifact_rows(registry):
+    """save_total_limit=2 deletes older checkpoint folders: their registry rows go too,
+    so `runs show` and resume never point at a folder that is gone."""
+    actor = tiny()
+    handle = make_handle(registry)
+    train_actor(actor, small_pairs(actor, 8), loss="simpo", handle=handle, max_steps=6, lr=1e-3, batch_size=4,
+                save_steps=2)
+    ckpts = registry.artifacts(handle.run_id, "checkpoint")
+    assert [c["step"] for c in ckpts] == [4, 6] and all(Path(c["path"]).is_dir() for c in ckpts)
+    assert not (handle.dir / "checkpoint-2").exists()
+
+
 def test_resume_from_checkpoint_continues_at_its_step(registry, tmp_path):
     full = train_actor(tiny(), small_pairs(tiny(), 8), loss="simpo", output_dir=tmp_path / "full", max_steps=4,
                        lr=1e-3, batch_size=4, save_steps=2, seed=3)

@@ -114,7 +114,10 @@ class OracleActor:
         return OracleSample(text, parsed.moves, parsed.mode, 0.0, len(_chunks(text)))
 
     def generate(self, prompts: Sequence[str], *, constrained: bool = True, temperature: float = 0.0,
-                 max_new_tokens: int = 48, seed: int | None = None, num_samples: int = 1) -> list[OracleSample]:
+                 max_new_tokens: int = 48, seed: int | None = None, num_samples: int = 1,
+                 seeds: Sequence[int] | None = None) -> list[OracleSample]:
+        if seeds is not None:
+            return [self._sample(p, temperature, s, i) for p, s in zip(prompts, seeds) for i in range(num_samples)]
         return [self._sample(p, temperature, seed, i) for p in prompts for i in range(num_samples)]
 
     def stream(self, prompt: str, on_text: Callable[[str], None], *, constrained: bool = True,

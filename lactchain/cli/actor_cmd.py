@@ -10,7 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (
+    check_models,
+    check_references,
     finite,
+    positive,
     DbOption,
     DetachOption,
     JsonOption,
@@ -33,14 +36,17 @@ def resolve_checkpoint(registry: Any, spec: Optional[str]) -> Optional[str]:
         return None
     if Path(spec).is_dir():
         return str(Path(spec))
+    from lactchain.resume import latest_checkpoint
+
     try:
         run = registry.get_run(spec)
     except KeyError as exc:
-        raise typer.BadParameter(f"{spec!r} is neither a checkpoint folder nor a run id ({exc})",
-                                 param_hint="--resume-from")
-    art = registry.latest_artifact(run["id"], "checkpoint")
-    if art is None or not Path(art["path"]).is_dir():
-        raise typer.BadParameter(f"run {run['id']} has no checkpoint on disk to resume from", param_hint="--resume-from")
+        fail(f"--resume-from {spec}: neither a checkpoint folder nor a run id ({exc})")
+    if run["kind"] != "actor":
+        fail(f"--resume-from {spec}: run {run['id']} is a {run['kind']} run; expected actor")
+    art = latest_checkpoint(registry, run["id"], "checkpoint")  # back through earlier resumes if needed
+    if art is None:
+        fail(f"--resume-from {spec}: run {run['id']} (and the runs it resumed) kept no checkpoint on disk")
     return art["path"]
 
 
@@ -68,17 +74,17 @@ def train_actor_cmd(
     labeler: Annotated[str, typer.Option("--labeler", help="Only pairs from this labeler: critic, human, llm, episodes or any.")] = "any",
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
-    epochs: Annotated[float, typer.Option("--epochs", callback=finite, min=0.0, help="Passes over the pairs (ignored with --max-steps).")] = 1.0,
+    epochs: Annotated[float, typer.Option("--epochs", callback=positive, help="Passes over the pairs (ignored with --max-steps).")] = 1.0,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Stop after this many optimizer steps.")] = None,
-    lr: Annotated[float, typer.Option("--lr", callback=finite, min=0.0, help="Learning rate of the LoRA weights.")] = 5e-5,
+    lr: Annotated[float, typer.Option("--lr", callback=positive, help="Learning rate of the LoRA weights.")] = 5e-5,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Pairs per optimizer step.")] = 8,
     beta: Annotated[
         Optional[float],
-        typer.Option("--beta", help="Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1."),
+        typer.Option("--beta", callback=finite, help="Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1."),
     ] = None,
     simpo_gamma: Annotated[
         Optional[float],
-        typer.Option("--simpo-gamma", help="SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1)."),
+        typer.Option("--simpo-gamma", callback=finite, help="SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1)."),
     ] = None,
     cpo_alpha: Annotated[float, typer.Option("--cpo-alpha", callback=finite, min=0.0, help="SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).")] = 0.0,
     lora_r: Annotated[int, typer.Option("--lora-r", min=1, max=1024, help="LoRA rank.")] = 8,
@@ -118,17 +124,17 @@ def train_actor_cmd(
     try:
         resolve_hparams(loss, beta, simpo_gamma)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--beta/--simpo-gamma: {exc}")
     if run_id is None:
         # Fail before creating (or scheduling) a run when there is nothing to train on.
+        check_models(actor)
         registry = open_registry(db)
+        check_references(registry, ctx.params)
+        resolve_checkpoint(registry, resume)
         try:
             select_pairs(registry, pairs_from, labeler)
         except NoUsablePairs as exc:
             fail(str(exc))
-        except KeyError as exc:  # unknown run id
-            fail(str(exc))
-        resolve_checkpoint(registry, resume)
     params = dict(loss=loss, pairs_from=list(pairs_from or []), labeler=labeler, actor=actor, adapter=adapter,
                   epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size, beta=beta,
                   simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha, lora_r=lora_r, lora_alpha=lora_alpha, save_steps=save_steps,

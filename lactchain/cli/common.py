@@ -41,6 +41,14 @@ def finite(value: Any) -> Any:
     return value
 
 
+def positive(value: Any) -> Any:
+    """Option callback: a finite number above zero (a learning rate, a number of epochs)."""
+    finite(value)
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"{value} must be above 0")
+    return value
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
@@ -90,8 +98,14 @@ def relaunch_argv(ctx: click.Context) -> list[str]:
 
 
 def open_registry(db: Optional[Path]):
+    """The registry a command writes to. An explicit --db (or $LACTCHAIN_DB) must be in
+    an existing folder: a typo must not silently create folders and an empty registry."""
     from lactchain.registry import Registry
 
+    if db is not None:
+        folder = db.expanduser().absolute().parent
+        if not folder.is_dir():
+            fail(f"--db {db}: folder {folder} does not exist; create it first (mkdir -p {folder})")
     return Registry(db)
 
 
@@ -126,7 +140,7 @@ def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     return art["path"]
 
 
-def check_references(registry: Any, params: dict[str, Any]) -> None:
+def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> None:
     """Fail (one line) when --adapter, --critic-run or --episodes-from name nothing usable,
     before a run is created for the command."""
     from lactchain.registry import RunNotFound
@@ -141,6 +155,11 @@ def check_references(registry: Any, params: dict[str, Any]) -> None:
         return run
 
     resolve_adapter(registry, params.get("adapter"))
+    for spec in params.get("pairs_from") or []:
+        run_of("--pairs-from", spec)
+    resume = params.get("resume_from")
+    if resume and kind and not Path(resume).is_dir():
+        run_of("--resume-from", resume, (kind,))
     if params.get("critic_run"):
         run = run_of("--critic-run", params["critic_run"], ("critic",))
         if registry.latest_artifact(run["id"], "critic") is None:
@@ -184,7 +203,7 @@ def run_job(
 
     check_models(ctx.params.get("actor"), ctx.params.get("critic"))
     registry = open_registry(db)
-    check_references(registry, ctx.params)
+    check_references(registry, ctx.params, kind)
     if detach:
         rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
         if as_json:

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, open_registry, run_job
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, check_models, check_references, console, err_console, fail, finite, open_registry, positive, run_job
 
 CriticOption = Annotated[
     str,
@@ -35,7 +35,7 @@ def train_critic(
     critic: CriticOption = "minilm-l6",
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the training steps.")] = 5,
     gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Discount per action.")] = 0.9,
-    lr: Annotated[float, typer.Option("--lr", callback=finite, min=0.0, help="AdamW learning rate (LoRA + heads).")] = 5e-4,
+    lr: Annotated[float, typer.Option("--lr", callback=positive, help="AdamW learning rate (LoRA + heads).")] = 5e-4,
     batch_size: Annotated[
         int, typer.Option("--batch-size", "-b", min=2, help="Stored steps (state, return samples) per optimizer step.")
     ] = 64,
@@ -57,19 +57,18 @@ def train_critic(
     correlation of V with the exact V* over all non-goal states. A checkpoint
     (artifact kind "critic") is saved every epoch and on SIGTERM.
     """
-    registry = open_registry(db)
-    try:
+    from lactchain.returns import usable_steps
+
+    check_models(critic=critic)
+    with open_registry(db) as registry:
+        check_references(registry, ctx.params, kind="critic")
         episodes_from = [registry.resolve_run_id(r) for r in episodes_from]
         if resume_from:
             resume_from = registry.resolve_run_id(resume_from)
-        n_steps = sum(registry.counts(r)["steps"] for r in episodes_from)
-    except KeyError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    finally:
-        registry.close()
-    if not n_steps:
-        raise typer.BadParameter(f"runs {', '.join(episodes_from)} have no stored steps; play some episodes first",
-                                 param_hint="--episodes-from")
+        usable, stored = usable_steps(registry, episodes_from)
+    if usable < 2:
+        fail(f"--episodes-from {' '.join(episodes_from)}: {usable} step(s) of finished episodes ({stored} stored; "
+             "episodes cut off by a kill have no return); play more episodes")
     # Keys = keyword arguments of lactchain.train.critic.train_critic, so
     # `runs resume` can call train_critic(handle, **params, resume=True).
     params = dict(episodes_from=episodes_from, critic=critic, epochs=epochs, gamma=gamma, lr=lr,

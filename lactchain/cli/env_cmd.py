@@ -18,9 +18,9 @@ app = typer.Typer(help="Inspect the GridWorld environment.", no_args_is_help=Tru
 
 @app.command("show")
 def show(
-    size: Annotated[int, typer.Option("--size", "-n", help="Grid side length.")] = 4,
+    size: Annotated[int, typer.Option("--size", "-n", max=64, help="Grid side length.")] = 4,
     turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
-    gamma: Annotated[float, typer.Option("--gamma", callback=finite, help="Per-action discount for V*.")] = 0.99,
+    gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Per-action discount for V*.")] = 0.99,
     as_json: JsonOption = False,
 ) -> None:
     """Render the grid and the optimal plan from the start state.

@@ -41,7 +41,7 @@ def collect_pairs_cmd(
     states: Annotated[int, typer.Option("--states", min=1, max=100_000, help="Start states to sample (uniform over cells x orientations).")] = 32,
     samples: Annotated[int, typer.Option("--samples", "-k", min=2, max=256, help="Move lists drawn per state (k >= 2).")] = 4,
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.7, help="Sampling temperature (>= 0.7 for diversity).")] = 1.0,
-    gamma: Annotated[Optional[float], typer.Option("--gamma", help="Discount in A = R + gamma V(s') - V(s); default: the critic's.")] = None,
+    gamma: Annotated[Optional[float], typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Discount in A = R + gamma V(s') - V(s); default: the critic's.")] = None,
     margin: Annotated[float, typer.Option("--margin", callback=finite, min=0.0, help="Minimum advantage gap between chosen and rejected.")] = 0.5,
     episodes_from: Annotated[Optional[list[str]], typer.Option("--episodes-from", help="Also pair steps of these play runs whose states match.")] = None,
     constrained: ConstrainedOption = True,
@@ -106,7 +106,7 @@ def evaluate_cmd(
     states: Annotated[str, typer.Option("--states", help="'all' non-goal start states, or a number to sample.")] = "all",
     constrained: ConstrainedOption = True,
     envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Batch size of lock-step envs.")] = 16,
-    max_actions: Annotated[int, typer.Option("--max-actions", min=1)] = 10,
+    max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     db: DbOption = None,
     detach: DetachOption = False,
@@ -115,8 +115,9 @@ def evaluate_cmd(
 ) -> None:
     """Score an actor greedily from every start state: success rate, mean return,
     optimal ratio (BFS-optimal moves / moves used) and parse-failure rate."""
-    if states != "all" and not states.isdigit():
-        raise typer.BadParameter("must be 'all' or a positive number", param_hint="--states")
+    if states != "all" and not (states.isdigit() and 1 <= int(states) <= 100_000):
+        raise typer.BadParameter(f"must be 'all' or a number of states from 1 to 100000, not {states!r}",
+                                 param_hint="--states")
     params = dict(actor=actor, adapter=adapter, states=states, constrained=constrained, envs=envs,
                   max_actions=max_actions, seed=seed)
 

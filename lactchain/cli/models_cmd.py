@@ -56,9 +56,9 @@ def prepare_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Make a model ready to load offline (e.g. convert smollm2-135m from GGUF once)."""
+    if name is not None and not name.strip():
+        fail(f"give a preset name, a local folder or a cached hub id, not an empty string (default: {DEFAULT_ACTOR})")
     name = name or DEFAULT_ACTOR
-    if not name.strip():
-        fail("empty model name")
     try:
         if as_json:
             path = prepare(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -101,6 +101,10 @@ def pipeline_cmd(
     explore: ExploreOption = _D["explore"],
         constrained: ConstrainedOption = True,
     seed: SeedOption = _D["seed"],
+    resume_from: Annotated[Optional[str], typer.Option(
+        "--resume-from", help="Continue this killed or failed pipeline run at its first unfinished phase: its "
+                              "finished phases (and their child runs) are kept, with their elites, critic and "
+                              "adapter. `lactchain runs resume RUN` passes it.")] = None,
         db: DbOption = None,
         detach: DetachOption = False,
         run_id: RunIdOption = None,
@@ -119,13 +123,21 @@ def pipeline_cmd(
     def body(handle) -> dict[str, Any]:
         from dataclasses import replace
 
-        from lactchain.pipeline import run_pipeline
+        from lactchain.pipeline import load_state, run_pipeline
 
-        run_cfg = replace(cfg, adapter=resolve_adapter(handle.registry, adapter))
+        state = load_state(handle.registry, resume_from) if resume_from else None
+        if resume_from:
+            kept = len(state["phases"]) if state else 0
+            err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
+                              f"resuming {resume_from}: no phase had finished; starting from the beginning")
+        start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, adapter)
+        run_cfg = replace(cfg, adapter=start_adapter)
         with err_console.status("pipeline") as status:
-            return run_pipeline(handle, run_cfg, on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
+            return run_pipeline(handle, run_cfg, resume=state,
+                                on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
 
-    run_job(ctx, kind="pipeline", db=db, detach=detach, run_id=run_id, params=cfg.params(), body=body,
+    run_job(ctx, kind="pipeline", db=db, detach=detach, run_id=run_id,
+            params={**cfg.params(), **({"resume_from": resume_from} if resume_from else {})}, body=body,
             as_json=as_json, name=f"pipeline {actor} x{iterations}", render=render_pipeline)
 
 

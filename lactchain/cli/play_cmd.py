@@ -61,7 +61,7 @@ def play(
     constrained: ConstrainedOption = True,
     start: Annotated[str, typer.Option("--start", help="Start state: 'fixed' (0,0 east) or 'random' (uniform over non-goal states).")] = "fixed",
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
-    max_actions: Annotated[int, typer.Option("--max-actions", min=1, help="Actions per episode before truncation.")] = 10,
+    max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
     db: DbOption = None,
     detach: DetachOption = False,

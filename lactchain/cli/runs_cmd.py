@@ -14,7 +14,7 @@ from rich.table import Table
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
 from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs, show_dead
 from lactchain.paths import default_db_path
-from lactchain.registry import RUN_STATUSES, Registry, RunNotFound
+from lactchain.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 
@@ -78,7 +78,7 @@ def _status(status: str) -> str:
 
 @app.command("list")
 def list_runs(
-    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only runs of this kind: play, critic, pairs, actor, eval, pipeline, labels.")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help=f"Only runs of this kind: {', '.join(RUN_KINDS)}.")] = None,
     status: Annotated[
         Optional[str], typer.Option("--status", "-s", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")
     ] = None,
@@ -87,6 +87,8 @@ def list_runs(
     as_json: JsonOption = False,
 ) -> None:
     """List runs, newest first, with their status, duration and latest metrics."""
+    if kind is not None and kind not in RUN_KINDS:
+        fail(f"unknown kind {kind!r}; use one of {', '.join(RUN_KINDS)}")
     if status is not None:
         status = status.upper()
         if status not in RUN_STATUSES:
@@ -260,15 +262,16 @@ def resume(
     background run (child of the old one) with the same parameters."""
     from lactchain import jobs
 
+    from lactchain.resume import NotResumable, check_resumable
+
     with _open_existing(db) as reg:
         reap_dead_runs(reg)
         run = _get_run(reg, run_id)
-        if run["status"] not in ("KILLED", "FAILED"):
-            fail(f"run {run['id']} is {run['status']}; only KILLED or FAILED runs can be resumed")
-        argv = [a for a in (run.get("cmd") or [])[1:]]
-        if not argv:
-            fail(f"run {run['id']} has no recorded command to resume")
-        argv = jobs.strip_detach(argv) + ["--resume-from", run["id"]]
+        try:
+            check_resumable(reg, run)
+        except NotResumable as exc:
+            fail(str(exc))
+        argv = jobs.strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
         new_id = jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
     if as_json:
         print_json({"run_id": new_id, "resumes": run["id"]})

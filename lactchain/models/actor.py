@@ -128,6 +128,26 @@ class _LogprobRecorder:
         return torch.stack(self.steps, dim=1).cpu()
 
 
+class _RowSampler:
+    """Last logits processor when every row has its own seed: each row's token is drawn
+    from that row's own generator, so what a row samples does not depend on which other
+    rows share the batch (a rollout gives the same episodes at any `--envs`). It returns
+    a one-hot distribution, which generate's own sampling step then picks for sure."""
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(int(s) % (2**63 - 1)) for s in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float(), dim=-1).cpu()
+        picks = []
+        for row, gen in zip(probs, self.generators):
+            ok = torch.isfinite(row).all() and row.sum() > 0
+            picks.append(torch.multinomial(row, 1, generator=gen) if ok else row.nan_to_num(0.0).argmax().view(1))
+        out = torch.full_like(scores, float("-inf"))
+        out.scatter_(1, torch.stack(picks).to(scores.device), 0.0)
+        return out
+
+
 class _CallbackStreamer:
     """transformers streamer: decodes the growing completion and hands each new piece
     of text to `on_text` (on the thread that runs generate)."""
@@ -556,19 +576,25 @@ class Actor:
         max_new_tokens: int = 48,
         seed: int | None = None,
         num_samples: int = 1,
+        seeds: Sequence[int] | None = None,
     ) -> list[Sample]:
         """`num_samples` completions per user prompt, grouped per prompt (prompt 0's
-        first), from ONE batched generate call. Same seed -> same samples."""
+        first), from ONE batched generate call. Same seed -> same samples. `seeds` (one
+        per prompt) seeds each prompt's sampling on its own: its samples are then the
+        same whatever else is in the batch."""
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         if not prompts:
             return []
         if constrained:
             self._check_budget(max_new_tokens)
         rows = [self._prompt_ids(p, max_new_tokens) for p in prompts]
         rows = [r for r in rows for _ in range(num_samples)]
+        row_seeds = None if seeds is None else [int(s) * 1_009 + j for s in seeds for j in range(num_samples)]
         return self._run(rows, constrained=constrained, temperature=temperature,
-                         max_new_tokens=max_new_tokens, seed=seed)
+                         max_new_tokens=max_new_tokens, seed=seed, row_seeds=row_seeds)
 
     def stream(
         self,
@@ -609,6 +635,7 @@ class Actor:
         max_new_tokens: int,
         seed: int | None,
         streamer: Any = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Sample]:
         from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper
 
@@ -629,6 +656,8 @@ class Actor:
             from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
 
             processors.append(GrammarProcessor(self._compiled_grammar()))  # one per call: it is stateful
+        if do_sample and row_seeds is not None:
+            processors.append(_RowSampler(row_seeds))  # last: it sees the final distribution
         settings: dict[str, Any] = dict(
             max_new_tokens=int(max_new_tokens),
             do_sample=do_sample,

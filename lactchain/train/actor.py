@@ -164,7 +164,7 @@ def select_pairs(registry: Any, run_ids: str | Sequence[str] | None = None, labe
         detail = (f"{sel.found} pair(s) found, {sel.dropped_identical} dropped because chosen == rejected, "
                   f"{sel.dropped_unlabeled} not labeled (pending/skipped/tie), {sel.dropped_malformed} malformed")
         raise NoUsablePairs(f"no usable preference pairs from {who} in {where}: {detail}. "
-                            "Build pairs first (`lactchain pairs ...`) or label the pending ones in the TUI.")
+                            "Build pairs first (`lactchain collect-pairs ...`) or label the pending ones in the TUI.")
     return sel
 
 
@@ -487,6 +487,8 @@ class ActorTrainingCallback(TrainerCallback):
             try:
                 self.handle.registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, path, step=int(state.global_step),
                                                   meta={"cancelled": self.cancelled})
+                # The Trainer has already rotated older checkpoints away (save_total_limit).
+                self.handle.registry.prune_artifacts(self.handle.run_id, CHECKPOINT_KIND)
             except Exception as exc:
                 print(f"warning: could not register checkpoint {path}: {exc}", file=sys.stderr)
 

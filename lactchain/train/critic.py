@@ -33,74 +33,16 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from lactchain.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
+
 CHECKPOINT_KIND = "critic"
 OPTIMIZER_NAME = "optimizer.pt"
-
-
-# ---- 1. data: Monte-Carlo returns from stored episodes -------------------------------
-
-@dataclass(frozen=True)
-class Sample:
-    """One step as the critic sees it."""
-
-    episode: tuple[str, Any]  # (run id, episode id): the unit of the train/val split
-    t: int
-    state: dict[str, Any]
-    moves: list[str]
-    ret: float  # discounted return from this step on
-    truncated: bool = False  # the episode ended out of actions (or was cut short), not terminated
-
-
-def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
-    """G_t = r_t + gamma * G_{t+1}, computed backwards from the end of the episode."""
-    out = [0.0] * len(rewards)
-    g = 0.0
-    for i in range(len(rewards) - 1, -1, -1):
-        g = float(rewards[i]) + gamma * g
-        out[i] = g
-    return out
-
-
-def samples_from_steps(run_id: str, steps: Sequence[Mapping[str, Any]], gamma: float) -> list[Sample]:
-    """Per-episode Monte-Carlo returns for steps rows (as `Registry.steps` returns them)."""
-    by_episode: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
-    for row in steps:
-        by_episode[row["episode_id"]].append(row)
-    samples: list[Sample] = []
-    for episode_id, rows in by_episode.items():
-        rows = sorted(rows, key=lambda r: r["t"])
-        returns = discounted_returns([r["reward"] or 0.0 for r in rows], gamma)
-        last = rows[-1]
-        terminated = last.get("terminated")
-        truncated = not (terminated if terminated is not None else last.get("done"))  # older rows: done only
-        for row, g in zip(rows, returns):
-            samples.append(Sample((run_id, episode_id), int(row["t"]), dict(row["state"]),
-                                  list(row.get("moves") or []), g, truncated))
-    return samples
-
-
-def load_samples(registry: Any, run_ids: Sequence[str], gamma: float) -> list[Sample]:
-    samples: list[Sample] = []
-    for rid in run_ids:
-        samples.extend(samples_from_steps(rid, registry.steps(run_id=rid), gamma))
-    return samples
-
-
-def split_by_episode(samples: Sequence[Sample], val_fraction: float, seed: int) -> tuple[list[Sample], list[Sample]]:
-    """Whole episodes go to validation (at least one when there are two or more episodes)."""
-    episodes = sorted({s.episode for s in samples}, key=repr)
-    random.Random(seed).shuffle(episodes)
-    n_val = 0 if len(episodes) < 2 or val_fraction <= 0 else min(len(episodes) - 1, max(1, round(val_fraction * len(episodes))))
-    val_eps = set(episodes[:n_val])
-    return [s for s in samples if s.episode not in val_eps], [s for s in samples if s.episode in val_eps]
 
 
 # ---- metrics ------------------------------------------------------------------------------
@@ -172,8 +114,10 @@ def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | N
         if own is not None:
             return own
     if resume_from:
+        from lactchain.resume import latest_checkpoint
+
         source = registry.resolve_run_id(resume_from)
-        art = registry.latest_artifact(source, CHECKPOINT_KIND)
+        art = latest_checkpoint(registry, source, CHECKPOINT_KIND)  # back through earlier resumes if needed
         if art is None:
             raise FileNotFoundError(f"run {source} has no {CHECKPOINT_KIND} checkpoint to resume from")
         return art
@@ -239,9 +183,12 @@ def train_critic(
 
     # 3. model: fresh, or from the checkpoint we resume
     start = _resume_point(registry, handle.run_id, resume, resume_from)
+    skip_batches = 0  # batches of the next epoch a partial (SIGTERM) checkpoint already trained on
     if start is not None:
         model = Critic.load(checkpoint=start["path"], device=device)
         done_epochs = int(start["step"] or 0)
+        meta = start.get("meta") or {}
+        skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
     else:
         model = Critic.load(critic, lora_r=lora_r, device=device, env_kwargs=env_kwargs)
         rets = np.asarray([s.ret for s in train])
@@ -253,7 +200,8 @@ def train_critic(
         optimizer.load_state_dict(load_tensors(Path(start["path"]) / OPTIMIZER_NAME, model.device))
 
     # 5. checkpoints
-    state = {"epoch": done_epochs, "batches_since_save": 0, "last_path": start["path"] if start else None}
+    state = {"epoch": done_epochs, "batches_since_save": 0, "batches_done": skip_batches,
+             "last_path": start["path"] if start else None}
 
     def checkpoint(complete: bool, metrics: Mapping[str, float] | None = None) -> Path:
         epoch = state["epoch"]
@@ -261,6 +209,8 @@ def train_critic(
         folder = model.save(Path(handle.dir) / "critic" / name)
         torch.save(optimizer.state_dict(), folder / OPTIMIZER_NAME)
         meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
+        if not complete:
+            meta["batches_done"] = state["batches_done"]  # of epoch + 1: a resume skips them
         registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=epoch, meta=meta)
         state["batches_since_save"], state["last_path"] = 0, str(folder)
         return folder
@@ -278,7 +228,10 @@ def train_critic(
         t0 = time.perf_counter()
         batches = _batches(len(train), batch_size, seed * 100_003 + epoch)
         tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
+        skipped = state["batches_done"]
         for i, idx in enumerate(batches):
+            if i < state["batches_done"]:
+                continue  # trained before the partial checkpoint this run resumed from
             handle.check_cancelled()
             # linear learning-rate annealing to 0 over the whole run (CleanRL's anneal_lr)
             for group in optimizer.param_groups:
@@ -289,19 +242,22 @@ def train_critic(
             loss.backward()
             optimizer.step()
             state["batches_since_save"] += 1
+            state["batches_done"] = i + 1
             k = len(batch)
             tot, tot_v, n = tot + loss.item() * k, tot_v + v_item * k, n + k
             tot_q += (q_item if q_weight > 0 else 0.0) * k
             if on_batch is not None:
                 on_batch(i + 1, len(batches))
-        state["epoch"] = epoch
+        state["epoch"], state["batches_done"] = epoch, 0
         seconds = time.perf_counter() - t0
         metrics = {
-            "train_loss": tot / n,
-            "train_v_loss": tot_v / n,
-            **({"train_q_loss": tot_q / n} if q_weight > 0 else {}),
+            # over the batches this run trained (a resumed epoch: those after its partial checkpoint)
+            "train_loss": tot / max(n, 1),
+            "train_v_loss": tot_v / max(n, 1),
+            **({"train_q_loss": tot_q / max(n, 1)} if q_weight > 0 else {}),
             **_evaluate(model, val, q_weight),
             "spearman_vstar": spearman_vs_optimal(model, gamma),
+            "epoch_batches": float(len(batches) - skipped),
             "epoch_seconds": seconds,
             "batches_per_s": len(batches) / seconds if seconds > 0 else 0.0,
         }

@@ -1,0 +1,74 @@
+"""Which runs can be resumed, and from what: the newest checkpoint on disk in a run's lineage.
+
+A resumed run records where it came from (`resume_from` / `resume` in its params,
+and the old run as its parent), so a resume that dies before its first checkpoint
+can be resumed again: the walk goes back through the lineage to the newest
+checkpoint that still exists. Short, deterministic runs (play, pairs, eval) are
+not resumed: they are started again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+# run kind -> artifact kind its checkpoints are stored as
+CHECKPOINTS = {"critic": "critic", "actor": "checkpoint", "pipeline": "pipeline-state"}
+_RESUME_PARAMS = ("resume_from", "resume")
+
+
+class NotResumable(ValueError):
+    """A run that `runs resume` must refuse, with the reason and what to do instead."""
+
+
+def lineage(registry: Any, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run, then the run it resumed, and so on (cycles and missing runs end the walk)."""
+    seen: set[str] = set()
+    current: str | None = run_id
+    while current and current not in seen:
+        seen.add(current)
+        try:
+            run = registry.get_run(current)
+        except KeyError:
+            return
+        yield run
+        params = registry.params(run["id"])
+        source = next((params[k] for k in _RESUME_PARAMS if params.get(k)), None)
+        if source is None and run.get("parent_id"):
+            parent = registry.get_run(run["parent_id"])
+            source = parent["id"] if parent["kind"] == run["kind"] else None
+        current = source if isinstance(source, str) and not Path(source).is_dir() else None
+
+
+def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> dict[str, Any] | None:
+    """The newest checkpoint artifact whose files exist, searching back through the lineage."""
+    for run in lineage(registry, run_id):
+        artifact_kind = kind or CHECKPOINTS.get(run["kind"])
+        if artifact_kind is None:
+            return None
+        for art in reversed(registry.artifacts(run["id"], artifact_kind)):
+            if Path(art["path"]).exists():
+                return art
+    return None
+
+
+def check_resumable(registry: Any, run: dict[str, Any]) -> None:
+    """Raise NotResumable when `runs resume` must refuse this run."""
+    if run["status"] not in ("KILLED", "FAILED"):
+        raise NotResumable(f"run {run['id']} is {run['status']}; only KILLED or FAILED runs can be resumed")
+    if run["kind"] not in CHECKPOINTS:
+        raise NotResumable(f"{run['kind']} runs cannot be resumed (they are short and keep no checkpoint): "
+                           f"start it again with its command (`lactchain runs show {run['id']}`)")
+    if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline":
+        raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
+                           f"(`lactchain runs resume {run['parent_id']}`)")
+    if list(run.get("cmd") or [])[1:3] == ["bench", "learn"]:
+        raise NotResumable(f"run {run['id']} is a benchmark: it measures a time budget and is run again, not resumed")
+    params = registry.params(run["id"])
+    if run["kind"] == "actor" and params.get("loss") == "rft":
+        raise NotResumable(f"run {run['id']} trained with rft, which is short and keeps no checkpoint: start it again")
+    if run["kind"] != "pipeline" and latest_checkpoint(registry, run["id"]) is None:
+        raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
+                           f"start it again with its command (`lactchain runs show {run['id']}`)")
+    if not run.get("cmd"):
+        raise NotResumable(f"run {run['id']} has no recorded command to resume")

@@ -1,0 +1,66 @@
+"""Strategy prompts by name: a version saved in the registry, or a text file.
+
+The strategy is the learnable part of the actor's prompt: the console's editor
+saves versions in the registry's `prompts` table. Every command that renders
+prompts takes `--strategy VERSION|FILE` and records what it used in the run's
+params (`strategy`, `strategy_version`, `strategy_text`), so runs can be
+compared by strategy and rerun exactly, whatever happens to the file later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lactchain.prompts import DEFAULT_STRATEGY, PromptError, validate_strategy
+
+MAX_FILE_BYTES = 1_000_000
+
+
+class StrategyError(ValueError):
+    """A --strategy that names nothing usable (one line, with the fix)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    text: str
+    version: int | None = None  # the registry's prompt version; None for a file or the default
+    source: str = "default"  # "default", "version 3" or the file's path
+
+    def params(self) -> dict[str, Any]:
+        return {"strategy": self.source, "strategy_version": self.version, "strategy_text": self.text}
+
+    @property
+    def label(self) -> str:
+        return f"v{self.version}" if self.version is not None else self.source
+
+
+DEFAULT = Strategy(DEFAULT_STRATEGY)
+
+
+def resolve_strategy(registry: Any, spec: str | None) -> Strategy:
+    """`None`/'default': the built-in strategy; a number: that saved version; else a text file."""
+    if spec is None or not str(spec).strip() or str(spec).strip() == "default":
+        return DEFAULT
+    spec = str(spec).strip()
+    try:
+        if spec.isdigit():
+            row = registry.get_prompt(int(spec))
+            if row is None:
+                latest = registry.get_prompt()
+                saved = f"saved versions: 1-{latest['version']}" if latest else "none saved yet (the console's editor saves them)"
+                raise StrategyError(f"--strategy {spec}: no strategy version {spec} in {registry.path} ({saved})")
+            return Strategy(validate_strategy(row["text"]), int(row["version"]), f"version {row['version']}")
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise StrategyError(f"--strategy {spec}: neither a saved version number nor a text file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise StrategyError(f"--strategy {spec}: the file is {path.stat().st_size} bytes; a strategy is a few lines")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise StrategyError(f"--strategy {spec}: not a UTF-8 text file") from None
+        return Strategy(validate_strategy(text), None, str(path))
+    except PromptError as exc:
+        raise StrategyError(f"--strategy {spec}: {exc}") from None

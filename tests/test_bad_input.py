@@ -1,0 +1,264 @@
+"""Every CLI command against a table of bad inputs and faulty registry files.
+
+Each case runs the real `lactchain` entry point (`lactchain.cli.main`, in this
+process for speed) and asserts what a user depends on: a non-zero exit, one line
+on stderr that names the problem, no traceback, registry files byte-for-byte
+unchanged when the command had no business writing, and no run row created for
+rejected input.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from lactchain.registry import Registry
+
+
+def _registry_with_runs(path: Path) -> dict[str, str]:
+    """A registry holding one run of each kind the cases refer to."""
+    with Registry(path) as reg:
+        finished = reg.create_run("critic", name="finished critic, no checkpoint")
+        reg.end_run(finished, "FINISHED")
+        killed = reg.create_run("play", name="killed play")
+        ep = reg.add_episode(killed, idx=0, start_state={"x": 0, "y": 0, "orientation": "east"})
+        reg.add_steps(killed, [{"episode_id": ep, "t": 0, "state": {"x": 0, "y": 0, "orientation": "east"},
+                                "prompt": "p", "completion": "c", "moves": ["move forward"], "reward": 0.0,
+                                "next_state": {"x": 1, "y": 0, "orientation": "east"}, "done": False}])
+        reg.end_run(killed, "KILLED")
+        good = reg.create_run("play", name="finished play")
+        for idx in range(3):
+            ep = reg.add_episode(good, idx=idx, start_state={"x": 0, "y": 0, "orientation": "east"})
+            reg.add_steps(good, [{"episode_id": ep, "t": t, "state": {"x": t, "y": 0, "orientation": "east"},
+                                  "prompt": "p", "completion": "c", "moves": ["move forward"], "reward": 0.0,
+                                  "next_state": {"x": t + 1, "y": 0, "orientation": "east"}, "done": t == 1}
+                                 for t in range(2)])
+        reg.end_run(good, "FINISHED")
+        play = reg.create_run("play", name="finished play, no return")
+        reg.end_run(play, "FINISHED")
+        resumed_play = reg.create_run("play", name="failed play")
+        reg.end_run(resumed_play, "FAILED")
+    return {"finished": finished, "good_play": good, "killed_play": killed, "empty_play": play, "failed_play": resumed_play}
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory) -> dict[str, Path]:
+    """Registry files made once; each case gets its own copy."""
+    root = tmp_path_factory.mktemp("templates")
+    ok = root / "ok.db"
+    ids = _registry_with_runs(ok)
+    (root / "ids.txt").write_text(repr(ids))
+    blob = ok.read_bytes()
+    (root / "junk.db").write_bytes(bytes(range(256)) * 64)
+    (root / "truncated.db").write_bytes(blob[: len(blob) // 3])
+    malformed = bytearray(blob)
+    malformed[100:4096] = b"\xa5" * 3996  # the schema page overwritten after the file header
+    (root / "malformed.db").write_bytes(bytes(malformed))
+    with sqlite3.connect(root / "foreign.db") as raw:
+        raw.execute("CREATE TABLE notes (body TEXT)")
+        raw.execute("INSERT INTO notes VALUES ('keep me')")
+    shutil.copy(ok, root / "future.db")
+    with sqlite3.connect(root / "future.db") as raw:
+        raw.execute("PRAGMA user_version = 99")
+    (root / "empty.db").write_bytes(b"")
+    return {p.stem: p for p in root.iterdir()}
+
+
+@pytest.fixture()
+def files(tmp_path, templates):
+    out = {}
+    for name, path in templates.items():
+        if path.suffix == ".db":
+            out[name] = tmp_path / path.name
+            shutil.copy(path, out[name])
+    out["dir"] = tmp_path / "dir.db"
+    out["dir"].mkdir()
+    out["nodir"] = tmp_path / "no" / "such" / "dir" / "r.db"
+    ids = eval(templates["ids"].read_text())  # written by this module
+    return out, ids
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """The real entry point, in this process: exit code, stdout, stderr. An exception
+    escaping main() is what a user would see as a traceback: it fails the case."""
+    from lactchain.cli import main
+
+    old = sys.argv
+    sys.argv = ["lactchain", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+TINY = ["--actor", "tiny"]
+# (argv, words the one-line error must contain). {name} is a registry file or a run id.
+CASES = [
+    # --- faulty registry files, for reading and writing commands -------------------------
+    *[(cmd + ["--db", "{%s}" % f], words)
+      for f, words in (("junk", "cannot be read"), ("truncated", "cannot be read"), ("malformed", "cannot be read"),
+                       ("foreign", "another application"), ("future", "upgrade lactchain"), ("dir", "is a directory"))
+      for cmd in (["runs", "list"], ["runs", "show", "x"], ["runs", "logs", "x"], ["runs", "kill", "x"],
+                  ["runs", "resume", "x"], ["play", *TINY, "-n", "1"], ["train-critic", "--critic", "tiny", "-e", "x"],
+                  ["train-actor", *TINY], ["evaluate", *TINY, "--states", "1"])],
+    (["play", *TINY, "-n", "1", "--db", "{nodir}"], "does not exist"),
+    # --- play --------------------------------------------------------------------------------
+    (["play", "--actor", "", "--db", "{ok}"], "the actor model name is empty"),
+    (["play", "--actor", "./no-such-model", "--db", "{ok}"], "unknown model './no-such-model'"),
+    (["play", "--actor", "minilm-l6", "--db", "{ok}"], "is a critic preset, not an actor"),
+    (["play", *TINY, "--episodes", "0", "--db", "{ok}"], "Invalid value for '--episodes'"),
+    (["play", *TINY, "--episodes", "99999999999999999999", "--db", "{ok}"], "Invalid value for '--episodes'"),
+    (["play", *TINY, "--envs", "0", "--db", "{ok}"], "Invalid value for '--envs'"),
+    (["play", *TINY, "--envs", "100000", "--db", "{ok}"], "Invalid value for '--envs'"),
+    (["play", *TINY, "--start", "diagonal", "--db", "{ok}"], "--start"),
+    (["play", *TINY, "--temperature", "-1", "--db", "{ok}"], "Invalid value for '--temperature'"),
+    (["play", *TINY, "--temperature", "inf", "--db", "{ok}"], "not a finite number"),
+    (["play", *TINY, "--temperature", "nan", "--db", "{ok}"], "Invalid value for '--temperature'"),
+    (["play", *TINY, "--max-actions", "0", "--db", "{ok}"], "Invalid value for '--max-actions'"),
+    (["play", *TINY, "--max-actions", "99999999999999999999", "--db", "{ok}"], "Invalid value for '--max-actions'"),
+    (["play", *TINY, "--seed", "-1", "--db", "{ok}"], "Invalid value for '--seed'"),
+    (["play", *TINY, "--seed", str(2**32), "--db", "{ok}"], "Invalid value for '--seed'"),
+    (["play", *TINY, "--seed", "abc", "--db", "{ok}"], "Invalid value for '--seed'"),
+    (["play", *TINY, "--adapter", "nope", "--db", "{ok}"], "--adapter nope: no run with id 'nope'"),
+    (["play", *TINY, "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
+    (["play", *TINY, "--run-id", "nope", "--db", "{ok}"], "no such run"),
+    (["play", *TINY, "--run-id", "{finished}", "--db", "{ok}"], "only a SCHEDULED play run can be adopted"),
+    (["play", *TINY, "--bogus", "--db", "{ok}"], "No such option: --bogus"),
+    # --- train-critic ----------------------------------------------------------------------
+    (["train-critic", "--critic", "", "-e", "{good_play}", "--db", "{ok}"], "the critic model name is empty"),
+    (["train-critic", "--critic", "smollm2-135m", "-e", "{good_play}", "--db", "{ok}"], "is an actor preset, not a critic"),
+    (["train-critic", "--critic", "tiny", "--epochs", "0", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--epochs'"),
+    (["train-critic", "--critic", "tiny", "--gamma", "nan", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--gamma'"),
+    (["train-critic", "--critic", "tiny", "--gamma", "-5", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--gamma'"),
+    (["train-critic", "--critic", "tiny", "--gamma", "1", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--gamma'"),
+    (["train-critic", "--critic", "tiny", "--lr", "inf", "-e", "{good_play}", "--db", "{ok}"], "not a finite number"),
+    (["train-critic", "--critic", "tiny", "--lr", "0", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--lr'"),
+    (["train-critic", "--critic", "tiny", "--batch-size", "1", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--batch-size'"),
+    (["train-critic", "--critic", "tiny", "--lora-r", "0", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--lora-r'"),
+    (["train-critic", "--critic", "tiny", "--lora-r", "100000", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--lora-r'"),
+    (["train-critic", "--critic", "tiny", "--q-weight", "nan", "-e", "{good_play}", "--db", "{ok}"], "Invalid value for '--q-weight'"),
+    (["train-critic", "--critic", "tiny", "--resume-from", "nope", "-e", "{good_play}", "--db", "{ok}"], "--resume-from nope: no run"),
+    (["train-critic", "--critic", "tiny", "--resume-from", "{killed_play}", "-e", "{good_play}", "--db", "{ok}"],
+     "is a play run; expected critic"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "{finished}", "--db", "{ok}"], "expected play"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "{empty_play}", "--db", "{ok}"], "no stored steps"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "{killed_play}", "--db", "{ok}"],
+     "0 step(s) of finished episodes"),
+    (["train-critic", "--critic", "tiny", "--episodes-from", "{killed_play}", "--batch-size", "2", "--db", "{ok}"],
+     "0 step(s) of finished episodes"),
+    # --- collect-pairs -------------------------------------------------------------------
+    (["collect-pairs", *TINY, "--states", "0", "--db", "{ok}"], "Invalid value for '--states'"),
+    (["collect-pairs", *TINY, "--states", "100000000000000", "--db", "{ok}"], "Invalid value for '--states'"),
+    (["collect-pairs", *TINY, "--samples", "1", "--db", "{ok}"], "Invalid value for '--samples'"),
+    (["collect-pairs", *TINY, "--samples", "100000", "--db", "{ok}"], "Invalid value for '--samples'"),
+    (["collect-pairs", *TINY, "--temperature", "0.5", "--db", "{ok}"], "Invalid value for '--temperature'"),
+    (["collect-pairs", *TINY, "--gamma", "nan", "--db", "{ok}"], "Invalid value for '--gamma'"),
+    (["collect-pairs", *TINY, "--gamma", "-5", "--db", "{ok}"], "Invalid value for '--gamma'"),
+    (["collect-pairs", *TINY, "--margin", "-1", "--db", "{ok}"], "Invalid value for '--margin'"),
+    (["collect-pairs", *TINY, "--critic-run", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["collect-pairs", *TINY, "--critic-run", "{killed_play}", "--db", "{ok}"], "is a play run; expected critic"),
+    (["collect-pairs", *TINY, "--critic-run", "{finished}", "--db", "{ok}"], "has no critic checkpoint yet"),
+    (["collect-pairs", *TINY, "--episodes-from", "{finished}", "--db", "{ok}"], "is a critic run; expected play"),
+    # --- train-actor ---------------------------------------------------------------------
+    (["train-actor", *TINY, "--loss", "foo", "--db", "{ok}"], "--loss"),
+    (["train-actor", *TINY, "--labeler", "foo", "--db", "{ok}"], "--labeler"),
+    (["train-actor", *TINY, "--epochs", "0", "--db", "{ok}"], "Invalid value for '--epochs'"),
+    (["train-actor", *TINY, "--lr", "inf", "--db", "{ok}"], "not a finite number"),
+    (["train-actor", *TINY, "--lr", "0", "--db", "{ok}"], "Invalid value for '--lr'"),
+    (["train-actor", *TINY, "--beta", "nan", "--db", "{ok}"], "Invalid value for '--beta'"),
+    (["train-actor", *TINY, "--beta", "-1", "--db", "{ok}"], "--beta"),
+    (["train-actor", *TINY, "--simpo-gamma", "inf", "--db", "{ok}"], "not a finite number"),
+    (["train-actor", *TINY, "--max-steps", "0", "--db", "{ok}"], "Invalid value for '--max-steps'"),
+    (["train-actor", *TINY, "--batch-size", "0", "--db", "{ok}"], "Invalid value for '--batch-size'"),
+    (["train-actor", *TINY, "--lora-r", "0", "--db", "{ok}"], "Invalid value for '--lora-r'"),
+    (["train-actor", *TINY, "--resume-from", "nope", "--db", "{ok}"], "--resume-from nope"),
+    (["train-actor", *TINY, "--pairs-from", "nope", "--db", "{ok}"], "--pairs-from nope: no run"),
+    (["train-actor", *TINY, "--pairs-from", "{finished}", "--db", "{ok}"], "no usable preference pairs"),
+    (["train-actor", *TINY, "--db", "{ok}"], "no usable preference pairs"),
+    # --- evaluate ---------------------------------------------------------------------------
+    (["evaluate", *TINY, "--states", "abc", "--db", "{ok}"], "--states"),
+    (["evaluate", *TINY, "--states", "0", "--db", "{ok}"], "--states"),
+    (["evaluate", *TINY, "--states", "-3", "--db", "{ok}"], "--states"),
+    (["evaluate", *TINY, "--envs", "0", "--db", "{ok}"], "Invalid value for '--envs'"),
+    (["evaluate", *TINY, "--max-actions", "0", "--db", "{ok}"], "Invalid value for '--max-actions'"),
+    # --- pipeline / bench learn -----------------------------------------------------------
+    (["pipeline", *TINY, "--critic", "tiny", "--labeler", "foo", "--db", "{ok}"], "labeler must be one of"),
+    (["pipeline", *TINY, "--critic", "tiny", "--loss", "foo", "--db", "{ok}"], "loss must be one of"),
+    (["pipeline", *TINY, "--critic", "tiny", "--iterations", "0", "--db", "{ok}"], "iterations"),
+    (["pipeline", *TINY, "--critic", "tiny", "--iterations", "99999999999999999999", "--db", "{ok}"], "iterations"),
+    (["pipeline", *TINY, "--critic", "tiny", "--states", "abc", "--db", "{ok}"], "states must be 'all' or a number"),
+    (["pipeline", *TINY, "--critic", "tiny", "--states", "0", "--db", "{ok}"], "states"),
+    (["pipeline", *TINY, "--critic", "tiny", "--samples", "0", "--db", "{ok}"], "samples"),
+    (["pipeline", *TINY, "--critic", "tiny", "--actor-epochs", "0", "--db", "{ok}"], "actor-epochs"),
+    (["pipeline", *TINY, "--critic", "tiny", "--actor-lr", "inf", "--db", "{ok}"], "not a finite number"),
+    (["pipeline", *TINY, "--critic", "tiny", "--explore", "-1", "--db", "{ok}"], "explore"),
+    (["pipeline", *TINY, "--critic", "tiny", "--cpo-alpha", "1", "--db", "{ok}"], "cpo-alpha"),
+    (["pipeline", *TINY, "--critic", "tiny", "--td-lists-per-state", "0", "--db", "{ok}"], "td-lists-per-state"),
+    (["pipeline", *TINY, "--critic", "tiny", "--eval-states", "x", "--db", "{ok}"], "eval-states"),
+    (["pipeline", *TINY, "--critic", "smollm2-135m", "--db", "{ok}"], "is an actor preset, not a critic"),
+    (["pipeline", *TINY, "--critic", "tiny", "--run-id", "{finished}", "--db", "{ok}"], "only a SCHEDULED"),
+    (["bench", "learn", *TINY, "--budget-min", "0", "--db", "{ok}"], "Invalid value for '--budget-min'"),
+    (["bench", "learn", *TINY, "--budget-min", "nan", "--db", "{ok}"], "Invalid value for '--budget-min'"),
+    (["bench", "learn", *TINY, "--labeler", "foo", "--db", "{ok}"], "labeler must be one of"),
+    (["bench", "learn", *TINY, "--critic", "nope", "--db", "{ok}"], "unknown model 'nope'"),
+    # --- models / env -----------------------------------------------------------------------
+    (["models", "prepare", ""], "give a preset name"),
+    (["models", "prepare", "nope"], "nope"),
+    (["env", "show", "--size", "0"], "size must be at least 2"),
+    (["env", "show", "--size", "1"], "size must be at least 2"),
+    (["env", "show", "--size", "100000"], "Invalid value for '--size'"),
+    (["env", "show", "--gamma", "nan"], "Invalid value for '--gamma'"),
+    (["env", "show", "--gamma", "2"], "Invalid value for '--gamma'"),
+    # --- runs -------------------------------------------------------------------------------
+    (["runs", "list", "--status", "foo", "--db", "{ok}"], "unknown status"),
+    (["runs", "list", "--limit", "0", "--db", "{ok}"], "Invalid value for '--limit'"),
+    (["runs", "list", "--kind", "foo", "--db", "{ok}"], "unknown kind 'foo'"),
+    (["runs", "show", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["runs", "show", "nope", "--db", "{nodir}"], "no registry at"),
+    (["runs", "logs", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["runs", "logs", "{finished}", "--db", "{ok}"], "has no log"),
+    (["runs", "logs", "{finished}", "--tail", "-1", "--db", "{ok}"], "Invalid value for '--tail'"),
+    (["runs", "kill", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["runs", "kill", "{finished}", "--db", "{ok}"], "is not running"),
+    (["runs", "kill", "{finished}", "--wait", "nan", "--db", "{ok}"], "Invalid value for '--wait'"),
+    (["runs", "resume", "nope", "--db", "{ok}"], "no run with id 'nope'"),
+    (["runs", "resume", "{finished}", "--db", "{ok}"], "only KILLED or FAILED runs can be resumed"),
+    (["runs", "resume", "{killed_play}", "--db", "{ok}"], "play runs cannot be resumed"),
+    (["runs", "resume", "{failed_play}", "--db", "{ok}"], "play runs cannot be resumed"),
+]
+
+
+def _case_id(case) -> str:
+    return " ".join(case[0]).replace("/", "_")[:90]
+
+
+@pytest.mark.parametrize("args, words", CASES, ids=[_case_id(c) for c in CASES])
+def test_bad_input_is_one_line_not_a_traceback(files, capsys, args, words):
+    paths, ids = files
+    before = {name: p.read_bytes() for name, p in paths.items() if p.is_file()}
+    with Registry.open_for_reading(paths["ok"]) as reg:
+        runs_before = len(reg.list_runs())
+    argv = [a.format(**{k: str(v) for k, v in paths.items()}, **ids) for a in args]
+
+    code, out, err = run_cli(argv, capsys)
+
+    assert code != 0, f"accepted: {argv}\n{out}"
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert words in err, err
+    # rejected input writes nothing: faulty files stay as they were, the good registry gains no run
+    assert {n: p.read_bytes() for n, p in paths.items() if n != "ok" and p.is_file()} == \
+        {n: b for n, b in before.items() if n != "ok"}
+    assert not paths["nodir"].parent.exists()
+    with Registry.open_for_reading(paths["ok"]) as reg:
+        assert len(reg.list_runs()) == runs_before
