@@ -85,6 +85,8 @@ class PipelineConfig:
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
                         "1.75x faster than 16 on 2 CPU cores).", 64)
     constrained: bool = _help("Grammar-constrained decoding of move lists.", True)
+    strategy: str | None = _help("Strategy prompt text (the CLI's --strategy VERSION|FILE fills it); None: the "
+                                 "built-in strategy.", None)
     seed: int = _help("Seed.", 0)
     baseline: bool = _help("Evaluate once before the first iteration.", True)
     deadline: float | None = _help("time.time() by which the last iteration should end (bench learn).", None)
@@ -360,6 +362,7 @@ def run_pipeline(
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
     from lactchain.models.actor import Actor
     from lactchain.preferences import PairBatch, add_exploration, draw_groups, pairs_from_groups
+    from lactchain.prompts import PromptSpec
     from lactchain.train.actor import train_actor
     from lactchain.train.critic_td import Transition
 
@@ -379,6 +382,7 @@ def run_pipeline(
 
         actor.inference_dtype = torch.bfloat16
     env = GridWorldEnv(moves=actor.moves)
+    prompt = PromptSpec(moves=tuple(actor.moves), **({"strategy": cfg.strategy} if cfg.strategy else {}))
     oracle = OracleLabeler(env, cfg.gamma)
     vstar = Planner(env).values(cfg.gamma)
 
@@ -417,6 +421,7 @@ def run_pipeline(
     def evaluate(iteration: int) -> None:
         def body(h: RunHandle) -> dict[str, Any]:
             out = evaluate_actor(actor, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
+                                 prompt=prompt,
                                  max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
                                  should_stop=h.cancelled.is_set)
             if out["top_answer_share"] > COLLAPSE_SHARE:
@@ -481,13 +486,13 @@ def run_pipeline(
             starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
             groups = draw_groups(actor, starts, samples=cfg.samples, temperature=cfg.temperature,
                                  constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
-                                 include_greedy=True)
+                                 include_greedy=True, prompt=prompt)
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
-                                   actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer)
+                                   actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
             labeler.score(groups)
             batch = pairs_from_groups(groups, labeler, cfg.margin, PairBatch())
             batch.ranking = ranking_accuracy(batch.pairs, oracle)

@@ -49,7 +49,7 @@ def resolve_strategy(registry: Any, spec: str | None) -> Strategy:
             row = registry.get_prompt(int(spec))
             if row is None:
                 latest = registry.get_prompt()
-                saved = f"saved versions: 1-{latest['version']}" if latest else "none saved yet (the console's editor saves them)"
+                saved = f"saved versions: 1-{latest['version']}" if latest else "none saved yet: the console's editor saves them"
                 raise StrategyError(f"--strategy {spec}: no strategy version {spec} in {registry.path} ({saved})")
             return Strategy(validate_strategy(row["text"]), int(row["version"]), f"version {row['version']}")
         path = Path(spec).expanduser()

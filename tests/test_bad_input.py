@@ -133,6 +133,10 @@ CASES = [
     (["play", *TINY, "--run-id", "nope", "--db", "{ok}"], "no such run"),
     (["play", *TINY, "--run-id", "{finished}", "--db", "{ok}"], "only a SCHEDULED play run can be adopted"),
     (["play", *TINY, "--bogus", "--db", "{ok}"], "No such option: --bogus"),
+    (["play", *TINY, "--strategy", "7", "--db", "{ok}"], "--strategy 7: no strategy version 7"),
+    (["evaluate", *TINY, "--strategy", "./no-such-file.txt", "--db", "{ok}"], "neither a saved version number nor a"),
+    (["pipeline", *TINY, "--strategy", "{empty}", "--db", "{ok}"], "the strategy prompt is empty"),
+    (["collect-pairs", *TINY, "--critic-run", "x", "--strategy", "{dir}", "--db", "{ok}"], "nor a text file"),
     # --- train-critic ----------------------------------------------------------------------
     (["train-critic", "--critic", "", "-e", "{good_play}", "--db", "{ok}"], "the critic model name is empty"),
     (["train-critic", "--critic", "smollm2-135m", "-e", "{good_play}", "--db", "{ok}"], "is an actor preset, not a critic"),

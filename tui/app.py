@@ -134,13 +134,16 @@ class LactChainApp(App):
                 self.load_critic(self.critic_spec)
 
     async def on_unmount(self) -> None:
-        if self.labels_run_id is not None:  # the human-labelling session run of this TUI
-            run_id = self.labels_run_id
-            try:
-                await self.registry.call(lambda reg: reg.end_run(run_id, "FINISHED"))
-            except Exception:  # noqa: BLE001 - never block quitting
-                pass
+        # (A labelling session's run is FINISHED from its first label: nothing to end here.)
         self.registry.close()
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A toast, unless the same one is still on screen (pressing a key again must not
+        stack copies of "already running")."""
+        if any(n.message == message and n.title == title for n in self._notifications):
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # ---- the one error path -------------------------------------------------------
     def report_error(self, title: str, error: BaseException | str | None) -> None:
@@ -281,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", type=Path, default=None,
                    help="run registry (SQLite); default $LACTCHAIN_DB or runs/registry.db")
+    p.add_argument("--create", action="store_true",
+                   help="create the --db registry's folder when it does not exist (otherwise refused: a typo "
+                   "must not start an empty registry somewhere)")
     p.add_argument("--actor", default=DEFAULT_ACTOR,
                    help=f"actor preset or path (default {DEFAULT_ACTOR}; 'tiny' for tests; 'oracle' = the exact "
                    "planner, no model; 'none' = do not load)")
@@ -289,13 +295,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_db(db: Path, explicit: bool) -> str | None:
+    """Why the console cannot open this registry (one line), or None. A mistyped --db must
+    not create folders and an empty registry; a file that is not a registry is refused
+    before any screen draws."""
+    from lactchain.registry import Registry
+
+    if db.is_dir():
+        return f"--db {db} is a directory; point it at the registry file inside (e.g. {db / 'registry.db'})"
+    if explicit and not db.parent.is_dir():
+        return f"--db {db}: folder {db.parent} does not exist; create it first (mkdir -p {db.parent})"
+    if db.exists():
+        try:
+            Registry.open_for_reading(db).close()
+        except Exception as exc:  # noqa: BLE001 - any reason it cannot be read, in one line
+            text = " ".join(str(exc).split())
+            return f"{db} cannot be opened as a registry: {text}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
     args = build_parser().parse_args(argv)
     db = args.db
     if db is None:
         from lactchain.paths import default_db_path
 
         db = default_db_path()
+    db = Path(db).expanduser().absolute()
+    if args.create:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    problem = check_db(db, explicit=args.db is not None)
+    if problem is not None:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
     actor = None if str(args.actor).lower() == "none" else args.actor
     app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic)
     app.run()

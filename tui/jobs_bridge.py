@@ -41,6 +41,7 @@ class JobForm:
 
 
 ACTOR = Field("actor", "Actor", "smollm2-135m", help="preset, path or hub id")
+STRATEGY = Field("strategy", "Strategy", "", help="saved version number or text file; empty: built-in")
 ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder")
 CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
 LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
@@ -54,7 +55,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("gamma", "Gamma", "0.9"),
     )),
     JobForm("collect-pairs", "Collect pairs", (
-        ACTOR, ADAPTER, Field("critic-run", "Critic run", "", help="train-critic run id"),
+        ACTOR, ADAPTER, STRATEGY, Field("critic-run", "Critic run", "", help="train-critic run id"),
         Field("states", "Start states", "32"),
         Field("samples", "Samples per state", "4"),
     )),
@@ -65,23 +66,34 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("epochs", "Epochs", "1"),
     )),
     JobForm("evaluate", "Evaluate", (
-        ACTOR, ADAPTER, Field("states", "Start states", "all", help="'all' or a number"),
+        ACTOR, ADAPTER, STRATEGY, Field("states", "Start states", "all", help="'all' or a number"),
     )),
     JobForm("pipeline", "Pipeline", (
-        ACTOR, CRITIC,
+        ACTOR, CRITIC, STRATEGY,
         Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
         Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "oracle"),
               help="oracle = diagnostic upper bound"),
         Field("iterations", "Iterations", "2"),
     )),
     JobForm("play", "Play episodes", (
-        ACTOR, ADAPTER,
+        ACTOR, ADAPTER, STRATEGY,
         Field("episodes", "Episodes", "8"),
         Field("start", "Start", "fixed", choices=("fixed", "random")),
     )),
 )
 FORMS_BY_COMMAND = {f.command: f for f in JOB_FORMS}
 JOB_KINDS = tuple(f.command for f in JOB_FORMS)
+
+
+CONSOLE_ONLY_ACTORS = ("oracle",)  # the console's planner actor: no model, not a CLI preset
+
+
+def cli_actor(console_actor: str | None) -> tuple[str, str]:
+    """The actor a job should use: the console's own, unless it has no CLI model (then the
+    form default, and why)."""
+    if console_actor and console_actor not in CONSOLE_ONLY_ACTORS:
+        return console_actor, ""
+    return ACTOR.default, f" (the console's actor {console_actor or 'none'} is not a model)"
 
 
 def cli_prefix() -> list[str]:

@@ -13,6 +13,7 @@ from lactchain.cli.common import (
     check_models,
     check_references,
     finite,
+    LineLog,
     positive,
     DbOption,
     DetachOption,
@@ -154,10 +155,12 @@ def train_actor_cmd(
         with Progress(TextColumn(f"[bold]{loss}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                       TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
             task = bar.add_task("steps", total=max_steps, stats="")
+            line = LineLog()
 
             def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
                 shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "margin", "accuracy") if k in metrics]
                 bar.update(task, completed=step, total=total or None, stats="  ".join(shown))
+                line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
 
             result = train_actor(
                 model, selection, loss=loss, handle=handle, epochs=epochs, max_steps=max_steps, lr=lr,

@@ -49,6 +49,24 @@ def positive(value: Any) -> Any:
     return value
 
 
+class LineLog:
+    """Plain progress lines on stderr, for a detached job's log.txt (Rich draws no live
+    bar into a file, so the console's Log tab would stay empty until the end): at most
+    one per `every_s` seconds, plus forced ones. Silent on a terminal: the bar shows it."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s, self.last = every_s, float("-inf")
+        self.enabled = not sys.stderr.isatty()
+
+    def __call__(self, message: str, force: bool = False) -> None:
+        import time
+
+        now = time.monotonic()
+        if self.enabled and (force or now - self.last >= self.every_s):
+            self.last = now
+            print(message, file=sys.stderr, flush=True)
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
@@ -63,6 +81,9 @@ DetachOption = Annotated[
     bool,
     typer.Option("--detach", help="Run as a background job (survives logout); prints the run id and returns."),
 ]
+StrategyOption = Annotated[Optional[str], typer.Option(
+    "--strategy", help="Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) or a "
+                       "text file. Recorded in the run's params. Default: the built-in strategy.")]
 RunIdOption = Annotated[Optional[str], typer.Option("--run-id", hidden=True, help="Adopt this scheduled run (set by --detach).")]
 SKIP_ON_RELAUNCH = {"detach", "run_id", "db"}
 
@@ -121,6 +142,20 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
                 fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
 
 
+def prompt_for(registry: Any, strategy: Optional[str], actor: Any) -> Any:
+    """The PromptSpec a job renders: the --strategy (checked before the run) and the actor's moves."""
+    from lactchain.prompts import PromptSpec
+    from lactchain.strategies import resolve_strategy
+
+    return PromptSpec(strategy=resolve_strategy(registry, strategy).text, moves=tuple(actor.moves))
+
+
+def resolve_label(handle: Any, strategy: Optional[str]) -> str:
+    from lactchain.strategies import resolve_strategy
+
+    return resolve_strategy(handle.registry, strategy).label
+
+
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     """An adapter folder from a path, or from a run id's latest `adapter` artifact
     (a one-line error when it is neither)."""
@@ -157,6 +192,13 @@ def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] 
     resolve_adapter(registry, params.get("adapter"))
     for spec in params.get("pairs_from") or []:
         run_of("--pairs-from", spec)
+    if params.get("strategy"):
+        from lactchain.strategies import StrategyError, resolve_strategy
+
+        try:
+            resolve_strategy(registry, params["strategy"])
+        except StrategyError as exc:
+            fail(str(exc))
     resume = params.get("resume_from")
     if resume and kind and not Path(resume).is_dir():
         run_of("--resume-from", resume, (kind,))
@@ -204,6 +246,10 @@ def run_job(
     check_models(ctx.params.get("actor"), ctx.params.get("critic"))
     registry = open_registry(db)
     check_references(registry, ctx.params, kind)
+    if "strategy" in ctx.params:  # what the run renders, recorded (a file may change later)
+        from lactchain.strategies import resolve_strategy
+
+        params = {**params, **resolve_strategy(registry, ctx.params["strategy"]).params()}
     if detach:
         rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
         if as_json:

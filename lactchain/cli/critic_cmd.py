@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, check_models, check_references, console, err_console, fail, finite, open_registry, positive, run_job
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, LineLog, check_models, check_references, console, err_console, fail, finite, open_registry, positive, run_job
 
 CriticOption = Annotated[
     str,
@@ -85,12 +85,15 @@ def train_critic(
                 stats = bar.tasks[0].fields.get("last", "")
                 bar.update(task, stats=f"batch {done}/{total}" + (f"  {stats}" if stats else ""))
 
+            line = LineLog(every_s=0.0)
+
             def on_epoch(epoch: int, m: dict[str, float]) -> None:
                 last = f"loss {m['train_loss']:.3f}"
                 if "val_loss" in m:
                     last += f"  val {m['val_loss']:.3f}  EV {m['val_explained_variance']:.2f}"
                 last += f"  spearman(V, V*) {m['spearman_vstar']:.2f}"
                 bar.update(task, completed=epoch, last=last, stats=last)
+                line(f"epoch {epoch}/{epochs}: {last}")
 
             return fit(handle, **params, on_epoch=on_epoch, on_batch=on_batch)
 

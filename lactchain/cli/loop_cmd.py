@@ -8,7 +8,20 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, err_console, finite, run_job
+from lactchain.cli.common import (
+    DbOption,
+    DetachOption,
+    JsonOption,
+    LineLog,
+    RunIdOption,
+    StrategyOption,
+    console,
+    err_console,
+    finite,
+    prompt_for,
+    resolve_label,
+    run_job,
+)
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
 
 
@@ -46,6 +59,7 @@ def collect_pairs_cmd(
     episodes_from: Annotated[Optional[list[str]], typer.Option("--episodes-from", help="Also pair steps of these play runs whose states match.")] = None,
     constrained: ConstrainedOption = True,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
+    strategy: StrategyOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -76,12 +90,22 @@ def collect_pairs_cmd(
             critic, critic_params = load_critic(reg, critic_run)
             g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
             start_states = sample_start_states(GridWorldEnv(moves=model.moves), states, seed=seed)
+            line = LineLog()
+            line(f"collect-pairs: {len(start_states)} start states x {samples} samples, strategy "
+                 f"{resolve_label(handle, strategy)}", force=True)
             with Progress(TextColumn("[bold]pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=err_console, transient=as_json) as bar:
                 task = bar.add_task("states", total=len(start_states))
+
+                def on_progress(n: int) -> None:
+                    bar.advance(task, n)
+                    done = int(bar.tasks[0].completed)
+                    line(f"states {done}/{len(start_states)} sampled and scored", force=done == len(start_states))
+                    handle.check_cancelled()
+
                 batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
                                       margin=margin, constrained=constrained, seed=seed,
-                                      on_progress=lambda n: (bar.advance(task, n), handle.check_cancelled()))
+                                      prompt=prompt_for(reg, strategy, model), on_progress=on_progress)
         for play_run in episodes_from or []:
             extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin)
             batch.pairs += extra.pairs
@@ -108,6 +132,7 @@ def evaluate_cmd(
     envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Batch size of lock-step envs.")] = 16,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
+    strategy: StrategyOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -125,12 +150,15 @@ def evaluate_cmd(
         from lactchain.evaluate import evaluate_actor
 
         model = load_actor(actor, adapter, handle.registry, quiet=as_json)
+        LineLog()(f"evaluate: greedy from {states} start states, strategy {resolve_label(handle, strategy)}",
+                  force=True)
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
                                     n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
+                                    prompt=prompt_for(handle.registry, strategy, model),
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result
 
     run_job(ctx, kind="eval", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"eval {actor}" + (f"+{adapter}" if adapter else ""), render=lambda r: _table(f"evaluate {r['run_id']}", r))
+            name=f"eval {actor}" + (f"+{adapter}" if adapter else "") + (f" strategy {strategy}" if strategy else ""), render=lambda r: _table(f"evaluate {r['run_id']}", r))

@@ -20,6 +20,8 @@ from lactchain.cli.common import (
     DetachOption,
     JsonOption,
     RunIdOption,
+    StrategyOption,
+    check_references,
     console,
     err_console,
     fail,
@@ -101,6 +103,7 @@ def pipeline_cmd(
     explore: ExploreOption = _D["explore"],
         constrained: ConstrainedOption = True,
     seed: SeedOption = _D["seed"],
+    strategy: StrategyOption = None,
     resume_from: Annotated[Optional[str], typer.Option(
         "--resume-from", help="Continue this killed or failed pipeline run at its first unfinished phase: its "
                               "finished phases (and their child runs) are kept, with their elites, critic and "
@@ -130,8 +133,11 @@ def pipeline_cmd(
             kept = len(state["phases"]) if state else 0
             err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
                               f"resuming {resume_from}: no phase had finished; starting from the beginning")
+        from lactchain.strategies import resolve_strategy
+
         start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, adapter)
-        run_cfg = replace(cfg, adapter=start_adapter)
+        text = resolve_strategy(handle.registry, strategy).text if strategy else None
+        run_cfg = replace(cfg, adapter=start_adapter, strategy=text)
         with err_console.status("pipeline") as status:
             return run_pipeline(handle, run_cfg, resume=state,
                                 on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
@@ -178,6 +184,7 @@ def bench_learn(
     actor_epochs: ActorEpochsOption = _D["actor_epochs"],
     actor_lr: ActorLrOption = _D["actor_lr"],
     explore: ExploreOption = _D["explore"],
+        strategy: StrategyOption = None,
         transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
     seed: SeedOption = _D["seed"],
         db: DbOption = None,
@@ -194,6 +201,7 @@ def bench_learn(
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
     from lactchain.pipeline import run_pipeline
+    from lactchain.prompts import PromptSpec
 
     t0 = time.time()
     cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
@@ -201,8 +209,16 @@ def bench_learn(
                       deadline=t0 + budget_min * 60)
     check_models(cfg.actor, cfg.critic if cfg.labeler == "critic" else None)
     registry = open_registry(db)
-    name = f"bench learn {labeler}/{loss} {budget_min:g} min"
-    with run_context(registry, "pipeline", name=name, params={**cfg.params(), "budget_min": budget_min}) as handle:
+    check_references(registry, {"strategy": strategy})
+    from dataclasses import replace
+
+    from lactchain.strategies import resolve_strategy
+
+    chosen = resolve_strategy(registry, strategy)
+    cfg = replace(cfg, strategy=chosen.text if strategy else None)
+    name = f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {chosen.label}" if strategy else "")
+    params = {**cfg.params(), "budget_min": budget_min, **chosen.params()}
+    with run_context(registry, "pipeline", name=name, params=params) as handle:
         model = Actor.load(cfg.actor)
         with err_console.status("bench learn") as status:
             out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
@@ -213,7 +229,8 @@ def bench_learn(
             if transfer:
                 status.update("transfer: 5x5 grid")
                 t = evaluate_actor(model, states="all", max_actions=cfg.eval_max_actions, n_envs=cfg.n_envs,
-                                   env_kwargs={"size": 5, "goal": (4, 4)}, seed=seed)
+                                   env_kwargs={"size": 5, "goal": (4, 4)}, seed=seed,
+                                   prompt=PromptSpec(strategy=chosen.text, moves=tuple(model.moves)))
                 result["transfer"] = {"grid": "5x5", **{k: t[k] for k in ("states", "success_rate", "mean_optimal_ratio",
                                                                            "mean_return", "top_answer_share")}}
                 handle.log_metrics({f"transfer_5x5/{k}": float(t[k]) for k in ("success_rate", "mean_optimal_ratio")})

@@ -9,6 +9,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (
+    LineLog,
+    StrategyOption,
+    prompt_for,
+    resolve_label,
     DbOption,
     DetachOption,
     JsonOption,
@@ -63,6 +67,7 @@ def play(
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
+    strategy: StrategyOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -89,6 +94,7 @@ def play(
                       TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
             task = bar.add_task("episodes", total=episodes, stats="")
             wins = 0
+            line = LineLog()
 
             def on_episode(ep) -> None:
                 nonlocal wins
@@ -96,8 +102,13 @@ def play(
                 done = bar.tasks[0].completed + 1
                 bar.update(task, advance=1, stats=f"success {wins}/{done}")
                 handle.log_metrics({"episode_return": ep.total_return, "episode_success": float(ep.success)}, step=ep.idx)
+                line(f"episode {done}/{episodes}: return {ep.total_return:.2f}, "
+                     f"{'reached the goal' if ep.success else 'did not reach the goal'}; success {wins}/{done}",
+                     force=done in (1, episodes))
 
-            summary = run_rollouts(model, cfg, registry=handle.registry, run_id=handle.run_id,
+            line(f"play: {episodes} episodes on {envs} envs, strategy {resolve_label(handle, strategy)}", force=True)
+            summary = run_rollouts(model, cfg, prompt=prompt_for(handle.registry, strategy, model),
+                                   registry=handle.registry, run_id=handle.run_id,
                                    on_episode=on_episode, should_stop=handle.cancelled.is_set)
         result = summary.as_dict()
         handle.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float))})

@@ -79,3 +79,22 @@ def test_importing_the_tui_pulls_in_no_model_libraries():
             "if m in sys.modules); print(heavy); sys.exit(1 if heavy else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_console_refuses_a_mistyped_or_foreign_db_in_one_line(tmp_path, capsys):
+    """`lactchain-tui --db` with a missing folder, a directory or another app's SQLite
+    file: one line and exit 2, before any screen draws; nothing is created or changed."""
+    import sqlite3
+
+    from tui.app import main
+
+    missing = tmp_path / "no" / "such" / "r.db"
+    foreign = tmp_path / "notes.db"
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE notes (body TEXT)")
+    before = foreign.read_bytes()
+    for db, words in ((missing, "does not exist"), (tmp_path, "is a directory"), (foreign, "another application")):
+        assert main(["--db", str(db), "--actor", "none"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+    assert not (tmp_path / "no").exists() and foreign.read_bytes() == before

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from textual.widgets import DataTable, Input, Select
 
@@ -109,7 +110,12 @@ async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry
 
 
 async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_path):
-    """The default launcher runs `lactchain play ... --detach --json`: the run exists at once."""
+    """The default launcher runs `lactchain play ... --detach --json`: the run exists at
+    once, the job view follows it, its log shows progress lines while it runs, and the
+    strategy version given in the form is what its prompts contain."""
+    from tui.widgets.log_tail import LogTail
+
+    version = registry.save_prompt("Face the goal, then walk straight to it.")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4")
@@ -118,7 +124,18 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         screen.query_one("#job-command", Select).value = "play"
         await settle(app, pilot)
         screen.query_one("#play--actor", Input).value = "tiny"
-        screen.query_one("#play--episodes", Input).value = "1"
+        screen.query_one("#play--strategy", Input).value = str(version)
+        # a bad value: the CLI's own one-line message, under the form
+        screen.query_one("#play--episodes", Input).value = "0"
+        await pilot.press("ctrl+l")
+        deadline = time.monotonic() + 30
+        error = screen.query_one("#job-error")
+        while not str(error.render()) and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        shown = str(error.render())
+        assert "Invalid value for '--episodes'" in shown and "RuntimeError" not in shown and "╰" not in shown
+        assert screen.last_launch is None and registry.list_runs(kind="play") == []
+        screen.query_one("#play--episodes", Input).value = "2"
         await pilot.press("ctrl+l")
         deadline = time.monotonic() + 30
         while screen.last_launch is None and time.monotonic() < deadline:
@@ -129,10 +146,18 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         assert run_id in _ids(screen.query_one("#jobs-table", DataTable))
         run = registry.get_run(run_id)
         assert run["pgid"] and run["log_path"]
-        # Stop it again (the job itself is not what this test is about).
-        from lactchain.jobs import kill_run
-
-        kill_run(registry, run_id)
+        log = screen.query_one("#job-log", LogTail)
+        assert log.path == Path(run["log_path"])  # the view follows the new job, not the previous one
+        deadline = time.monotonic() + 120
+        while registry.get_run(run_id)["status"] != "FINISHED" and time.monotonic() < deadline:
+            await pilot.pause(0.5)
+        screen.refresh_jobs()
+        await settle(app, pilot)
+        log.poll()
+        lines = list(log.lines)
+        assert any("episode 1/2" in line for line in lines), lines
+        assert registry.params(run_id)["strategy_version"] == version
+        assert all("walk straight to it" in s["prompt"] for s in registry.steps(run_id=run_id))
 
 
 async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, registry):

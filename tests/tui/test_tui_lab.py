@@ -209,3 +209,22 @@ async def test_with_a_real_critic_the_candidates_have_q_and_advantage(make_app):
         await settle(app, pilot)
         model = app.screen.query_one(GridView).model
         assert "critic V(s)" in model.values_label and len(model.values) == 16
+
+
+async def test_repeated_keys_do_not_stack_toasts_and_reset_clears_the_stream(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        screen.running = True  # an episode is being played
+        for _ in range(3):
+            await pilot.press("s")
+        await settle(app, pilot)
+        assert sum("already running" in n.message for n in app._notifications) == 1
+        screen.running = False
+        pane = screen.query_one(ActorPane)
+        pane.show_prompt("a prompt")  # a generation starts streaming ...
+        await pilot.press("r")  # ... and the episode is reset
+        await settle(app, pilot)
+        completion = pane.query_one("#actor-completion")
+        assert completion.border_title == "completion" and "▌" not in str(completion.render())

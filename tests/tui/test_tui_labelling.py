@@ -31,7 +31,14 @@ async def test_label_is_in_the_registry_right_after_the_key_press(make_app, regi
         assert row["chosen"] == first.a and row["rejected"] == first.b
         assert row["status"] == "labeled" and row["meta"]["source_pair"] == ids[0]
         labels_run = registry.get_run(row["run_id"])
-        assert labels_run["kind"] == "labels" and labels_run["status"] == "RUNNING"
+        # a session is not a job: never reaped as one whose process died, never among active jobs
+        from lactchain.jobs import reap_dead_runs
+        from tui.screens.jobs import fetch_jobs
+
+        assert labels_run["kind"] == "labels" and labels_run["status"] == "FINISHED"
+        reap_dead_runs(registry, never_started_after_s=0)
+        assert registry.get_run(row["run_id"])["status"] == "FINISHED"
+        assert all(j["id"] != labels_run["id"] for j in fetch_jobs(registry, False, {}))
         src = registry.get_pair(ids[0])
         assert src["meta"]["human_pair"] == row["id"] and src["status"] == "labeled"  # critic label kept
         # B and tie
@@ -44,8 +51,9 @@ async def test_label_is_in_the_registry_right_after_the_key_press(make_app, regi
         assert screen.current is None
         assert "pair 3/3" in str(screen.query_one("#label-progress").render())
         assert all(r["run_id"] == labels_run["id"] for r in _human(registry))  # one run per session
-    # Quitting ends the session's labels run.
-    assert registry.get_run(labels_run["id"])["status"] == "FINISHED"
+    # Its end time is the last label's, not whenever the console quit.
+    last = max(r["created_ms"] for r in _human(registry))
+    assert registry.get_run(labels_run["id"])["ended_ms"] >= last
 
 
 async def test_undo_skip_and_blind(make_app, registry):

@@ -75,8 +75,53 @@ async def test_browse_and_restore_an_earlier_version(make_app, registry):
         assert editor.text == "first strategy"
         assert app.lab_session.strategy == "first strategy"
         assert "restored version 1" in _message(editor)
-        # Saving the restored text records its parent version.
+        # Saving the restored text unchanged adds no duplicate version ...
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert registry.get_prompt()["version"] == 2 and "identical to version 1" in _message(editor)
+        # ... an edit of it is a new version whose parent is the restored one.
+        editor.set_text("first strategy, then walk straight to the goal")
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         newest = registry.get_prompt()
-        assert newest["version"] == 3 and newest["parent_version"] == 1 and newest["text"] == "first strategy"
+        assert newest["version"] == 3 and newest["parent_version"] == 1 and newest["text"].startswith("first strategy,")
+
+
+async def test_the_applied_version_is_live_again_after_a_restart(make_app, registry):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        editor.set_text("Turn to face the goal, then walk.")
+        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+    again = make_app()
+    async with again.run_test(size=(120, 40)) as pilot:
+        await settle(again, pilot)
+        assert again.lab_session.strategy == "Turn to face the goal, then walk."
+        editor = again.screen.query_one(StrategyEditor)
+        assert editor.text == "Turn to face the goal, then walk." and editor.live_version == 1
+
+
+async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(make_app, registry):
+    """ctrl+o saves the editor's text (if new) and launches `lactchain evaluate --strategy V`
+    with the console's actor; the console's planner actor is no model, so the default is used."""
+    from tui.jobs_bridge import LaunchResult
+
+    launched = []
+
+    def launcher(argv):  # noqa: ANN001, ANN202 - stands in for the detached CLI (run by the Jobs tests)
+        launched.append(list(argv))
+        return LaunchResult(tuple(argv), registry.create_run("eval", cmd=argv), "")
+
+    app = make_app(launcher=launcher)
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        editor.set_text("Walk to the goal by the shortest path.")
+        await pilot.press("ctrl+o")
+        await settle(app, pilot)
+        assert registry.get_prompt()["text"] == "Walk to the goal by the shortest path."
+        (argv,) = launched
+        assert argv[argv.index("--strategy") + 1] == "1" and "evaluate" in argv
+        assert argv[argv.index("--actor") + 1] == "smollm2-135m" and argv[argv.index("--states") + 1] == "all"
+        assert "evaluating version 1" in _message(editor)

@@ -76,6 +76,7 @@ class Pane:
 def pane(tmp_path: Path):
     session = f"lactchain-tui-{uuid.uuid4().hex[:8]}"
     db = tmp_path / "runs" / "registry.db"
+    db.parent.mkdir(parents=True)  # an explicit --db must be in an existing folder
     entry = str(ENTRY) if ENTRY.exists() else shutil.which("lactchain-tui")
     assert entry, "the lactchain-tui console script is not installed"
     cmd = f"env -u COLUMNS -u LINES {entry} --db {db} --actor oracle"

@@ -16,7 +16,8 @@ from textual.widgets import (Button, DataTable, Footer, Input, Label, Select, St
 
 from tui.commands import bindings_for
 from tui.format import fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
-from tui.jobs_bridge import FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, kill_job, launch_job
+from tui import console_state
+from tui.jobs_bridge import FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, cli_actor, kill_job, launch_job
 from tui.messages import JobLaunched
 from tui.screens.base import BaseScreen
 from tui.screens.runs import STATUS_STYLE, with_metrics
@@ -78,6 +79,7 @@ class JobsScreen(BaseScreen):
         self._metric: str | None = None
         self._shown_keys: list[str] | None = None  # the metric list the Select shows
         self.last_launch: JobLaunched | None = None
+        self._shown_id: str | None = None  # the job the log and chart show
 
     def compose(self) -> ComposeResult:
         yield TopBar("jobs", id="topbar")
@@ -88,6 +90,7 @@ class JobsScreen(BaseScreen):
                 with Vertical(id="job-fields", classes="job-fields"):
                     yield from self.fields_for(JOB_FORMS[0].command)
                 yield Static("", id="job-argv")
+                yield Static("", id="job-error")
                 yield Button("Launch  ctrl+l", id="job-launch", variant="primary")
             with Vertical(id="jobs-right"):
                 table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
@@ -122,19 +125,34 @@ class JobsScreen(BaseScreen):
             self.draw_chart()
 
     # ---- form ---------------------------------------------------------------------
-    @staticmethod
-    def fields_for(command: str) -> list:
+    def prefill(self, command: str, field: Any) -> str:
+        """A field's starting value: what was launched last time from this form, else the
+        console's own models (its --actor/--adapter/--critic), else the form's default."""
+        last = console_state.load(self.app.db_path).get("forms", {}).get(command, {})
+        if isinstance(last, dict) and field.name in last:
+            return str(last[field.name])
+        if field.name == "actor":
+            return cli_actor(getattr(self.app, "actor_spec", None))[0]
+        if field.name == "adapter" and getattr(self.app, "adapter", None):
+            return str(self.app.adapter)
+        if field.name == "critic" and getattr(self.app, "critic_spec", None):
+            return str(self.app.critic_spec)
+        return field.default
+
+    def fields_for(self, command: str) -> list:
         """The inputs of one job form (only the selected form is mounted)."""
         form = FORMS_BY_COMMAND[command]
         widgets: list = []
         for field in form.fields:
             wid = f"{form.command}--{field.name}"
+            value = self.prefill(command, field)
             widgets.append(Label(field.label, classes="field-label"))
             if field.choices:
-                widgets.append(Select([(c, c) for c in field.choices], value=field.default or field.choices[0],
+                widgets.append(Select([(c, c) for c in field.choices],
+                                      value=value if value in field.choices else field.default or field.choices[0],
                                       allow_blank=False, id=wid, compact=True))
             else:
-                widget = Input(field.default, placeholder=field.help or field.label, id=wid, compact=True)
+                widget = Input(value, placeholder=field.help or field.label, id=wid, compact=True)
                 widget.tooltip = field.help or None
                 widgets.append(widget)
         return widgets
@@ -186,18 +204,26 @@ class JobsScreen(BaseScreen):
 
     def action_launch(self) -> None:
         argv = self.argv()
-        self.notify(f"launching {self.command}…")
-        self.launch(self.command, argv)
+        self.query_one("#job-error", Static).update("")
+        self.notify(f"launching {self.command}…", timeout=3)
+        self.launch(self.command, argv, self.form_values())
 
     @work(thread=True, exit_on_error=False, group="launch", name="launch job")
-    def launch(self, command: str, argv: list[str]) -> None:
+    def launch(self, command: str, argv: list[str], values: dict[str, str]) -> None:
         launcher = self.app.launcher or launch_job
         try:
             result = launcher(argv)
-        except Exception as exc:  # noqa: BLE001
-            self.app.call_from_thread(self.app.report_error, f"{command} did not start", exc)
+        except Exception as exc:  # noqa: BLE001 - the CLI's own one-line message, as the user would see it
+            self.app.call_from_thread(self.show_launch_error, command, str(exc))
             return
+        forms = console_state.load(self.app.db_path).get("forms", {})
+        console_state.save(self.app.db_path, forms={**(forms if isinstance(forms, dict) else {}), command: values})
         self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(argv)))
+
+    def show_launch_error(self, command: str, message: str) -> None:
+        message = message.removeprefix("error: ")
+        self.query_one("#job-error", Static).update(Text(f"✗ {command} did not start: {message}", style="bold red"))
+        self.app.report_error(f"{command} did not start", message)
 
     def on_job_launched(self, message: JobLaunched) -> None:
         self.last_launch = message
@@ -230,7 +256,9 @@ class JobsScreen(BaseScreen):
         active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))
         table.border_subtitle = f"{active} active · {len(rows)} shown"
         job = self.selected_job()
-        if job is not None:
+        if job is not None and str(job["id"]) != self._shown_id:
+            self.show_job(job)  # a new launch, or the first refresh: the log and chart follow it
+        elif job is not None:
             self.sync_metrics(job)
 
     def selected_job(self) -> dict | None:
@@ -242,10 +270,15 @@ class JobsScreen(BaseScreen):
             return
         self.selected_id = event.row_key.value
         job = self.selected_job()
-        if job is None:
-            return
+        if job is not None and str(job["id"]) != self._shown_id:
+            self.show_job(job)
+
+    def show_job(self, job: dict) -> None:
+        """Point the log tail, the metric list and the chart at this job."""
+        self._shown_id = str(job["id"])
         self.query_one("#job-log", LogTail).follow(job.get("log_path"), placeholder="(no log yet)")
         self._metric = None  # a new job: its own default metric
+        self._shown_keys = None
         self.sync_metrics(job)
 
     def sync_metrics(self, job: dict) -> None:

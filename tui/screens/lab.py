@@ -30,6 +30,7 @@ from tui.screens.base import BaseScreen
 from tui.widgets.actor_pane import ActorPane
 from tui.widgets.critic_pane import CriticPane, short_moves, short_state
 from tui.widgets.grid import GridModel, GridView, grid_values
+from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
 from tui.widgets.topbar import TopBar
 
@@ -82,7 +83,28 @@ class LabScreen(BaseScreen):
         self._update_critic_header()
         self.call_after_refresh(self.compute_v_star)  # after the first paint: it holds the GIL a while
         self.call_after_refresh(self.ensure_editor)
+        self.call_after_refresh(self.restore_strategy)
         grid.focus()
+
+    @work(exclusive=True, group="restore-strategy", exit_on_error=False)
+    async def restore_strategy(self) -> None:
+        """Reopen on the strategy version applied last time (if it is still in the registry)."""
+        version = console_state.load(self.app.db_path).get("strategy_version")
+        if not isinstance(version, int):
+            return
+        try:
+            row = await self.app.registry.call(lambda reg: reg.get_prompt(version))
+            if row is None:
+                return
+            self.session.set_strategy(row["text"])
+        except Exception:  # noqa: BLE001 - the built-in strategy stays
+            return
+        editor = await self.ensure_editor()
+        editor.set_text(self.session.strategy)
+        editor.loaded_version = editor.live_version = version
+        editor.say(f"strategy version {version} (applied last session) is live", "ok")
+        editor.refresh_versions()
+        self.query_one(ActorPane).show_message(f"strategy version {version} restored from the last session")
 
     async def ensure_editor(self) -> StrategyEditor:
         """The strategy editor, mounted on first need (it is the costliest widget to build)."""
@@ -234,6 +256,7 @@ class LabScreen(BaseScreen):
     def _after_reset(self, snap: GridSnapshot, message: str) -> None:
         self.running = False
         self.query_one("#episode-table", DataTable).clear()
+        self.query_one(ActorPane).clear_completion()
         self.query_one(ActorPane).show_message(message)
         self.draw(snap)
         self._update_critic_header()
@@ -378,6 +401,7 @@ class LabScreen(BaseScreen):
         except ValueError as exc:
             self.app.report_error("strategy rejected", exc)
             return
+        console_state.save(self.app.db_path, strategy_version=event.version)  # reopened on it next time
         prompt = self.session.user_prompt()
         self.query_one(ActorPane).show_prompt(prompt, "next prompt (strategy applied)")
         self.query_one(ActorPane).show_message("strategy applied: the next step uses it")

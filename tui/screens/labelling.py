@@ -29,6 +29,7 @@ from textual.widgets import Footer, ProgressBar, Static
 
 from lactchain.envs import GridWorldEnv, State
 from lactchain.moves import format_moves
+from lactchain.registry import now_ms
 from tui.commands import bindings_for
 from tui.screens.base import BaseScreen
 from tui.widgets.critic_pane import short_state
@@ -119,8 +120,11 @@ def write_label(reg: Any, item: Item, choice: str, session_run: str | None, blin
                         status=status, labeler="human", meta={**meta_old, **verdict})
         return session_run, Done(-1, "label", None, before)
     if session_run is None:
-        session_run = reg.create_run("labels", name="human labels (TUI)", params={"labeler": "human"},
-                                     status="RUNNING")
+        # A labelling session is a container for labels, not a job: no process to watch
+        # (the reaper would call it dead), and every label is committed on its key press.
+        # So it is FINISHED from its first label on, its end time following the last label.
+        session_run = reg.create_run("labels", name="human labels (TUI)", params={"labeler": "human"})
+        reg.update_run(session_run, status="FINISHED", started_ms=now_ms())
     source_labeler = pair.get("labeler")
     agrees = None if choice == "tie" else (chosen == list(pair.get("chosen") or []))
     row = {
@@ -130,6 +134,7 @@ def write_label(reg: Any, item: Item, choice: str, session_run: str | None, blin
                  **verdict},
     }
     new_id = reg.add_pairs(session_run, [row])[0]
+    reg.update_run(session_run, ended_ms=now_ms())
     reg.update_pair(pair["id"], meta={**meta_old, "human_pair": new_id, "human_choice": choice,
                                       "human_agrees": agrees})
     return session_run, Done(-1, "label", new_id, {"meta": pair.get("meta")})

@@ -71,5 +71,12 @@ class ActorPane(Vertical):
             line.append(f"\n→ {caption}")
         self.query_one("#actor-parse", Static).update(line)
 
+    def clear_completion(self) -> None:
+        """Nothing is being generated: no 'streaming' title or cursor left from a past step."""
+        self._buffer = ""
+        completion = self.query_one("#actor-completion", Static)
+        completion.border_title = "completion"
+        completion.update("")
+
     def show_message(self, message: str) -> None:
         self.query_one("#actor-parse", Static).update(Text(message, style="italic"))

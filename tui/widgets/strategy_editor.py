@@ -87,10 +87,19 @@ class StrategyEditor(Vertical):
         if text is not None:
             self.say(f"✓ valid strategy ({len(text)} characters)", "ok")
 
-    async def action_save_version(self) -> None:
+    def _same_as_saved(self, text: str) -> int | None:
+        """The saved version whose text this is (saving it again would add a duplicate)."""
+        return next((v["version"] for v in self.versions if (v.get("text") or "").strip() == text.strip()), None)
+
+    async def action_save_version(self) -> int | None:
         text = self._validated()
         if text is None:
-            return
+            return None
+        same = self._same_as_saved(text)
+        if same is not None:
+            self.loaded_version = same
+            self.say(f"= identical to version {same}: nothing new to save", "ok")
+            return same
         note = self.query_one("#strategy-note", Input).value.strip() or None
         parent = self.loaded_version if self.loaded_version is not None else self.live_version
         try:
@@ -103,7 +112,36 @@ class StrategyEditor(Vertical):
         self.loaded_version = version
         self.query_one("#strategy-note", Input).value = ""
         self.say(f"✓ saved as version {version} (ctrl+g applies it to the actor)", "ok")
+        self.versions.insert(0, {"version": version, "text": text, "note": note})
         self.refresh_versions()
+        return version
+
+    async def action_evaluate(self) -> None:
+        """Evaluate the editor's strategy as a detached `lactchain evaluate --strategy V`
+        job (saved first when it is new), so strategies compare by score in Runs."""
+        from tui.jobs_bridge import build_argv, cli_actor
+
+        version = await self.action_save_version()
+        if version is None:
+            return
+        actor, why = cli_actor(self.app.actor_spec)
+        values = {"actor": actor, "adapter": self.app.adapter or "", "states": "all", "strategy": str(version)}
+        argv = build_argv("evaluate", values, self.app.db_path)
+        self.say(f"launching evaluate of version {version} with {actor}{why}…")
+        self._launch_evaluate(argv, version)
+
+    @work(thread=True, exit_on_error=False, group="evaluate-strategy", name="evaluate strategy")
+    def _launch_evaluate(self, argv: list[str], version: int) -> None:
+        from tui.jobs_bridge import launch_job
+
+        try:
+            result = (self.app.launcher or launch_job)(argv)
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.say, f"✗ evaluate did not start: {exc}", "error")
+            return
+        run_id = getattr(result, "run_id", None)
+        self.app.call_from_thread(
+            self.say, f"✓ evaluating version {version} as {run_id} (Jobs: 4); compare scores in Runs", "ok")
 
     def action_apply(self) -> None:
         text = self._validated()

@@ -1,0 +1,36 @@
+"""What the console remembers between sessions (the applied strategy version, the last
+job launched per form), in a small JSON file beside the registry. Losing it loses
+nothing that matters, so read and write errors are ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def state_path(db_path: str | os.PathLike | None) -> Path | None:
+    return None if db_path is None else Path(db_path).with_suffix(".console.json")
+
+
+def load(db_path: str | os.PathLike | None) -> dict[str, Any]:
+    path = state_path(db_path)
+    try:
+        data = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save(db_path: str | os.PathLike | None, **changes: Any) -> None:
+    path = state_path(db_path)
+    if path is None:
+        return
+    try:
+        data = {**load(db_path), **changes}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, path)
+    except OSError:
+        pass
