@@ -75,7 +75,8 @@ PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout")
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic")
 
-BUSY_TIMEOUT_S = 30.0
+# How long a writer waits for another's write lock ($LACTCHAIN_BUSY_TIMEOUT_S for tests and slow disks).
+BUSY_TIMEOUT_S = float(os.environ.get("LACTCHAIN_BUSY_TIMEOUT_S", "30"))
 _KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 

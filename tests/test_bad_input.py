@@ -9,8 +9,10 @@ rejected input.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -266,3 +268,24 @@ def test_bad_input_is_one_line_not_a_traceback(files, capsys, args, words):
     assert not paths["nodir"].parent.exists()
     with Registry.open_for_reading(paths["ok"]) as reg:
         assert len(reg.list_runs()) == runs_before
+
+
+def test_a_registry_locked_past_the_busy_timeout_is_one_line(tmp_path):
+    """Another process holds the write lock longer than the busy timeout: the command says
+    so in one line (and creates nothing), it does not hang or print a traceback."""
+    db = tmp_path / "r.db"
+    Registry(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        res = subprocess.run([sys.executable, "-m", "lactchain.cli", "play", "--actor", "tiny", "-n", "1",
+                              "--db", str(db)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "LACTCHAIN_BUSY_TIMEOUT_S": "1"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "error: the registry is locked by another process (waited 1 s for its write to end); try again when it is done"]
+    with Registry.open_for_reading(db) as reg:
+        assert reg.list_runs() == []

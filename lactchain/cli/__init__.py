@@ -55,7 +55,12 @@ def main() -> None:
         if os.environ.get("LACTCHAIN_DEBUG"):
             raise
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        if isinstance(exc, sqlite3.DatabaseError):
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            from lactchain.registry import BUSY_TIMEOUT_S
+
+            message = (f"the registry is locked by another process (waited {BUSY_TIMEOUT_S:g} s for its write "
+                       "to end); try again when it is done")
+        elif isinstance(exc, sqlite3.DatabaseError):
             message = f"the registry database cannot be read ({message}): check --db or $LACTCHAIN_DB"
         sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
         sys.exit(2)
