@@ -22,6 +22,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from tui.commands import COMMANDS, Command, bindings_for
+from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
 from tui.registry_client import RegistryClient, default_factory
@@ -102,6 +103,7 @@ class LactChainApp(App):
         # Model loads run one at a time: two threads importing transformers at once can
         # see half-initialised modules, and on a small CPU box they only slow each other.
         self._load_lock = threading.Lock()
+        self.lab_recorder = LabRecorder()  # the Lab's episodes, as a `play` run
         self.labels_run_id: str | None = None  # created by the Labelling screen on the first label
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None

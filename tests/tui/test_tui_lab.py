@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from textual.widgets import DataTable
 
 from lactchain.envs import State
@@ -228,3 +230,28 @@ async def test_repeated_keys_do_not_stack_toasts_and_reset_clears_the_stream(mak
         await settle(app, pilot)
         completion = pane.query_one("#actor-completion")
         assert completion.border_title == "completion" and "▌" not in str(completion.render())
+
+
+async def test_a_lab_episode_is_a_play_run_in_the_registry(make_app, registry):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("e")  # run the episode (the oracle actor reaches the goal)
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not app.screen.running and app.lab_session.done:
+                break
+        await settle(app, pilot)
+        history = list(app.lab_session.history)
+        await pilot.press("r", "s")  # a second episode starts with its first step
+        await settle(app, pilot)
+    (run,) = registry.list_runs(kind="play")
+    assert registry.params(run["id"])["source"] == "console" and run["status"] == "FINISHED"
+    first, second = registry.episodes(run["id"])
+    assert first["success"] is True and first["length"] == len(history) > 0
+    assert first["return"] == pytest.approx(sum(r.reward for r in history))
+    steps = registry.steps(episode_id=first["id"])
+    assert [s["moves"] for s in steps] == [list(r.moves) for r in history]
+    assert steps[0]["prompt"] == history[0].prompt and steps[-1]["done"] is True
+    (step,) = registry.steps(episode_id=second["id"])  # one step after the reset: its own episode
+    assert step["t"] == 0 and (second["return"] is None) != step["done"]

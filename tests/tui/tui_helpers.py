@@ -27,7 +27,7 @@ async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
 def add_run(reg: Registry, kind: str, *, status: str = "FINISHED", params: dict | None = None,
             metrics: dict[str, list[float]] | None = None, offset_s: int = 0, duration_s: int = 60,
             log_lines: list[str] | None = None, adapter: bool = False, name: str | None = None) -> str:
-    run_id = reg.create_run(kind, name=name, params=params or {}, status="SCHEDULED")
+    run_id = reg.create_run(kind, name=name, params=params or {}, status="SCHEDULED", cmd=["lactchain", kind])
     start = FIXED_MS + offset_s * 1000
     fields: dict[str, Any] = {"status": status, "created_ms": start, "started_ms": start}
     if status not in ("RUNNING", "SCHEDULED"):

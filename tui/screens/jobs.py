@@ -63,7 +63,8 @@ def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]
         except Exception:  # noqa: BLE001 - listing matters more than reaping
             pass
     runs = [dict(r) for r in reg.list_runs(limit=limit * 3)
-            if r["kind"] in JOB_KINDS or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
+            # a job has a command line; the Lab's episodes and labelling sessions are not jobs
+            if (r["kind"] in JOB_KINDS and r.get("cmd")) or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
     return with_metrics(reg, runs[:limit], cache)
 
 

@@ -322,6 +322,7 @@ class LabScreen(BaseScreen):
                 reason = "reset during the step"
                 break
             self.post_message(StepFinished(record))
+            self._record(record)
             done_steps += 1
             if record.terminated or record.truncated:
                 reason = "reached the goal" if record.terminated and "goal" in record.caption else (
@@ -333,6 +334,14 @@ class LabScreen(BaseScreen):
                 reason = "paused"
                 break
         self.post_message(EpisodeStopped(reason, session.snapshot()))
+
+    def _record(self, record: Any) -> None:
+        """The step into the registry (this console's `play` run), from the episode thread."""
+        params = {"actor": self.app.actor_spec, "adapter": self.app.adapter, "strategy_text": self.session.strategy}
+        try:
+            self.app.registry.call_sync(self.app.lab_recorder.record, record, params)
+        except Exception as exc:  # noqa: BLE001 - the episode goes on; the researcher is told
+            self.app.call_from_thread(self.notify, f"step not recorded in the registry: {exc}", severity="warning")
 
     @work(thread=True, exclusive=True, group="critic", exit_on_error=False, name="candidates")
     def sample_candidates(self, k: int = 4) -> None:

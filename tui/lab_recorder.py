@@ -1,0 +1,47 @@
+"""Every episode run by hand in the Lab is recorded like any other: one `play` run per
+console session (params `source: console`), an episode row per Lab episode and a steps
+row per action, so it can be labelled, archived and browsed in Runs.
+
+The run is a container, not a job (no process to watch): FINISHED from its first step,
+its end time following the last step. All methods run on the registry thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lactchain.registry import now_ms
+
+
+class LabRecorder:
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.episode_id: int | None = None
+        self.episodes = 0
+        self.total = 0.0
+        self.moves = 0
+
+    def record(self, reg: Any, record: Any, params: dict[str, Any]) -> str:
+        """Store one Lab step (a `lab_session.StepRecord`); returns the run id."""
+        if self.run_id is None:
+            self.run_id = reg.create_run("play", name="console episodes", params={"source": "console", **params})
+            reg.update_run(self.run_id, status="FINISHED", started_ms=now_ms())
+        with reg.transaction():
+            if record.index == 1 or self.episode_id is None:  # the first action after a reset
+                self.episode_id = reg.add_episode(self.run_id, idx=self.episodes, start_state=record.state.as_dict(),
+                                                  length=0)
+                self.episodes += 1
+                self.total, self.moves = 0.0, 0
+            self.total += record.reward
+            self.moves += len(record.moves)
+            done = record.terminated or record.truncated
+            reg.add_steps(self.run_id, [{
+                "episode_id": self.episode_id, "t": record.index - 1, "state": record.state.as_dict(),
+                "prompt": record.prompt, "completion": record.text, "moves": list(record.moves),
+                "parse_mode": record.mode, "reward": record.reward, "next_state": record.next_state.as_dict(),
+                "done": done, "terminated": record.terminated, "caption": record.caption, "logprob": record.logprob,
+            }])
+            if done:
+                reg.update_episode(self.episode_id, return_=self.total, length=record.index,
+                                   success=bool(record.terminated), moves_used=self.moves)
+            reg.update_run(self.run_id, ended_ms=now_ms())
+        return self.run_id
