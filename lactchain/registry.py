@@ -692,6 +692,32 @@ class Registry:
             args.append(int(limit))
         return [_decode("runs", r) for r in self._rows(sql, args)]
 
+    _SEARCH_TEXT = ("id", "name", "kind", "status", "error")
+    _SEARCH_FIELDS = ("id", "name", "kind", "status", "parent_id", "error")
+
+    def search_runs(self, terms: Sequence[str] = (), fields: Mapping[str, str] | None = None,
+                    limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Runs, newest first, whose id, name, kind, status or error contain every one of
+        `terms`, and whose `fields` (column -> text) contain that text; case-insensitive.
+        Returns (up to `limit` runs, how many match in all), so a browser can say the
+        true count and reach any run by filtering, however many there are."""
+        clauses, args = [], []
+        for term in terms:
+            hay = " || ' ' || ".join(f"lower(coalesce({c}, ''))" for c in self._SEARCH_TEXT)
+            clauses.append(f"instr({hay}, ?) > 0")
+            args.append(term.lower())
+        for column, text in (fields or {}).items():
+            if column not in self._SEARCH_FIELDS:
+                raise ValueError(f"cannot filter runs by {column!r}; use one of {', '.join(self._SEARCH_FIELDS)}")
+            clauses.append(f"instr(lower(coalesce({column}, '')), ?) > 0")
+            args.append(str(text).lower())
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        total = self._value(f"SELECT count(*) FROM runs{where}", args)
+        sql = f"SELECT * FROM runs{where} ORDER BY created_ms DESC, rowid DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_decode("runs", r) for r in self._rows(sql, args)], int(total)
+
     def delete_run(self, run_id: str) -> None:
         """Delete a run and all its rows (not its folder); child runs keep living, unparented."""
         with self._write() as db:

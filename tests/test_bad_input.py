@@ -115,7 +115,7 @@ CASES = [
     (["play", *TINY, "-n", "1", "--db", "{nodir}"], "does not exist"),
     # --- play --------------------------------------------------------------------------------
     (["play", "--actor", "", "--db", "{ok}"], "the actor model name is empty"),
-    (["play", "--actor", "./no-such-model", "--db", "{ok}"], "unknown model './no-such-model'"),
+    (["play", "--actor", "./no-such-model", "--db", "{ok}"], "unknown actor model './no-such-model'"),
     (["play", "--actor", "minilm-l6", "--db", "{ok}"], "is a critic preset, not an actor"),
     (["play", *TINY, "--episodes", "0", "--db", "{ok}"], "Invalid value for '--episodes'"),
     (["play", *TINY, "--episodes", "99999999999999999999", "--db", "{ok}"], "Invalid value for '--episodes'"),
@@ -216,7 +216,7 @@ CASES = [
     (["bench", "learn", *TINY, "--budget-min", "0", "--db", "{ok}"], "Invalid value for '--budget-min'"),
     (["bench", "learn", *TINY, "--budget-min", "nan", "--db", "{ok}"], "Invalid value for '--budget-min'"),
     (["bench", "learn", *TINY, "--labeler", "foo", "--db", "{ok}"], "labeler must be one of"),
-    (["bench", "learn", *TINY, "--critic", "nope", "--db", "{ok}"], "unknown model 'nope'"),
+    (["bench", "learn", *TINY, "--critic", "nope", "--db", "{ok}"], "unknown critic model 'nope': not a critic preset"),
     # --- models / env -----------------------------------------------------------------------
     (["models", "prepare", ""], "give a preset name"),
     (["models", "prepare", "nope"], "nope"),

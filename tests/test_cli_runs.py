@@ -129,7 +129,7 @@ def test_console_script_json_is_pure(db):
 
 @pytest.mark.parametrize("args, words", [
     (["runs", "list", "--db", "{junk}"], "registry database cannot be read"),
-    (["play", "--actor", "./no-such-model", "--episodes", "1", "--db", "{ok}"], "unknown model './no-such-model'"),
+    (["play", "--actor", "./no-such-model", "--episodes", "1", "--db", "{ok}"], "unknown actor model './no-such-model'"),
     (["runs", "list", "--db", "{foreign}"], "another application"),
     (["play", "--actor", "tiny", "--episodes", "1", "--run-id", "{finished}", "--db", "{ok}"],
      "only a SCHEDULED play run can be adopted"),

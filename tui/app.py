@@ -252,8 +252,10 @@ class LactChainApp(App):
 
     # ---- command palette ----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        for command in COMMANDS:
-            yield SystemCommand(command.title, f"{command.help} [{command.key}]",
+        from rich.markup import escape
+
+        for command in COMMANDS:  # the key hint escaped: "[a]" is not a markup tag to drop
+            yield SystemCommand(command.title, escape(f"{command.help} [{command.key}]"),
                                 lambda c=command: self.run_command(c))
         yield from super().get_system_commands(screen)
 

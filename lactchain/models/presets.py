@@ -563,20 +563,27 @@ def check_spec(spec: str, role: str) -> None:
         return _check_role(spec, role)
     ready, detail = preset_status(spec)
     if not ready:
+        if detail.startswith(f"unknown model {spec!r}"):  # name the presets of this role only
+            detail = (f"unknown {role} model {spec!r}: not {_a(role)} preset ({_role_names(role)}), local folder "
+                      "or hub id")
         raise ValueError(detail if spec in detail else f"{spec}: {detail}")
 
 
 def _check_role(spec: str, role: str) -> None:
     preset = PRESETS[spec]
     if preset.role != role:
-        def a(word: str) -> str:
-            return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+        raise ValueError(f"{spec!r} is {_a(preset.role)} preset, not {_a(role)}; {role} presets: {_role_names(role)}")
 
-        raise ValueError(f"{spec!r} is {a(preset.role)} preset, not {a(role)}; {role} presets: {_role_names(role)}")
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
 
 
 def _role_names(role: str) -> str:
-    return ", ".join(p.name for p in PRESETS.values() if p.role == role)
+    names = [p.name for p in PRESETS.values() if p.role == role]
+    if role == CRITIC:
+        names += [n for n in BUILTIN_CRITICS if n not in names]
+    return ", ".join(names)
 
 
 def _resolve(spec: str, role: str, progress: Optional[Progress]) -> Path:

@@ -47,6 +47,11 @@ async def test_palette_lists_the_commands_and_runs_them(make_app, registry):
         assert isinstance(app.screen, CommandPalette)
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert REQUIRED <= titles
+        # the key hints survive rendering (markup would eat "[a]", "[b]", "[f5]")
+        from rich.text import Text
+
+        helps = {c.title: Text.from_markup(c.help).plain for c in app.get_system_commands(app.screen)}
+        assert helps["Choose A"].endswith("[a]") and helps["Refresh runs"].endswith("[f5]")
         await pilot.press("escape")
         await palette(app, pilot, "open runs", "Open runs")
         assert app.current_mode == "runs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Input, TabbedContent
 
-from tui.screens.runs import RunsScreen, match_filter
+from tui.screens.runs import PAGE, RunsScreen, fetch_runs, parse_filter
 from tui.widgets.log_tail import LogTail
 from tui_helpers import add_run, settle
 
@@ -13,12 +13,36 @@ def _ids(table: DataTable) -> list[str]:
     return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
 
 
-def test_filter_terms():
-    run = {"id": "train-critic-1a2b3c4d", "kind": "train-critic", "status": "RUNNING", "name": "baseline"}
-    assert match_filter(run, "kind:critic status:run")
-    assert match_filter(run, "baseline")
-    assert not match_filter(run, "status:finished")
-    assert not match_filter(run, "kind:critic nope")
+def test_filter_terms_run_in_the_registry(registry):
+    critic = registry.create_run("critic", name="baseline", status="RUNNING", cmd=["lactchain", "train-critic"])
+    registry.create_run("play", name="smoke test")
+    assert parse_filter("kind:train-critic status:run base") == (["base"], {"kind": "critic", "status": "run"})
+
+    def ids(query):  # noqa: ANN001, ANN202
+        return [r["id"] for r in fetch_runs(registry, {}, query)[0]]
+
+    assert ids("kind:critic status:run") == [critic] == ids("kind:train-critic") == ids("baseline")
+    assert ids("status:finished") == [] and ids("kind:critic nope") == []
+    assert ids("train-critic") == []  # free text does not search the command line
+    assert fetch_runs(registry, {}, "smoke")[1:] == (1, 2)  # matching, of all
+
+
+async def test_runs_beyond_the_first_page_are_counted_and_reachable(make_app, registry):
+    needle = registry.create_run("critic", name="the very first run")
+    with registry.transaction():
+        for i in range(PAGE + 20):
+            registry.create_run("play", name=f"bulk {i}")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        summary = str(screen.query_one("#runs-summary").render())
+        assert f"{PAGE}/{PAGE + 21} runs" in summary and "filter to reach the rest" in summary
+        await pilot.press("slash", *"very first")
+        await settle(app, pilot)
+        assert _ids(screen.query_one("#runs-table", DataTable)) == [needle]
+        assert f"1/1 runs matching (of {PAGE + 21})" in str(screen.query_one("#runs-summary").render())
 
 
 async def test_runs_table_filter_sort_and_detail(make_app, registry):

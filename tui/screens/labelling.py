@@ -248,7 +248,7 @@ class LabellingScreen(BaseScreen):
                 size=self._env.size, goal=tuple(self._env.goal), agent=end, path=path, start=start)
             t = Text()
             t.append(format_moves(moves) if moves else "[] (no moves)", style="bold")
-            t.append(f"\n{len(moves)} moves → {short_state(end)} · reward {reward:+.0f}")
+            t.append(f"\n{len(moves)} move{'s' if len(moves) != 1 else ''} → {short_state(end)} · reward {reward:+.0f}")
             if self.blind:
                 t.append("\ncritic: hidden (h shows)", style="dim")
             elif score is not None:

@@ -28,18 +28,24 @@ SORTS = ("created", "kind", "status", "duration", "id")
 REFRESH_S = 2.0
 
 
-def match_filter(run: dict, query: str) -> bool:
-    """'kind:train-critic status:running loss' -> all terms must match (case-insensitive)."""
+# The command a researcher typed -> the run kind it records (`kind:train-critic` finds critic runs).
+KIND_ALIASES = {"train-critic": "critic", "train-actor": "actor", "collect-pairs": "pairs", "evaluate": "eval",
+                "labelling": "labels"}
+PAGE = 300  # rows loaded at a time; the filter runs in the registry, so it reaches every run
+
+
+def parse_filter(query: str) -> tuple[list[str], dict[str, str]]:
+    """'kind:train-critic status:run baseline' -> (free-text terms, {column: text}); all
+    must match, case-insensitive. Free text matches id, name, kind, status and error."""
+    terms, fields = [], {}
     for term in query.lower().split():
-        if ":" in term:
-            field, _, want = term.partition(":")
-            if want not in str(run.get(field, "")).lower():
-                return False
+        column, sep, want = term.partition(":")
+        if sep and column in ("id", "name", "kind", "status", "parent_id", "error", "parent"):
+            column = "parent_id" if column == "parent" else column
+            fields[column] = KIND_ALIASES.get(want, want) if column == "kind" else want
         else:
-            hay = " ".join(str(run.get(k, "")) for k in ("id", "name", "kind", "status", "cmd", "error")).lower()
-            if term not in hay:
-                return False
-    return True
+            terms.append(term)
+    return terms, fields
 
 
 def sort_key(column: str, now: int):  # noqa: ANN201
@@ -72,8 +78,12 @@ def with_metrics(reg: Any, runs: list[dict], cache: dict) -> list[dict]:
     return runs
 
 
-def fetch_runs(reg: Any, cache: dict | None = None, limit: int = 300) -> list[dict]:
-    return with_metrics(reg, [dict(r) for r in reg.list_runs(limit=limit)], {} if cache is None else cache)
+def fetch_runs(reg: Any, cache: dict | None = None, query: str = "", limit: int = PAGE) -> tuple[list[dict], int, int]:
+    """The newest `limit` runs matching `query`, how many match, and how many runs there are."""
+    terms, fields = parse_filter(query)
+    runs, matched = reg.search_runs(terms, fields, limit=limit)
+    total = matched if not (terms or fields) else reg.search_runs(limit=0)[1]
+    return with_metrics(reg, [dict(r) for r in runs], {} if cache is None else cache), matched, total
 
 
 def fetch_detail(reg: Any, run_id: Any) -> dict:
@@ -93,6 +103,7 @@ class RunsScreen(BaseScreen):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.runs: list[dict] = []
+        self.matched = self.total = 0
         self.marked: set[str] = set()
         self.sort_column = "created"
         self.sort_reverse = True
@@ -103,7 +114,7 @@ class RunsScreen(BaseScreen):
 
     def compose(self) -> ComposeResult:
         yield TopBar("runs", id="topbar")
-        yield Input(placeholder="/ filter: text, kind:train-critic, status:running", id="runs-filter", compact=True)
+        yield Input(placeholder="/ filter: text, kind:critic (or kind:train-critic), status:running, parent:RUN", id="runs-filter", compact=True)
         with Vertical(id="runs-main"):
             table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
             for key, label in COLUMNS:
@@ -143,7 +154,8 @@ class RunsScreen(BaseScreen):
     @work(exclusive=True, group="runs-list", exit_on_error=False, name="load runs")
     async def refresh_runs(self) -> None:
         try:
-            runs = await self.app.registry.call(fetch_runs, self._metrics_cache)
+            query = self.query_one("#runs-filter", Input).value.strip()
+            runs, self.matched, self.total = await self.app.registry.call(fetch_runs, self._metrics_cache, query)
         except Exception as exc:  # noqa: BLE001
             self.query_one("#runs-summary", Static).update(Text(f"registry unavailable: {exc}", style="red"))
             return
@@ -151,8 +163,8 @@ class RunsScreen(BaseScreen):
         self.populate()
 
     def visible_runs(self) -> list[dict]:
-        query = self.query_one("#runs-filter", Input).value.strip()
-        runs = [r for r in self.runs if match_filter(r, query)] if query else list(self.runs)
+        """The loaded page (already filtered by the registry), sorted."""
+        runs = list(self.runs)
         runs.sort(key=sort_key(self.sort_column, now_ms()), reverse=self.sort_reverse)
         return runs
 
@@ -174,7 +186,11 @@ class RunsScreen(BaseScreen):
             )))
         sync_table(table, rows, keep=self.selected_id)
         arrow = "↓" if self.sort_reverse else "↑"
-        summary = Text(f" {len(rows)}/{len(self.runs)} runs · sort {self.sort_column} {arrow}", style="dim")
+        query = self.query_one("#runs-filter", Input).value.strip()
+        shown = f" {len(rows)}/{self.matched} runs" + (f" matching (of {self.total})" if query else "")
+        if len(rows) < self.matched:
+            shown += " · newest shown; filter to reach the rest"
+        summary = Text(f"{shown} · sort {self.sort_column} {arrow}", style="dim")
         if self.marked:
             summary.append(f" · {len(self.marked)} marked", style="bold")
         self.query_one("#runs-summary", Static).update(summary)
@@ -289,7 +305,7 @@ class RunsScreen(BaseScreen):
 
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self) -> None:
-        self.populate()
+        self.refresh_runs()  # in the registry: reaches runs beyond the loaded page
 
     @on(Input.Submitted, "#runs-filter")
     def _filter_done(self) -> None:
