@@ -62,6 +62,7 @@ class CandidatesReady(Message):
     value: float | None
     rows: list[Candidate]
     critic_label: str | None
+    state: Any = None  # the state they were sampled at (the table is stale once the agent moves)
 
 
 @dataclass

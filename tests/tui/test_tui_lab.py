@@ -255,3 +255,26 @@ async def test_a_lab_episode_is_a_play_run_in_the_registry(make_app, registry):
     assert steps[0]["prompt"] == history[0].prompt and steps[-1]["done"] is True
     (step,) = registry.steps(episode_id=second["id"])  # one step after the reset: its own episode
     assert step["t"] == 0 and (second["return"] is None) != step["done"]
+
+
+async def test_critic_table_is_marked_stale_after_a_step_and_k_waits_for_the_episode(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        pane = screen.query_one(CriticPane)
+        start = app.lab_session.snapshot().state
+        await pilot.press("k")
+        await settle(app, pilot)
+        assert pane.query_one("#critic-table", DataTable).row_count > 0 and pane.table_state == start
+        note = str(pane.query_one("#critic-note").render())
+        assert "sampled at" in note and "A = r + γ·V(s') − V(s)" in note and "stale" not in note
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().state != start
+        assert "stale: sampled at" in str(pane.query_one("#critic-note").render())
+        screen.running = True  # an episode is generating: k must not start a second generation
+        await pilot.press("k")
+        await settle(app, pilot)
+        assert any("pause it (p)" in n.message for n in app._notifications)
+        assert pane.table_state == start

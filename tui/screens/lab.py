@@ -43,6 +43,7 @@ class LabScreen(BaseScreen):
         self._pause = threading.Event()
         self.running = False
         self.show_values = False
+        self._sampling = False  # a candidates worker is generating
         self._critic_values: dict | None = None
 
     @property
@@ -282,6 +283,12 @@ class LabScreen(BaseScreen):
         editor.query_one("#strategy-text").focus()
 
     def action_candidates(self) -> None:
+        if self.running:  # one model, one generation at a time
+            self.notify("an episode is running: pause it (p) before sampling candidates", severity="warning")
+            return
+        if self._sampling:
+            self.notify("already sampling candidates", severity="warning")
+            return
         if not self._actor_ready():
             return
         if self.session.snapshot().done:
@@ -289,6 +296,7 @@ class LabScreen(BaseScreen):
             return
         self.query_one("#lab-tabs", TabbedContent).active = "tab-critic"
         self.query_one(CriticPane).query_one("#critic-value", Static).update(Text("sampling candidates…", style="italic"))
+        self._sampling = True
         self.sample_candidates()
 
     # ---- workers (threads: they post messages, never touch widgets) ---------------
@@ -346,12 +354,14 @@ class LabScreen(BaseScreen):
     @work(thread=True, exclusive=True, group="critic", exit_on_error=False, name="candidates")
     def sample_candidates(self, k: int = 4) -> None:
         critic = self.app.critic
+        state = self.session.snapshot().state
         try:
             value, rows = self.session.candidates(self.app.actor, k=k, critic=critic)
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(self.notify, f"sampling failed: {exc}", severity="error")
+            self.app.call_from_thread(setattr, self, "_sampling", False)
             return
-        self.post_message(CandidatesReady(value, rows, self.app.critic_label if critic is not None else None))
+        self.post_message(CandidatesReady(value, rows, self.app.critic_label if critic is not None else None, state))
 
     @work(thread=True, exclusive=True, group="critic-grid", exit_on_error=False, name="critic values")
     def critic_grid_values(self) -> None:
@@ -388,6 +398,7 @@ class LabScreen(BaseScreen):
         table.move_cursor(row=table.row_count - 1)
         self.draw(r.snapshot)
         self._update_critic_header()
+        self.query_one(CriticPane).mark_state(r.next_state)
 
     def on_episode_stopped(self, message: EpisodeStopped) -> None:
         self.running = False
@@ -400,8 +411,10 @@ class LabScreen(BaseScreen):
     def on_candidates_ready(self, message: CandidatesReady) -> None:
         snap = self.session.snapshot()
         pane = self.query_one(CriticPane)
-        pane.show_value(message.critic_label, message.value, snap.state, self.session.v_star().get(snap.state))
-        pane.show_candidates(message.rows)
+        self._sampling = False
+        pane.show_value(message.critic_label, message.value, message.state, self.session.v_star().get(message.state))
+        pane.show_candidates(message.rows, message.state)
+        pane.mark_state(snap.state)
 
     @on(StrategyEditor.Applied)
     def _strategy_applied(self, event: StrategyEditor.Applied) -> None:

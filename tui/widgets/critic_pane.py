@@ -31,13 +31,29 @@ class CriticPane(Vertical):
     DEFAULT_CSS = """
     CriticPane #critic-value { height: auto; }
     CriticPane DataTable { height: 1fr; }
+    CriticPane #critic-note { height: auto; }
     """
+
+    table_state: State | None = None  # where the candidates in the table were sampled
 
     def compose(self) -> ComposeResult:
         yield Static("critic not loaded", id="critic-value")
         table = DataTable(id="critic-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("#", "moves", "s'", "r", "Q", "A", "Q*")
         yield table
+        yield Static("", id="critic-note")
+
+    def mark_state(self, state: State | None) -> None:
+        """Say whether the table belongs to the agent's current state (stale after a step)."""
+        note = self.query_one("#critic-note", Static)
+        if self.table_state is None:
+            note.update("")
+        elif state is not None and state != self.table_state:
+            note.update(Text(f"⚠ stale: sampled at {short_state(self.table_state)}, the agent is now at "
+                             f"{short_state(state)}; k samples here", style="bold yellow"))
+        else:
+            note.update(Text(f"sampled at {short_state(self.table_state)} · A = r + γ·V(s') − V(s), the critic's "
+                             "TD advantage (★ = highest)", style="dim"))
 
     def show_value(self, critic_label: str | None, value: float | None, state: State | None, v_star: float | None) -> None:
         text = Text()
@@ -53,9 +69,11 @@ class CriticPane(Vertical):
         text.append("\nk: sample candidates · F=forward L=left R=right · Q* = r + γ·V*(s') (exact)", style="dim")
         self.query_one("#critic-value", Static).update(text)
 
-    def show_candidates(self, rows: Sequence[Candidate]) -> None:
+    def show_candidates(self, rows: Sequence[Candidate], state: State | None = None) -> None:
         table = self.query_one("#critic-table", DataTable)
         table.clear()
+        self.table_state = state if rows else None
+        self.mark_state(state)
         best = best_index(rows)
         for i, c in enumerate(rows):
             style = "bold green" if i == best else ""
