@@ -63,6 +63,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("Overlay metric", "Chart a metric across the marked runs", "m", "overlay", "runs", "Overlay"),
     Command("Load adapter into lab", "Load the run's adapter into the Lab's actor", "a", "load_adapter", "runs",
             "Load adapter"),
+    Command("Resume run", "Continue the KILLED/FAILED run from its newest checkpoint (a detached job)", "R",
+            "resume", "runs", "Resume"),
+    Command("Kill run", "Stop the selected running run (asks first; it checkpoints)", "K", "kill", "runs", "Kill"),
     # labelling
     Command("Choose A", "A is better (chosen), B rejected", "a", "choose('A')", "labels", "A better"),
     Command("Choose B", "B is better (chosen), A rejected", "b", "choose('B')", "labels", "B better"),
@@ -76,6 +79,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Launch job", "Launch the job in the form (detached)", "ctrl+l", "launch", "jobs", "Launch"),
     Command("Kill job", "Stop the selected job (SIGTERM, it checkpoints)", "K", "kill", "jobs", "Kill"),
     Command("Refresh jobs", "Reload the jobs table now", "f5", "refresh", "jobs", "Refresh"),
+    Command("Show job log", "The selected job's log, following it live", "l", "show_tab('tab-job-log')", "jobs", "Log"),
+    Command("Show job chart", "The selected job's metric chart", "g", "show_tab('tab-job-chart')", "jobs", "Chart"),
 )
 
 

@@ -174,6 +174,12 @@ def launch_job(argv: Sequence[str], timeout: float = 60.0) -> LaunchResult:
     return LaunchResult(tuple(argv), parse_run_id(proc.stdout or ""), output)
 
 
+def resume_argv(run_id: str, db_path: str | os.PathLike | None, prefix: Sequence[str] | None = None) -> list[str]:
+    """`lactchain runs resume RUN --json --db DB`: the CLI decides what can be resumed."""
+    argv = list(prefix if prefix is not None else cli_prefix()) + ["runs", "resume", run_id, "--json"]
+    return argv + (["--db", str(db_path)] if db_path is not None else [])
+
+
 def kill_job(registry: Any, run_id: str) -> str:
     """Ask a job to stop: SIGTERM to its process group (it checkpoints, then ends KILLED).
     Blocking but quick; runs on the registry thread."""

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from textual.widgets import DataTable, Input, Select
 
 from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
 from tui.screens.jobs import JobsScreen
-from tui_helpers import settle
+from tui_helpers import live_job, settle
 
 
 def test_build_argv_is_the_cli_detach_path(tmp_path):
@@ -74,19 +71,6 @@ async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
         await settle(app, pilot)
         runs = app.screen.query_one("#runs-table", DataTable)
         assert run_id in [str(runs.get_row_at(i)[1]) for i in range(runs.row_count)]
-
-
-@contextmanager
-def live_job(registry, kind):
-    """A RUNNING run of `kind` backed by a real process in its own session."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    run_id = registry.create_run(kind, status="RUNNING")
-    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
-    try:
-        yield proc, run_id
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry):
@@ -186,3 +170,17 @@ def test_default_metric_per_kind():
     assert default_metric("critic", ["round", "spearman_vstar", "v_loss"]) == "v_loss"
     assert default_metric("eval", ["mean_return", "success_rate"]) == "success_rate"
     assert default_metric("labels", ["a", "b"]) == "a" and default_metric("play", []) is None
+
+
+async def test_log_and_chart_tabs_have_keys(make_app):
+    from textual.widgets import TabbedContent
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        app.screen.query_one("#jobs-table").focus()
+        await pilot.press("g")
+        assert app.screen.query_one("#jobs-tabs", TabbedContent).active == "tab-job-chart"
+        await pilot.press("l")
+        assert app.screen.query_one("#jobs-tabs", TabbedContent).active == "tab-job-log"

@@ -122,3 +122,40 @@ async def test_overlay_and_load_adapter(make_app, registry):
         await settle(app, pilot)
         assert app.current_mode == "lab"
         assert calls == [("tiny", a)]
+
+
+async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
+    from tui.widgets.confirm import ConfirmScreen
+    from tui_helpers import live_job
+
+    killed = registry.create_run("play", cmd=["lactchain", "play"])
+    registry.end_run(killed, "KILLED")
+    with live_job(registry, "critic") as (proc, running):
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(app, pilot)
+            screen = app.screen
+            table = screen.query_one("#runs-table", DataTable)
+            table.focus()
+            table.move_cursor(row=_ids(table).index(running))
+            await settle(app, pilot)
+            await pilot.press("K")
+            await settle(app, pilot)
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("n")  # not killed
+            await settle(app, pilot)
+            assert proc.poll() is None and registry.get_run(running)["status"] == "RUNNING"
+            await pilot.press("K", "y")
+            await settle(app, pilot)
+            assert proc.wait(timeout=10) != 0
+            # resume: the CLI's own reason, in one toast
+            table.move_cursor(row=_ids(table).index(killed))
+            await settle(app, pilot)
+            await pilot.press("R")
+            for _ in range(60):
+                await pilot.pause(0.2)
+                if any("not resumed" in n.title for n in app._notifications):
+                    break
+            (note,) = [n for n in app._notifications if "not resumed" in n.title]
+            assert "play runs cannot be resumed" in note.message and "RuntimeError" not in note.message

@@ -1,4 +1,4 @@
-"""Snapshot tests of every screen at a fixed size (120x40, and the Lab at 80x24).
+"""Snapshot tests of every screen at fixed sizes: 120x40, and 80x24 (a first-class size).
 
 Deterministic by construction: the oracle actor (no model), fixed run ids and
 timestamps, UTC. Update after an intended change with `pytest --snapshot-update`
@@ -63,22 +63,25 @@ def test_lab_strategy_editor(snap_compare, app):
     assert snap_compare(app, terminal_size=WIDE, run_before=_go(then=show))
 
 
-def test_runs_screen(snap_compare, app, registry, fixed_ids, tmp_path):
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
+def test_runs_screen(snap_compare, app, registry, fixed_ids, tmp_path, size):
     add_run(registry, "train-critic", params={"epochs": 3, "lr": 0.001}, metrics={"loss": [1.0, 0.6, 0.4, 0.3, 0.25]},
             duration_s=300, log_lines=[f"epoch {i} loss {1 / (i + 1):.3f}" for i in range(5)])
     add_run(registry, "play", status="FAILED", metrics={"success": [0.5]}, offset_s=60, duration_s=5, name="smoke")
     add_run(registry, "train-actor", status="KILLED", params={"algo": "simpo"}, metrics={"loss": [2.0, 1.5]},
             offset_s=120, duration_s=3700)
-    assert snap_compare(app, terminal_size=WIDE, run_before=_go(("2",)))
+    assert snap_compare(app, terminal_size=size, run_before=_go(("2",)))
 
 
-def test_labelling_screen(snap_compare, app, registry, fixed_ids):
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
+def test_labelling_screen(snap_compare, app, registry, fixed_ids, size):
     add_critic_pairs(registry, 3)
-    assert snap_compare(app, terminal_size=WIDE, run_before=_go(("3",)))
+    assert snap_compare(app, terminal_size=size, run_before=_go(("3",)))
 
 
-def test_jobs_screen(snap_compare, app, registry, fixed_ids):
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
+def test_jobs_screen(snap_compare, app, registry, fixed_ids, size):
     add_run(registry, "train-critic", metrics={"loss": [1.0, 0.5]}, duration_s=42,
             log_lines=["loading minilm-l6", "epoch 0 loss 1.000", "epoch 1 loss 0.500", "done"])
     add_run(registry, "collect-pairs", status="FAILED", offset_s=30, duration_s=3)
-    assert snap_compare(app, terminal_size=WIDE, run_before=_go(("4",)))
+    assert snap_compare(app, terminal_size=size, run_before=_go(("4",)))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from contextlib import contextmanager
 from typing import Any
 
 from lactchain.registry import Registry
@@ -95,3 +98,16 @@ async def palette(app: LactChainApp, pilot, query: str, title: str, timeout: flo
         raise AssertionError(f"{title!r} never became the highlighted palette hit for {query!r}")
     await pilot.press("enter")
     await settle(app, pilot)
+
+
+@contextmanager
+def live_job(registry, kind):
+    """A RUNNING run of `kind` backed by a real process in its own session."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    run_id = registry.create_run(kind, status="RUNNING")
+    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid)
+    try:
+        yield proc, run_id
+    finally:
+        if proc.poll() is None:
+            proc.kill()

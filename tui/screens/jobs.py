@@ -331,3 +331,6 @@ class JobsScreen(BaseScreen):
 
     def action_refresh(self) -> None:
         self.refresh_jobs(reap=True)
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one("#jobs-tabs", TabbedContent).active = tab

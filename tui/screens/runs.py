@@ -340,6 +340,53 @@ class RunsScreen(BaseScreen):
         self.query_one("#runs-tabs", TabbedContent).active = "tab-chart"
         await self.draw_chart()
 
+    def _selected_run(self) -> dict | None:
+        return next((r for r in self.runs if str(r["id"]) == self.selected_id), None)
+
+    def action_resume(self) -> None:
+        run = self._selected_run()
+        if run is None:
+            self.notify("select a run first", severity="warning")
+            return
+        if run.get("status") not in ("KILLED", "FAILED"):
+            self.notify(f"{run['id']} is {run.get('status')}: only KILLED or FAILED runs resume", severity="warning")
+            return
+        self._resume(str(run["id"]))
+
+    @work(thread=True, exit_on_error=False, group="resume", name="resume run")
+    def _resume(self, run_id: str) -> None:
+        from tui.jobs_bridge import launch_job, resume_argv
+
+        try:
+            result = (self.app.launcher or launch_job)(resume_argv(run_id, self.app.db_path))
+        except Exception as exc:  # noqa: BLE001 - the CLI's own reason (e.g. play runs are not resumed)
+            self.app.call_from_thread(self.app.report_error, f"{run_id} was not resumed",
+                                      str(exc).removeprefix("error: "))
+            return
+        self.app.call_from_thread(self.notify, f"resuming {run_id} as {getattr(result, 'run_id', None)} (Jobs: 4)")
+        self.app.call_from_thread(self.refresh_runs)
+
+    def action_kill(self) -> None:
+        run = self._selected_run()
+        if run is None or run.get("status") not in ("RUNNING", "SCHEDULED"):
+            self.notify("select a running run to kill", severity="warning")
+            return
+        from tui.widgets.confirm import ConfirmScreen
+
+        async def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            from tui.jobs_bridge import kill_job
+
+            try:
+                self.notify(await self.app.registry.call(kill_job, run["id"]))
+            except Exception as exc:  # noqa: BLE001
+                self.app.report_error("kill failed", exc)
+            self.refresh_runs()
+
+        self.app.push_screen(ConfirmScreen(f"Stop {run['id']} ({run.get('kind')})? It saves a checkpoint and ends "
+                                           "KILLED; `R` resumes it later."), answered)
+
     def action_load_adapter(self) -> None:
         if not self.detail or self.selected_id is None:
             self.notify("select a run first", severity="warning")
