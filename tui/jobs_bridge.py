@@ -31,6 +31,10 @@ class Field:
     help: str = ""
     flag: bool = False  # boolean switch: "--name" when true
     multi: bool = False  # comma-separated value -> the option repeated once per item
+    # What a value must be, checked before launch (`check_form`): "int", "float", "gamma",
+    # "states" ('all' or a number), "strategy" (a saved version or a file), "run:KIND" (a run
+    # id of that kind, or a folder where the CLI takes one), or "" (the CLI decides).
+    check: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class JobForm:
 
 
 ACTOR = Field("actor", "Actor", "smollm2-135m", help="preset, path or hub id")
-STRATEGY = Field("strategy", "Strategy", "", help="saved version number or text file; empty: built-in")
-ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder")
+STRATEGY = Field("strategy", "Strategy", "", help="saved version number or text file; empty: built-in",
+                 check="strategy")
+ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder", check="run:actor")
 CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
 LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
 
@@ -50,34 +55,35 @@ LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
 # field against the typer app so the forms cannot drift from the commands.
 JOB_FORMS: tuple[JobForm, ...] = (
     JobForm("train-critic", "Train critic", (
-        CRITIC, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True),
-        Field("epochs", "Epochs", "3"),
-        Field("gamma", "Gamma", "0.9"),
+        CRITIC, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True, check="run:play"),
+        Field("epochs", "Epochs", "3", check="int"),
+        Field("gamma", "Gamma", "0.9", check="gamma"),
     )),
     JobForm("collect-pairs", "Collect pairs", (
-        ACTOR, ADAPTER, STRATEGY, Field("critic-run", "Critic run", "", help="train-critic run id"),
-        Field("states", "Start states", "32"),
-        Field("samples", "Samples per state", "4"),
+        ACTOR, ADAPTER, STRATEGY, Field("critic-run", "Critic run", "", help="train-critic run id", check="run:critic"),
+        Field("states", "Start states", "32", check="int"),
+        Field("samples", "Samples per state", "4", check="int"),
     )),
     JobForm("train-actor", "Train actor", (
         ACTOR, ADAPTER, LOSS,
-        Field("pairs-from", "Pairs runs", "", help="collect-pairs run id(s), comma separated", multi=True),
+        Field("pairs-from", "Pairs runs", "", help="collect-pairs run id(s), comma separated", multi=True,
+              check="run:"),
         Field("labeler", "Labeler", "any", choices=("any", "critic", "human", "llm", "episodes")),
-        Field("epochs", "Epochs", "1"),
+        Field("epochs", "Epochs", "1", check="float"),
     )),
     JobForm("evaluate", "Evaluate", (
-        ACTOR, ADAPTER, STRATEGY, Field("states", "Start states", "all", help="'all' or a number"),
+        ACTOR, ADAPTER, STRATEGY, Field("states", "Start states", "all", help="'all' or a number", check="states"),
     )),
     JobForm("pipeline", "Pipeline", (
         ACTOR, CRITIC, STRATEGY,
         Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
         Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "oracle"),
               help="oracle = diagnostic upper bound"),
-        Field("iterations", "Iterations", "2"),
+        Field("iterations", "Iterations", "2", check="int"),
     )),
     JobForm("play", "Play episodes", (
         ACTOR, ADAPTER, STRATEGY,
-        Field("episodes", "Episodes", "8"),
+        Field("episodes", "Episodes", "8", check="int"),
         Field("start", "Start", "fixed", choices=("fixed", "random")),
     )),
 )
@@ -128,6 +134,63 @@ def build_argv(command: str, values: Mapping[str, Any], db_path: str | os.PathLi
     if db_path is not None:
         argv += ["--db", str(db_path)]
     return argv
+
+
+def check_form(registry: Any, command: str, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field name, problem) for each value the CLI would refuse, found before launching
+    so the form can point at the field (the CLI still checks everything itself).
+    Runs on the registry thread: run-id fields are looked up there."""
+    problems = []
+    for field in FORMS_BY_COMMAND[command].fields:
+        text = str(values.get(field.name, "") or "").strip()
+        if not text or not field.check:
+            continue
+        for item in [t.strip() for t in text.split(",") if t.strip()] if field.multi else [text]:
+            why = _check_value(registry, field.check, item)
+            if why:
+                problems.append((field.name, f"{field.label}: {why}"))
+    return problems
+
+
+def _check_value(registry: Any, check: str, value: str) -> str | None:
+    import math
+
+    if check == "int":
+        return None if value.isdigit() and int(value) >= 1 else f"{value!r} is not a whole number of at least 1"
+    if check in ("float", "gamma"):
+        try:
+            x = float(value)
+        except ValueError:
+            return f"{value!r} is not a number"
+        if not math.isfinite(x) or (check == "float" and x <= 0) or (check == "gamma" and not 0 <= x < 1):
+            return f"{value} must be {'above 0' if check == 'float' else 'in [0, 1)'}"
+        return None
+    if check == "states":
+        return None if value == "all" or (value.isdigit() and int(value) >= 1) else f"{value!r}: 'all' or a number"
+    if check == "strategy":
+        from lactchain.strategies import StrategyError, resolve_strategy
+
+        try:
+            resolve_strategy(registry, value)
+        except StrategyError as exc:
+            return str(exc).split(": ", 1)[-1]
+        return None
+    if check.startswith("run:"):
+        kind = check[4:]
+        if kind == "actor" and Path(value).expanduser().is_dir():
+            return None  # an adapter folder
+        try:
+            run = registry.get_run(value)
+        except KeyError as exc:
+            return str(exc.args[0] if exc.args else exc)
+        if kind and run["kind"] != kind:
+            return f"{run['id']} is a {run['kind']} run, not {kind}"
+    return None
+
+
+def run_choices(registry: Any, kind: str, limit: int = 200) -> list[str]:
+    """Run ids to offer as completions in a run-id field (newest first)."""
+    return [r["id"] for r in registry.list_runs(kind=kind or None, limit=limit)]
 
 
 @dataclass(frozen=True)

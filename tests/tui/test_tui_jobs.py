@@ -107,19 +107,20 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         screen = app.screen
         screen.query_one("#job-command", Select).value = "play"
         await settle(app, pilot)
-        screen.query_one("#play--actor", Input).value = "tiny"
         screen.query_one("#play--strategy", Input).value = str(version)
-        # a bad value: the CLI's own one-line message, under the form
-        screen.query_one("#play--episodes", Input).value = "0"
+        screen.query_one("#play--episodes", Input).value = "2"
+        # a value only the CLI can judge: its own one-line message, under the form
+        screen.query_one("#play--actor", Input).value = "minilm-l6"
         await pilot.press("ctrl+l")
         deadline = time.monotonic() + 30
         error = screen.query_one("#job-error")
         while not str(error.render()) and time.monotonic() < deadline:
             await pilot.pause(0.2)
         shown = str(error.render())
-        assert "Invalid value for '--episodes'" in shown and "RuntimeError" not in shown and "╰" not in shown
+        assert "'minilm-l6' is a critic preset, not an actor" in shown
+        assert "RuntimeError" not in shown and "╰" not in shown
         assert screen.last_launch is None and registry.list_runs(kind="play") == []
-        screen.query_one("#play--episodes", Input).value = "2"
+        screen.query_one("#play--actor", Input).value = "tiny"
         await pilot.press("ctrl+l")
         deadline = time.monotonic() + 30
         while screen.last_launch is None and time.monotonic() < deadline:
@@ -184,3 +185,29 @@ async def test_log_and_chart_tabs_have_keys(make_app):
         assert app.screen.query_one("#jobs-tabs", TabbedContent).active == "tab-job-chart"
         await pilot.press("l")
         assert app.screen.query_one("#jobs-tabs", TabbedContent).active == "tab-job-log"
+
+
+async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_app, registry):
+    play = registry.create_run("play", cmd=["lactchain", "play"])
+    registry.end_run(play, "FINISHED")
+    launched = []
+    app = make_app(launcher=lambda argv: launched.append(argv))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        screen = app.screen
+        # train-critic (the first form): its episode-runs field completes play run ids
+        field = screen.query_one("#train-critic--episodes-from", Input)
+        assert field.suggester is not None and await field.suggester.get_suggestion(play[:6]) == play
+        screen.query_one("#job-command", Select).value = "play"
+        await settle(app, pilot)
+        screen.query_one("#play--adapter", Input).value = play  # a play run is no adapter
+        screen.query_one("#play--episodes", Input).value = "x"
+        screen.query_one("#play--strategy", Input).value = "9"
+        await pilot.press("ctrl+l")
+        await settle(app, pilot)
+        shown = str(screen.query_one("#job-error").render())
+        assert f"Adapter run: {play} is a play run, not actor" in shown
+        assert "Episodes: 'x' is not a whole number" in shown and "no strategy version 9" in shown
+        assert screen.query_one("#play--episodes", Input).has_class("-invalid")
+        assert launched == []  # nothing started

@@ -17,7 +17,8 @@ from textual.widgets import (Button, DataTable, Footer, Input, Label, Select, St
 from tui.commands import bindings_for
 from tui.format import fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
-from tui.jobs_bridge import FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, cli_actor, kill_job, launch_job
+from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, check_form, cli_actor, kill_job,
+                             launch_job, run_choices)
 from tui.messages import JobLaunched
 from tui.screens.base import BaseScreen
 from tui.screens.runs import STATUS_STYLE, with_metrics
@@ -109,6 +110,7 @@ class JobsScreen(BaseScreen):
         self.query_one("#job-form").border_title = "New job"
         self.query_one("#jobs-table").border_title = "Jobs"
         self.update_argv()
+        self.offer_run_ids()
         self.refresh_jobs()
         self.set_interval(REFRESH_S, self._tick)
 
@@ -187,6 +189,21 @@ class JobsScreen(BaseScreen):
         await box.remove_children()
         await box.mount_all(self.fields_for(str(event.value)))
         self.update_argv()
+        self.offer_run_ids()
+
+    @work(exclusive=True, group="run-ids", exit_on_error=False, name="run id completions")
+    async def offer_run_ids(self) -> None:
+        """Run-id fields complete the ids of runs of the right kind (→ accepts)."""
+        from textual.suggester import SuggestFromList
+
+        form = FORMS_BY_COMMAND[self.command]
+        for field in form.fields:
+            if not field.check.startswith("run:"):
+                continue
+            ids = await self.app.registry.call(run_choices, field.check[4:])
+            found = self.query(f"#{form.command}--{field.name}")
+            if found:
+                found.first().suggester = SuggestFromList(ids, case_sensitive=False)
 
     @on(Input.Changed)
     @on(Select.Changed, ".job-fields Select")
@@ -203,11 +220,24 @@ class JobsScreen(BaseScreen):
     def action_focus_table(self) -> None:
         self.query_one("#jobs-table").focus()
 
-    def action_launch(self) -> None:
-        argv = self.argv()
-        self.query_one("#job-error", Static).update("")
-        self.notify(f"launching {self.command}…", timeout=3)
-        self.launch(self.command, argv, self.form_values())
+    async def action_launch(self) -> None:
+        command, values, argv = self.command, self.form_values(), self.argv()
+        error = self.query_one("#job-error", Static)
+        error.update("")
+        for widget in self.query(".job-fields Input"):
+            widget.remove_class("-invalid")
+        try:
+            problems = await self.app.registry.call(check_form, command, values)
+        except Exception:  # noqa: BLE001 - the CLI checks again and says why
+            problems = []
+        if problems:  # point at the fields; nothing is launched
+            error.update(Text("\n".join(f"✗ {why}" for _, why in problems), style="bold red"))
+            for name, _ in problems:
+                self.query_one(f"#{command}--{name}").add_class("-invalid")
+            self.query_one(f"#{command}--{problems[0][0]}").focus()
+            return
+        self.notify(f"launching {command}…", timeout=3)
+        self.launch(command, argv, values)
 
     @work(thread=True, exit_on_error=False, group="launch", name="launch job")
     def launch(self, command: str, argv: list[str], values: dict[str, str]) -> None:
