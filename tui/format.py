@@ -81,3 +81,34 @@ def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = 
         if len(items) >= limit:
             break
     return " ".join(items)
+
+
+# The metric that says how a job of each kind is doing, first match wins.
+KEY_METRICS = {
+    "pipeline": ("curve/success_rate", "evaluate/success_rate", "train-actor/train_loss"),
+    "actor": ("loss", "train_loss"),
+    "critic": ("val_loss", "loss", "v_loss", "spearman_vstar"),
+    "eval": ("success_rate",),
+    "play": ("episode_success", "success_rate"),
+    "pairs": ("ranking_accuracy", "pairs"),
+}
+
+
+def default_metric(kind: str, keys: list[str]) -> str | None:
+    """The loss for trainers, the success rate for evaluations and pipelines; else the
+    first key with 'loss', then 'success' in it; else the first key."""
+    for key in KEY_METRICS.get(kind, ()):
+        if key in keys:
+            return key
+    for word in ("loss", "success"):
+        hit = next((k for k in keys if word in k), None)
+        if hit:
+            return hit
+    return keys[0] if keys else None
+
+
+def key_metrics_first(kind: str, metrics: Mapping[str, Any] | None) -> list[str]:
+    """The run's metric keys, the one that matters for its kind first, then the rest sorted."""
+    keys = sorted(metrics or {})
+    first = default_metric(kind, keys)
+    return ([first] if first else []) + [k for k in keys if k != first]

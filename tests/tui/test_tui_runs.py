@@ -159,3 +159,28 @@ async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
                     break
             (note,) = [n for n in app._notifications if "not resumed" in n.title]
             assert "play runs cannot be resumed" in note.message and "RuntimeError" not in note.message
+
+
+async def test_pipeline_children_sit_under_it_and_the_key_metric_comes_first(make_app, registry):
+    pipe = registry.create_run("pipeline", name="loop")
+    phases = [registry.create_run(kind, name=f"{kind} (iteration 1)", parent_id=pipe) for kind in ("pairs", "actor")]
+    other = registry.create_run("eval", name="later eval")
+    registry.log_metrics(other, {"mean_return": 3.0, "success_rate": 0.25})
+    registry.log_metrics(phases[1], {"batches_per_s": 9.0, "loss": 0.4})
+    best = registry.create_run("eval", name="best eval")
+    registry.log_metrics(best, {"success_rate": 0.75})
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        table = screen.query_one("#runs-table", DataTable)
+        ids = _ids(table)
+        at = ids.index(pipe)
+        assert set(ids[at + 1:at + 3]) == set(phases)  # right under their pipeline
+        assert str(table.get_row_at(ids.index(phases[1]))[2]) == "└ actor"
+        assert str(table.get_row_at(ids.index(phases[1]))[6]).startswith("loss=0.4")  # not batches_per_s
+        assert str(table.get_row_at(ids.index(other))[6]).startswith("success_rate=0.25")
+        screen.sort_column, screen.sort_reverse = "metrics", True
+        screen.populate()
+        assert _ids(table)[:3] == [best, phases[1], other]  # by each run's key metric, runs without one last

@@ -15,7 +15,7 @@ from textual.widgets import (Button, DataTable, Footer, Input, Label, Select, St
                              TabPane)
 
 from tui.commands import bindings_for
-from tui.format import fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
+from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
 from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, check_form, cli_actor, kill_job,
                              launch_job, run_choices)
@@ -29,30 +29,6 @@ from tui.widgets.topbar import TopBar
 
 REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
-
-
-# The metric that says how a job of each kind is doing, first match wins.
-KEY_METRICS = {
-    "pipeline": ("curve/success_rate", "evaluate/success_rate", "train-actor/train_loss"),
-    "actor": ("loss", "train_loss"),
-    "critic": ("val_loss", "loss", "v_loss", "spearman_vstar"),
-    "eval": ("success_rate",),
-    "play": ("episode_success", "success_rate"),
-    "pairs": ("ranking_accuracy", "pairs"),
-}
-
-
-def default_metric(kind: str, keys: list[str]) -> str | None:
-    """The loss for trainers, the success rate for evaluations and pipelines; else the
-    first key with 'loss', then 'success' in it; else the first key."""
-    for key in KEY_METRICS.get(kind, ()):
-        if key in keys:
-            return key
-    for word in ("loss", "success"):
-        hit = next((k for k in keys if word in k), None)
-        if hit:
-            return hit
-    return keys[0] if keys else None
 
 
 def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]:

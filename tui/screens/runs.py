@@ -13,7 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Input, Select, Static, TabbedContent, TabPane
 
 from tui.commands import bindings_for
-from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, now_ms, run_duration
+from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
 from tui.screens.base import BaseScreen
 from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
@@ -24,7 +24,7 @@ STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold r
                 "SCHEDULED": "cyan"}
 COLUMNS = (("mark", "✓"), ("id", "id"), ("kind", "kind"), ("status", "status"), ("created", "created"),
            ("duration", "dur"), ("metrics", "key metrics"))
-SORTS = ("created", "kind", "status", "duration", "id")
+SORTS = ("created", "kind", "status", "duration", "id", "metrics")  # metrics: each run's key metric
 REFRESH_S = 2.0
 
 
@@ -54,9 +54,41 @@ def sort_key(column: str, now: int):  # noqa: ANN201
             return run.get("created_ms") or 0
         if column == "duration":
             return run_duration(run, now) or 0.0
+        if column == "metrics":  # the metric that matters for the run's kind; runs without one last
+            value = key_metric_value(run)
+            return (value is not None, value if value is not None else 0.0)
         return str(run.get(column) or "")
 
     return key
+
+
+def key_metric_value(run: dict) -> float | None:
+    metrics = run.get("_metrics") or {}
+    keys = key_metrics_first(str(run.get("kind")), metrics)
+    value = metrics.get(keys[0]) if keys else None
+    value = value.get("value") if isinstance(value, dict) else value
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def group_children(runs: list[dict]) -> list[dict]:
+    """Each run's child runs (a pipeline's phases) right under it, in the table's order;
+    children whose parent is not in the list stay where they are."""
+    ids = {r["id"] for r in runs}
+    children: dict[str, list[dict]] = {}
+    for r in runs:
+        if r.get("parent_id") in ids:
+            children.setdefault(r["parent_id"], []).append(r)
+    out: list[dict] = []
+
+    def place(run: dict, depth: int) -> None:
+        out.append({**run, "_depth": depth})
+        for child in children.get(run["id"], []):
+            place(child, depth + 1)
+
+    for r in runs:
+        if r.get("parent_id") not in ids:
+            place(r, 0)
+    return out
 
 
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
@@ -166,7 +198,7 @@ class RunsScreen(BaseScreen):
         """The loaded page (already filtered by the registry), sorted."""
         runs = list(self.runs)
         runs.sort(key=sort_key(self.sort_column, now_ms()), reverse=self.sort_reverse)
-        return runs
+        return group_children(runs) if self.sort_column == "created" else runs
 
     def populate(self) -> None:
         table = self.query_one("#runs-table", DataTable)
@@ -178,11 +210,13 @@ class RunsScreen(BaseScreen):
             rows.append((rid, (
                 "✓" if rid in self.marked else " ",
                 rid,
-                str(run.get("kind") or ""),
+                "  " * (run.get("_depth", 1) - 1) + "└ " + str(run.get("kind") or "") if run.get("_depth")
+                else str(run.get("kind") or ""),
                 Text(status, style=STATUS_STYLE.get(status.upper(), "")),
                 fmt_ts(run.get("created_ms"), seconds=False),
                 fmt_duration(run_duration(run, now)),
-                fmt_metrics(run.get("_metrics"), limit=3),
+                fmt_metrics(run.get("_metrics"), keys=key_metrics_first(str(run.get("kind")), run.get("_metrics")),
+                            limit=3),
             )))
         sync_table(table, rows, keep=self.selected_id)
         arrow = "↓" if self.sort_reverse else "↑"
