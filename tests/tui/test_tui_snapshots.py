@@ -56,11 +56,12 @@ def test_lab_narrow_80x24(snap_compare, app):
     assert snap_compare(app, terminal_size=NARROW, run_before=_go(("s",)))
 
 
-def test_lab_strategy_editor(snap_compare, app):
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
+def test_lab_strategy_editor(snap_compare, app, size):
     async def show(pilot) -> None:  # noqa: ANN001
         pilot.app.screen.query_one("#lab-tabs", TabbedContent).active = "tab-strategy"
 
-    assert snap_compare(app, terminal_size=WIDE, run_before=_go(then=show))
+    assert snap_compare(app, terminal_size=size, run_before=_go(then=show))
 
 
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])

@@ -25,8 +25,8 @@ class StrategyEditor(Vertical):
     DEFAULT_CSS = """
     StrategyEditor { height: 1fr; }
     StrategyEditor #strategy-row { height: 1fr; }
-    StrategyEditor TextArea { width: 1fr; height: 1fr; }
-    StrategyEditor #strategy-side { width: 36; height: 1fr; }
+    StrategyEditor TextArea { width: 3fr; height: 1fr; min-width: 20; }
+    StrategyEditor #strategy-side { width: 2fr; max-width: 36; min-width: 14; height: 1fr; }
     StrategyEditor #strategy-versions { height: 1fr; }
     StrategyEditor #strategy-note { height: 3; }
     StrategyEditor #strategy-message { height: auto; max-height: 3; }
