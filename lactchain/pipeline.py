@@ -386,8 +386,9 @@ def run_pipeline(
     oracle = OracleLabeler(env, cfg.gamma)
     vstar = Planner(env).values(cfg.gamma)
 
-    saved: dict[str, Any] = {"adapter": resume.get("adapter"), "critic": resume.get("critic"),
-                             "transitions": resume.get("transitions", []), "pending": resume.get("pending")}
+    # what a resume needs beyond the phases, the elites and the actor's adapter
+    saved: dict[str, Any] = {"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
+                             "pending": resume.get("pending")}
     elites = EliteBuffer.from_json(resume.get("elites", []))
 
     def save_state() -> None:

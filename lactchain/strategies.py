@@ -35,6 +35,12 @@ class Strategy:
     def label(self) -> str:
         return f"v{self.version}" if self.version is not None else self.source
 
+    def prompt(self, moves: Any) -> Any:
+        """The PromptSpec a job renders with this strategy and the actor's moves."""
+        from lactchain.prompts import PromptSpec
+
+        return PromptSpec(strategy=self.text, moves=tuple(moves))
+
 
 DEFAULT = Strategy(DEFAULT_STRATEGY)
 

@@ -10,19 +10,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (
-    check_models,
-    check_references,
-    finite,
-    LineLog,
-    positive,
     DbOption,
     DetachOption,
     JsonOption,
+    LineLog,
     RunIdOption,
+    check_models,
+    check_references,
     console,
     err_console,
     fail,
+    finite,
     open_registry,
+    positive,
     run_job,
 )
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, load_actor

@@ -142,18 +142,11 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
                 fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
 
 
-def prompt_for(registry: Any, strategy: Optional[str], actor: Any) -> Any:
-    """The PromptSpec a job renders: the --strategy (checked before the run) and the actor's moves."""
-    from lactchain.prompts import PromptSpec
+def strategy_of(handle: Any, strategy: Optional[str]) -> Any:
+    """The job's strategy, resolved once in its body (it was checked before the run)."""
     from lactchain.strategies import resolve_strategy
 
-    return PromptSpec(strategy=resolve_strategy(registry, strategy).text, moves=tuple(actor.moves))
-
-
-def resolve_label(handle: Any, strategy: Optional[str]) -> str:
-    from lactchain.strategies import resolve_strategy
-
-    return resolve_strategy(handle.registry, strategy).label
+    return resolve_strategy(handle.registry, strategy)
 
 
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
@@ -175,9 +168,10 @@ def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     return art["path"]
 
 
-def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> None:
-    """Fail (one line) when --adapter, --critic-run or --episodes-from name nothing usable,
-    before a run is created for the command."""
+def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> Any:
+    """Fail (one line) when --adapter, --strategy, --resume-from, --critic-run or
+    --episodes-from name nothing usable, before a run is created for the command.
+    Returns the resolved --strategy (the built-in one when none is given)."""
     from lactchain.registry import RunNotFound
 
     def run_of(option: str, spec: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -192,13 +186,12 @@ def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] 
     resolve_adapter(registry, params.get("adapter"))
     for spec in params.get("pairs_from") or []:
         run_of("--pairs-from", spec)
-    if params.get("strategy"):
-        from lactchain.strategies import StrategyError, resolve_strategy
+    from lactchain.strategies import StrategyError, resolve_strategy
 
-        try:
-            resolve_strategy(registry, params["strategy"])
-        except StrategyError as exc:
-            fail(str(exc))
+    try:
+        strategy = resolve_strategy(registry, params.get("strategy"))
+    except StrategyError as exc:
+        fail(str(exc))
     resume = params.get("resume_from")
     if resume and kind and not Path(resume).is_dir():
         run_of("--resume-from", resume, (kind,))
@@ -210,6 +203,7 @@ def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] 
         run = run_of("--episodes-from", spec, ("play", "eval", "rollout"))
         if not registry.counts(run["id"])["steps"]:
             fail(f"--episodes-from {spec}: run {run['id']} has no stored steps; play some episodes first")
+    return strategy
 
 
 def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
@@ -245,11 +239,9 @@ def run_job(
 
     check_models(ctx.params.get("actor"), ctx.params.get("critic"))
     registry = open_registry(db)
-    check_references(registry, ctx.params, kind)
+    strategy = check_references(registry, ctx.params, kind)
     if "strategy" in ctx.params:  # what the run renders, recorded (a file may change later)
-        from lactchain.strategies import resolve_strategy
-
-        params = {**params, **resolve_strategy(registry, ctx.params["strategy"]).params()}
+        params = {**params, **strategy.params()}
     if detach:
         rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
         if as_json:

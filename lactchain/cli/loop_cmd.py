@@ -18,9 +18,8 @@ from lactchain.cli.common import (
     console,
     err_console,
     finite,
-    prompt_for,
-    resolve_label,
     run_job,
+    strategy_of,
 )
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
 
@@ -90,9 +89,10 @@ def collect_pairs_cmd(
             critic, critic_params = load_critic(reg, critic_run)
             g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
             start_states = sample_start_states(GridWorldEnv(moves=model.moves), states, seed=seed)
+            strat = strategy_of(handle, strategy)
             line = LineLog()
             line(f"collect-pairs: {len(start_states)} start states x {samples} samples, strategy "
-                 f"{resolve_label(handle, strategy)}", force=True)
+                 f"{strat.label}", force=True)
             with Progress(TextColumn("[bold]pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=err_console, transient=as_json) as bar:
                 task = bar.add_task("states", total=len(start_states))
@@ -105,7 +105,7 @@ def collect_pairs_cmd(
 
                 batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
                                       margin=margin, constrained=constrained, seed=seed,
-                                      prompt=prompt_for(reg, strategy, model), on_progress=on_progress)
+                                      prompt=strat.prompt(model.moves), on_progress=on_progress)
         for play_run in episodes_from or []:
             extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin)
             batch.pairs += extra.pairs
@@ -150,12 +150,12 @@ def evaluate_cmd(
         from lactchain.evaluate import evaluate_actor
 
         model = load_actor(actor, adapter, handle.registry, quiet=as_json)
-        LineLog()(f"evaluate: greedy from {states} start states, strategy {resolve_label(handle, strategy)}",
-                  force=True)
+        strat = strategy_of(handle, strategy)
+        LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
                                     n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
-                                    prompt=prompt_for(handle.registry, strategy, model),
+                                    prompt=strat.prompt(model.moves),
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result

@@ -7,6 +7,7 @@ params, so the CLI, the pipeline and the registry agree on names and defaults.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -14,20 +15,21 @@ import typer
 from rich.table import Table
 
 from lactchain.cli.common import (
-    finite,
-    check_models,
     DbOption,
     DetachOption,
     JsonOption,
     RunIdOption,
     StrategyOption,
+    check_models,
     check_references,
     console,
     err_console,
     fail,
+    finite,
     print_json,
     resolve_adapter,
     run_job,
+    strategy_of,
 )
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption
 from lactchain.pipeline import PipelineConfig
@@ -124,8 +126,6 @@ def pipeline_cmd(
                       explore=explore, constrained=constrained, seed=seed)
 
     def body(handle) -> dict[str, Any]:
-        from dataclasses import replace
-
         from lactchain.pipeline import load_state, run_pipeline
 
         state = load_state(handle.registry, resume_from) if resume_from else None
@@ -133,10 +133,8 @@ def pipeline_cmd(
             kept = len(state["phases"]) if state else 0
             err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
                               f"resuming {resume_from}: no phase had finished; starting from the beginning")
-        from lactchain.strategies import resolve_strategy
-
         start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, adapter)
-        text = resolve_strategy(handle.registry, strategy).text if strategy else None
+        text = strategy_of(handle, strategy).text if strategy else None
         run_cfg = replace(cfg, adapter=start_adapter, strategy=text)
         with err_console.status("pipeline") as status:
             return run_pipeline(handle, run_cfg, resume=state,
@@ -201,7 +199,6 @@ def bench_learn(
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
     from lactchain.pipeline import run_pipeline
-    from lactchain.prompts import PromptSpec
 
     t0 = time.time()
     cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
@@ -209,15 +206,10 @@ def bench_learn(
                       deadline=t0 + budget_min * 60)
     check_models(cfg.actor, cfg.critic if cfg.labeler == "critic" else None)
     registry = open_registry(db)
-    check_references(registry, {"strategy": strategy})
-    from dataclasses import replace
-
-    from lactchain.strategies import resolve_strategy
-
-    chosen = resolve_strategy(registry, strategy)
-    cfg = replace(cfg, strategy=chosen.text if strategy else None)
-    name = f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {chosen.label}" if strategy else "")
-    params = {**cfg.params(), "budget_min": budget_min, **chosen.params()}
+    strat = check_references(registry, {"strategy": strategy})
+    cfg = replace(cfg, strategy=strat.text if strategy else None)
+    name = f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {strat.label}" if strategy else "")
+    params = {**cfg.params(), "budget_min": budget_min, **strat.params()}
     with run_context(registry, "pipeline", name=name, params=params) as handle:
         model = Actor.load(cfg.actor)
         with err_console.status("bench learn") as status:
@@ -230,7 +222,7 @@ def bench_learn(
                 status.update("transfer: 5x5 grid")
                 t = evaluate_actor(model, states="all", max_actions=cfg.eval_max_actions, n_envs=cfg.n_envs,
                                    env_kwargs={"size": 5, "goal": (4, 4)}, seed=seed,
-                                   prompt=PromptSpec(strategy=chosen.text, moves=tuple(model.moves)))
+                                   prompt=strat.prompt(model.moves))
                 result["transfer"] = {"grid": "5x5", **{k: t[k] for k in ("states", "success_rate", "mean_optimal_ratio",
                                                                            "mean_return", "top_answer_share")}}
                 handle.log_metrics({f"transfer_5x5/{k}": float(t[k]) for k in ("success_rate", "mean_optimal_ratio")})

@@ -9,19 +9,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (
-    LineLog,
-    StrategyOption,
-    prompt_for,
-    resolve_label,
     DbOption,
     DetachOption,
     JsonOption,
+    LineLog,
     RunIdOption,
+    StrategyOption,
     console,
     err_console,
     finite,
     resolve_adapter,
     run_job,
+    strategy_of,
 )
 
 ActorOption = Annotated[str, typer.Option("--actor", help="Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id.")]
@@ -106,8 +105,9 @@ def play(
                      f"{'reached the goal' if ep.success else 'did not reach the goal'}; success {wins}/{done}",
                      force=done in (1, episodes))
 
-            line(f"play: {episodes} episodes on {envs} envs, strategy {resolve_label(handle, strategy)}", force=True)
-            summary = run_rollouts(model, cfg, prompt=prompt_for(handle.registry, strategy, model),
+            strat = strategy_of(handle, strategy)
+            line(f"play: {episodes} episodes on {envs} envs, strategy {strat.label}", force=True)
+            summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves),
                                    registry=handle.registry, run_id=handle.run_id,
                                    on_episode=on_episode, should_stop=handle.cancelled.is_set)
         result = summary.as_dict()

@@ -135,16 +135,19 @@ class _RowSampler:
     a one-hot distribution, which generate's own sampling step then picks for sure."""
 
     def __init__(self, seeds: Sequence[int]) -> None:
-        self.generators = [torch.Generator().manual_seed(int(s) % (2**63 - 1)) for s in seeds]
+        self.seeds = [int(s) % (2**63 - 1) for s in seeds]
+        self.generators: list[torch.Generator] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        probs = torch.softmax(scores.float(), dim=-1).cpu()
+        if not self.generators:  # on the scores' device: no (batch x vocab) copy to the CPU per token
+            self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.seeds]
+        probs = torch.softmax(scores.float(), dim=-1)
         picks = []
         for row, gen in zip(probs, self.generators):
             ok = torch.isfinite(row).all() and row.sum() > 0
             picks.append(torch.multinomial(row, 1, generator=gen) if ok else row.nan_to_num(0.0).argmax().view(1))
         out = torch.full_like(scores, float("-inf"))
-        out.scatter_(1, torch.stack(picks).to(scores.device), 0.0)
+        out.scatter_(1, torch.stack(picks), 0.0)
         return out
 
 

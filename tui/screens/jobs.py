@@ -104,11 +104,10 @@ class JobsScreen(BaseScreen):
             self.draw_chart()
 
     # ---- form ---------------------------------------------------------------------
-    def prefill(self, command: str, field: Any) -> str:
-        """A field's starting value: what was launched last time from this form, else the
-        console's own models (its --actor/--adapter/--critic), else the form's default."""
-        last = console_state.load(self.app.db_path).get("forms", {}).get(command, {})
-        if isinstance(last, dict) and field.name in last:
+    def prefill(self, field: Any, last: dict) -> str:
+        """A field's starting value: what was launched last time from this form (`last`),
+        else the console's own models (its --actor/--adapter/--critic), else the default."""
+        if field.name in last:
             return str(last[field.name])
         if field.name == "actor":
             return cli_actor(getattr(self.app, "actor_spec", None))[0]
@@ -121,10 +120,12 @@ class JobsScreen(BaseScreen):
     def fields_for(self, command: str) -> list:
         """The inputs of one job form (only the selected form is mounted)."""
         form = FORMS_BY_COMMAND[command]
+        last = console_state.load(self.app.db_path).get("forms", {}).get(command, {})
+        last = last if isinstance(last, dict) else {}
         widgets: list = []
         for field in form.fields:
             wid = f"{form.command}--{field.name}"
-            value = self.prefill(command, field)
+            value = self.prefill(field, last)
             widgets.append(Label(field.label, classes="field-label"))
             if field.choices:
                 widgets.append(Select([(c, c) for c in field.choices],
