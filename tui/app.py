@@ -63,6 +63,7 @@ class LactChainApp(App):
     DEFAULT_MODE = "lab"
     BINDINGS = bindings_for("app")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     actor_status: reactive[str] = reactive("not loaded")
     critic_status: reactive[str] = reactive("not loaded")
@@ -121,6 +122,8 @@ class LactChainApp(App):
     # ---- lifecycle ----------------------------------------------------------------
 
     def on_mount(self) -> None:
+        # 8/16-colour terminals map the accent to bright red: app.tcss marks focus differently there.
+        self.set_class(not self.is_headless and self.console.color_system in ("standard", "windows"), "-few-colours")
         self.call_after_refresh(self._after_first_paint)
 
     def _after_first_paint(self) -> None:

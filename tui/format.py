@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
+
+from lactchain.envs import State
 
 
 def now_ms() -> int:
@@ -112,3 +114,16 @@ def key_metrics_first(kind: str, metrics: Mapping[str, Any] | None) -> list[str]
     keys = sorted(metrics or {})
     first = default_metric(kind, keys)
     return ([first] if first else []) + [k for k in keys if k != first]
+
+
+SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R"}
+
+
+def short_moves(moves: Sequence[str]) -> str:
+    """A move list in one glance: ['move forward', 'turn left'] -> 'FL' (empty -> '∅')."""
+    return "".join(SHORT_MOVES.get(m, "?") for m in moves) or "∅"
+
+
+def short_state(s: State) -> str:
+    """(x,y) and the first letter of the orientation: '(0,3)E'."""
+    return f"({s.x},{s.y}){s.orientation[0].upper()}"

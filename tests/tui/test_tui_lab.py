@@ -278,3 +278,38 @@ async def test_critic_table_is_marked_stale_after_a_step_and_k_waits_for_the_epi
         await settle(app, pilot)
         assert any("pause it (p)" in n.message for n in app._notifications)
         assert pane.table_state == start
+
+
+async def test_lab_at_80x24_pins_the_state_and_shows_only_whole_footer_keys(make_app, tiny_actor):
+    """80x24 is a first-class size: after a step the state line is in view above the prompt,
+    the actor pane keeps room for the completion, and the footer never cuts a key in half."""
+    from textual.widgets._footer import FooterKey
+
+    from tui.widgets.footer import FittedFooter
+
+    app = make_app(actor=tiny_actor, actor_spec="tiny")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.pause(0.2)
+        screen = app.screen
+        state_line = screen.query_one("#actor-state")
+        assert "step 1 · at (x=0, y=0, facing east)" in str(state_line.render())
+        pane = screen.query_one("#actor-pane")
+        assert state_line.region.y == pane.region.y + 1  # first row inside the border: never scrolled away
+        assert pane.region.height >= 12 and screen.query_one("#lab-tabs").region.height >= 7
+        completion = screen.query_one("#actor-completion")
+        assert completion.region.height >= 2 and pane.region.contains_region(completion.region)
+        footer = screen.query_one(FittedFooter)
+        shown = [k for k in footer.query(FooterKey) if k.region.width]  # on screen (its group may be hidden)
+        hidden = [k for k in footer.query(FooterKey) if not k.region.width]
+        assert hidden, "at 80 columns some keys must give way"
+        assert shown[-1].has_class("-command-palette")
+        for key in shown:  # each one whole inside the footer, none overlapping the palette key
+            assert footer.region.contains_region(key.region), key.description
+        palette = shown[-1].region
+        assert all(k.region.right <= palette.x for k in shown[:-1])
+        # Widening the terminal brings the hidden keys back.
+        await pilot.resize_terminal(160, 40)
+        await pilot.pause(0.3)
+        assert all(k.region.width for k in footer.query(FooterKey))

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import (Button, DataTable, Footer, Input, Label, Select, Static, TabbedContent,
+from textual.widgets import (Button, DataTable, Input, Label, Select, Static, TabbedContent,
                              TabPane)
 
 from tui.commands import bindings_for
@@ -26,6 +26,7 @@ from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
 from tui.widgets.tables import sync_table
 from tui.widgets.topbar import TopBar
+from tui.widgets.footer import FittedFooter
 
 REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
@@ -80,7 +81,7 @@ class JobsScreen(BaseScreen):
                     with TabPane("Chart", id="tab-job-chart"):
                         yield Select([], prompt="metric", id="job-metric", allow_blank=True, compact=True)
                         yield MetricChart(id="job-chart")
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#job-form").border_title = "New job"

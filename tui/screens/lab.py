@@ -19,20 +19,23 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, ProgressBar, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from lactchain.envs import State
+from lactchain.envs.gridworld import goal_direction
 from tui.commands import bindings_for
 from tui.lab_session import GridSnapshot, StepCancelled
 from tui.messages import ActorText, CandidatesReady, EpisodeStopped, StepFinished, StepStarted
 from tui.screens.base import BaseScreen
 from tui.widgets.actor_pane import ActorPane
-from tui.widgets.critic_pane import CriticPane, short_moves, short_state
+from tui.format import short_moves, short_state
+from tui.widgets.critic_pane import CriticPane
 from tui.widgets.grid import GridModel, GridView, grid_values
 from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
 from tui.widgets.topbar import TopBar
+from tui.widgets.footer import FittedFooter
 
 
 class LabScreen(BaseScreen):
@@ -68,7 +71,7 @@ class LabScreen(BaseScreen):
                         yield CriticPane(id="critic-pane")
                     # The editor (a TextArea) is mounted right after the first paint: see ensure_editor.
                     yield TabPane("Strategy", id="tab-strategy")
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#lab-grid").border_title = "Grid"
@@ -307,7 +310,9 @@ class LabScreen(BaseScreen):
         done_steps, reason = 0, ""
 
         def on_prompt(prompt: str, state: State) -> None:
-            self.post_message(StepStarted(prompt, f"state {state}"))
+            step = session.snapshot().actions_taken + 1
+            where = goal_direction(state, session.env.goal)
+            self.post_message(StepStarted(prompt, f"step {step} · at {state} · {where}"))
 
         def on_text(piece: str) -> None:
             if worker.is_cancelled:

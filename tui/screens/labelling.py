@@ -25,16 +25,17 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 
 from lactchain.envs import GridWorldEnv, State
 from lactchain.moves import format_moves
 from lactchain.registry import now_ms
 from tui.commands import bindings_for
 from tui.screens.base import BaseScreen
-from tui.widgets.critic_pane import short_state
+from tui.format import short_state
 from tui.widgets.grid import GridModel, GridView
 from tui.widgets.topbar import TopBar
+from tui.widgets.footer import FittedFooter
 
 SOURCE_LABELERS = ("critic", "llm", "episodes")
 
@@ -180,7 +181,7 @@ class LabellingScreen(BaseScreen):
                     yield GridView(id=f"label-grid-{side}", cell_width=5, interactive=False)
                     yield Static("", id=f"label-moves-{side}")
         yield Static("", id="label-help")
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#label-a").border_title = "A"

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Input, Select, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from tui.commands import bindings_for
 from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
@@ -19,6 +19,7 @@ from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
 from tui.widgets.tables import sync_table
 from tui.widgets.topbar import TopBar
+from tui.widgets.footer import FittedFooter
 
 STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold red", "KILLED": "magenta",
                 "SCHEDULED": "cyan"}
@@ -163,7 +164,7 @@ class RunsScreen(BaseScreen):
                     with TabPane("Log", id="tab-log"):
                         yield LogTail(id="run-log")
         yield Static("", id="runs-summary")
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#runs-table").border_title = "Runs"

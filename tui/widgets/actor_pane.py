@@ -8,10 +8,20 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
 from lactchain.moves import FAILED, STRICT
+from tui.format import short_moves
+
+
+class PromptScroll(VerticalScroll):
+    """The prompt, kept scrolled to its end (the observation) when the completion below grows
+    and shrinks the room it has."""
+
+    def on_resize(self) -> None:
+        self.scroll_end(animate=False)
 
 
 class ActorPane(Vertical):
     DEFAULT_CSS = """
+    ActorPane #actor-state { height: auto; max-height: 2; text-overflow: ellipsis; text-style: bold; }
     ActorPane #actor-prompt-scroll { height: 1fr; min-height: 3; }
     ActorPane #actor-prompt { color: $text-muted; }
     ActorPane #actor-completion { height: auto; min-height: 2; max-height: 8; border-top: solid $primary-darken-1; }
@@ -23,7 +33,8 @@ class ActorPane(Vertical):
         self._buffer = ""
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="actor-prompt-scroll"):
+        yield Static("", id="actor-state")  # pinned: the state stays in view however the prompt scrolls
+        with PromptScroll(id="actor-prompt-scroll"):
             yield Static("No step yet: press [b]s[/] to step, [b]e[/] to run an episode.", id="actor-prompt")
         yield Static("", id="actor-completion")
         yield Static("", id="actor-parse")
@@ -34,10 +45,11 @@ class ActorPane(Vertical):
 
     def show_prompt(self, prompt: str, state_text: str = "") -> None:
         self._buffer = ""
-        header = Text(f"{state_text}\n", style="bold") if state_text else Text()
-        self.query_one("#actor-prompt", Static).update(header + Text(prompt))
+        self.query_one("#actor-state", Static).update(state_text)
+        self.query_one("#actor-prompt", Static).update(Text(prompt.rstrip()))
         scroll = self.query_one("#actor-prompt-scroll", VerticalScroll)
-        scroll.scroll_end(animate=False)
+        # After the new text is laid out: its end (the observation) is what changes from step to step.
+        scroll.call_after_refresh(scroll.scroll_end, animate=False)
         completion = self.query_one("#actor-completion", Static)
         completion.border_title = "completion (streaming)"
         completion.update(Text("▌", style="blink"))
@@ -54,8 +66,9 @@ class ActorPane(Vertical):
         completion.border_title = "completion"
         completion.update(Text(text or "(empty)", style="bold"))
         colour = {STRICT: "green", FAILED: "red"}.get(mode, "yellow")
-        line = Text("moves ", style="dim")
-        line.append(f"{list(moves)}", style="bold")
+        # The completion above holds the literal list: one compact line here keeps the pane usable at 24 rows.
+        line = Text(f"{len(moves)} move{'s' if len(moves) != 1 else ''} ", style="dim")
+        line.append(short_moves(moves), style="bold")
         line.append("  parse ", style="dim")
         line.append(mode, style=f"bold {colour}")
         extra = []

@@ -10,18 +10,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from lactchain.envs import State
+from tui.format import short_moves, short_state
 from tui.lab_session import Candidate, best_index
-
-SHORT = {"move forward": "F", "turn left": "L", "turn right": "R"}
-
-
-def short_moves(moves: Sequence[str]) -> str:
-    return "".join(SHORT.get(m, "?") for m in moves) or "∅"
-
-
-def short_state(s: State) -> str:
-    return f"({s.x},{s.y}){s.orientation[0].upper()}"
-
 
 def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:+.2f}"

@@ -39,8 +39,8 @@ class GridView(Widget, can_focus=True):
         Binding("down", "cursor(0, -1)", "Down", show=False),
         Binding("left", "cursor(-1, 0)", "Left", show=False),
         Binding("right", "cursor(1, 0)", "Right", show=False),
-        Binding("o", "rotate", "Rotate", tooltip="Rotate the start-state cursor"),
-        Binding("enter", "choose", "Start", tooltip="Reset the episode to start at the cursor"),
+        Binding("o", "rotate", "Rotate", show=False, tooltip="Rotate the start-state cursor"),
+        Binding("enter", "choose", "Start", show=False, tooltip="Reset the episode to start at the cursor"),
     ]
 
     DEFAULT_CSS = """

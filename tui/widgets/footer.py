@@ -1,0 +1,41 @@
+"""A footer that leaves out the keys that do not fit instead of cutting one in half.
+
+At 80 columns a screen has more keys than the footer has room for. Textual's footer
+clips the last one mid-word ("k Samp▏^p palette"); this one shows the keys that fit
+whole, in order, and keeps the palette key (every command is in the palette).
+"""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+
+class FittedFooter(Footer):
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit)
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.call_after_refresh(self.fit)
+
+    def fit(self) -> None:
+        palette = [w for w in self.children if w.has_class("-command-palette")]
+        room = self.size.width - sum(_width(w) for w in palette)
+        used = 0
+        for widget in self.children:
+            if widget in palette:
+                continue
+            used += _width(widget)
+            widget.display = used <= room
+
+
+def _width(widget) -> int:  # noqa: ANN001
+    """Cells the widget takes, measured from its content (valid even while it is hidden)."""
+    margin = widget.styles.margin
+    gutter = widget.styles.gutter
+    if isinstance(widget, FooterKey):
+        content = widget.render().cell_len
+    else:
+        content = widget.outer_size.width
+    return content + gutter.width + margin.left + margin.right
