@@ -1,7 +1,10 @@
 """Evaluation against the exact optimum: success, return, optimal ratio, parse failures.
 
-Every non-goal start state is played once, greedily, so two actors are compared
-on the same 60 (for 4x4) problems; `states=N` samples N of them instead.
+Every start state of the env is played once, greedily, so two actors are compared
+on the same problems (the 60 non-goal poses of the 4x4 grid, the 270 Blackjack deals
+with seeded hole cards); `states=N` samples N of them instead. Where the env's exact
+solver names the optimal move (Blackjack), the actor's first move is scored against
+it and the optimal expected return over the same starts is reported beside its own.
 """
 
 from __future__ import annotations
@@ -10,14 +13,14 @@ import random
 from collections import Counter
 from typing import Any, Sequence
 
-from lactchain.envs import GridWorldEnv, State, all_states
+from lactchain.envs.catalog import DEFAULT_ENV, TextEnv, make_env
 from lactchain.prompts import PromptSpec
-from lactchain.rollout import RolloutConfig, RolloutSummary, run_rollouts
+from lactchain.rollout import RolloutConfig, RolloutSummary, make_rollout_env, run_rollouts
 
 
-def eval_states(env: GridWorldEnv, states: str | int = "all", seed: int = 0) -> list[State]:
-    """All non-goal states (a start at the goal would be a free success), or N sampled."""
-    pool = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+def eval_states(env: TextEnv, states: str | int = "all", seed: int = 0) -> list[Any]:
+    """All of the env's start states (never a terminal one: that would be a free success), or N sampled."""
+    pool = list(env.start_states())
     if states == "all":
         return pool
     n = int(states)
@@ -39,17 +42,33 @@ def evaluate_actor(
     registry: Any | None = None,
     run_id: str | None = None,
     should_stop: Any = None,
+    env: str = DEFAULT_ENV,
 ) -> dict[str, Any]:
     """Greedy episodes from each evaluation state; returns the summary metrics, with
     the collapse check (how many start states share the most common greedy answer).
     `env_kwargs` changes the grid (e.g. {"size": 5, "goal": (4, 4)} for transfer)."""
     kwargs = {**(env_kwargs or {}), "max_actions": max_actions}
-    starts = eval_states(GridWorldEnv(**{**kwargs, "moves": tuple(actor.moves)}), states, seed)
-    cfg = RolloutConfig(episodes=len(starts), n_envs=n_envs, constrained=constrained, temperature=0.0,
-                        seed=seed, env_kwargs=kwargs)
+    cfg = RolloutConfig(episodes=1, n_envs=n_envs, constrained=constrained, temperature=0.0,
+                        seed=seed, env_kwargs=kwargs, env=env)
+    probe = make_rollout_env(cfg, actor.moves)
+    starts = eval_states(probe, states, seed)
+    cfg.episodes = len(starts)
     summary: RolloutSummary = run_rollouts(actor, cfg, prompt=prompt, registry=registry, run_id=run_id,
                                            starts=starts, should_stop=should_stop)
-    return {**summary.as_dict(), "states": len(starts), **answer_diversity(summary.episodes)}
+    return {**summary.as_dict(), "states": len(starts), **answer_diversity(summary.episodes),
+            **against_solver(probe, summary.episodes)}
+
+
+def against_solver(env: TextEnv, episodes: Sequence[Any]) -> dict[str, Any]:
+    """Where the solver names one optimal move per state: how often the actor's first
+    move is it, and the optimal expected return over the same start states."""
+    solver = env.solver()
+    if solver is None or not hasattr(solver, "action") or not episodes:
+        return {}
+    starts = [env.parse_state(e.start_state) for e in episodes]
+    agree = [bool(e.first_moves) and e.first_moves[0] == solver.action(s) for e, s in zip(episodes, starts)]
+    return {"optimal_move_rate": sum(agree) / len(agree),
+            "optimal_mean_return": sum(getattr(solver, "start_value", solver.value)(s) for s in starts) / len(starts)}
 
 
 def answer_diversity(episodes: Sequence[Any]) -> dict[str, Any]:

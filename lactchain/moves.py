@@ -16,6 +16,8 @@ TURN_LEFT = "turn left"
 TURN_RIGHT = "turn right"
 ALL_MOVES: tuple[str, ...] = (MOVE_FORWARD, TURN_LEFT, TURN_RIGHT)
 DEFAULT_MOVES: tuple[str, ...] = (MOVE_FORWARD, TURN_LEFT)
+HIT = "hit"  # blackjack (lactchain.envs.blackjack)
+STICK = "stick"
 
 STRICT = "strict"
 LENIENT = "lenient"
@@ -33,6 +35,9 @@ _PHRASE_ALIASES: dict[str, str] = {
     "rotate left": TURN_LEFT,
     "turn right": TURN_RIGHT,
     "rotate right": TURN_RIGHT,
+    "hit": HIT,
+    "stick": STICK,
+    "stand": STICK,
 }
 _SCAN_RE = re.compile(
     "|".join(

@@ -33,10 +33,11 @@ Your final answer should be in the format of a python list
 of moves, where each move is one of the {move_count} types listed above.
 E.g. {example}
 
-Your gridworld: {observation}"""
+{observation_label}: {observation}"""
 
 REQUIRED_SLOTS = frozenset({"strategy"})
-KNOWN_SLOTS = frozenset({"strategy", "observation", "move_count", "move_menu", "example"})
+KNOWN_SLOTS = frozenset({"strategy", "observation", "observation_label", "move_count", "move_menu", "example"})
+GRID_OBSERVATION_LABEL = "Your gridworld"
 MAX_STRATEGY_CHARS = 4000
 
 
@@ -84,13 +85,14 @@ class PromptSpec:
     strategy: str = DEFAULT_STRATEGY
     template: str = CONVERSION_TEMPLATE
     moves: tuple[str, ...] = DEFAULT_MOVES
+    observation_label: str = GRID_OBSERVATION_LABEL  # the env's name for its observation ("Your hand")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", validate_strategy(self.strategy))
         validate_template(self.template)
 
     def render(self, observation: str) -> str:
-        return render_prompt(self.strategy, observation, self.moves, self.template)
+        return render_prompt(self.strategy, observation, self.moves, self.template, self.observation_label)
 
 
 def render_prompt(
@@ -98,6 +100,7 @@ def render_prompt(
     observation: str,
     moves: Sequence[str] = DEFAULT_MOVES,
     template: str = CONVERSION_TEMPLATE,
+    observation_label: str = GRID_OBSERVATION_LABEL,
 ) -> str:
     """Fill the conversion template with the strategy, move menu and state text."""
     strategy = validate_strategy(strategy)
@@ -107,6 +110,7 @@ def render_prompt(
     return template.format(
         strategy=strategy,
         observation=observation.strip(),
+        observation_label=observation_label,
         move_count=len(moves),
         move_menu=menu,
         example=example,

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from lactchain.envs import GridWorldEnv, Planner, State, all_states
+from lactchain.envs.catalog import DEFAULT_ENV, TextEnv, make_env
 from lactchain.moves import FAILED, LENIENT
 from lactchain.prompts import PromptSpec
 
@@ -40,10 +40,11 @@ class RolloutConfig:
     constrained: bool = True
     temperature: float = 0.0
     max_new_tokens: int = 48
-    start: str = "fixed"  # "fixed" (the env's start) or "random" (uniform over non-goal states)
+    start: str = "fixed"  # "fixed" (the env's own start: the grid's pose, a seeded deal) or "random" (uniform)
     seed: int = 0
     max_env_steps: int | None = None  # stop after this many env steps (benchmarks)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env: str = DEFAULT_ENV  # a short name or gymnasium id (lactchain.envs.catalog)
 
     def __post_init__(self) -> None:
         if self.episodes < 1 or self.n_envs < 1:
@@ -100,18 +101,25 @@ class RolloutSummary:
         }
 
 
-def start_states(cfg: RolloutConfig, env: GridWorldEnv) -> list[State]:
-    """The start state of every episode, reproducible from the seed."""
+def start_states(cfg: RolloutConfig, env: TextEnv) -> list[Any]:
+    """The start state of every episode, reproducible from the seed (None: the env's
+    seeded reset decides, e.g. a dealt hand)."""
     if cfg.start == "fixed":
-        return [env.start] * cfg.episodes
+        return [env.fixed_start] * cfg.episodes
     rng = random.Random(cfg.seed)
-    pool = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    pool = list(env.start_states())
     return [rng.choice(pool) for _ in range(cfg.episodes)]
+
+
+def make_rollout_env(cfg: RolloutConfig, moves: Sequence[str]) -> TextEnv:
+    """The env an actor with `moves` plays: the grid takes the actor's vocabulary; an env
+    with a fixed vocabulary refuses another one (its ValueError names its moves)."""
+    return make_env(cfg.env, **{"moves": tuple(moves), **cfg.env_kwargs})
 
 
 @dataclass
 class _Slot:
-    env: GridWorldEnv
+    env: Any
     episode: EpisodeResult | None = None
 
 
@@ -123,7 +131,7 @@ def run_rollouts(
     run_id: str | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    starts: Sequence[State] | None = None,
+    starts: Sequence[Any] | None = None,
 ) -> RolloutSummary:
     """Play `cfg.episodes` episodes on `cfg.n_envs` envs in lock-step.
 
@@ -131,10 +139,9 @@ def run_rollouts(
     With a registry and run id, every episode and step is written as it happens,
     so a crash loses at most the lock-step in flight.
     """
-    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
-    env_kwargs = {"moves": tuple(actor.moves), **cfg.env_kwargs}
-    slots = [_Slot(GridWorldEnv(**env_kwargs)) for _ in range(min(cfg.n_envs, cfg.episodes))]
-    planner = Planner(slots[0].env)
+    slots = [_Slot(make_rollout_env(cfg, actor.moves)) for _ in range(min(cfg.n_envs, cfg.episodes))]
+    prompt = prompt or PromptSpec(moves=tuple(actor.moves), observation_label=slots[0].env.observation_label)
+    distance = getattr(slots[0].env.solver(), "distance", None)  # shortest move count, where the env has one
     if starts is not None and len(starts) < cfg.episodes:
         raise ValueError(f"{cfg.episodes} episodes need {cfg.episodes} start states, got {len(starts)}")
     starts = list(starts) if starts is not None else start_states(cfg, slots[0].env)
@@ -149,8 +156,10 @@ def run_rollouts(
         idx = next_episode
         next_episode += 1
         seed = cfg.seed * 1_000_003 + idx
-        slot.env.reset(seed=seed, options={"state": starts[idx].as_dict()})
-        ep = EpisodeResult(idx, seed, slot.env.state.as_dict(), optimal_moves=planner.distance(slot.env.state))
+        start = starts[idx]
+        slot.env.reset(seed=seed, options={"state": start.as_dict()} if start is not None else None)
+        ep = EpisodeResult(idx, seed, slot.env.state.as_dict(),
+                           optimal_moves=distance(slot.env.state) if distance is not None else None)
         if registry is not None and run_id is not None:
             ep.episode_id = registry.add_episode(
                 run_id, idx=idx, seed=seed, start_state=ep.start_state, optimal_moves=ep.optimal_moves, length=0
@@ -217,7 +226,7 @@ def run_rollouts(
                 }
             )
             if done:
-                ep.success = bool(info.get("reached_goal"))
+                ep.success = bool(info.get("success"))
                 results.append(ep)
                 if registry is not None and ep.episode_id is not None:
                     finished.append((ep.episode_id, {"return": ep.total_return, "length": ep.length,

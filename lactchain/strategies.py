@@ -35,20 +35,31 @@ class Strategy:
     def label(self) -> str:
         return f"v{self.version}" if self.version is not None else self.source
 
-    def prompt(self, moves: Any) -> Any:
-        """The PromptSpec a job renders with this strategy and the actor's moves."""
+    def prompt(self, moves: Any, env: Any = None) -> Any:
+        """The PromptSpec a job renders with this strategy, the actor's moves and the
+        env's name for its observation (the grid's when no env is given)."""
         from lactchain.prompts import PromptSpec
 
-        return PromptSpec(strategy=self.text, moves=tuple(moves))
+        label = {"observation_label": env.observation_label} if env is not None else {}
+        return PromptSpec(strategy=self.text, moves=tuple(moves), **label)
 
 
 DEFAULT = Strategy(DEFAULT_STRATEGY)
 
 
-def resolve_strategy(registry: Any, spec: str | None) -> Strategy:
-    """`None`/'default': the built-in strategy; a number: that saved version; else a text file."""
-    if spec is None or not str(spec).strip() or str(spec).strip() == "default":
+def default_strategy(env: str | None = None) -> Strategy:
+    """The built-in strategy of an env (short name or id; the grid's when None)."""
+    if env is None:
         return DEFAULT
+    from lactchain.envs.catalog import make_env
+
+    return Strategy(make_env(env).default_strategy)
+
+
+def resolve_strategy(registry: Any, spec: str | None, env: str | None = None) -> Strategy:
+    """`None`/'default': the env's built-in strategy; a number: that saved version; else a text file."""
+    if spec is None or not str(spec).strip() or str(spec).strip() == "default":
+        return default_strategy(env)
     spec = str(spec).strip()
     try:
         if spec.isdigit():

@@ -49,6 +49,27 @@ def positive(value: Any) -> Any:
     return value
 
 
+def known_env(value: Any) -> Any:
+    """Option callback: a short env name or gymnasium id, normalised to the short name."""
+    from lactchain.envs.catalog import env_name
+
+    try:
+        return env_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+EnvOption = Annotated[str, typer.Option(
+    "--env", callback=known_env,
+    help="Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), or its gymnasium id.")]
+
+
+def grid_only(env: str, command: str) -> None:
+    """Refuse an env a command does not support yet (one line, with what works)."""
+    if env != "grid":
+        fail(f"--env {env}: {command} runs on the grid only for now; play and evaluate take --env {env}")
+
+
 class LineLog:
     """Plain progress lines on stderr, for a detached job's log.txt (Rich draws no live
     bar into a file, so the console's Log tab would stay empty until the end): at most
@@ -142,11 +163,11 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
                 fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
 
 
-def strategy_of(handle: Any, strategy: Optional[str]) -> Any:
+def strategy_of(handle: Any, strategy: Optional[str], env: Optional[str] = None) -> Any:
     """The job's strategy, resolved once in its body (it was checked before the run)."""
     from lactchain.strategies import resolve_strategy
 
-    return resolve_strategy(handle.registry, strategy)
+    return resolve_strategy(handle.registry, strategy, env)
 
 
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
@@ -189,7 +210,7 @@ def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] 
     from lactchain.strategies import StrategyError, resolve_strategy
 
     try:
-        strategy = resolve_strategy(registry, params.get("strategy"))
+        strategy = resolve_strategy(registry, params.get("strategy"), params.get("env"))
     except StrategyError as exc:
         fail(str(exc))
     resume = params.get("resume_from")

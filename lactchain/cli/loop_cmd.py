@@ -11,6 +11,7 @@ from rich.table import Table
 from lactchain.cli.common import (
     DbOption,
     DetachOption,
+    EnvOption,
     JsonOption,
     LineLog,
     RunIdOption,
@@ -127,35 +128,39 @@ def evaluate_cmd(
     ctx: typer.Context,
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
-    states: Annotated[str, typer.Option("--states", help="'all' non-goal start states, or a number to sample.")] = "all",
+    states: Annotated[str, typer.Option("--states", help="'all' start states of the env (the grid's non-goal poses, Blackjack's 270 deals), or a number to sample.")] = "all",
     constrained: ConstrainedOption = True,
     envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Batch size of lock-step envs.")] = 16,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     strategy: StrategyOption = None,
+    env: EnvOption = "grid",
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score an actor greedily from every start state: success rate, mean return,
-    optimal ratio (BFS-optimal moves / moves used) and parse-failure rate."""
+    optimal ratio (BFS-optimal moves / moves used) and parse-failure rate. On
+    Blackjack: win rate, how often the first move is the exact optimum's, and the
+    optimal expected return over the same deals (dynamic programming)."""
     if states != "all" and not (states.isdigit() and 1 <= int(states) <= 100_000):
         raise typer.BadParameter(f"must be 'all' or a number of states from 1 to 100000, not {states!r}",
                                  param_hint="--states")
     params = dict(actor=actor, adapter=adapter, states=states, constrained=constrained, envs=envs,
-                  max_actions=max_actions, seed=seed)
+                  max_actions=max_actions, seed=seed, env=env)
 
     def body(handle) -> dict[str, Any]:
+        from lactchain.envs.catalog import make_env
         from lactchain.evaluate import evaluate_actor
 
-        model = load_actor(actor, adapter, handle.registry, quiet=as_json)
-        strat = strategy_of(handle, strategy)
+        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env)
+        strat = strategy_of(handle, strategy, env)
         LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
                                     n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
-                                    prompt=strat.prompt(model.moves),
+                                    prompt=strat.prompt(model.moves, make_env(env)), env=env,
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result

@@ -1,4 +1,4 @@
-"""`lactchain play`: the actor plays GridWorld episodes in batched lock-step."""
+"""`lactchain play`: the actor plays episodes (the grid, Blackjack) in batched lock-step."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.table import Table
 from lactchain.cli.common import (
     DbOption,
     DetachOption,
+    EnvOption,
     JsonOption,
     LineLog,
     RunIdOption,
@@ -33,7 +34,16 @@ ConstrainedOption = Annotated[
 ]
 
 
-def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False):
+def env_moves(env: str) -> dict[str, Any]:
+    """Actor.load's `moves` for an env: the grid's default vocabulary, else the env's own."""
+    if env == "grid":
+        return {}
+    from lactchain.envs.catalog import make_env
+
+    return {"moves": make_env(env).moves}
+
+
+def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False, env: str = "grid"):
     """Load an actor with a status spinner on stderr (model loads take seconds)."""
     from lactchain.models.actor import Actor
 
@@ -43,7 +53,7 @@ def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = 
             if not quiet:
                 status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
 
-        return Actor.load(actor, adapter=adapter_path, progress=progress)
+        return Actor.load(actor, adapter=adapter_path, progress=progress, **env_moves(env))
 
 
 def render_summary(result: dict[str, Any]) -> None:
@@ -62,11 +72,12 @@ def play(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=10_000_000, help="Episodes to play.")] = 8,
     envs: Annotated[int, typer.Option("--envs", "-b", min=1, max=4096, help="Envs stepped in lock-step (the generate batch size).")] = 8,
     constrained: ConstrainedOption = True,
-    start: Annotated[str, typer.Option("--start", help="Start state: 'fixed' (0,0 east) or 'random' (uniform over non-goal states).")] = "fixed",
+    start: Annotated[str, typer.Option("--start", help="Start state: 'fixed' (the grid's (0,0) east; Blackjack: the hand the seed deals) or 'random' (uniform over the env's start states).")] = "fixed",
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
     strategy: StrategyOption = None,
+    env: EnvOption = "grid",
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -81,14 +92,18 @@ def play(
     if start not in ("fixed", "random"):
         raise typer.BadParameter("must be 'fixed' or 'random'", param_hint="--start")
     params = dict(actor=actor, adapter=adapter, episodes=episodes, envs=envs, constrained=constrained, start=start,
-                  temperature=temperature, max_actions=max_actions, seed=seed)
+                  temperature=temperature, max_actions=max_actions, seed=seed, env=env)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.rollout import RolloutConfig, run_rollouts
 
-        model = load_actor(actor, adapter, handle.registry, quiet=as_json)
+        from lactchain.envs.catalog import make_env
+
+        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env)
         cfg = RolloutConfig(episodes=episodes, n_envs=envs, constrained=constrained, temperature=temperature,
-                            start=start, seed=seed, env_kwargs={"max_actions": max_actions})
+                            start=start, seed=seed, env_kwargs={"max_actions": max_actions}, env=env)
+        won, lost = ("won the hand", "did not win") if env == "blackjack" else ("reached the goal",
+                                                                                "did not reach the goal")
         with Progress(TextColumn("[bold]play"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                       TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
             task = bar.add_task("episodes", total=episodes, stats="")
@@ -102,12 +117,12 @@ def play(
                 bar.update(task, advance=1, stats=f"success {wins}/{done}")
                 handle.log_metrics({"episode_return": ep.total_return, "episode_success": float(ep.success)}, step=ep.idx)
                 line(f"episode {done}/{episodes}: return {ep.total_return:.2f}, "
-                     f"{'reached the goal' if ep.success else 'did not reach the goal'}; success {wins}/{done}",
+                     f"{won if ep.success else lost}; success {wins}/{done}",
                      force=done in (1, episodes))
 
-            strat = strategy_of(handle, strategy)
-            line(f"play: {episodes} episodes on {envs} envs, strategy {strat.label}", force=True)
-            summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves),
+            strat = strategy_of(handle, strategy, env)
+            line(f"play: {episodes} episodes of {env} on {envs} envs, strategy {strat.label}", force=True)
+            summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, make_env(env)),
                                    registry=handle.registry, run_id=handle.run_id,
                                    on_episode=on_episode, should_stop=handle.cancelled.is_set)
         result = summary.as_dict()
@@ -115,4 +130,4 @@ def play(
         return result
 
     run_job(ctx, kind="play", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"play {actor}", render=render_summary)
+            name=f"play {actor}" + (f" {env}" if env != "grid" else ""), render=render_summary)

@@ -1,4 +1,5 @@
-"""Environments. Importing this registers "LactChain/GridWorld-v0" with gymnasium."""
+"""Environments. Importing this registers the LactChain envs with gymnasium:
+"LactChain/GridWorld-v0" and "LactChain/Blackjack-v0" (see catalog.py for the seam)."""
 
 import gymnasium as gym
 
@@ -6,9 +7,12 @@ from lactchain.envs.gridworld import ORIENTATIONS, GridWorldEnv, State, apply_mo
 from lactchain.envs.planning import Planner, all_states
 
 ENV_ID = "LactChain/GridWorld-v0"
+BLACKJACK_ID = "LactChain/Blackjack-v0"
 
+# No TimeLimit wrapper: the envs truncate themselves after `max_actions` actions.
 if ENV_ID not in gym.registry:
-    # No TimeLimit wrapper: the env truncates itself after `max_actions` actions.
     gym.register(id=ENV_ID, entry_point="lactchain.envs.gridworld:GridWorldEnv")
+if BLACKJACK_ID not in gym.registry:
+    gym.register(id=BLACKJACK_ID, entry_point="lactchain.envs.blackjack:BlackjackTextEnv")
 
-__all__ = ["ENV_ID", "ORIENTATIONS", "GridWorldEnv", "Planner", "State", "all_states", "apply_move"]
+__all__ = ["BLACKJACK_ID", "ENV_ID", "ORIENTATIONS", "GridWorldEnv", "Planner", "State", "all_states", "apply_move"]

@@ -110,6 +110,7 @@ class GridWorldEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    observation_label = "Your gridworld"
 
     def __init__(
         self,
@@ -197,6 +198,34 @@ class GridWorldEnv(gym.Env):
                 moves.extend(validate_moves([item], self.moves))
         return moves
 
+    # ---- the text-env seam (lactchain.envs.catalog.TextEnv) ---------------------
+    @property
+    def default_strategy(self) -> str:
+        from lactchain.prompts import DEFAULT_STRATEGY
+
+        return DEFAULT_STRATEGY
+
+    @property
+    def fixed_start(self) -> State:
+        return self.start
+
+    def start_states(self) -> list[State]:
+        """Every non-goal pose (a start on the goal would be a free success)."""
+        from lactchain.envs.planning import all_states
+
+        return [s for s in all_states(self.size) if not self.is_terminal(s)]
+
+    def parse_state(self, value: Any) -> State:
+        return self._parse_state(value)
+
+    def is_terminal(self, state: State) -> bool:
+        return (state.x, state.y) == tuple(self.goal)
+
+    def solver(self):  # noqa: ANN201 - a Planner (imported late: planning imports this module)
+        from lactchain.envs.planning import Planner
+
+        return Planner(self)
+
     # ---- gymnasium API ----------------------------------------------------------
     def _obs(self) -> dict[str, int]:
         s = self.state
@@ -272,6 +301,7 @@ class GridWorldEnv(gym.Env):
             moves_executed=executed,
             moves_dropped=dropped,
             reached_goal=reached_goal,
+            success=reached_goal,
             exited=exited,
         )
         return self._obs(), reward, terminated, truncated, info

@@ -31,7 +31,7 @@ TINY_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>' }}\n{% endif %}"
 )
 # Bump when the vocabulary or architecture changes, so stale caches are rebuilt.
-TINY_VERSION = "2"  # 2: the egocentric goal-direction words
+TINY_VERSION = "3"  # 2: the egocentric goal-direction words; 3: Blackjack's prompt, moves and captions
 
 TINY_CONFIG = dict(
     hidden_size=64,
@@ -75,6 +75,26 @@ def corpus_texts() -> list[str]:
     texts.append(" ".join(str(n) for n in range(100)))
     texts.append(" ".join(f"(x={n}, y={n})" for n in range(100)))  # coordinates without a space
     texts.append(" ".join(f"{n}x{n}" for n in range(1, 33)))
+    texts.extend(_blackjack_texts())
+    return texts
+
+
+def _blackjack_texts() -> list[str]:
+    """Blackjack's prompt, move list, hand descriptions and caption words."""
+    from lactchain.envs.blackjack import BLACKJACK_MOVES, DEFAULT_STRATEGY, OBSERVATION_LABEL, BlackjackTextEnv, start_hands
+    from lactchain.moves import format_moves
+    from lactchain.prompts import render_prompt
+
+    env = BlackjackTextEnv()
+    texts = [render_prompt(DEFAULT_STRATEGY, "", BLACKJACK_MOVES, observation_label=OBSERVATION_LABEL),
+             format_moves(list(BLACKJACK_MOVES))]
+    texts.extend(h.describe() for h in start_hands())
+    for seed in range(40):  # captions of every kind of event: hits, busts, sticks, dealer totals, results
+        env.reset(seed=seed)
+        _, _, _, _, info = env.step(["hit", "stick"] if seed % 2 else ["stick"])
+        texts.append(info["caption"])
+    env.reset(seed=0)
+    texts.append(env.describe() + " You have a natural blackjack (an ace and a 10)")
     return texts
 
 

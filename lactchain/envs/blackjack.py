@@ -1,0 +1,410 @@
+"""Captioned Blackjack: gymnasium's Blackjack-v1 (Sutton & Barto rules) as a text env.
+
+A LactChain action is a list of `hit`/`stick` moves, executed in order until the hand
+ends (bust or stick); moves after that are ignored. A list that ends with the hand
+still open (e.g. `['hit']`) leaves it open for the next action. Every event is
+captioned in words ("hit and drew a 7 (sum 15)", "stuck on 18", "the dealer drew a
+5: final total 20", "lost 18 to 20"), so an LLM can judge two hands from their
+captions alone (Motif, arXiv 2310.00166).
+
+The cards come from gymnasium's env (infinite deck, its seeded `np_random`), so a hand
+replays exactly from its seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.toy_text.blackjack import BlackjackEnv as _GymBlackjack
+from gymnasium.envs.toy_text.blackjack import is_bust, is_natural, sum_hand, usable_ace
+
+from lactchain.moves import HIT, STICK, validate_moves
+
+BLACKJACK_MOVES: tuple[str, ...] = (HIT, STICK)
+DEFAULT_STRATEGY = (
+    "You are playing blackjack against the dealer. Hit to draw a card, stick to stop and let the dealer play. "
+    "Get closer to 21 than the dealer without going over."
+)
+OBSERVATION_LABEL = "Blackjack"
+
+
+def card_name(card: int) -> str:
+    return {1: "an ace", 8: "an 8"}.get(card, f"a {card}")
+
+
+@dataclass(frozen=True)
+class Hand:
+    """What the player sees: their sum, whether an ace counts as 11, the dealer's up card.
+    The Blackjack state the solver, the critic and the prompts work on (hashable)."""
+
+    player_sum: int
+    dealer_card: int
+    usable_ace: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"player_sum": self.player_sum, "dealer_card": self.dealer_card, "usable_ace": self.usable_ace}
+
+    def __str__(self) -> str:
+        ace = " (usable ace)" if self.usable_ace else ""
+        return f"sum {self.player_sum}{ace} vs dealer {self.dealer_card}"
+
+    def describe(self) -> str:
+        ace = " with a usable ace" if self.usable_ace else ""
+        up = "an ace" if self.dealer_card == 1 else f"a {self.dealer_card}"
+        return f"Your sum is {self.player_sum}{ace}; the dealer shows {up}."
+
+
+def start_hands() -> list[Hand]:
+    """Every hand a deal can produce: hard 4..20 (two non-aces) and soft 12..21 (an ace
+    and one more card), against each up card 1..10: 270 start states."""
+    sums = [(s, False) for s in range(4, 21)] + [(s, True) for s in range(12, 22)]
+    return [Hand(s, d, a) for s, a in sums for d in range(1, 11)]
+
+
+def hand_cards(hand: Hand) -> list[int]:
+    """Two cards that deal `hand` (used to set a start state: soft s = ace + (s-11))."""
+    if hand.usable_ace:
+        return [1, hand.player_sum - 11]
+    first = min(10, hand.player_sum - 2)
+    return [first, hand.player_sum - first]
+
+
+def parse_hand(value: Any) -> Hand:
+    """A Hand from a Hand, a dict or a (sum, dealer, ace) triple, checked to be a hand a
+    deal can produce (ValueError names the field)."""
+    if isinstance(value, Hand):
+        return value
+    if isinstance(value, Mapping):
+        missing = {"player_sum", "dealer_card", "usable_ace"} - set(value)
+        if missing:
+            raise ValueError(f"hand {dict(value)!r} is missing {sorted(missing)}")
+        raw = (value["player_sum"], value["dealer_card"], value["usable_ace"])
+    else:
+        try:
+            raw = tuple(value)
+            if len(raw) != 3:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"a hand is {{player_sum, dealer_card, usable_ace}}, got {value!r}") from None
+    s, d, a = raw
+    try:
+        s, d = int(s), int(d)
+    except (TypeError, ValueError):
+        raise ValueError(f"player_sum and dealer_card must be whole numbers, got {raw!r}") from None
+    hand = Hand(s, d, bool(a))
+    if not 1 <= d <= 10:
+        raise ValueError(f"dealer_card must be 1 (ace) to 10, got {d}")
+    if not (12 <= s <= 21 if hand.usable_ace else 4 <= s <= 21):
+        span = "12..21 with a usable ace" if hand.usable_ace else "4..21"
+        raise ValueError(f"player_sum {s} is not a hand sum ({span})")
+    return hand
+
+
+class BlackjackTextEnv(gym.Env):
+    """Gymnasium env: observation {player_sum, dealer_card, usable_ace}; action = a list
+    of moves (`["hit", "stick"]` or indices into `self.moves`); reward +1 win, -1 loss,
+    0 draw (a natural wins unless the dealer has one too)."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    observation_label = OBSERVATION_LABEL
+    default_strategy = DEFAULT_STRATEGY
+
+    def __init__(self, max_actions: int = 10, max_moves_per_action: int = 8,
+                 moves: Iterable[str] = BLACKJACK_MOVES, render_mode: str | None = None):
+        moves = tuple(validate_moves(moves, BLACKJACK_MOVES))
+        if sorted(moves) != sorted(BLACKJACK_MOVES):
+            raise ValueError(f"blackjack's moves are {', '.join(BLACKJACK_MOVES)}, got {list(moves)}")
+        if max_actions < 1 or max_moves_per_action < 1:
+            raise ValueError("max_actions and max_moves_per_action must be >= 1")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.moves = moves
+        self.max_actions = int(max_actions)
+        self.max_moves_per_action = int(max_moves_per_action)
+        self.render_mode = render_mode
+        self.game = _GymBlackjack(sab=True)
+        self.observation_space = spaces.Dict({
+            "player_sum": spaces.Discrete(32), "dealer_card": spaces.Discrete(11), "usable_ace": spaces.Discrete(2),
+        })
+        self.action_space = spaces.Sequence(spaces.Discrete(len(self.moves)))
+        self.start = Hand(15, 10, False)  # only a default for the console: every deal is its own start
+        self.actions_taken = 0
+        self.finished = False
+        self._hand = self.start
+        self.path: list[Hand] = []
+
+    # ---- the text-env seam ------------------------------------------------------
+    @property
+    def state(self) -> Hand:
+        return self._hand
+
+    def _update_hand(self) -> None:
+        player = self.game.player
+        self._hand = Hand(sum_hand(player), self.game.dealer[0], usable_ace(player))
+
+    def describe(self, state: Hand | None = None) -> str:
+        if state is None and len(self.game.player) == 2 and is_natural(self.game.player):
+            return "You have a natural blackjack (an ace and a 10); the dealer shows " \
+                   f"{card_name(self.game.dealer[0])}."
+        return (state or self.state).describe()
+
+    fixed_start = None  # a 'fixed' start is the hand the seed deals
+
+    def start_states(self) -> list[Hand]:
+        return start_hands()
+
+    def parse_state(self, value: Any) -> Hand:
+        return parse_hand(value)
+
+    def is_terminal(self, state: Hand) -> bool:  # noqa: ARG002 - every observed hand can still act
+        return False
+
+    def solver(self) -> "BlackjackSolver":
+        return BlackjackSolver()
+
+    # ---- gymnasium API ----------------------------------------------------------
+    def _obs(self) -> dict[str, int]:
+        h = self.state
+        return {"player_sum": h.player_sum, "dealer_card": h.dealer_card, "usable_ace": int(h.usable_ace)}
+
+    def _info(self, caption: str, **extra: Any) -> dict[str, Any]:
+        return {"state": self.state.as_dict(), "description": self.describe(), "caption": caption,
+                "actions_taken": self.actions_taken, "player_cards": list(self.game.player),
+                "dealer_cards": list(self.game.dealer) if self.finished else [self.game.dealer[0]], **extra}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.game.reset(seed=seed)  # the deal (and every later card) comes from this seed
+        self._np_random = self.game.np_random  # one generator: seeding twice per hand costs as much as the hand
+        options = options or {}
+        if options.get("state") is not None:
+            hand = parse_hand(options["state"])
+            self.game.player = hand_cards(hand)
+            self.game.dealer[0] = hand.dealer_card
+        self.actions_taken = 0
+        self.finished = False
+        self._update_hand()
+        self.path = [self.state]
+        cards = " and ".join(card_name(c) for c in self.game.player)
+        caption = f"dealt {cards} (sum {self.state.player_sum}); the dealer shows {card_name(self.game.dealer[0])}"
+        if is_natural(self.game.player):
+            caption = f"dealt a natural ({cards}); the dealer shows {card_name(self.game.dealer[0])}"
+        return self._obs(), self._info(caption)
+
+    def _to_moves(self, action: Iterable[Any]) -> list[str]:
+        if isinstance(action, str):
+            raise ValueError(f"an action is a list of moves, got the string {action!r}")
+        out = []
+        for item in action:
+            if isinstance(item, (int, np.integer)):
+                if not 0 <= int(item) < len(self.moves):
+                    raise ValueError(f"move index {item} is out of range 0..{len(self.moves) - 1}")
+                out.append(self.moves[int(item)])
+            else:
+                out.extend(validate_moves([item], self.moves))
+        return out
+
+    def step(self, action: Iterable[Any]):
+        moves = self._to_moves(action)
+        if self.finished:
+            raise RuntimeError("the hand is over: call reset() first")
+        limit = self.max_moves_per_action
+        self.actions_taken += 1
+        events: list[str] = []
+        reward, executed, terminated, outcome = 0.0, 0, False, ""
+        for move in moves[:limit]:
+            executed += 1
+            natural = len(self.game.player) == 2 and is_natural(self.game.player)
+            _, r, terminated, _, _ = self.game.step(1 if move == HIT else 0)
+            reward = float(r)
+            self._update_hand()
+            if move == HIT:
+                total = sum_hand(self.game.player)
+                events.append(f"hit and drew {card_name(self.game.player[-1])} (sum {total})")
+                if is_bust(self.game.player):
+                    events.append(f"bust with {total}")
+                    outcome = "lost"
+            else:
+                events.append(self._stick_caption(natural, reward))
+                outcome = {1.0: "won", -1.0: "lost"}.get(reward, "draw")
+            if terminated:
+                break
+        self.finished = terminated
+        self.path.append(self.state)
+        ignored = len(moves) - executed
+        truncated = not terminated and self.actions_taken >= self.max_actions
+        caption = "; ".join(events) or "did nothing (empty move list)"
+        if ignored:
+            caption += f"; {ignored} move{'s' if ignored > 1 else ''} after the hand ended ignored" if terminated \
+                else f"; {ignored} extra move{'s' if ignored > 1 else ''} ignored (limit {limit})"
+        if truncated:
+            caption += f"; out of actions ({self.max_actions}): the hand is void"
+        info = self._info(caption, moves=moves[:executed], moves_executed=executed, moves_dropped=ignored,
+                          outcome=outcome, success=outcome == "won")
+        return self._obs(), reward, terminated, truncated, info
+
+    def _stick_caption(self, natural: bool, reward: float) -> str:
+        player, dealer = sum_hand(self.game.player), sum_hand(self.game.dealer)
+        hidden = f"the dealer turned over {card_name(self.game.dealer[1])}"
+        drawn = self.game.dealer[2:]
+        if drawn:
+            hidden += " and drew " + ", ".join(card_name(c) for c in drawn)
+        final = f"bust with {dealer}" if is_bust(self.game.dealer) else f"final total {dealer}"
+        if natural and reward == 1.0:
+            result = "won with a natural"
+        elif reward == 1.0:
+            result = f"won {player} to {dealer}" if not is_bust(self.game.dealer) else "won: the dealer went bust"
+        elif reward == -1.0:
+            result = f"lost {player} to {dealer}"
+        else:
+            result = f"draw at {player}"
+        return f"stuck on {player}; {hidden}: {final}; {result}"
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return render_ansi(self.game.player, self.game.dealer, self.finished)
+        return None
+
+
+def render_ansi(player: list[int], dealer: list[int], show_dealer: bool) -> str:
+    """Both hands as text; the dealer's hole card stays hidden until the hand is over."""
+    face = {1: "A", 10: "10"}
+    shown = dealer if show_dealer else dealer[:1]
+    dealer_text = " ".join(face.get(c, str(c)) for c in shown) + ("" if show_dealer else " ??")
+    player_text = " ".join(face.get(c, str(c)) for c in player)
+    ace = ", usable ace" if usable_ace(player) else ""
+    dealer_sum = f" ({sum_hand(dealer)})" if show_dealer else ""
+    return f"dealer: {dealer_text}{dealer_sum}\nyou:    {player_text} ({sum_hand(player)}{ace})"
+
+
+# ---- exact ground truth ---------------------------------------------------------------
+CARD_P: dict[int, float] = {c: (4 / 13 if c == 10 else 1 / 13) for c in range(1, 11)}
+
+
+def add_card(total: int, usable: bool, card: int) -> tuple[int, bool]:
+    """(sum, usable ace) after drawing `card`. Markov in (sum, usable): an ace that is not
+    usable only exists at hard 12+, where no later ace can be usable either."""
+    hard = (total - 10 if usable else total) + card
+    soft = (usable or card == 1) and hard + 10 <= 21
+    return (hard + 10, True) if soft else (hard, False)
+
+
+class BlackjackSolver:
+    """Exact optimum of the infinite-deck game by dynamic programming: the dealer's final
+    total distribution per up card, then V*(hand) = max(stick, hit) over (sum, usable
+    ace, up card), plus the probability of winning under the optimal policy."""
+
+    def __init__(self) -> None:
+        self._dealer: dict[int, dict[int, float]] = {d: self._dealer_final(d) for d in range(1, 11)}
+        self._memo: dict[Hand, tuple[float, float, str]] = {}
+
+    @staticmethod
+    def _dealer_final(up: int) -> dict[int, float]:
+        """P(dealer's final total) for an up card; 22 stands for bust. Stands on 17+ (soft too)."""
+        memo: dict[tuple[int, bool], dict[int, float]] = {}
+
+        def dist(total: int, usable: bool) -> dict[int, float]:
+            if total > 21:
+                return {22: 1.0}
+            if total >= 17:
+                return {total: 1.0}
+            key = (total, usable)
+            if key not in memo:
+                out: dict[int, float] = {}
+                for card, p in CARD_P.items():
+                    for final, q in dist(*add_card(total, usable, card)).items():
+                        out[final] = out.get(final, 0.0) + p * q
+                memo[key] = out
+            return memo[key]
+
+        return dist(11, True) if up == 1 else dist(up, False)
+
+    def dealer_final(self, up: int) -> dict[int, float]:
+        return dict(self._dealer[up])
+
+    def _stick(self, total: int, up: int) -> tuple[float, float]:
+        """(expected reward, P(win)) of sticking on `total`."""
+        value = win = 0.0
+        for final, p in self._dealer[up].items():
+            if final == 22 or total > final:
+                value, win = value + p, win + p
+            elif total < final:
+                value -= p
+        return value, win
+
+    def _solve(self, hand: Hand) -> tuple[float, float, str]:
+        if hand in self._memo:
+            return self._memo[hand]
+        stick_v, stick_w = self._stick(hand.player_sum, hand.dealer_card)
+        hit_v = hit_w = 0.0
+        for card, p in CARD_P.items():
+            total, usable = add_card(hand.player_sum, hand.usable_ace, card)
+            if total > 21:
+                hit_v -= p
+            else:
+                v, w, _ = self._solve(Hand(total, hand.dealer_card, usable))
+                hit_v, hit_w = hit_v + p * v, hit_w + p * w
+        best = (stick_v, stick_w, STICK) if stick_v >= hit_v else (hit_v, hit_w, HIT)
+        self._memo[hand] = best
+        return best
+
+    def value(self, hand: Hand, natural: bool = False) -> float:
+        """V*(hand): the expected reward of optimal play from here. A natural (an ace and a
+        10 as dealt) sticks and wins unless the dealer has a natural too."""
+        if natural:
+            return 1.0 - self.dealer_natural(hand.dealer_card)
+        return self._solve(parse_hand(hand))[0]
+
+    def start_value(self, hand: Hand) -> float:
+        """V* of a dealt hand: a soft 21 as dealt is a natural."""
+        hand = parse_hand(hand)
+        return self.value(hand, natural=hand.usable_ace and hand.player_sum == 21)
+
+    def expected_return(self) -> float:
+        """The optimal policy's expected reward per hand over the real deal distribution."""
+        return sum(p * self.start_value(hand) for p, hand in self.deals())
+
+    def deals(self):  # noqa: ANN201
+        """(probability, dealt hand) over every two-card deal and up card."""
+        for a, pa in CARD_P.items():
+            for b, pb in CARD_P.items():
+                s, u = add_card(*add_card(0, False, a), b)
+                for d, pd in CARD_P.items():
+                    yield pa * pb * pd, Hand(s, d, u)
+
+    def win_rate(self) -> float:
+        """P(win) of the optimal policy over the real deal distribution (a natural wins
+        unless the dealer has one)."""
+        total = 0.0
+        for p, hand in self.deals():
+            natural = hand.usable_ace and hand.player_sum == 21
+            total += p * ((1.0 - self.dealer_natural(hand.dealer_card)) if natural else self.win_probability(hand))
+        return total
+
+    def win_probability(self, hand: Hand) -> float:
+        return self._solve(parse_hand(hand))[1]
+
+    def action(self, hand: Hand) -> str:
+        """The optimal move (hit or stick) in this hand; ties stick."""
+        return self._solve(parse_hand(hand))[2]
+
+    def plan(self, hand: Hand) -> list[str]:
+        """The best one-action move list: the optimal move alone (after a hit, the next
+        card decides what follows, so an open-loop list can only be worse)."""
+        return [self.action(hand)]
+
+    def q_values(self, hand: Hand) -> dict[str, float]:
+        hand = parse_hand(hand)
+        stick_v, _ = self._stick(hand.player_sum, hand.dealer_card)
+        hit_v = 0.0
+        for card, p in CARD_P.items():
+            total, usable = add_card(hand.player_sum, hand.usable_ace, card)
+            hit_v += -p if total > 21 else p * self._solve(Hand(total, hand.dealer_card, usable))[0]
+        return {HIT: hit_v, STICK: stick_v}
+
+    @staticmethod
+    def dealer_natural(up: int) -> float:
+        return CARD_P[10] if up == 1 else (CARD_P[1] if up == 10 else 0.0)

@@ -1,0 +1,124 @@
+"""The env seam: the same rollouts, evaluation and CLI commands play Blackjack through
+`--env blackjack`, with captions, seeds and the exact optimum recorded; the grid is
+unchanged."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from lactchain.envs.blackjack import BLACKJACK_MOVES, BlackjackSolver, Hand
+from lactchain.evaluate import evaluate_actor
+from lactchain.moves import STRICT, format_moves
+from lactchain.registry import Registry
+from lactchain.rollout import RolloutConfig, run_rollouts
+
+_HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|a (\d+))")
+
+
+@dataclass
+class _Sample:
+    text: str
+    moves: list[str]
+    mode: str = STRICT
+    logprob: float = 0.0
+
+
+class PromptReadingBlackjackOracle:
+    """Answers the exact optimum's move for the hand it READS from the prompt: checks
+    that the prompt carries the state, and is the evaluation's upper bound."""
+
+    moves = BLACKJACK_MOVES
+
+    def __init__(self) -> None:
+        self.solver = BlackjackSolver()
+        self.prompts: list[str] = []
+
+    def generate(self, prompts, **_kw):
+        out = []
+        for prompt in prompts:
+            self.prompts.append(prompt)
+            if "natural blackjack" in prompt:
+                moves = ["stick"]
+            else:
+                m = _HAND_RE.search(prompt)
+                assert m, prompt
+                dealer = 1 if m.group(3) == "an ace" else int(m.group(4))
+                moves = self.solver.plan(Hand(int(m.group(1)), dealer, bool(m.group(2))))
+            out.append(_Sample(format_moves(moves), moves))
+        return out
+
+
+def test_blackjack_rollouts_record_captions_seeds_and_hands(tmp_path):
+    reg = Registry(tmp_path / "r.db")
+    run = reg.create_run("play")
+    actor = PromptReadingBlackjackOracle()
+    cfg = RolloutConfig(episodes=12, n_envs=4, seed=2, env="blackjack")
+    summary = run_rollouts(actor, cfg, registry=reg, run_id=run)
+    assert len(summary.episodes) == 12 and all(e.length >= 1 for e in summary.episodes)
+    assert "Blackjack: Your sum is" in actor.prompts[0] or "natural blackjack" in actor.prompts[0]
+    assert "1. hit\n2. stick" in actor.prompts[0]
+    steps = reg.steps(run_id=run)
+    assert {"player_sum", "dealer_card", "usable_ace"} == set(steps[0]["state"])
+    assert all(s["caption"] for s in steps)
+    finished = [s for s in steps if s["done"]]
+    assert len(finished) == 12
+    assert all(re.search(r"bust|won|lost|draw", s["caption"]) for s in finished)
+    # The same seed deals the same hands: the episodes replay.
+    again = run_rollouts(PromptReadingBlackjackOracle(), cfg)
+    assert [e.start_state for e in again.episodes] == [e.start_state for e in summary.episodes]
+    assert [e.total_return for e in again.episodes] == [e.total_return for e in summary.episodes]
+
+
+def test_evaluate_scores_every_deal_against_the_exact_optimum():
+    result = evaluate_actor(PromptReadingBlackjackOracle(), env="blackjack", n_envs=32)
+    assert result["states"] == 270
+    assert result["optimal_move_rate"] == 1.0  # reads the hand from the prompt and plays the DP's move
+    solver = BlackjackSolver()
+    assert result["optimal_mean_return"] == pytest.approx(
+        sum(solver.start_value(h) for h in solver_hands()) / 270)
+    assert result["parse_failure_rate"] == 0.0
+
+
+def solver_hands():
+    from lactchain.envs.blackjack import start_hands
+
+    return start_hands()
+
+
+def _lactchain(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path):
+    db = tmp_path / "registry.db"
+    res = _lactchain("play", "--actor", "tiny", "--env", "blackjack", "--episodes", "4", "--envs", "2",
+                     "--seed", "3", "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    reg = Registry(db)
+    assert reg.params(out["run_id"])["env"] == "blackjack"
+    steps = reg.steps(run_id=out["run_id"])
+    assert steps and all(set(s["moves"]) <= {"hit", "stick"} for s in steps)
+    assert "Blackjack:" in steps[0]["prompt"] or "natural blackjack" in steps[0]["prompt"]
+    assert all(s["caption"] for s in steps) and sum(s["done"] for s in steps) == 4
+    assert reg.params(out["run_id"])["strategy_text"].startswith("You are playing blackjack")
+    res = _lactchain("evaluate", "--actor", "tiny", "--env", "LactChain/Blackjack-v0", "--states", "6",
+                     "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    ev = json.loads(res.stdout)
+    assert ev["states"] == 6 and 0.0 <= ev["optimal_move_rate"] <= 1.0 and "optimal_mean_return" in ev
+    assert reg.params(ev["run_id"])["env"] == "blackjack"  # the id is stored by its short name
+
+
+def test_unknown_env_and_grid_only_commands_fail_in_one_line(tmp_path):
+    db = tmp_path / "registry.db"
+    res = _lactchain("play", "--actor", "tiny", "--env", "chess", "--db", str(db))
+    assert res.returncode == 2 and "unknown env 'chess'; known envs: grid" in res.stderr
+    assert "Traceback" not in res.stderr and not db.exists()
