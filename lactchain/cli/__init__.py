@@ -8,7 +8,7 @@ from lactchain.cli import env_cmd
 
 app = typer.Typer(
     name="lactchain",
-    help="LactChain lab: train LLMs as reinforcement-learning policies on GridWorld.",
+    help="LactChain lab: train LLMs as reinforcement-learning policies (GridWorld, Blackjack), and LLM-judged rewards.",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
@@ -18,7 +18,8 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import actor_cmd, bench_cmd, critic_cmd, loop_cmd, models_cmd, pipeline_cmd, play_cmd, runs_cmd
+    from lactchain.cli import (actor_cmd, bench_cmd, critic_cmd, loop_cmd, models_cmd, motif_cmd, pipeline_cmd, play_cmd,
+                               runs_cmd)
 
     app.add_typer(runs_cmd.app, name="runs")
     app.command("play")(play_cmd.play)
@@ -29,6 +30,8 @@ def _register_optional_groups() -> None:
     app.command("evaluate")(loop_cmd.evaluate_cmd)
     app.command("pipeline")(pipeline_cmd.pipeline_cmd)
     app.add_typer(bench_cmd.app, name="bench")
+    app.command("collect")(motif_cmd.collect_cmd)
+    app.command("judge")(motif_cmd.judge_cmd)
 
 
 _register_optional_groups()

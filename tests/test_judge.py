@@ -1,0 +1,175 @@
+"""Captions collected into the registry, paired and judged: parsing of judge answers,
+retries, the rule judge as calibration reference, and the `collect`/`judge` CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from lactchain.captions import captioned_episodes, collect_episodes, make_policy, replay_episode
+from lactchain.envs.blackjack import BlackjackTextEnv
+from lactchain.judge import (
+    FIRST,
+    SECOND,
+    TIE,
+    LLMJudge,
+    RuleJudge,
+    agreement,
+    check_judge_template,
+    label_rows,
+    pair_episodes,
+    parse_judgement,
+    render_judge_prompt,
+)
+from lactchain.prompts import PromptError
+from lactchain.registry import Registry
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1", FIRST), (" 2", SECOND), ("Episode 1 is better", FIRST), ("2.", SECOND), ("tie", TIE), ("Tie.", TIE),
+    ("neither", TIE), ("two", SECOND), ("", None), ("   ", None), ("banana", None), ("12 is my answer", None),
+    ("The first one", None), (None, None), ("[1]", FIRST),
+])
+def test_judge_answers_parse_strictly(text, expected):
+    assert parse_judgement(text) == expected
+
+
+def test_a_judge_prompt_must_show_both_captions():
+    prompt = render_judge_prompt("blackjack", "stuck on 20; won", "bust with 25")
+    assert "Episode 1: stuck on 20; won" in prompt and "Episode 2: bust with 25" in prompt and "1, 2, tie" in prompt
+    with pytest.raises(PromptError, match=r"lacks \{caption_2\}"):
+        check_judge_template("compare {caption_1}")
+    with pytest.raises(PromptError, match="unknown slot"):
+        check_judge_template("{caption_1} {caption_2} {weather}")
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("judge") / "r.db")
+    env = BlackjackTextEnv()
+    runs = []
+    for policy in ("random", "optimal"):
+        run = reg.create_run("collect", params={"env": "blackjack", "policy": policy})
+        collect_episodes(env, make_policy(policy, env), 120, seed=4, registry=reg, run_id=run)
+        runs.append(run)
+    return reg, runs
+
+
+def test_collected_episodes_replay_and_pair_by_dealt_hand(collected):
+    reg, runs = collected
+    episodes = captioned_episodes(reg, runs)
+    assert len(episodes) == 240 and all(e.caption for e in episodes)
+    env = BlackjackTextEnv()
+    assert all(replay_episode(env, reg, e.episode_id, e.run_id) for e in episodes[::10])
+    # A corrupted step no longer replays.
+    step = reg.steps(episode_id=episodes[0].episode_id)[0]
+    with reg._write() as db:  # noqa: SLF001 - corrupt the stored caption on purpose
+        db.execute("UPDATE steps SET caption = 'hit and drew a joker' WHERE id = ?", [step["id"]])
+    assert not replay_episode(env, reg, episodes[0].episode_id, episodes[0].run_id)
+    pairs = pair_episodes(episodes, 50, "state", seed=1)
+    assert all(a.start_state == b.start_state and a.episode_id != b.episode_id for a, b in pairs)
+    assert all(a.caption != b.caption or a.start_state == b.start_state for a, b in pairs)
+    with pytest.raises(ValueError, match="at least 2"):
+        pair_episodes(episodes[:1], 3)
+
+
+def test_the_rule_judge_agrees_with_the_true_return_on_every_pair(collected):
+    reg, runs = collected
+    pairs = pair_episodes(captioned_episodes(reg, runs), 80, "random", seed=2)
+    rows = label_rows(pairs, RuleJudge().judge(pairs, "blackjack"), RuleJudge(), "blackjack")
+    assert agreement(rows) == {"pairs": 80, "answered_rate": 1.0, "agreement": 1.0}
+    for row in rows:
+        if row["status"] == "labeled":
+            assert row["chosen_score"] > row["rejected_score"] and row["labeler"] == "oracle"
+        else:
+            assert row["status"] == "tie" and row["chosen_score"] == row["rejected_score"]
+
+
+@dataclass
+class _Sample:
+    text: str
+
+
+class ScriptedModel:
+    """Stands in for the judge's language model: answers from a script, one per call
+    and prompt, recording what it was asked (the judge's retry logic is under test)."""
+
+    name = "scripted"
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), []
+
+    def generate(self, prompts, **kw):
+        self.calls.append((len(prompts), kw["temperature"], kw["constrained"]))
+        return [_Sample(self.script.pop(0)) for _ in prompts]
+
+
+def test_llm_judge_retries_unparsable_answers_and_never_labels_unknown(collected):
+    reg, runs = collected
+    pairs = pair_episodes(captioned_episodes(reg, runs), 3, "random", seed=3)
+    model = ScriptedModel(["1", "banana", "", "2", "???", "nope"])
+    judge = LLMJudge(model, retries=3)
+    result = judge.judge(pairs, "blackjack")
+    # first call: 3 prompts greedily; then only the two unparsable ones, then only the still-garbage one.
+    assert model.calls == [(3, 0.0, False), (2, 0.8, False), (1, 0.8, False)]
+    assert [j.answer for j in result] == [FIRST, SECOND, None]
+    assert [j.tries for j in result] == [1, 2, 3] and result[2].raw == "nope"
+    rows = label_rows(pairs, result, judge, "blackjack")
+    assert [r["status"] for r in rows][2] == "skipped" and rows[2]["meta"]["answer"] == "unknown"
+    assert rows[0]["labeler"] == "llm" and rows[0]["meta"]["raw_answer"] == "1"
+    assert rows[1]["chosen"] == pairs[1][1].caption  # "2": the second caption is chosen
+    reg.add_pairs(runs[0], rows)
+    stored = reg.pairs(runs[0])
+    assert {p["status"] for p in stored} >= {"labeled", "skipped"}
+    assert all(p["meta"]["prompt_version"] == "motif-v1" for p in stored)
+
+
+def _lactchain(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_collect_and_judge_cli_end_to_end(tmp_path):
+    db = str(tmp_path / "r.db")
+    ids = []
+    for policy in ("random", "optimal"):
+        res = _lactchain("collect", "--policy", policy, "-n", "60", "--seed", "1", "--db", db, "--json")
+        assert res.returncode == 0, res.stderr
+        ids.append(json.loads(res.stdout)["run_id"])
+    res = _lactchain("judge", "--from", ids[0], "--from", ids[1], "--judge", "rule", "--pairs", "40", "--db", db,
+                     "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["agreement"] == 1.0 and out["pairs"] == 40
+    reg = Registry(db)
+    assert len(reg.pairs(out["run_id"])) == 40 and reg.params(out["run_id"])["env"] == "blackjack"
+    res = _lactchain("judge", "--from", ids[0], "--judge", "tiny", "--pairs", "4", "--retries", "2", "--db", db,
+                     "--json")
+    assert res.returncode == 0, res.stderr
+    tiny = json.loads(res.stdout)
+    assert tiny["pairs"] == 4 and 0.0 <= tiny["answered_rate"] <= 1.0
+    for pair in reg.pairs(tiny["run_id"]):
+        assert pair["labeler"] == "llm" and pair["meta"]["judge"] == "tiny" and "raw_answer" in pair["meta"]
+        assert (pair["status"] == "skipped") == (pair["meta"]["answer"] == "unknown")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["judge", "--from", "nope"], "--from nope: no run"),
+    (["judge", "--from", "RUN", "--judge", "gpt-17"], "gpt-17"),
+    (["judge", "--from", "RUN", "--pairing", "sorted"], "must be one of random, state"),
+    (["collect", "--policy", "genius"], "must be one of random, optimal, q-learning"),
+    (["collect", "--env", "grid", "--policy", "optimal"], "no exact solver with one optimal move"),
+])
+def test_bad_collect_and_judge_input_is_one_line(tmp_path, args, message):
+    db = str(tmp_path / "r.db")
+    res = _lactchain("collect", "--policy", "random", "-n", "3", "--db", db, "--json")
+    run = json.loads(res.stdout)["run_id"]
+    before = len(Registry(db).list_runs())
+    res = _lactchain(*[run if a == "RUN" else a for a in args], "--db", db)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert len(Registry(db).list_runs()) == before
