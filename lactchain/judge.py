@@ -62,6 +62,7 @@ def render_judge_prompt(env: str, first: str, second: str, template: str = JUDGE
 
 
 _ANSWER_RE = re.compile(r"^\W*(?:episode\s*)?(1|2|one|two|tie|neither|equal|same|draw)\b", re.IGNORECASE)
+_BOTH_RE = re.compile(r"^\W*(?:episode\s*)?(1|2)\s*(?:,|or|and|/|-)\s*(?:episode\s*)?(1|2)\b", re.IGNORECASE)
 _WORDS = {"1": FIRST, "one": FIRST, "2": SECOND, "two": SECOND}
 
 
@@ -71,7 +72,7 @@ def parse_judgement(text: str | None) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     m = _ANSWER_RE.match(text.strip())
-    if not m:
+    if not m or _BOTH_RE.match(text.strip()):  # "1, 2" or "1 or 2" names both: no decision
         return None
     word = m.group(1).lower()
     return _WORDS.get(word, TIE)

@@ -32,7 +32,8 @@ from lactchain.registry import Registry
 @pytest.mark.parametrize("text,expected", [
     ("1", FIRST), (" 2", SECOND), ("Episode 1 is better", FIRST), ("2.", SECOND), ("tie", TIE), ("Tie.", TIE),
     ("neither", TIE), ("two", SECOND), ("", None), ("   ", None), ("banana", None), ("12 is my answer", None),
-    ("The first one", None), (None, None), ("[1]", FIRST),
+    ("The first one", None), (None, None), ("[1]", FIRST), ("1, 2", None), ("1 or 2", None), ("2/1", None),
+    ("1. The second episode is worse", FIRST),
 ])
 def test_judge_answers_parse_strictly(text, expected):
     assert parse_judgement(text) == expected

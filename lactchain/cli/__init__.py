@@ -32,6 +32,8 @@ def _register_optional_groups() -> None:
     app.add_typer(bench_cmd.app, name="bench")
     app.command("collect")(motif_cmd.collect_cmd)
     app.command("judge")(motif_cmd.judge_cmd)
+    app.command("train-reward")(motif_cmd.train_reward_cmd)
+    app.command("reward-agents")(motif_cmd.reward_agents_cmd)
 
 
 _register_optional_groups()

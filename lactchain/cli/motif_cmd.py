@@ -1,5 +1,6 @@
-"""`lactchain collect` and `lactchain judge`: captioned episodes from classic policies,
-and LLM (or rule) preferences between their captions, Motif-style."""
+"""Motif-style LLM-judged rewards: `collect` captioned episodes from classic policies,
+`judge` pairs of captions (an LLM or the rule judge), `train-reward` a Bradley-Terry
+reward model on the labels, and `reward-agents`: Q-learning on that reward."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from lactchain.cli.common import (
     check_models,
     err_console,
     fail,
+    finite,
     open_registry,
+    positive,
     run_job,
 )
 from lactchain.cli.loop_cmd import _table
@@ -174,3 +177,164 @@ def judge_cmd(
 
     run_job(ctx, kind="judge", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"judge {judge} {env}", render=lambda r: _table(f"judge {r['run_id']}", r))
+
+
+def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], str]:
+    """Judge run ids, the episode runs they paired, and their env."""
+    from lactchain.registry import RunNotFound
+
+    ids, sources, envs = [], [], set()
+    for spec in specs:
+        try:
+            run = registry.get_run(spec)
+        except RunNotFound as exc:
+            fail(f"--pairs-from {spec}: {exc}")
+        if run["kind"] != "judge":
+            fail(f"--pairs-from {spec}: run {run['id']} is a {run['kind']} run; expected a judge run")
+        params = registry.params(run["id"])
+        ids.append(run["id"])
+        sources.extend(s for s in params.get("from_runs") or [] if s not in sources)
+        envs.add(params.get("env") or "grid")
+    if len(envs) > 1:
+        fail(f"--pairs-from: the judge runs are of different envs ({', '.join(sorted(envs))})")
+    return ids, sources, envs.pop()
+
+
+def train_reward_cmd(
+    ctx: typer.Context,
+    pairs_from: Annotated[list[str], typer.Option("--pairs-from", help="judge runs whose labels train the model (repeat the option).")],
+    critic: Annotated[str, typer.Option("--critic", help="Embedding backbone: a critic preset (tiny, minilm-l6, ...); frozen, with a trained head.")] = "minilm-l6",
+    epochs: Annotated[int, typer.Option("--epochs", min=1, max=10_000)] = 40,
+    lr: Annotated[float, typer.Option("--lr", callback=positive, help="Learning rate of the head.")] = 1e-3,
+    held_out: Annotated[float, typer.Option("--held-out", callback=finite, min=0.0, max=0.9, help="Share of pairs held out for accuracy.")] = 0.2,
+    seed: SeedOption = 0,
+    db: DbOption = None,
+    detach: DetachOption = False,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit a Bradley-Terry reward model r(caption) on judged caption pairs.
+
+    Ties are soft 0.5 labels; unknown answers are never used. Reports held-out label
+    accuracy and the Spearman correlation of r with the true return over every
+    episode caption of the judged runs.
+    """
+    registry = open_registry(db)
+    judge_ids, sources, env = _judge_runs(registry, pairs_from)
+    from lactchain.train.reward_model import labelled_pairs
+
+    usable = labelled_pairs(registry.pairs(judge_ids))
+    if len(usable) < 2:
+        fail(f"--pairs-from: {len(usable)} usable label(s) in {', '.join(judge_ids)} (unknown answers are not "
+             "labels): judge more pairs, or with a judge that answers")
+    params = dict(pairs_from=judge_ids, critic=critic, epochs=epochs, lr=lr, held_out=held_out, seed=seed, env=env)
+
+    def body(handle) -> dict[str, Any]:
+        from lactchain.captions import captioned_episodes
+        from lactchain.train.reward_model import RewardModel, rank_correlation, train_reward_model
+
+        pairs = labelled_pairs(handle.registry.pairs(judge_ids))
+        line = LineLog()
+        line(f"train-reward: {len(pairs)} judged pairs, backbone {critic}", force=True)
+        with err_console.status(f"loading {critic}"):
+            model = RewardModel(critic)
+
+        def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
+            handle.log_metrics(metrics, step=epoch)
+            line(f"epoch {epoch}/{epochs}: loss {metrics['loss']:.4f}, held-out accuracy "
+                 f"{metrics['held_out_accuracy']:.3f}", force=epoch == epochs)
+
+        result = train_reward_model(model, pairs, epochs=epochs, lr=lr, held_out=held_out, seed=seed,
+                                    on_epoch=on_epoch, should_stop=handle.cancelled.is_set)
+        episodes = {e.caption: e.true_return for e in captioned_episodes(handle.registry, sources)}
+        result["rank_correlation"] = rank_correlation(model, list(episodes), list(episodes.values()))
+        scores = model.score(list(episodes))
+        mean = sum(scores) / len(scores) if scores else 0.0
+        std = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5 if scores else 1.0
+        folder = model.save(handle.dir / "reward_model", {"score_mean": mean, "score_std": std or 1.0, "env": env})
+        handle.registry.add_artifact(handle.run_id, "reward-model", str(folder), meta={"pairs": len(pairs)})
+        handle.log_metrics({"rank_correlation": result["rank_correlation"]})
+        return {**result, "reward_model": str(folder)}
+
+    run_job(ctx, kind="reward", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
+            name=f"reward {critic} {env}", render=lambda r: _table(f"train-reward {r['run_id']}", r))
+
+
+def reward_agents_cmd(
+    ctx: typer.Context,
+    reward_run: Annotated[Optional[str], typer.Option("--reward-run", help="train-reward run whose model gives the intrinsic reward; without it, only the extrinsic agent is trained.")] = None,
+    train_episodes: Annotated[int, typer.Option("--train-episodes", min=1, max=100_000_000)] = 100_000,
+    eval_episodes: Annotated[int, typer.Option("--eval-episodes", min=1, max=100_000_000, help="Seeded hands every agent is scored on (the same for all).")] = 100_000,
+    intrinsic_coef: Annotated[float, typer.Option("--intrinsic-coef", callback=finite, help="Weight of the standardised reward-model score.")] = 1.0,
+    extrinsic_coef: Annotated[float, typer.Option("--extrinsic-coef", callback=finite, help="Weight of the env's reward in the mixed agent.")] = 1.0,
+    seed: SeedOption = 0,
+    db: DbOption = None,
+    detach: DetachOption = False,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train tabular Q-learning on Blackjack with the env's reward (extrinsic), the
+    reward model's (intrinsic) and a mix, and score each against the exact optimum
+    (oracle) and random play on the same seeded hands."""
+    registry = open_registry(db)
+    folder, env = None, "blackjack"
+    if reward_run is not None:
+        from lactchain.registry import RunNotFound
+
+        try:
+            run = registry.get_run(reward_run)
+        except RunNotFound as exc:
+            fail(f"--reward-run {reward_run}: {exc}")
+        art = registry.latest_artifact(run["id"], "reward-model")
+        if run["kind"] != "reward" or art is None:
+            fail(f"--reward-run {reward_run}: run {run['id']} ({run['kind']}) has no saved reward model; give a "
+                 "finished train-reward run")
+        folder, env = art["path"], registry.params(run["id"]).get("env") or "blackjack"
+    if env != "blackjack":
+        fail(f"--reward-run {reward_run}: its env is {env}; the tabular agents play blackjack")
+    params = dict(reward_run=reward_run, train_episodes=train_episodes, eval_episodes=eval_episodes,
+                  intrinsic_coef=intrinsic_coef, extrinsic_coef=extrinsic_coef, seed=seed, env=env)
+
+    def body(handle) -> dict[str, Any]:
+        import json
+        from pathlib import Path
+
+        from lactchain.envs.catalog import make_env
+        from lactchain.motif import AGENT_REWARDS, CaptionReward, train_and_score_agents
+        from lactchain.train.reward_model import RewardModel
+
+        intrinsic = None
+        if folder is not None:
+            cfg = json.loads((Path(folder) / "reward_model.json").read_text())
+            intrinsic = CaptionReward(RewardModel.load(folder), cfg["score_mean"], cfg["score_std"])
+        kinds = AGENT_REWARDS if intrinsic is not None else ("extrinsic",)
+        line = LineLog()
+        line(f"reward-agents: {', '.join(kinds)} on {train_episodes} hands each, scored on {eval_episodes}", force=True)
+
+        def on_agent(kind: str, score: dict[str, float]) -> None:
+            handle.log_metrics({f"{kind}_win_rate": score["win_rate"], f"{kind}_mean_return": score["mean_return"]})
+            line(f"{kind}: win rate {score['win_rate']:.4f}, mean return {score['mean_return']:.4f}", force=True)
+            handle.check_cancelled()
+
+        result = train_and_score_agents(make_env(env), intrinsic, train_episodes=train_episodes,
+                                        eval_episodes=eval_episodes, seed=seed, kinds=kinds,
+                                        intrinsic_coef=intrinsic_coef, extrinsic_coef=extrinsic_coef,
+                                        on_agent=on_agent)
+        for name, score in result["agents"].items():
+            handle.log_metrics({f"{name.split(' ')[0]}_win_rate": score["win_rate"]})
+        return result
+
+    def render(result: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        from lactchain.cli.common import console
+
+        table = Table(title=f"reward-agents {result['run_id']} ({result['eval_episodes']} seeded hands)")
+        for column in ("agent", "win rate", "mean return", "draws"):
+            table.add_column(column)
+        for name, score in result["agents"].items():
+            table.add_row(name, f"{score['win_rate']:.4f}", f"{score['mean_return']:+.4f}", f"{score['draw_rate']:.4f}")
+        console.print(table)
+
+    run_job(ctx, kind="agents", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
+            name="reward-agents", render=render)

@@ -1,0 +1,170 @@
+"""A reward model from judged caption pairs: Bradley-Terry over caption embeddings.
+
+The critic's backbone (frozen: its embeddings are computed once per distinct caption)
+plus a small head gives r(caption). Pairs labelled 'chosen better' are target 1, ties
+are soft 0.5 labels, as Motif does; 'skipped' (unknown) pairs are never used. Reported
+per run: held-out label accuracy (pairs split by pair, seeded) and the Spearman rank
+correlation of r with the true return over every distinct episode caption.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+FORMAT = 1
+CONFIG_NAME = "reward_model.json"
+HEAD_NAME = "head.pt"
+
+
+def bradley_terry_loss(r_chosen: Tensor, r_rejected: Tensor, target: Tensor) -> Tensor:
+    """-[y log s(rc - rr) + (1 - y) log s(rr - rc)]: y = 1 for a preference, 0.5 for a tie."""
+    diff = r_chosen - r_rejected
+    return -(target * F.logsigmoid(diff) + (1 - target) * F.logsigmoid(-diff)).mean()
+
+
+@dataclass(frozen=True)
+class LabelledPair:
+    chosen: str
+    rejected: str
+    target: float  # 1.0: chosen is better; 0.5: a tie
+
+
+def labelled_pairs(rows: Sequence[dict[str, Any]]) -> list[LabelledPair]:
+    """Judge rows -> training pairs (labeled -> 1.0, tie -> 0.5; skipped/pending dropped)."""
+    out = []
+    for row in rows:
+        if row["status"] == "labeled":
+            out.append(LabelledPair(row["chosen"], row["rejected"], 1.0))
+        elif row["status"] == "tie":
+            out.append(LabelledPair(row["chosen"], row["rejected"], 0.5))
+    return out
+
+
+class RewardModel(nn.Module):
+    """r(caption) = head(embedding(caption)); the backbone is the critic's, frozen."""
+
+    def __init__(self, backbone_spec: str = "tiny", device: str | torch.device | None = None):
+        super().__init__()
+        from lactchain.models.critic import Critic, _head
+
+        self.backbone_spec = backbone_spec
+        self.encoder = Critic.load(backbone_spec, device=device, lora_r=1)  # embeddings only; LoRA stays at zero
+        self.encoder.requires_grad_(False)
+        self.head = _head(int(self.encoder.backbone.config.hidden_size)).to(self.encoder.device)
+        self._cache: dict[str, Tensor] = {}
+
+    @torch.no_grad()
+    def embeddings(self, texts: Sequence[str], batch_size: int = 64) -> Tensor:
+        """Embeddings of texts, each distinct text computed once."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            for text, vec in zip(chunk, self.encoder.embed(chunk)):
+                self._cache[text] = vec
+        return torch.stack([self._cache[t] for t in texts])
+
+    def forward(self, embeddings: Tensor) -> Tensor:
+        return self.head(embeddings).squeeze(-1)
+
+    @torch.no_grad()
+    def score(self, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        self.head.eval()
+        return self(self.embeddings(texts)).tolist()
+
+    def save(self, folder: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save(self.head.state_dict(), folder / HEAD_NAME)
+        (folder / CONFIG_NAME).write_text(json.dumps({"format": FORMAT, "backbone": self.backbone_spec,
+                                                      **(extra or {})}, indent=2))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device | None = None) -> "RewardModel":
+        folder = Path(folder)
+        try:
+            cfg = json.loads((folder / CONFIG_NAME).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{folder} is not a saved reward model ({exc})") from None
+        if cfg.get("format") != FORMAT:
+            raise ValueError(f"{folder} is reward-model format {cfg.get('format')}; this lactchain reads {FORMAT}")
+        model = cls(cfg["backbone"], device=device)
+        model.head.load_state_dict(torch.load(folder / HEAD_NAME, map_location=model.encoder.device, weights_only=True))
+        model.head.eval()
+        return model
+
+
+def split_pairs(pairs: Sequence[LabelledPair], held_out: float, seed: int) -> tuple[list, list]:
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    n_test = max(1, int(round(len(pairs) * held_out))) if len(pairs) > 1 else 0
+    test = {i for i in order[:n_test]}
+    return [p for i, p in enumerate(pairs) if i not in test], [p for i, p in enumerate(pairs) if i in test]
+
+
+def accuracy(model: RewardModel, pairs: Sequence[LabelledPair]) -> float:
+    """Share of strict preferences (ties excluded) where r(chosen) > r(rejected)."""
+    strict = [p for p in pairs if p.target == 1.0]
+    if not strict:
+        return 0.0
+    chosen = model.score([p.chosen for p in strict])
+    rejected = model.score([p.rejected for p in strict])
+    return sum(c > r for c, r in zip(chosen, rejected)) / len(strict)
+
+
+def rank_correlation(model: RewardModel, captions: Sequence[str], returns: Sequence[float]) -> float:
+    """Spearman correlation between r(caption) and the true return (0.0 when undefined)."""
+    from scipy.stats import spearmanr
+
+    if len(set(returns)) < 2 or len(captions) < 3:
+        return 0.0
+    rho = spearmanr(model.score(list(captions)), list(returns)).statistic
+    return 0.0 if rho != rho else float(rho)  # nan when the scores are constant
+
+
+def train_reward_model(model: RewardModel, pairs: Sequence[LabelledPair], *, epochs: int = 30, lr: float = 1e-3,
+                       batch_size: int = 64, held_out: float = 0.2, seed: int = 0,
+                       on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Fit the head with the Bradley-Terry loss; returns the metrics of the last epoch."""
+    if len(pairs) < 2:
+        raise ValueError(f"{len(pairs)} usable judged pair(s): the reward model needs at least 2 "
+                         "(skipped/unknown answers are not labels)")
+    train, test = split_pairs(pairs, held_out, seed)
+    torch.manual_seed(seed)
+    emb_c = model.embeddings([p.chosen for p in train])
+    emb_r = model.embeddings([p.rejected for p in train])
+    target = torch.tensor([p.target for p in train], device=emb_c.device)
+    opt = torch.optim.Adam(model.head.parameters(), lr=lr)
+    metrics: dict[str, float] = {}
+    gen = torch.Generator().manual_seed(seed)
+    for epoch in range(1, epochs + 1):
+        model.head.train()
+        losses = []
+        for idx in torch.randperm(len(train), generator=gen).split(batch_size):
+            if len(idx) < 2:  # BatchNorm needs two rows
+                continue
+            both = model(torch.cat([emb_c[idx], emb_r[idx]]))
+            loss = bradley_terry_loss(both[: len(idx)], both[len(idx):], target[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        metrics = {"loss": sum(losses) / max(1, len(losses)), "train_accuracy": accuracy(model, train),
+                   "held_out_accuracy": accuracy(model, test) if test else 0.0}
+        if on_epoch is not None:
+            on_epoch(epoch, metrics)
+        if should_stop is not None and should_stop():
+            break
+    return {**metrics, "train_pairs": len(train), "held_out_pairs": len(test),
+            "ties": sum(p.target == 0.5 for p in pairs)}

@@ -1,0 +1,127 @@
+"""The Bradley-Terry reward model on judged captions, and Q-learning on its reward."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from lactchain.captions import captioned_episodes, collect_episodes, make_policy
+from lactchain.envs.blackjack import BlackjackTextEnv
+from lactchain.judge import RuleJudge, label_rows, pair_episodes
+from lactchain.motif import CaptionReward, reward_fn
+from lactchain.registry import Registry
+from lactchain.train.reward_model import (
+    LabelledPair,
+    RewardModel,
+    bradley_terry_loss,
+    labelled_pairs,
+    rank_correlation,
+    train_reward_model,
+)
+
+
+def test_bradley_terry_loss_on_a_hand_built_batch():
+    chosen, rejected = torch.tensor([2.0, 0.0, 1.0]), torch.tensor([0.0, 0.0, 1.0])
+    target = torch.tensor([1.0, 1.0, 0.5])
+    expected = (-math.log(1 / (1 + math.exp(-2.0))) + math.log(2) + math.log(2)) / 3
+    assert bradley_terry_loss(chosen, rejected, target).item() == pytest.approx(expected)
+    # A tie is best predicted by equal rewards; a preference pushes the gap up.
+    assert bradley_terry_loss(torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([0.5])) < \
+        bradley_terry_loss(torch.tensor([3.0]), torch.tensor([1.0]), torch.tensor([0.5]))
+    gap = torch.tensor([0.0], requires_grad=True)
+    bradley_terry_loss(gap, torch.tensor([0.0]), torch.tensor([1.0])).backward()
+    assert gap.grad.item() < 0  # gradient descent raises the chosen reward
+
+
+def test_only_labels_and_ties_train_the_model():
+    rows = [{"status": "labeled", "chosen": "a", "rejected": "b"}, {"status": "tie", "chosen": "c", "rejected": "d"},
+            {"status": "skipped", "chosen": "e", "rejected": "f"}, {"status": "pending", "chosen": "g", "rejected": "h"}]
+    assert labelled_pairs(rows) == [LabelledPair("a", "b", 1.0), LabelledPair("c", "d", 0.5)]
+    with pytest.raises(ValueError, match="at least 2"):
+        train_reward_model(None, labelled_pairs(rows[:1]))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    reg = Registry(tmp_path_factory.mktemp("rm") / "r.db")
+    env = BlackjackTextEnv()
+    runs = []
+    for policy in ("random", "optimal"):
+        run = reg.create_run("collect", params={"env": "blackjack", "policy": policy})
+        collect_episodes(env, make_policy(policy, env), 150, seed=2, registry=reg, run_id=run)
+        runs.append(run)
+    episodes = captioned_episodes(reg, runs)
+    pairs = pair_episodes(episodes, 240, "random", seed=0)
+    rows = label_rows(pairs, RuleJudge().judge(pairs, "blackjack"), RuleJudge(), "blackjack")
+    return episodes, labelled_pairs(rows)
+
+
+def test_reward_model_learns_the_rule_judges_preferences(judged):
+    episodes, pairs = judged
+    model = RewardModel("tiny")
+    result = train_reward_model(model, pairs, epochs=30, seed=0)
+    assert result["held_out_pairs"] == 48 and result["train_pairs"] == 192
+    assert result["held_out_accuracy"] >= 0.8, result
+    captions = {e.caption: e.true_return for e in episodes}
+    rho = rank_correlation(model, list(captions), list(captions.values()))
+    assert rho > 0.5, rho
+    # Saved and reloaded, it scores the same.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        model.save(folder, {"score_mean": 0.0, "score_std": 1.0})
+        again = RewardModel.load(folder)
+        some = list(captions)[:5]
+        assert again.score(some) == pytest.approx(model.score(some), abs=1e-5)
+    with pytest.raises(ValueError, match="not a saved reward model"):
+        RewardModel.load("/nonexistent")
+
+
+def test_intrinsic_and_mixed_rewards_come_from_the_captions(judged):
+    episodes, pairs = judged
+    model = RewardModel("tiny")
+    train_reward_model(model, pairs, epochs=5, seed=0)
+    intrinsic = CaptionReward(model, mean=0.5, std=2.0)
+    info = {"caption": episodes[0].caption}
+    raw = model.score([episodes[0].caption])[0]
+    assert intrinsic(episodes[0].caption) == pytest.approx((raw - 0.5) / 2.0)
+    assert reward_fn("extrinsic", None) is None
+    assert reward_fn("intrinsic", intrinsic, intrinsic_coef=2.0)(-1.0, info) == pytest.approx(2 * (raw - 0.5) / 2.0)
+    assert reward_fn("mixed", intrinsic, 1.0, 3.0)(-1.0, info) == pytest.approx(-3.0 + (raw - 0.5) / 2.0)
+    with pytest.raises(ValueError, match="needs a reward model"):
+        reward_fn("mixed", None)
+
+
+def _lactchain(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_train_reward_and_reward_agents_cli(tmp_path):
+    db = str(tmp_path / "r.db")
+    ids = [json.loads(_lactchain("collect", "--policy", p, "-n", "80", "--db", db, "--json").stdout)["run_id"]
+           for p in ("random", "optimal")]
+    judge = json.loads(_lactchain("judge", "--from", ids[0], "--from", ids[1], "--pairs", "60", "--pairing", "random",
+                                  "--db", db, "--json").stdout)["run_id"]
+    res = _lactchain("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "10", "--db", db, "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert 0.0 <= out["held_out_accuracy"] <= 1.0 and -1.0 <= out["rank_correlation"] <= 1.0
+    reg = Registry(db)
+    assert reg.latest_artifact(out["run_id"], "reward-model") is not None
+    res = _lactchain("reward-agents", "--reward-run", out["run_id"], "--train-episodes", "300", "--eval-episodes",
+                     "300", "--db", db, "--json")
+    assert res.returncode == 0, res.stderr
+    agents = json.loads(res.stdout)["agents"]
+    assert set(agents) == {"extrinsic", "intrinsic", "mixed", "optimal (oracle)", "random"}
+    assert all(0.0 <= a["win_rate"] <= 1.0 for a in agents.values())
+    # Bad input: a run that is not a train-reward run, pairs from a non-judge run.
+    res = _lactchain("reward-agents", "--reward-run", judge, "--db", db)
+    assert res.returncode == 2 and "has no saved reward model" in res.stderr
+    res = _lactchain("train-reward", "--pairs-from", ids[0], "--db", db)
+    assert res.returncode == 2 and "expected a judge run" in res.stderr
