@@ -122,3 +122,11 @@ def test_unknown_env_and_grid_only_commands_fail_in_one_line(tmp_path):
     res = _lactchain("play", "--actor", "tiny", "--env", "chess", "--db", str(db))
     assert res.returncode == 2 and "unknown env 'chess'; known envs: grid" in res.stderr
     assert "Traceback" not in res.stderr and not db.exists()
+
+
+@pytest.mark.parametrize("command", [["collect-pairs", "--critic-run", "x"], ["pipeline"], ["bench", "learn"]])
+def test_grid_only_commands_refuse_another_env_in_one_line(tmp_path, command):
+    db = tmp_path / "registry.db"
+    res = _lactchain(*command, "--env", "blackjack", "--db", str(db))
+    assert res.returncode == 2 and "runs on the grid only for now; play and evaluate take --env blackjack" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not db.exists()

@@ -8,7 +8,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, LineLog, check_models, check_references, console, err_console, fail, finite, open_registry, positive, run_job
+from lactchain.cli.common import (DbOption, DetachOption, EnvOption, JsonOption, LineLog, RunIdOption, check_models,
+                                  check_references, console, err_console, fail, finite, grid_only, open_registry,
+                                  positive, run_job)
 
 CriticOption = Annotated[
     str,
@@ -45,6 +47,7 @@ def train_critic(
     resume_from: Annotated[
         Optional[str], typer.Option("--resume-from", help="Continue from the last checkpoint of this train-critic run.")
     ] = None,
+    env: EnvOption = "grid",
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -57,6 +60,7 @@ def train_critic(
     correlation of V with the exact V* over all non-goal states. A checkpoint
     (artifact kind "critic") is saved every epoch and on SIGTERM.
     """
+    grid_only(env, "train-critic")
     from lactchain.returns import usable_steps
 
     check_models(critic=critic)

@@ -19,6 +19,7 @@ from lactchain.cli.common import (
     console,
     err_console,
     finite,
+    grid_only,
     run_job,
     strategy_of,
 )
@@ -60,6 +61,7 @@ def collect_pairs_cmd(
     constrained: ConstrainedOption = True,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     strategy: StrategyOption = None,
+    env: EnvOption = "grid",
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -72,6 +74,7 @@ def collect_pairs_cmd(
     Every dropped candidate is counted by reason. Pairs go to the registry and a
     `datasets` dataset (prompt/chosen/rejected) is saved under the run folder.
     """
+    grid_only(env, "collect-pairs")
     if critic_run is None and not episodes_from:
         raise typer.BadParameter("give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from play runs)")
     params = dict(actor=actor, adapter=adapter, critic_run=critic_run, states=states, samples=samples,

@@ -17,6 +17,7 @@ from rich.table import Table
 from lactchain.cli.common import (
     DbOption,
     DetachOption,
+    EnvOption,
     JsonOption,
     RunIdOption,
     StrategyOption,
@@ -26,6 +27,7 @@ from lactchain.cli.common import (
     err_console,
     fail,
     finite,
+    grid_only,
     print_json,
     resolve_adapter,
     run_job,
@@ -110,6 +112,7 @@ def pipeline_cmd(
         "--resume-from", help="Continue this killed or failed pipeline run at its first unfinished phase: its "
                               "finished phases (and their child runs) are kept, with their elites, critic and "
                               "adapter. `lactchain runs resume RUN` passes it.")] = None,
+        env: EnvOption = "grid",
         db: DbOption = None,
         detach: DetachOption = False,
         run_id: RunIdOption = None,
@@ -120,6 +123,7 @@ def pipeline_cmd(
     -> train-actor -> evaluate. Each phase is a child run of one pipeline run; the
     LoRA adapter continues across iterations. A baseline evaluation comes first,
     so the result says before and after."""
+    grid_only(env, "pipeline")
     cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
                       states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
                       actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
@@ -185,6 +189,7 @@ def bench_learn(
         strategy: StrategyOption = None,
         transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
     seed: SeedOption = _D["seed"],
+        env: EnvOption = "grid",
         db: DbOption = None,
         as_json: JsonOption = False,
 ) -> None:
@@ -194,6 +199,7 @@ def bench_learn(
     V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it in the
     run folder, and zero-shot transfer to the 5x5 grid. `--labeler oracle` is the
     diagnostic upper bound, not a result."""
+    grid_only(env, "bench learn")
     from lactchain.cli.common import open_registry
     from lactchain.evaluate import evaluate_actor
     from lactchain.jobs import run_context

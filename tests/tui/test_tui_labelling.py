@@ -100,3 +100,48 @@ async def test_pending_human_pairs_are_labelled_in_place(make_app, registry):
         await pilot.press("u")
         pair = registry.get_pair(pid)
         assert pair["status"] == "pending" and pair["chosen"] == ["move forward"]
+
+
+async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app, registry):
+    """Pairs from `lactchain judge` (Blackjack hands): both captions, the judge's choice
+    and raw answer; a human label that overrules it is counted against the judge."""
+    from lactchain.captions import captioned_episodes, collect_episodes, make_policy
+    from lactchain.envs.blackjack import BlackjackTextEnv
+    from lactchain.judge import RuleJudge, label_rows, pair_episodes
+
+    env = BlackjackTextEnv()
+    runs = []
+    for policy in ("random", "optimal"):
+        run = registry.create_run("collect", params={"env": "blackjack"})
+        collect_episodes(env, make_policy(policy, env), 40, seed=1, registry=registry, run_id=run)
+        runs.append(run)
+    pairs = pair_episodes(captioned_episodes(registry, runs), 6, "random", seed=0)
+
+    class LLMStandIn(RuleJudge):  # stored as an llm judge's labels, with raw answers
+        name, labeler = "smollm2-135m", "llm"
+
+    judge_run = registry.create_run("judge")
+    rows = [r for r in label_rows(pairs, LLMStandIn().judge(pairs, "blackjack"), LLMStandIn(), "blackjack")
+            if r["status"] == "labeled"]
+    registry.add_pairs(judge_run, rows)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await settle(app, pilot)
+        screen = app.screen
+        item = screen.current
+        assert item is not None and item.captions
+        head = str(screen.query_one("#label-state").render())
+        assert "judged episodes (blackjack)" in head and "judge smollm2-135m chose" in head and "raw answer" in head
+        assert "sum" in head and "vs dealer" in head  # the start hand in the env's words
+        assert str(screen.query_one("#label-moves-a").render()) == item.a
+        assert not screen.query_one("#label-grid-a").display
+        judge_side = "A" if item.a == item.pair["chosen"] else "B"
+        await pilot.press("b" if judge_side == "A" else "a")  # overrule the judge
+        await settle(app, pilot)
+        human = [p for p in registry.pairs(labeler="human")]
+        assert human[-1]["meta"]["source_labeler"] == "llm" and human[-1]["meta"]["agrees_with_source"] is False
+        assert human[-1]["chosen"] == (item.b if judge_side == "A" else item.a)
+        assert "human agrees with llm 0/1" in str(screen.query_one("#label-progress").render())
+        await pilot.press("h")  # blind: the judge's choice is hidden
+        assert "judge: hidden" in str(screen.query_one("#label-state").render())

@@ -2,6 +2,10 @@
 
 Each pair shows its start state, both move lists (A and B) with the path each
 produces on a small grid, and the critic's scores (h hides them, to label blind).
+A judged caption pair (from `lactchain judge`: two whole episodes, e.g. Blackjack
+hands) shows both captions and the judge's choice with its raw answer, which a
+person can overrule; the progress line shows how often humans agreed with each
+labeler (critic, llm judge) so far.
 a / b pick the better list, t marks a tie, n skips, u undoes. Every label is
 written to the registry at once (labeler "human"):
 
@@ -40,6 +44,18 @@ from tui.widgets.footer import FittedFooter
 SOURCE_LABELERS = ("critic", "llm", "episodes")
 
 
+def state_text(value: Any, env: str | None) -> str:
+    """A stored state in the env's own words (the raw dict when the env cannot read it)."""
+    if env:
+        try:
+            from lactchain.envs.catalog import make_env
+
+            return str(make_env(env).parse_state(value))
+        except (ValueError, TypeError, KeyError):
+            pass
+    return str(value)
+
+
 def as_state(value: Any) -> State:
     if isinstance(value, State):
         return value
@@ -60,9 +76,14 @@ class Item:
     b_score: float | None
     in_place: bool  # a pending human pair: label it in place
 
+    @property
+    def captions(self) -> bool:
+        """A judged pair of episode captions (text), not of move lists."""
+        return isinstance(self.a, str)
+
     @classmethod
     def from_pair(cls, pair: dict) -> "Item":
-        chosen, rejected = list(pair.get("chosen") or []), list(pair.get("rejected") or [])
+        chosen, rejected = _side(pair.get("chosen")), _side(pair.get("rejected"))
         cs, rs = pair.get("chosen_score"), pair.get("rejected_score")
         in_place = pair.get("status") == "pending"
         if in_place or a_is_chosen(pair["id"]):
@@ -78,6 +99,25 @@ class Done:
     kind: str  # "label" | "skip"
     new_pair_id: int | None = None  # the human row we added
     source_before: dict = field(default_factory=dict)  # fields of the source pair before we changed it
+    choice: str = ""  # "A", "B" or "tie" for a label
+
+
+def _side(value: Any) -> list[str] | str:
+    """One side of a pair: a move list, or a caption (judged episodes)."""
+    return value if isinstance(value, str) else list(value or [])
+
+
+def agreement_by_labeler(reg: Any) -> dict[str, tuple[int, int]]:
+    """labeler -> (human labels agreeing with it, human labels of its pairs), ties excluded."""
+    out: dict[str, list[int]] = {}
+    for p in reg.pairs(labeler="human", status="labeled"):
+        meta = p.get("meta") if isinstance(p.get("meta"), dict) else {}
+        if meta.get("undone") or meta.get("agrees_with_source") is None:
+            continue
+        counts = out.setdefault(str(meta.get("source_labeler")), [0, 0])
+        counts[0] += bool(meta["agrees_with_source"])
+        counts[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def build_queue(reg: Any) -> tuple[list[dict], int]:
@@ -97,7 +137,7 @@ def build_queue(reg: Any) -> tuple[list[dict], int]:
     for p in reg.pairs(labeler=list(SOURCE_LABELERS), status="labeled"):
         if p["id"] in done_sources:
             continue
-        if list(p.get("chosen") or []) == list(p.get("rejected") or []):
+        if _side(p.get("chosen")) == _side(p.get("rejected")):
             continue
         queue.append(p)
     queue.sort(key=lambda p: p["id"])
@@ -127,7 +167,7 @@ def write_label(reg: Any, item: Item, choice: str, session_run: str | None, blin
         session_run = reg.create_run("labels", name="human labels (TUI)", params={"labeler": "human"})
         reg.update_run(session_run, status="FINISHED", started_ms=now_ms())
     source_labeler = pair.get("labeler")
-    agrees = None if choice == "tie" else (chosen == list(pair.get("chosen") or []))
+    agrees = None if choice == "tie" else (chosen == _side(pair.get("chosen")))
     row = {
         "state": pair.get("state"), "prompt": pair.get("prompt"), "chosen": chosen, "rejected": rejected,
         "chosen_score": None, "rejected_score": None, "labeler": "human", "status": status,
@@ -166,6 +206,7 @@ class LabellingScreen(BaseScreen):
         self.labelled_now = 0
         self.skipped = 0
         self.blind = False
+        self.agreement: dict[str, tuple[int, int]] = {}  # source labeler -> (human agreed, human labelled)
         self._env = GridWorldEnv()
         self._loaded = False
 
@@ -197,13 +238,15 @@ class LabellingScreen(BaseScreen):
     @work(exclusive=True, group="labels-queue", exit_on_error=False, name="load pairs")
     async def load_queue(self) -> None:
         try:
-            pairs, labelled = await self.app.registry.call(build_queue)
+            pairs, labelled, agreement = await self.app.registry.call(
+                lambda reg: (*build_queue(reg), agreement_by_labeler(reg)))
         except Exception as exc:  # noqa: BLE001
             self.query_one("#label-progress", Static).update(Text(f"registry unavailable: {exc}", style="red"))
             return
         self.queue = [Item.from_pair(p) for p in pairs]
         self.index, self.history, self.skipped, self.labelled_now = 0, [], 0, 0
         self.labelled_before = labelled
+        self.agreement = agreement
         self._loaded = True
         self.show()
 
@@ -224,6 +267,8 @@ class LabellingScreen(BaseScreen):
         progress.append(f" pair {min(self.index + 1, total)}/{total}" if total else " no pairs to label", style="bold")
         progress.append(f" · labelled this session {self.labelled_now} · skipped {self.skipped}"
                         f" · by humans in the registry {self.labelled_before + self.labelled_now}", style="dim")
+        for labeler, (agree, n) in sorted(self.agreement.items()):
+            progress.append(f" · human agrees with {labeler} {agree}/{n}", style="dim")
         if self.blind:
             progress.append(" · BLIND", style="bold magenta")
         self.query_one("#label-progress", Static).update(progress)
@@ -236,6 +281,11 @@ class LabellingScreen(BaseScreen):
             for side in ("a", "b"):
                 self.query_one(f"#label-grid-{side}", GridView).model = GridModel()
                 self.query_one(f"#label-moves-{side}", Static).update("")
+            return
+        for side in ("a", "b"):
+            self.query_one(f"#label-grid-{side}", GridView).display = not item.captions
+        if item.captions:
+            self._show_captions(item)
             return
         pair = item.pair
         start = as_state(pair["state"])
@@ -258,6 +308,24 @@ class LabellingScreen(BaseScreen):
                 t.append("\ncritic: no score", style="dim")
             self.query_one(f"#label-moves-{side}", Static).update(t)
 
+    def _show_captions(self, item: Item) -> None:
+        """A judged pair of episodes: both captions, and the judge's choice and raw answer
+        (hidden when labelling blind)."""
+        pair = item.pair
+        meta = pair.get("meta") if isinstance(pair.get("meta"), dict) else {}
+        head = Text()
+        head.append(f" pair #{pair['id']}", style="bold")
+        head.append(f" · judged episodes ({meta.get('env', '?')}) · start {state_text(pair.get('state'), meta.get('env'))}")
+        if self.blind:
+            head.append("\n judge: hidden (h shows)", style="dim")
+        else:
+            judge_side = "A" if item.a == _side(pair.get("chosen")) else "B"
+            head.append(f"\n judge {meta.get('judge', pair.get('labeler'))} chose {judge_side}", style="#d7af87")
+            head.append(f" · raw answer {str(meta.get('raw_answer', ''))[:60]!r}", style="dim")
+        self.query_one("#label-state", Static).update(head)
+        for side, caption in (("a", item.a), ("b", item.b)):
+            self.query_one(f"#label-moves-{side}", Static).update(Text(str(caption), style="bold"))
+
     # ---- actions ------------------------------------------------------------------
     async def action_choose(self, side: str) -> None:
         await self._label(side)
@@ -276,10 +344,11 @@ class LabellingScreen(BaseScreen):
         except Exception as exc:  # noqa: BLE001
             self.app.report_error("label not saved", exc)
             return
-        done.index = self.index
+        done.index, done.choice = self.index, choice
         self.history.append(done)
         self.labelled_now += 1
         self.index += 1
+        self._count_agreement(item, choice, +1)
         self.show()
         self._log_progress()
 
@@ -305,11 +374,21 @@ class LabellingScreen(BaseScreen):
                 self.app.report_error("undo failed", exc)
                 return
             self.labelled_now -= 1
+            self._count_agreement(item, done.choice, -1)
         else:
             self.skipped -= 1
         self.index = done.index
         self.show()
         self._log_progress()
+
+    def _count_agreement(self, item: Item, choice: str, sign: int) -> None:
+        """Keep the per-labeler agreement line current as labels are made and undone."""
+        labeler = item.pair.get("labeler")
+        if item.in_place or choice == "tie" or labeler not in SOURCE_LABELERS:
+            return
+        chosen = item.a if choice == "A" else item.b
+        agree, n = self.agreement.get(labeler, (0, 0))
+        self.agreement[labeler] = (agree + sign * (chosen == _side(item.pair.get("chosen"))), n + sign)
 
     def action_toggle_scores(self) -> None:
         self.blind = not self.blind
