@@ -14,6 +14,9 @@ one ran:
 - `oracle`  A = R + gamma * V*(s') * (1 - done) - V*(s) from the exact planner.
   A DIAGNOSTIC upper bound that separates "the critic ranks badly" from "the
   trainer learns badly"; never a default.
+- `judge`   an LLM judge (Motif) compares every two candidates of a group by their
+  captions (the start state's text + what happened); A = (wins - losses) / (K - 1).
+  By default the actor judges its own candidates (RLAIF); stored as labeler `llm`.
 
 `ranking_accuracy` measures any labeler's pairs against the oracle.
 """
@@ -25,7 +28,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from lactchain.envs import GridWorldEnv, Planner, State
 
-LABELERS = ("critic", "rollout", "oracle")
+LABELERS = ("critic", "rollout", "oracle", "judge")
 
 
 @dataclass
@@ -164,6 +167,46 @@ class RolloutLabeler(ValueLabeler):
         return (s.x, s.y) == tuple(self.env.goal)
 
 
+class JudgeLabeler:
+    """Pairwise judgements of the candidates' captions: every two distinct candidates of
+    a group are judged once (batched); a win counts +1, a loss -1, a tie or an unknown
+    answer 0, divided by K - 1. The baseline is 0 (a judge has no state value)."""
+
+    gamma = 0.0
+
+    def __init__(self, judge: Any, env: GridWorldEnv, env_name: str = "grid", batch_size: int = 16) -> None:
+        self.judge, self.env, self.env_name, self.batch_size = judge, env, env_name, batch_size
+        self.name = getattr(judge, "labeler", "llm")  # the registry's labeler for its pairs
+
+    def caption(self, state: State, moves: Sequence[str]) -> str:
+        self.env.reset(options={"state": state.as_dict()})
+        _, _, _, _, info = self.env.step(list(moves))
+        return f"{self.env.describe(state)} Then: {info['caption']}."
+
+    def score(self, groups: Sequence[Group]) -> None:
+        from lactchain.captions import CaptionedEpisode
+        from lactchain.judge import FIRST, SECOND, judge_in_batches
+
+        pairs, where = [], []
+        for gi, g in enumerate(groups):
+            g.baseline = 0.0
+            episodes = [CaptionedEpisode(-1, "", g.state.as_dict(), None, self.caption(g.state, c.moves), c.reward)
+                        for c in g.candidates]
+            for i in range(len(episodes)):
+                for j in range(i + 1, len(episodes)):
+                    if episodes[i].caption != episodes[j].caption:
+                        pairs.append((episodes[i], episodes[j]))
+                        where.append((gi, i, j))
+        tally = [[0.0] * len(g.candidates) for g in groups]
+        for (gi, i, j), verdict in zip(where, judge_in_batches(self.judge, pairs, self.env_name, self.batch_size)):
+            sign = {FIRST: 1.0, SECOND: -1.0}.get(verdict.answer or "", 0.0)
+            tally[gi][i] += sign
+            tally[gi][j] -= sign
+        for g, scores in zip(groups, tally):
+            for c, score in zip(g.candidates, scores):
+                c.advantage = score / max(1, len(g.candidates) - 1)
+
+
 def random_moves(env: GridWorldEnv, rng: Any) -> tuple[str, ...]:
     """A random move list: uniform length 1..moves per action, uniform moves."""
     return tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
@@ -179,8 +222,10 @@ def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple
 
 
 def make_labeler(name: str, *, env: GridWorldEnv, gamma: float, critic: Any = None, actor: Any = None,
-                 horizon: int = 3, scorer: str = "v", prompt: Any = None, constrained: bool = True) -> Labeler:
-    """The labeler called `name`, with the pieces it needs (a clear error when one is missing)."""
+                 horizon: int = 3, scorer: str = "v", prompt: Any = None, constrained: bool = True,
+                 judge: Any = None) -> Labeler:
+    """The labeler called `name`, with the pieces it needs (a clear error when one is missing).
+    The judge labeler uses `judge`, else the actor as its own judge."""
     if name == "critic":
         if critic is None:
             raise ValueError("the critic labeler needs a trained critic (--critic-run, or let the pipeline train one)")
@@ -191,6 +236,14 @@ def make_labeler(name: str, *, env: GridWorldEnv, gamma: float, critic: Any = No
         return RolloutLabeler(actor, env, gamma, horizon=horizon, prompt=prompt, constrained=constrained)
     if name == "oracle":
         return OracleLabeler(env, gamma)
+    if name == "judge":
+        if judge is None and actor is None:
+            raise ValueError("the judge labeler needs a judge or the actor (which then judges its own candidates)")
+        if judge is None:
+            from lactchain.judge import LLMJudge
+
+            judge = LLMJudge(actor)
+        return JudgeLabeler(judge, env)
     raise ValueError(f"labeler must be one of {', '.join(LABELERS)}, not {name!r}")
 
 

@@ -58,7 +58,8 @@ class PipelineConfig:
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m")
     adapter: str | None = _help("LoRA adapter folder to start from.", None)
     critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6")
-    labeler: str = _help("Who ranks candidates: critic (default), rollout, or oracle (diagnostic only).", "critic")
+    labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
+                         "captions, Motif-style), or oracle (diagnostic only).", "critic")
     loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft")
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1)
     states: str | int = _help("Start states per iteration: 'all' non-goal states or a number sampled.", "all")

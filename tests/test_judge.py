@@ -174,3 +174,31 @@ def test_bad_collect_and_judge_input_is_one_line(tmp_path, args, message):
     assert res.returncode == 2 and message in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     assert len(Registry(db).list_runs()) == before
+
+
+def test_the_judge_labeler_ranks_grid_candidates_from_their_captions():
+    """The same seam as the critic: a judge scores a group's candidates pairwise; with the
+    rule judge, the candidate with the best reward gets the top advantage."""
+    from lactchain.envs import GridWorldEnv, State
+    from lactchain.labelers import Candidate, Group, JudgeLabeler, execute_from, make_labeler
+
+    env = GridWorldEnv()
+    start = State(0, 0, "east")
+    group = Group(start, "", [])
+    for moves in (["move forward"] * 3 + ["turn left"] + ["move forward"] * 3, ["turn left", "turn left"],
+                  ["move forward"]):
+        reward, nxt, done = execute_from(env, start, moves)
+        group.candidates.append(Candidate(moves, "", "strict", reward, nxt, done))
+    labeler = JudgeLabeler(RuleJudge(), GridWorldEnv())
+    labeler.score([group])
+    advantages = [c.advantage for c in group.candidates]
+    assert advantages == [1.0, -1.0, 0.0] and labeler.name == "oracle"
+    assert "reached the goal" in labeler.caption(start, group.candidates[0].moves)
+    assert "You are at (x=0, y=0) facing east" in labeler.caption(start, ["turn left"])
+    model = ScriptedModel(["2", "1", "tie"])
+    llm = make_labeler("judge", env=GridWorldEnv(), gamma=0.9, judge=LLMJudge(model))
+    llm.score([group])
+    # pairs (0,1) -> 2 wins, (0,2) -> 1 wins, (1,2) -> tie
+    assert [c.advantage for c in group.candidates] == [0.0, 0.5, -0.5] and llm.name == "llm"
+    with pytest.raises(ValueError, match="needs a judge or the actor"):
+        make_labeler("judge", env=GridWorldEnv(), gamma=0.9)

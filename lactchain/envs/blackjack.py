@@ -13,6 +13,7 @@ replays exactly from its seed.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -127,6 +128,7 @@ class BlackjackTextEnv(gym.Env):
         self.max_moves_per_action = int(max_moves_per_action)
         self.render_mode = render_mode
         self.game = _GymBlackjack(sab=True)
+        self._deck: random.Random | None = None
         self.observation_space = spaces.Dict({
             "player_sum": spaces.Discrete(32), "dealer_card": spaces.Discrete(11), "usable_ace": spaces.Discrete(2),
         })
@@ -177,8 +179,13 @@ class BlackjackTextEnv(gym.Env):
                 "dealer_cards": list(self.game.dealer) if self.finished else [self.game.dealer[0]], **extra}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self.game.reset(seed=seed)  # the deal (and every later card) comes from this seed
-        self._np_random = self.game.np_random  # one generator: seeding twice per hand costs as much as the hand
+        if seed is not None or self._deck is None:
+            # The cards: Python's Mersenne Twister through gymnasium's own draw (`choice` over its
+            # 13-card deck), ~20x cheaper per card than a numpy Generator; same rules, same odds.
+            self._deck = random.Random(seed)
+            self.game._np_random = self._deck  # noqa: SLF001 - gymnasium's game draws from it
+        super().reset(seed=seed)
+        self.game.reset()  # deals from the deck seeded above
         options = options or {}
         if options.get("state") is not None:
             hand = parse_hand(options["state"])
