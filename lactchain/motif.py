@@ -1,8 +1,12 @@
 """Agents trained on an LLM-judged reward (Motif), compared with the true reward.
 
-The reward model scores each step's caption; Motif normalises that intrinsic reward
-(here: standardised by the mean and std of the reward model's scores over the captions
-it was trained on) and mixes it with the environment's reward:
+The reward model was fitted on whole-episode captions (what the judge compared), so
+the intrinsic reward is its score of the episode's caption, given when the episode
+ends (0 before: scoring a single step's caption would feed it text unlike anything it
+was trained on, and a dense score on every "hit and drew ..." pays for hitting).
+Motif normalises the intrinsic reward (here: standardised by the mean and std of the
+reward model's scores over the episode captions it was trained on) and mixes it with
+the environment's reward:
     r = extrinsic_coef * r_env + intrinsic_coef * r_int.
 Tabular Q-learning is trained with extrinsic only, intrinsic only and the mix, and each
 is scored on the same seeded hands as the exact optimum (oracle) and a random policy.
@@ -29,8 +33,31 @@ class CaptionReward:
 
     def __call__(self, caption: str) -> float:
         if caption not in self.cache:
-            self.cache[caption] = (self.model.score([caption])[0] - self.mean) / (self.std or 1.0)
+            self.prefetch([caption])
         return self.cache[caption]
+
+    def prefetch(self, captions: list[str]) -> None:
+        """Score the captions not seen yet in batches (the embedding model's fast path)."""
+        new = [c for c in dict.fromkeys(captions) if c not in self.cache]
+        for caption, score in zip(new, self.model.score(new)):
+            self.cache[caption] = (score - self.mean) / (self.std or 1.0)
+
+
+@dataclass
+class _CaptionRewardFn:
+    """extrinsic_coef * r_env + intrinsic_coef * r_int(caption); `prefetch` lets a learner
+    score a chunk's captions in one batch."""
+
+    intrinsic: CaptionReward
+    intrinsic_coef: float
+    extrinsic_coef: float
+
+    def __call__(self, reward: float, info: dict[str, Any]) -> float:
+        r_int = self.intrinsic(info["episode_caption"]) if info.get("done") else 0.0
+        return self.extrinsic_coef * reward + self.intrinsic_coef * r_int
+
+    def prefetch(self, captions: list[str]) -> None:
+        self.intrinsic.prefetch(captions)
 
 
 def reward_fn(kind: str, intrinsic: CaptionReward | None, intrinsic_coef: float = 1.0,
@@ -41,9 +68,9 @@ def reward_fn(kind: str, intrinsic: CaptionReward | None, intrinsic_coef: float 
     if intrinsic is None:
         raise ValueError(f"a {kind} agent needs a reward model")
     if kind == "intrinsic":
-        return lambda _r, info: intrinsic_coef * intrinsic(info["caption"])
+        return _CaptionRewardFn(intrinsic, intrinsic_coef, 0.0)
     if kind == "mixed":
-        return lambda r, info: extrinsic_coef * r + intrinsic_coef * intrinsic(info["caption"])
+        return _CaptionRewardFn(intrinsic, intrinsic_coef, extrinsic_coef)
     raise ValueError(f"unknown agent reward {kind!r}; use one of {', '.join(AGENT_REWARDS)}")
 
 

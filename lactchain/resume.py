@@ -14,6 +14,8 @@ from typing import Any, Iterator
 
 # run kind -> artifact kind its checkpoints are stored as
 CHECKPOINTS = {"critic": "critic", "actor": "checkpoint", "pipeline": "pipeline-state"}
+# run kinds whose rows are their progress: a resume skips what the lineage already wrote
+ROW_RESUMED = ("judge",)
 _RESUME_PARAMS = ("resume_from", "resume")
 
 
@@ -56,7 +58,7 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     """Raise NotResumable when `runs resume` must refuse this run."""
     if run["status"] not in ("KILLED", "FAILED"):
         raise NotResumable(f"run {run['id']} is {run['status']}; only KILLED or FAILED runs can be resumed")
-    if run["kind"] not in CHECKPOINTS:
+    if run["kind"] not in CHECKPOINTS and run["kind"] not in ROW_RESUMED:
         raise NotResumable(f"{run['kind']} runs cannot be resumed (they are short and keep no checkpoint): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
     if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline":
@@ -67,7 +69,7 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     params = registry.params(run["id"])
     if run["kind"] == "actor" and params.get("loss") == "rft":
         raise NotResumable(f"run {run['id']} trained with rft, which is short and keeps no checkpoint: start it again")
-    if run["kind"] != "pipeline" and latest_checkpoint(registry, run["id"]) is None:
+    if run["kind"] not in ("pipeline", *ROW_RESUMED) and latest_checkpoint(registry, run["id"]) is None:
         raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
     if not run.get("cmd"):

@@ -202,3 +202,40 @@ def test_the_judge_labeler_ranks_grid_candidates_from_their_captions():
     assert [c.advantage for c in group.candidates] == [0.0, 0.5, -0.5] and llm.name == "llm"
     with pytest.raises(ValueError, match="needs a judge or the actor"):
         make_labeler("judge", env=GridWorldEnv(), gamma=0.9)
+
+
+def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path):
+    """Labels are written batch by batch; `runs resume` judges only the pairs the lineage
+    has not labelled, and train-reward reads the whole lineage."""
+    import time
+
+    db = str(tmp_path / "r.db")
+    ids = [json.loads(_lactchain("collect", "--policy", p, "-n", "60", "--seed", "2", "--db", db, "--json").stdout)
+           ["run_id"] for p in ("random", "optimal")]
+    args = ["judge", "--from", ids[0], "--from", ids[1], "--pairs", "40", "--pairing", "random", "--batch-size", "8"]
+    full = json.loads(_lactchain(*args, "--db", db, "--json").stdout)["run_id"]
+    reg = Registry(db)
+    expected = [(p["chosen"], p["rejected"]) for p in reg.pairs(full)]
+    # A second run, killed after two batches: keep its first 16 labels, as a SIGTERM would.
+    killed = json.loads(_lactchain(*args, "--db", db, "--json").stdout)["run_id"]
+    with reg._write() as conn:  # noqa: SLF001
+        conn.execute("DELETE FROM pairs WHERE run_id = ? AND id NOT IN (SELECT id FROM pairs WHERE run_id = ? "
+                     "ORDER BY id LIMIT 16)", [killed, killed])
+    reg.update_run(killed, status="KILLED")
+    res = _lactchain("runs", "resume", killed, "--db", db, "--json")
+    assert res.returncode == 0, res.stderr
+    resumed = json.loads(res.stdout)["run_id"]
+    deadline = time.monotonic() + 120
+    while reg.get_run(resumed)["status"] not in ("FINISHED", "FAILED") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert reg.get_run(resumed)["status"] == "FINISHED", reg.get_run(resumed)
+    assert len(reg.pairs(resumed)) == 24
+    got = [(p["chosen"], p["rejected"]) for r in (killed, resumed) for p in reg.pairs(r)]
+    assert got == expected  # the same 40 pairs, each labelled once
+    res = _lactchain("train-reward", "--pairs-from", resumed, "--critic", "tiny", "--epochs", "2", "--db", db, "--json")
+    assert res.returncode == 0, res.stderr
+    labelled = sum(p["status"] in ("labeled", "tie") for r in (killed, resumed) for p in reg.pairs(r))
+    out = json.loads(res.stdout)
+    assert out["train_pairs"] + out["held_out_pairs"] == labelled
+    res = _lactchain(*args[:5], "--pairs", "41", "--resume-from", killed, "--db", db)
+    assert res.returncode == 2 and "pairs, pairing differ from that run's" in res.stderr

@@ -87,12 +87,14 @@ def test_intrinsic_and_mixed_rewards_come_from_the_captions(judged):
     model = RewardModel("tiny")
     train_reward_model(model, pairs, epochs=5, seed=0)
     intrinsic = CaptionReward(model, mean=0.5, std=2.0)
-    info = {"caption": episodes[0].caption}
+    info = {"caption": "the last step", "episode_caption": episodes[0].caption, "done": True}
     raw = model.score([episodes[0].caption])[0]
     assert intrinsic(episodes[0].caption) == pytest.approx((raw - 0.5) / 2.0)
     assert reward_fn("extrinsic", None) is None
     assert reward_fn("intrinsic", intrinsic, intrinsic_coef=2.0)(-1.0, info) == pytest.approx(2 * (raw - 0.5) / 2.0)
     assert reward_fn("mixed", intrinsic, 1.0, 3.0)(-1.0, info) == pytest.approx(-3.0 + (raw - 0.5) / 2.0)
+    # Before the episode ends there is no intrinsic reward: the model scores whole episodes.
+    assert reward_fn("mixed", intrinsic, 1.0, 3.0)(0.0, {**info, "done": False}) == 0.0
     with pytest.raises(ValueError, match="needs a reward model"):
         reward_fn("mixed", None)
 

@@ -105,23 +105,56 @@ class QLearner:
         return self._rng.choice(list(self.moves)) if self._rng.random() < self.epsilon else self.act(state)
 
     def train(self, env: Any, episodes: int, seed: int = 0, reward_fn: RewardFn | None = None,
-              on_progress: Callable[[int], None] | None = None) -> "QLearner":
+              on_progress: Callable[[int], None] | None = None, chunk: int = 1000) -> "QLearner":
         """Learn from `episodes` episodes dealt from one seeded stream (reseeding every
-        episode would cost as much as playing it; evaluation reseeds per episode)."""
-        for i in range(episodes):
-            env.reset(seed=episode_seed(seed, 0) if i == 0 else None)
-            for _ in range(100):
-                state = env.state
-                move = self._explore(state)
-                _, reward, terminated, truncated, info = env.step([move])
-                if reward_fn is not None:
-                    reward = reward_fn(reward, info)
-                target = reward if terminated or truncated else reward + max(self.q[(env.state, m)] for m in self.moves)
-                key = (state, move)
-                self.visits[key] += 1
-                self.q[key] += (target - self.q[key]) / self.visits[key]
-                if terminated or truncated:
-                    break
-            if on_progress is not None and (i + 1) % 10_000 == 0:
-                on_progress(i + 1)
+        episode would cost as much as playing it; evaluation reseeds per episode).
+
+        `reward_fn(reward, info)` sees the step's info plus `episode_caption` (the
+        episode's captions so far, joined with '; ') and `done`. One with a
+        `prefetch(captions)` method (a learned reward that scores captions in batches)
+        gets its rewards a chunk of episodes at a time: the chunk is played with the
+        policy as it was at its start, the episodes' captions are scored in one batch,
+        then every transition updates Q in order."""
+        prefetch = getattr(reward_fn, "prefetch", None)
+        size = chunk if prefetch is not None else 1
+        env.reset(seed=episode_seed(seed, 0))
+        first = True
+        for start in range(0, episodes, size):
+            played = []
+            for _ in range(start, min(start + size, episodes)):
+                if not first:
+                    env.reset()
+                first = False
+                played.append(self._play(env))
+            if prefetch is not None:
+                prefetch(["; ".join(t[4]["caption"] for t in ep) for ep in played])
+            for episode in played:
+                captions = []
+                for state, move, reward, next_state, info, done in episode:
+                    captions.append(info["caption"])
+                    if reward_fn is not None:  # it also sees the episode's captions so far, joined
+                        reward = reward_fn(reward, {**info, "episode_caption": "; ".join(captions), "done": done})
+                    self.update(state, move, reward, next_state, done)
+            done_count = min(start + size, episodes)
+            if on_progress is not None and done_count // 10_000 != start // 10_000:
+                on_progress(done_count)
         return self
+
+    def _play(self, env: Any) -> list[tuple]:
+        """One exploring episode from the env's current deal: (s, a, r, s', info, done) per step."""
+        out = []
+        for _ in range(100):
+            state = env.state
+            move = self._explore(state)
+            _, reward, terminated, truncated, info = env.step([move])
+            out.append((state, move, reward, env.state, info, terminated or truncated))
+            if terminated or truncated:
+                break
+        return out
+
+    def update(self, state: Hashable, move: str, reward: float, next_state: Hashable, done: bool) -> None:
+        """One Q-learning step with a 1/visits step size (gamma 1)."""
+        target = reward if done else reward + max(self.q[(next_state, m)] for m in self.moves)
+        key = (state, move)
+        self.visits[key] += 1
+        self.q[key] += (target - self.q[key]) / self.visits[key]

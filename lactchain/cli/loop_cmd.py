@@ -27,7 +27,8 @@ from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption
 
 
 
-def _table(title: str, result: dict[str, Any]) -> None:
+def result_table(title: str, result: dict[str, Any]) -> None:
+    """A run's scalar results as a two-column table (the non-JSON output of short commands)."""
     table = Table(title=title, show_header=False)
     for key, value in result.items():
         if isinstance(value, (int, float, str, bool)):
@@ -124,7 +125,7 @@ def collect_pairs_cmd(
         return {**stats, "dataset": str(dataset_dir)}
 
     run_job(ctx, kind="pairs", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"pairs {actor}", render=lambda r: _table(f"collect-pairs {r['run_id']}", r))
+            name=f"pairs {actor}", render=lambda r: result_table(f"collect-pairs {r['run_id']}", r))
 
 
 def evaluate_cmd(
@@ -169,4 +170,4 @@ def evaluate_cmd(
         return result
 
     run_job(ctx, kind="eval", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"eval {actor}" + (f"+{adapter}" if adapter else "") + (f" strategy {strategy}" if strategy else ""), render=lambda r: _table(f"evaluate {r['run_id']}", r))
+            name=f"eval {actor}" + (f"+{adapter}" if adapter else "") + (f" strategy {strategy}" if strategy else ""), render=lambda r: result_table(f"evaluate {r['run_id']}", r))

@@ -23,7 +23,7 @@ from lactchain.cli.common import (
     positive,
     run_job,
 )
-from lactchain.cli.loop_cmd import _table
+from lactchain.cli.loop_cmd import result_table
 
 SeedOption = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the episodes (hand i is dealt from seed and i).")]
 
@@ -80,7 +80,7 @@ def collect_cmd(
         return {**result, "policy": agent.name}
 
     run_job(ctx, kind="collect", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"collect {env} {policy}", render=lambda r: _table(f"collect {r['run_id']}", r))
+            name=f"collect {env} {policy}", render=lambda r: result_table(f"collect {r['run_id']}", r))
 
 
 def _episode_runs(registry: Any, specs: list[str]) -> tuple[list[str], str]:
@@ -111,6 +111,7 @@ def judge_cmd(
     retries: Annotated[int, typer.Option("--retries", min=1, max=20, help="Tries per pair before it is recorded as unknown (never as a label).")] = 3,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=4096, help="Pairs per generate call.")] = 16,
     seed: SeedOption = 0,
+    resume_from: Annotated[Optional[str], typer.Option("--resume-from", help="Continue this killed or failed judge run: the pairs its lineage already labelled are skipped (`lactchain runs resume RUN` passes it).")] = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -139,15 +140,23 @@ def judge_cmd(
             pair_episodes(captioned_episodes(registry, run_ids), 1, pairing, seed)
         except ValueError as exc:
             fail(f"--from: {exc}")
-    params = dict(from_runs=run_ids, judge=judge, pairs=pairs, pairing=pairing, retries=retries, seed=seed, env=env)
+    if resume_from is not None:
+        _check_judge_resume(registry, resume_from, run_ids, judge, pairs, pairing, seed)
+    params = dict(from_runs=run_ids, judge=judge, pairs=pairs, pairing=pairing, retries=retries, seed=seed, env=env,
+                  resume_from=resume_from)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.captions import captioned_episodes
         from lactchain.judge import JUDGE_PROMPT_VERSION, LLMJudge, RuleJudge, agreement, judge_in_batches, \
             label_rows, pair_episodes
+        from lactchain.resume import lineage
 
         episodes = captioned_episodes(handle.registry, run_ids)
         chosen_pairs = pair_episodes(episodes, pairs, pairing, seed)
+        skip = 0
+        if resume_from is not None:  # the same pairs in the same order: skip those already labelled
+            skip = sum(len(handle.registry.pairs(r["id"])) for r in lineage(handle.registry, resume_from))
+        offset = skip
         if judge == "rule":
             judge_impl: Any = RuleJudge()
         else:
@@ -160,23 +169,44 @@ def judge_cmd(
         rows: list[dict[str, Any]] = []
 
         def on_batch(batch, start: int) -> None:
+            start += offset
             new = label_rows(chosen_pairs[start:start + len(batch)], batch, judge_impl, env, JUDGE_PROMPT_VERSION)
             handle.registry.add_pairs(handle.run_id, new)  # every finished batch is kept if the job stops
             rows.extend(new)
             stats = agreement(rows)
             handle.log_metrics(stats, step=len(rows))
-            line(f"pairs {len(rows)}/{len(chosen_pairs)}: agreement {stats['agreement']:.3f}, answered "
-                 f"{stats['answered_rate']:.3f}", force=len(rows) == len(chosen_pairs))
+            line(f"pairs {offset + len(rows)}/{len(chosen_pairs)}: agreement {stats['agreement']:.3f}, answered "
+                 f"{stats['answered_rate']:.3f}", force=offset + len(rows) == len(chosen_pairs))
             handle.check_cancelled()
 
-        judge_in_batches(judge_impl, chosen_pairs, env, batch_size=batch_size, on_batch=on_batch)
+        if skip:
+            line(f"resuming {resume_from}: {skip} pairs already labelled", force=True)
+        judge_in_batches(judge_impl, chosen_pairs[skip:], env, batch_size=batch_size, on_batch=on_batch)
         stats = agreement(rows)
         err_console.print(f"{stats['pairs']} pairs judged by {judge_impl.name}: agreement with the true preference "
                           f"{stats['agreement']:.3f}, answered {stats['answered_rate']:.3f}")
         return {**stats, "judge": judge_impl.name, "episodes": len(episodes)}
 
     run_job(ctx, kind="judge", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"judge {judge} {env}", render=lambda r: _table(f"judge {r['run_id']}", r))
+            name=f"judge {judge} {env}", render=lambda r: result_table(f"judge {r['run_id']}", r))
+
+
+def _check_judge_resume(registry: Any, spec: str, run_ids: list[str], judge: str, pairs: int, pairing: str,
+                        seed: int) -> None:
+    """A judge resume must pair the same episodes the same way, or it would skip other pairs."""
+    from lactchain.registry import RunNotFound
+
+    try:
+        old = registry.get_run(spec)
+    except RunNotFound as exc:
+        fail(f"--resume-from {spec}: {exc}")
+    if old["kind"] != "judge":
+        fail(f"--resume-from {spec}: run {old['id']} is a {old['kind']} run; expected a judge run")
+    before = registry.params(old["id"])
+    now = {"from_runs": run_ids, "judge": judge, "pairs": pairs, "pairing": pairing, "seed": seed}
+    differ = [k for k, v in now.items() if before.get(k) != v]
+    if differ:
+        fail(f"--resume-from {spec}: {', '.join(differ)} differ from that run's; resume with the same options")
 
 
 def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], str]:
@@ -192,7 +222,9 @@ def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], 
         if run["kind"] != "judge":
             fail(f"--pairs-from {spec}: run {run['id']} is a {run['kind']} run; expected a judge run")
         params = registry.params(run["id"])
-        ids.append(run["id"])
+        from lactchain.resume import lineage
+
+        ids.extend(r["id"] for r in lineage(registry, run["id"]) if r["id"] not in ids)  # with the runs it resumed
         sources.extend(s for s in params.get("from_runs") or [] if s not in sources)
         envs.add(params.get("env") or "grid")
     if len(envs) > 1:
@@ -257,7 +289,7 @@ def train_reward_cmd(
         return {**result, "reward_model": str(folder)}
 
     run_job(ctx, kind="reward", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"reward {critic} {env}", render=lambda r: _table(f"train-reward {r['run_id']}", r))
+            name=f"reward {critic} {env}", render=lambda r: result_table(f"train-reward {r['run_id']}", r))
 
 
 def reward_agents_cmd(
