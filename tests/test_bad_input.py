@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lactchain.registry import Registry
+from cli_helpers import run_cli
 
 
 def _registry_with_runs(path: Path) -> dict[str, str]:
@@ -82,24 +83,6 @@ def files(tmp_path, templates):
     out["nodir"] = tmp_path / "no" / "such" / "dir" / "r.db"
     ids = eval(templates["ids"].read_text())  # written by this module
     return out, ids
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """The real entry point, in this process: exit code, stdout, stderr. An exception
-    escaping main() is what a user would see as a traceback: it fails the case."""
-    from lactchain.cli import main
-
-    old = sys.argv
-    sys.argv = ["lactchain", *argv]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 TINY = ["--actor", "tiny"]

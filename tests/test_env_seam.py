@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import pytest
@@ -91,17 +89,20 @@ def solver_hands():
     return start_hands()
 
 
-def _lactchain(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+@pytest.fixture
+def lc(capsys):
+    """`lactchain ...` in this process: (exit code, stdout, stderr)."""
+    from cli_helpers import run_cli
+
+    return lambda *argv: run_cli(list(argv), capsys)
 
 
-def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path):
+def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path, lc):
     db = tmp_path / "registry.db"
-    res = _lactchain("play", "--actor", "tiny", "--env", "blackjack", "--episodes", "4", "--envs", "2",
-                     "--seed", "3", "--db", str(db), "--json")
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    code, stdout, err = lc("play", "--actor", "tiny", "--env", "blackjack", "--episodes", "4", "--envs", "2",
+                           "--seed", "3", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
     reg = Registry(db)
     assert reg.params(out["run_id"])["env"] == "blackjack"
     steps = reg.steps(run_id=out["run_id"])
@@ -109,24 +110,24 @@ def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path):
     assert "Blackjack:" in steps[0]["prompt"] or "natural blackjack" in steps[0]["prompt"]
     assert all(s["caption"] for s in steps) and sum(s["done"] for s in steps) == 4
     assert reg.params(out["run_id"])["strategy_text"].startswith("You are playing blackjack")
-    res = _lactchain("evaluate", "--actor", "tiny", "--env", "LactChain/Blackjack-v0", "--states", "6",
-                     "--db", str(db), "--json")
-    assert res.returncode == 0, res.stderr
-    ev = json.loads(res.stdout)
+    code, stdout, err = lc("evaluate", "--actor", "tiny", "--env", "LactChain/Blackjack-v0", "--states", "6",
+                           "--db", db, "--json")
+    assert code == 0, err
+    ev = json.loads(stdout)
     assert ev["states"] == 6 and 0.0 <= ev["optimal_move_rate"] <= 1.0 and "optimal_mean_return" in ev
     assert reg.params(ev["run_id"])["env"] == "blackjack"  # the id is stored by its short name
 
 
-def test_unknown_env_and_grid_only_commands_fail_in_one_line(tmp_path):
+def test_unknown_env_fails_in_one_line(tmp_path, lc):
     db = tmp_path / "registry.db"
-    res = _lactchain("play", "--actor", "tiny", "--env", "chess", "--db", str(db))
-    assert res.returncode == 2 and "unknown env 'chess'; known envs: grid" in res.stderr
-    assert "Traceback" not in res.stderr and not db.exists()
+    code, _, err = lc("play", "--actor", "tiny", "--env", "chess", "--db", db)
+    assert code == 2 and "unknown env 'chess'; known envs: grid" in err
+    assert len(err.strip().splitlines()) == 1 and not db.exists()
 
 
 @pytest.mark.parametrize("command", [["collect-pairs", "--critic-run", "x"], ["pipeline"], ["bench", "learn"]])
-def test_grid_only_commands_refuse_another_env_in_one_line(tmp_path, command):
+def test_grid_only_commands_refuse_another_env_in_one_line(tmp_path, lc, command):
     db = tmp_path / "registry.db"
-    res = _lactchain(*command, "--env", "blackjack", "--db", str(db))
-    assert res.returncode == 2 and "runs on the grid only for now; play and evaluate take --env blackjack" in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1 and not db.exists()
+    code, _, err = lc(*command, "--env", "blackjack", "--db", db)
+    assert code == 2 and "runs on the grid only for now; play and evaluate take --env blackjack" in err
+    assert len(err.strip().splitlines()) == 1 and not db.exists()

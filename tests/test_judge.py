@@ -4,8 +4,6 @@ retries, the rule judge as calibration reference, and the `collect`/`judge` CLI.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import pytest
@@ -129,29 +127,29 @@ def test_llm_judge_retries_unparsable_answers_and_never_labels_unknown(collected
     assert all(p["meta"]["prompt_version"] == "motif-v1" for p in stored)
 
 
-def _lactchain(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+@pytest.fixture
+def lc(capsys):
+    """`lactchain ...` in this process: (exit code, stdout, stderr)."""
+    from cli_helpers import run_cli
+
+    return lambda *argv: run_cli(list(argv), capsys)
 
 
-def test_collect_and_judge_cli_end_to_end(tmp_path):
+def _ok(result) -> dict:  # noqa: ANN001
+    code, out, err = result
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_collect_and_judge_cli_end_to_end(tmp_path, lc):
     db = str(tmp_path / "r.db")
-    ids = []
-    for policy in ("random", "optimal"):
-        res = _lactchain("collect", "--policy", policy, "-n", "60", "--seed", "1", "--db", db, "--json")
-        assert res.returncode == 0, res.stderr
-        ids.append(json.loads(res.stdout)["run_id"])
-    res = _lactchain("judge", "--from", ids[0], "--from", ids[1], "--judge", "rule", "--pairs", "40", "--db", db,
-                     "--json")
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    ids = [_ok(lc("collect", "--policy", policy, "-n", "60", "--seed", "1", "--db", db, "--json"))["run_id"]
+           for policy in ("random", "optimal")]
+    out = _ok(lc("judge", "--from", ids[0], "--from", ids[1], "--judge", "rule", "--pairs", "40", "--db", db, "--json"))
     assert out["agreement"] == 1.0 and out["pairs"] == 40
     reg = Registry(db)
     assert len(reg.pairs(out["run_id"])) == 40 and reg.params(out["run_id"])["env"] == "blackjack"
-    res = _lactchain("judge", "--from", ids[0], "--judge", "tiny", "--pairs", "4", "--retries", "2", "--db", db,
-                     "--json")
-    assert res.returncode == 0, res.stderr
-    tiny = json.loads(res.stdout)
+    tiny = _ok(lc("judge", "--from", ids[0], "--judge", "tiny", "--pairs", "4", "--retries", "2", "--db", db, "--json"))
     assert tiny["pairs"] == 4 and 0.0 <= tiny["answered_rate"] <= 1.0
     for pair in reg.pairs(tiny["run_id"]):
         assert pair["labeler"] == "llm" and pair["meta"]["judge"] == "tiny" and "raw_answer" in pair["meta"]
@@ -165,14 +163,13 @@ def test_collect_and_judge_cli_end_to_end(tmp_path):
     (["collect", "--policy", "genius"], "must be one of random, optimal, q-learning"),
     (["collect", "--env", "grid", "--policy", "optimal"], "no exact solver with one optimal move"),
 ])
-def test_bad_collect_and_judge_input_is_one_line(tmp_path, args, message):
+def test_bad_collect_and_judge_input_is_one_line(tmp_path, lc, args, message):
     db = str(tmp_path / "r.db")
-    res = _lactchain("collect", "--policy", "random", "-n", "3", "--db", db, "--json")
-    run = json.loads(res.stdout)["run_id"]
+    run = _ok(lc("collect", "--policy", "random", "-n", "3", "--db", db, "--json"))["run_id"]
     before = len(Registry(db).list_runs())
-    res = _lactchain(*[run if a == "RUN" else a for a in args], "--db", db)
-    assert res.returncode == 2 and message in res.stderr, res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    code, _, err = lc(*[run if a == "RUN" else a for a in args], "--db", db)
+    assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert len(Registry(db).list_runs()) == before
 
 
@@ -204,27 +201,25 @@ def test_the_judge_labeler_ranks_grid_candidates_from_their_captions():
         make_labeler("judge", env=GridWorldEnv(), gamma=0.9)
 
 
-def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path):
+def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path, lc):
     """Labels are written batch by batch; `runs resume` judges only the pairs the lineage
     has not labelled, and train-reward reads the whole lineage."""
     import time
 
     db = str(tmp_path / "r.db")
-    ids = [json.loads(_lactchain("collect", "--policy", p, "-n", "60", "--seed", "2", "--db", db, "--json").stdout)
-           ["run_id"] for p in ("random", "optimal")]
+    ids = [_ok(lc("collect", "--policy", p, "-n", "60", "--seed", "2", "--db", db, "--json"))["run_id"]
+           for p in ("random", "optimal")]
     args = ["judge", "--from", ids[0], "--from", ids[1], "--pairs", "40", "--pairing", "random", "--batch-size", "8"]
-    full = json.loads(_lactchain(*args, "--db", db, "--json").stdout)["run_id"]
+    full = _ok(lc(*args, "--db", db, "--json"))["run_id"]
     reg = Registry(db)
     expected = [(p["chosen"], p["rejected"]) for p in reg.pairs(full)]
     # A second run, killed after two batches: keep its first 16 labels, as a SIGTERM would.
-    killed = json.loads(_lactchain(*args, "--db", db, "--json").stdout)["run_id"]
+    killed = _ok(lc(*args, "--db", db, "--json"))["run_id"]
     with reg._write() as conn:  # noqa: SLF001
         conn.execute("DELETE FROM pairs WHERE run_id = ? AND id NOT IN (SELECT id FROM pairs WHERE run_id = ? "
                      "ORDER BY id LIMIT 16)", [killed, killed])
     reg.update_run(killed, status="KILLED")
-    res = _lactchain("runs", "resume", killed, "--db", db, "--json")
-    assert res.returncode == 0, res.stderr
-    resumed = json.loads(res.stdout)["run_id"]
+    resumed = _ok(lc("runs", "resume", killed, "--db", db, "--json"))["run_id"]  # a real detached job
     deadline = time.monotonic() + 120
     while reg.get_run(resumed)["status"] not in ("FINISHED", "FAILED") and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -232,10 +227,8 @@ def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path):
     assert len(reg.pairs(resumed)) == 24
     got = [(p["chosen"], p["rejected"]) for r in (killed, resumed) for p in reg.pairs(r)]
     assert got == expected  # the same 40 pairs, each labelled once
-    res = _lactchain("train-reward", "--pairs-from", resumed, "--critic", "tiny", "--epochs", "2", "--db", db, "--json")
-    assert res.returncode == 0, res.stderr
+    out = _ok(lc("train-reward", "--pairs-from", resumed, "--critic", "tiny", "--epochs", "2", "--db", db, "--json"))
     labelled = sum(p["status"] in ("labeled", "tie") for r in (killed, resumed) for p in reg.pairs(r))
-    out = json.loads(res.stdout)
     assert out["train_pairs"] + out["held_out_pairs"] == labelled
-    res = _lactchain(*args[:5], "--pairs", "41", "--resume-from", killed, "--db", db)
-    assert res.returncode == 2 and "pairs, pairing differ from that run's" in res.stderr
+    code, _, err = lc(*args[:5], "--pairs", "41", "--resume-from", killed, "--db", db)
+    assert code == 2 and "pairs, pairing differ from that run's" in err

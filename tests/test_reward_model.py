@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -99,31 +97,30 @@ def test_intrinsic_and_mixed_rewards_come_from_the_captions(judged):
         reward_fn("mixed", None)
 
 
-def _lactchain(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def test_train_reward_and_reward_agents_cli(tmp_path, capsys):
+    from cli_helpers import run_cli
 
+    def lc(*argv):
+        code, out, err = run_cli(list(argv), capsys)
+        return code, (json.loads(out) if code == 0 else None), err
 
-def test_train_reward_and_reward_agents_cli(tmp_path):
     db = str(tmp_path / "r.db")
-    ids = [json.loads(_lactchain("collect", "--policy", p, "-n", "80", "--db", db, "--json").stdout)["run_id"]
-           for p in ("random", "optimal")]
-    judge = json.loads(_lactchain("judge", "--from", ids[0], "--from", ids[1], "--pairs", "60", "--pairing", "random",
-                                  "--db", db, "--json").stdout)["run_id"]
-    res = _lactchain("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "10", "--db", db, "--json")
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    ids = [lc("collect", "--policy", p, "-n", "80", "--db", db, "--json")[1]["run_id"] for p in ("random", "optimal")]
+    judge = lc("judge", "--from", ids[0], "--from", ids[1], "--pairs", "60", "--pairing", "random", "--db", db,
+               "--json")[1]["run_id"]
+    code, out, err = lc("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "10", "--db", db, "--json")
+    assert code == 0, err
     assert 0.0 <= out["held_out_accuracy"] <= 1.0 and -1.0 <= out["rank_correlation"] <= 1.0
     reg = Registry(db)
     assert reg.latest_artifact(out["run_id"], "reward-model") is not None
-    res = _lactchain("reward-agents", "--reward-run", out["run_id"], "--train-episodes", "300", "--eval-episodes",
-                     "300", "--db", db, "--json")
-    assert res.returncode == 0, res.stderr
-    agents = json.loads(res.stdout)["agents"]
+    code, result, err = lc("reward-agents", "--reward-run", out["run_id"], "--train-episodes", "300",
+                           "--eval-episodes", "300", "--db", db, "--json")
+    assert code == 0, err
+    agents = result["agents"]
     assert set(agents) == {"extrinsic", "intrinsic", "mixed", "optimal (oracle)", "random"}
     assert all(0.0 <= a["win_rate"] <= 1.0 for a in agents.values())
     # Bad input: a run that is not a train-reward run, pairs from a non-judge run.
-    res = _lactchain("reward-agents", "--reward-run", judge, "--db", db)
-    assert res.returncode == 2 and "has no saved reward model" in res.stderr
-    res = _lactchain("train-reward", "--pairs-from", ids[0], "--db", db)
-    assert res.returncode == 2 and "expected a judge run" in res.stderr
+    code, _, err = lc("reward-agents", "--reward-run", judge, "--db", db)
+    assert code == 2 and "has no saved reward model" in err
+    code, _, err = lc("train-reward", "--pairs-from", ids[0], "--db", db)
+    assert code == 2 and "expected a judge run" in err

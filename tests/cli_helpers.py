@@ -1,0 +1,24 @@
+"""Run the real `lactchain` entry point in this process (no interpreter start-up per
+call): exit code, stdout, stderr. Subprocesses stay for what needs one (detached jobs,
+signals, a fresh interpreter)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:  # noqa: ANN001
+    """An exception escaping main() is what a user would see as a traceback: it fails the caller."""
+    from lactchain.cli import main
+
+    old = sys.argv
+    sys.argv = ["lactchain", *[str(a) for a in argv]]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return code, out.out, out.err
