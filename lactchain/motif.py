@@ -76,10 +76,10 @@ def reward_fn(kind: str, intrinsic: CaptionReward | None, intrinsic_coef: float 
 
 def train_and_score_agents(env: Any, intrinsic: CaptionReward | None, *, train_episodes: int, eval_episodes: int,
                            seed: int = 0, kinds: tuple[str, ...] = AGENT_REWARDS, intrinsic_coef: float = 1.0,
-                           extrinsic_coef: float = 1.0,
+                           extrinsic_coef: float = 1.0, references: bool = True,
                            on_agent: Callable[[str, dict[str, float]], None] | None = None) -> dict[str, Any]:
     """Win rate and mean return of each agent on the same `eval_episodes` seeded hands
-    (evaluation seeds differ from training's), plus the optimum and random play."""
+    (evaluation seeds differ from training's), plus (`references`) the optimum and random play."""
     results: dict[str, dict[str, float]] = {}
     eval_seed = seed + 10_007
     for kind in kinds:
@@ -90,9 +90,10 @@ def train_and_score_agents(env: Any, intrinsic: CaptionReward | None, *, train_e
         if on_agent is not None:
             on_agent(kind, results[kind])
     solver = env.solver()
-    if solver is not None and hasattr(solver, "action"):
+    if references and solver is not None and hasattr(solver, "action"):
         results["optimal (oracle)"] = score_policy(env, SolverPolicy(solver), eval_episodes, seed=eval_seed)
-    results["random"] = score_policy(env, RandomPolicy(env.moves, seed=seed), eval_episodes, seed=eval_seed)
+    if references:
+        results["random"] = score_policy(env, RandomPolicy(env.moves, seed=seed), eval_episodes, seed=eval_seed)
     return {"agents": results, "train_episodes": train_episodes, "eval_episodes": eval_episodes,
             "intrinsic_coef": intrinsic_coef, "extrinsic_coef": extrinsic_coef,
             "distinct_captions_scored": len(intrinsic.cache) if intrinsic is not None else 0}

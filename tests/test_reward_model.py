@@ -124,3 +124,19 @@ def test_train_reward_and_reward_agents_cli(tmp_path, capsys):
     assert code == 2 and "has no saved reward model" in err
     code, _, err = lc("train-reward", "--pairs-from", ids[0], "--db", db)
     assert code == 2 and "expected a judge run" in err
+
+
+def test_bench_motif_prints_one_results_table(capsys):
+    from cli_helpers import run_cli
+
+    code, out, err = run_cli(["bench", "motif", "--judges", "rule", "--critic", "tiny", "--episodes", "40", "--pairs",
+                              "30", "--pairing", "random", "--train-episodes", "200", "--eval-episodes", "200",
+                              "--epochs", "5", "--json"], capsys)
+    assert code == 0, err
+    table = json.loads(out)
+    assert table["judges"]["rule"]["agreement"] == 1.0
+    assert 0.0 <= table["reward_models"]["rule"]["held_out_accuracy"] <= 1.0
+    assert {"extrinsic", "intrinsic (rule)", "mixed (rule)", "optimal (oracle)", "random"} == set(table["agents"])
+    assert table["optimal_win_rate_exact"] == pytest.approx(0.4329, abs=1e-4)
+    code, _, err = run_cli(["bench", "motif", "--judges", " , "], capsys)
+    assert code == 2 and "name at least one judge" in err
