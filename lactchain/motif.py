@@ -77,15 +77,17 @@ def reward_fn(kind: str, intrinsic: CaptionReward | None, intrinsic_coef: float 
 def train_and_score_agents(env: Any, intrinsic: CaptionReward | None, *, train_episodes: int, eval_episodes: int,
                            seed: int = 0, kinds: tuple[str, ...] = AGENT_REWARDS, intrinsic_coef: float = 1.0,
                            extrinsic_coef: float = 1.0, references: bool = True,
-                           on_agent: Callable[[str, dict[str, float]], None] | None = None) -> dict[str, Any]:
+                           on_agent: Callable[[str, dict[str, float]], None] | None = None,
+                           on_progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
     """Win rate and mean return of each agent on the same `eval_episodes` seeded hands
     (evaluation seeds differ from training's), plus (`references`) the optimum and random play."""
     results: dict[str, dict[str, float]] = {}
     eval_seed = seed + 10_007
     for kind in kinds:
         learner = QLearner(env.moves, seed=seed, name=f"q-learning ({kind})")
-        learner.train(env, train_episodes, seed=seed + 1, reward_fn=reward_fn(kind, intrinsic, intrinsic_coef,
-                                                                             extrinsic_coef))
+        learner.train(env, train_episodes, seed=seed + 1,
+                      reward_fn=reward_fn(kind, intrinsic, intrinsic_coef, extrinsic_coef),
+                      on_progress=None if on_progress is None else (lambda n, k=kind: on_progress(k, n)))
         results[kind] = score_policy(env, learner, eval_episodes, seed=eval_seed)
         if on_agent is not None:
             on_agent(kind, results[kind])

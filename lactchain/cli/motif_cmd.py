@@ -348,10 +348,14 @@ def reward_agents_cmd(
             line(f"{kind}: win rate {score['win_rate']:.4f}, mean return {score['mean_return']:.4f}", force=True)
             handle.check_cancelled()
 
+        def on_progress(kind: str, done: int) -> None:
+            line(f"{kind}: trained on {done}/{train_episodes} hands", force=done == train_episodes)
+            handle.check_cancelled()
+
         result = train_and_score_agents(make_env(env), intrinsic, train_episodes=train_episodes,
                                         eval_episodes=eval_episodes, seed=seed, kinds=kinds,
                                         intrinsic_coef=intrinsic_coef, extrinsic_coef=extrinsic_coef,
-                                        on_agent=on_agent)
+                                        on_agent=on_agent, on_progress=on_progress)
         for name, score in result["agents"].items():
             handle.log_metrics({f"{name.split(' ')[0]}_win_rate": score["win_rate"]})
         return result
