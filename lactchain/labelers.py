@@ -168,14 +168,20 @@ class RolloutLabeler(ValueLabeler):
 
 
 class JudgeLabeler:
-    """Pairwise judgements of the candidates' captions: every two distinct candidates of
-    a group are judged once (batched); a win counts +1, a loss -1, a tie or an unknown
-    answer 0, divided by K - 1. The baseline is 0 (a judge has no state value)."""
+    """Pairwise judgements of the candidates' captions, batched: each candidate meets its
+    next `opponents` neighbours in the group (all pairs when K <= opponents + 1), so the
+    cost grows with K, not K^2 (the pipeline adds hundreds of explore lists per state).
+    A win counts +1, a loss -1, a tie or an unknown answer 0, averaged over the
+    candidate's judgements. The baseline is 0 (a judge has no state value)."""
 
     gamma = 0.0
 
-    def __init__(self, judge: Any, env: GridWorldEnv, env_name: str = "grid", batch_size: int = 16) -> None:
+    def __init__(self, judge: Any, env: GridWorldEnv, env_name: str = "grid", batch_size: int = 16,
+                 opponents: int = 3) -> None:
+        if opponents < 1:
+            raise ValueError(f"opponents must be >= 1, got {opponents}")
         self.judge, self.env, self.env_name, self.batch_size = judge, env, env_name, batch_size
+        self.opponents = opponents
         self.name = getattr(judge, "labeler", "llm")  # the registry's labeler for its pairs
 
     def caption(self, state: State, moves: Sequence[str]) -> str:
@@ -192,19 +198,24 @@ class JudgeLabeler:
             g.baseline = 0.0
             episodes = [CaptionedEpisode(-1, "", g.state.as_dict(), None, self.caption(g.state, c.moves), c.reward)
                         for c in g.candidates]
-            for i in range(len(episodes)):
-                for j in range(i + 1, len(episodes)):
-                    if episodes[i].caption != episodes[j].caption:
-                        pairs.append((episodes[i], episodes[j]))
-                        where.append((gi, i, j))
+            k = len(episodes)
+            ring = sorted({(min(i, (i + d) % k), max(i, (i + d) % k))
+                           for i in range(k) for d in range(1, min(self.opponents, k - 1) + 1)})
+            for i, j in ring:
+                if episodes[i].caption != episodes[j].caption:
+                    pairs.append((episodes[i], episodes[j]))
+                    where.append((gi, i, j))
         tally = [[0.0] * len(g.candidates) for g in groups]
+        count = [[0] * len(g.candidates) for g in groups]
         for (gi, i, j), verdict in zip(where, judge_in_batches(self.judge, pairs, self.env_name, self.batch_size)):
             sign = {FIRST: 1.0, SECOND: -1.0}.get(verdict.answer or "", 0.0)
             tally[gi][i] += sign
             tally[gi][j] -= sign
-        for g, scores in zip(groups, tally):
-            for c, score in zip(g.candidates, scores):
-                c.advantage = score / max(1, len(g.candidates) - 1)
+            count[gi][i] += 1
+            count[gi][j] += 1
+        for g, scores, counts in zip(groups, tally, count):
+            for c, score, n in zip(g.candidates, scores, counts):
+                c.advantage = score / max(1, n)
 
 
 def random_moves(env: GridWorldEnv, rng: Any) -> tuple[str, ...]:

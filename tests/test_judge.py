@@ -199,6 +199,15 @@ def test_the_judge_labeler_ranks_grid_candidates_from_their_captions():
     assert [c.advantage for c in group.candidates] == [0.0, 0.5, -0.5] and llm.name == "llm"
     with pytest.raises(ValueError, match="needs a judge or the actor"):
         make_labeler("judge", env=GridWorldEnv(), gamma=0.9)
+    # Large groups: each candidate meets only its next `opponents` neighbours (cost ~ K, not K^2).
+    three = GridWorldEnv(moves=("move forward", "turn left", "turn right"))
+    big = Group(start, "", [Candidate([m] * n, "", "strict", *execute_from(three, start, [m] * n))
+                            for m in ("move forward", "turn left", "turn right") for n in range(1, 11)])
+    counting = ScriptedModel(["1"] * 1000)
+    JudgeLabeler(LLMJudge(counting), GridWorldEnv(moves=("move forward", "turn left", "turn right")),
+                 opponents=2).score([big])
+    judged = sum(n for n, _, _ in counting.calls)
+    assert judged <= 2 * len(big.candidates) and all(-1.0 <= c.advantage <= 1.0 for c in big.candidates)
 
 
 def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path, lc):

@@ -125,8 +125,10 @@ def test_make_labeler_names_what_is_missing():
         make_labeler("critic", env=env, gamma=GAMMA)
     with pytest.raises(ValueError, match="needs the actor"):
         make_labeler("rollout", env=env, gamma=GAMMA)
-    with pytest.raises(ValueError, match="labeler must be one of critic, rollout, oracle"):
+    with pytest.raises(ValueError, match="needs a judge or the actor"):
         make_labeler("judge", env=env, gamma=GAMMA)
+    with pytest.raises(ValueError, match="labeler must be one of critic, rollout, oracle, judge"):
+        make_labeler("psychic", env=env, gamma=GAMMA)
 
 
 # ---- TD critic ------------------------------------------------------------------------------
@@ -279,7 +281,7 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"labeler": "judge"}, "labeler must be one of"),
+    ({"labeler": "psychic"}, "labeler must be one of"),
     ({"loss": "ppo"}, "loss must be one of"),
     ({"samples": 0}, "samples must be >= 1"),
     ({"loss": "simpo", "samples": 1}, "samples must be >= 2"),

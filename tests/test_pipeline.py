@@ -61,10 +61,10 @@ def test_pipeline_pairs_differ_and_replay_from_their_start_state(pipeline_run):
 
 def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
     db = tmp_path / "registry.db"
-    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--labeler", "judge",
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--labeler", "psychic",
                           "--db", str(db)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "labeler must be one of critic, rollout, oracle" in " ".join(res.stderr.split())
+    assert "labeler must be one of critic, rollout, oracle, judge" in " ".join(res.stderr.split())
     assert not db.exists() or Registry(db).list_runs() == []
 
 

@@ -34,7 +34,7 @@ async def test_step_with_the_tiny_actor_changes_grid_and_actor_pane(make_app, ti
         assert pane.completion == record.text and record.text
         assert record.mode == "strict"  # constrained decoding always yields a clean list
         parse = str(pane.query_one("#actor-parse").render())
-        assert "strict" in parse and "moves" in parse
+        assert "strict" in parse and f"{len(record.moves)} move" in parse
         prompt = str(pane.query_one("#actor-prompt").render())
         assert "You are at (x=0, y=0) facing east" in prompt
         assert app.screen.query_one("#episode-table", DataTable).row_count == 1

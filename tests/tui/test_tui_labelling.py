@@ -136,6 +136,9 @@ async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app
         assert "sum" in head and "vs dealer" in head  # the start hand in the env's words
         assert str(screen.query_one("#label-moves-a").render()) == item.a
         assert not screen.query_one("#label-grid-a").display
+        await pilot.press("h")  # blind: the judge's choice is hidden
+        assert "judge: hidden" in str(screen.query_one("#label-state").render())
+        await pilot.press("h")
         judge_side = "A" if item.a == item.pair["chosen"] else "B"
         await pilot.press("b" if judge_side == "A" else "a")  # overrule the judge
         await settle(app, pilot)
@@ -143,5 +146,3 @@ async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app
         assert human[-1]["meta"]["source_labeler"] == "llm" and human[-1]["meta"]["agrees_with_source"] is False
         assert human[-1]["chosen"] == (item.b if judge_side == "A" else item.a)
         assert "human agrees with llm 0/1" in str(screen.query_one("#label-progress").render())
-        await pilot.press("h")  # blind: the judge's choice is hidden
-        assert "judge: hidden" in str(screen.query_one("#label-state").render())
