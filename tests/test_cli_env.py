@@ -110,3 +110,15 @@ def test_help(args):
 def test_start_state_reported_matches_env():
     data = json.loads(show("--json").stdout)
     assert State(**data["start"]) == GridWorldEnv().start
+
+
+def test_env_blackjack_prints_the_exact_optimal_policy():
+    result = runner.invoke(app, ["env", "blackjack", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["policy"]["hard 20"]["10"] == "stick" and out["policy"]["hard 11"]["6"] == "hit"
+    assert out["policy"]["soft 18"]["9"] == "hit" and out["policy"]["soft 18"]["7"] == "stick"
+    assert out["win_rate"] == pytest.approx(0.4329, abs=1e-4) and out["expected_return"] == pytest.approx(-0.0431, abs=1e-4)
+    assert len(out["policy"]) == 28 and out["v_star"]["hard 21"]["10"] > 0.8
+    table = runner.invoke(app, ["env", "blackjack"])
+    assert table.exit_code == 0 and "soft 18" in table.output and "win rate 0.4329" in table.output

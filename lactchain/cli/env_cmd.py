@@ -1,4 +1,4 @@
-"""`lactchain env ...`: look at the GridWorld and its exact optimum."""
+"""`lactchain env ...`: look at the environments (GridWorld, Blackjack) and their exact optimum."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from lactchain.envs import GridWorldEnv, Planner
 from lactchain.envs.gridworld import render_ansi
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
 
-app = typer.Typer(help="Inspect the GridWorld environment.", no_args_is_help=True)
+app = typer.Typer(help="Inspect the environments and their exact optimum.", no_args_is_help=True)
 
 
 @app.command("show")
@@ -71,3 +71,33 @@ def show(
     table.add_row("optimal plan", f"{format_moves(plan)} ({len(plan)} moves)")
     table.add_row(f"V*(start), gamma={gamma}", f"{v_start:.2f}")
     console.print(table)
+
+
+@app.command("blackjack")
+def blackjack(as_json: JsonOption = False) -> None:
+    """The exact optimum of LactChain/Blackjack-v0 (dynamic programming, infinite deck):
+    the best move for every hand (H hit, S stick) against each dealer up card, V* of each
+    hand, and the optimal policy's win rate and expected return per hand."""
+    from lactchain.envs.blackjack import BlackjackSolver, Hand
+
+    solver = BlackjackSolver()
+    rows = [(s, False) for s in range(4, 22)] + [(s, True) for s in range(12, 22)]
+    policy = {f"{'soft' if ace else 'hard'} {s}": {d: solver.action(Hand(s, d, ace)) for d in range(1, 11)}
+              for s, ace in rows}
+    if as_json:
+        print_json({
+            "policy": policy,
+            "v_star": {f"{'soft' if ace else 'hard'} {s}": {d: solver.value(Hand(s, d, ace)) for d in range(1, 11)}
+                       for s, ace in rows},
+            "win_rate": solver.win_rate(), "expected_return": solver.expected_return(),
+        })
+        return
+    table = Table(title="Blackjack: the exact optimal move (H hit, S stick) by dealer up card")
+    table.add_column("hand")
+    for d in range(1, 11):
+        table.add_column("A" if d == 1 else str(d), justify="center")
+    for name, moves in policy.items():
+        table.add_row(name, *[("[bold red]H[/]" if m == "hit" else "[green]S[/]") for m in moves.values()])
+    console.print(table)
+    console.print(f"optimal policy: win rate {solver.win_rate():.4f}, expected return {solver.expected_return():+.4f} "
+                  "per hand (Sutton & Barto rules: a natural wins unless the dealer has one)")

@@ -210,8 +210,9 @@ def _check_judge_resume(registry: Any, spec: str, run_ids: list[str], judge: str
 
 
 def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], str]:
-    """Judge run ids, the episode runs they paired, and their env."""
+    """Judge run ids (with the runs each resumed), the episode runs they paired, and their env."""
     from lactchain.registry import RunNotFound
+    from lactchain.resume import lineage
 
     ids, sources, envs = [], [], set()
     for spec in specs:
@@ -222,9 +223,7 @@ def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], 
         if run["kind"] != "judge":
             fail(f"--pairs-from {spec}: run {run['id']} is a {run['kind']} run; expected a judge run")
         params = registry.params(run["id"])
-        from lactchain.resume import lineage
-
-        ids.extend(r["id"] for r in lineage(registry, run["id"]) if r["id"] not in ids)  # with the runs it resumed
+        ids.extend(r["id"] for r in lineage(registry, run["id"]) if r["id"] not in ids)
         sources.extend(s for s in params.get("from_runs") or [] if s not in sources)
         envs.add(params.get("env") or "grid")
     if len(envs) > 1:
