@@ -93,6 +93,10 @@ KEY_METRICS = {
     "eval": ("success_rate",),
     "play": ("episode_success", "success_rate"),
     "pairs": ("ranking_accuracy", "pairs"),
+    "collect": ("win_rate",),
+    "judge": ("agreement", "answered_rate"),
+    "reward": ("held_out_accuracy", "rank_correlation", "loss"),
+    "agents": ("intrinsic_win_rate", "mixed_win_rate", "extrinsic_win_rate"),
 }
 
 

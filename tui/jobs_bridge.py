@@ -50,6 +50,7 @@ STRATEGY = Field("strategy", "Strategy", "", help="saved version number or text 
 ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder", check="run:actor")
 CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
 LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
+ENV = Field("env", "Environment", "grid", choices=("grid", "blackjack"))
 
 # Option names are the CLI's own (`lactchain <command> --help`); a test checks each
 # field against the typer app so the forms cannot drift from the commands.
@@ -72,19 +73,41 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("epochs", "Epochs", "1", check="float"),
     )),
     JobForm("evaluate", "Evaluate", (
-        ACTOR, ADAPTER, STRATEGY, Field("states", "Start states", "all", help="'all' or a number", check="states"),
+        ACTOR, ADAPTER, STRATEGY, ENV, Field("states", "Start states", "all", help="'all' or a number", check="states"),
     )),
     JobForm("pipeline", "Pipeline", (
         ACTOR, CRITIC, STRATEGY,
         Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
-        Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "oracle"),
-              help="oracle = diagnostic upper bound"),
+        Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "judge", "oracle"),
+              help="judge = the actor judges its candidates; oracle = diagnostic upper bound"),
         Field("iterations", "Iterations", "2", check="int"),
     )),
     JobForm("play", "Play episodes", (
-        ACTOR, ADAPTER, STRATEGY,
+        ACTOR, ADAPTER, STRATEGY, ENV,
         Field("episodes", "Episodes", "8", check="int"),
         Field("start", "Start", "fixed", choices=("fixed", "random")),
+    )),
+    # LLM-judged rewards (Motif): captioned episodes -> judged pairs -> reward model -> agents.
+    JobForm("collect", "Collect captioned episodes", (
+        Field("policy", "Policy", "random", choices=("random", "optimal", "q-learning"),
+              help="optimal = the exact solver (oracle, for reference)"),
+        Field("episodes", "Episodes", "300", check="int"),
+        Field("env", "Environment", "blackjack", choices=("blackjack",)),
+    )),
+    JobForm("judge", "Judge caption pairs", (
+        Field("from", "Episode runs", "", help="collect or play run ids, comma separated", multi=True, check="run:"),
+        Field("judge", "Judge", "rule", help="'rule' (true return) or an actor preset"),
+        Field("pairs", "Pairs", "200", check="int"),
+        Field("pairing", "Pairing", "state", choices=("state", "random")),
+    )),
+    JobForm("train-reward", "Train reward model", (
+        Field("pairs-from", "Judge runs", "", help="judge run ids, comma separated", multi=True, check="run:judge"),
+        CRITIC, Field("epochs", "Epochs", "40", check="int"),
+    )),
+    JobForm("reward-agents", "Reward agents", (
+        Field("reward-run", "Reward run", "", help="train-reward run id", check="run:reward"),
+        Field("train-episodes", "Training hands", "100000", check="int"),
+        Field("eval-episodes", "Scored hands", "100000", check="int"),
     )),
 )
 FORMS_BY_COMMAND = {f.command: f for f in JOB_FORMS}

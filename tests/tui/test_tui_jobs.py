@@ -171,6 +171,9 @@ def test_default_metric_per_kind():
     assert default_metric("critic", ["round", "spearman_vstar", "v_loss"]) == "v_loss"
     assert default_metric("eval", ["mean_return", "success_rate"]) == "success_rate"
     assert default_metric("labels", ["a", "b"]) == "a" and default_metric("play", []) is None
+    assert default_metric("judge", ["answered_rate", "agreement", "pairs"]) == "agreement"
+    assert default_metric("reward", ["loss", "held_out_accuracy", "train_accuracy"]) == "held_out_accuracy"
+    assert default_metric("agents", ["extrinsic_win_rate", "intrinsic_win_rate"]) == "intrinsic_win_rate"
 
 
 async def test_log_and_chart_tabs_have_keys(make_app):

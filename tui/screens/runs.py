@@ -31,7 +31,7 @@ REFRESH_S = 2.0
 
 # The command a researcher typed -> the run kind it records (`kind:train-critic` finds critic runs).
 KIND_ALIASES = {"train-critic": "critic", "train-actor": "actor", "collect-pairs": "pairs", "evaluate": "eval",
-                "labelling": "labels"}
+                "labelling": "labels", "train-reward": "reward", "reward-agents": "agents"}
 PAGE = 300  # rows loaded at a time; the filter runs in the registry, so it reaches every run
 
 
