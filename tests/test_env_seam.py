@@ -131,3 +131,16 @@ def test_grid_only_commands_refuse_another_env_in_one_line(tmp_path, lc, command
     code, _, err = lc(*command, "--env", "blackjack", "--db", db)
     assert code == 2 and "runs on the grid only for now; play and evaluate take --env blackjack" in err
     assert len(err.strip().splitlines()) == 1 and not db.exists()
+
+
+@pytest.mark.e2e
+def test_smollm2_plays_blackjack_with_constrained_decoding(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("play", "--actor", "smollm2-135m", "--env", "blackjack", "--episodes", "4", "--envs", "4",
+                           "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert out["episodes"] == 4 and out["parse_failure_rate"] == 0.0  # always a valid list of hit/stick
+    steps = Registry(db).steps(run_id=out["run_id"])
+    assert all(set(s["moves"]) <= {"hit", "stick"} and s["moves"] for s in steps)
+    assert sum(s["done"] for s in steps) == 4
