@@ -83,6 +83,7 @@ class RolloutSummary:
     seconds: float
     generate_seconds: float
     lenient_parses: int = 0  # moves scraped from prose: parsed, but not a clean list
+    has_distance: bool = True  # the env's solver gives shortest move counts (optimal ratio is defined)
 
     def as_dict(self) -> dict[str, Any]:
         n = len(self.episodes)
@@ -92,7 +93,8 @@ class RolloutSummary:
             "env_steps": self.env_steps,
             "success_rate": sum(e.success for e in self.episodes) / n if n else 0.0,
             "mean_return": sum(e.total_return for e in self.episodes) / n if n else 0.0,
-            "mean_optimal_ratio": sum(ratios) / len(ratios) if ratios else 0.0,
+            # only where the env has shortest move counts (the grid); None where it has none (Blackjack)
+            "mean_optimal_ratio": (sum(ratios) / len(ratios) if ratios else 0.0) if self.has_distance else None,
             "parse_failure_rate": self.parse_failures / self.env_steps if self.env_steps else 0.0,
             "lenient_parse_rate": self.lenient_parses / self.env_steps if self.env_steps else 0.0,
             "env_steps_per_s": self.env_steps / self.seconds if self.seconds > 0 else 0.0,
@@ -244,4 +246,5 @@ def run_rollouts(
                     registry.update_episode(episode_id, **fields)
 
     results.sort(key=lambda e: e.idx)
-    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses)
+    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses,
+                          has_distance=distance is not None)

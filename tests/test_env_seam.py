@@ -105,6 +105,7 @@ def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path, lc):
     out = json.loads(stdout)
     reg = Registry(db)
     assert reg.params(out["run_id"])["env"] == "blackjack"
+    assert out["mean_optimal_ratio"] is None  # no shortest move count in Blackjack: not measured, not 0
     steps = reg.steps(run_id=out["run_id"])
     assert steps and all(set(s["moves"]) <= {"hit", "stick"} for s in steps)
     assert "Blackjack:" in steps[0]["prompt"] or "natural blackjack" in steps[0]["prompt"]
