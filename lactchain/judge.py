@@ -135,6 +135,29 @@ class LLMJudge:
         return [Judgement(a, r, t) for a, r, t in zip(answers, raw, tries)]
 
 
+class ForcedChoiceJudge:
+    """An actor preset as judge that always answers: it reads the model's next-token
+    probabilities of '1', '2' and 'tie' after the same prompt and takes the likeliest,
+    no generation and no parsing. Small models that ramble in free text answer every
+    pair this way (their position bias shows in the answers)."""
+
+    labeler = "llm"
+    OPTIONS = (FIRST, SECOND, TIE)
+
+    def __init__(self, actor: Any, template: str = JUDGE_TEMPLATE, batch_size: int = 16):
+        self.actor, self.template, self.batch_size = actor, check_judge_template(template), batch_size
+        self.name = f"{getattr(actor, 'name', 'llm')} (forced choice)"
+
+    def judge(self, pairs: Sequence[tuple[CaptionedEpisode, CaptionedEpisode]], env: str) -> list[Judgement]:
+        prompts = [render_judge_prompt(env, a.caption, b.caption, self.template) for a, b in pairs]
+        out = []
+        for logps in self.actor.choice_logprobs(prompts, self.OPTIONS, self.batch_size):
+            best = max(range(len(self.OPTIONS)), key=lambda i: logps[i])
+            raw = ", ".join(f"{o}: {lp:.2f}" for o, lp in zip(self.OPTIONS, logps))
+            out.append(Judgement(self.OPTIONS[best], f"log p {raw}", 1))
+        return out
+
+
 def pair_episodes(episodes: Sequence[CaptionedEpisode], n: int, how: str = "state",
                   seed: int = 0) -> list[tuple[CaptionedEpisode, CaptionedEpisode]]:
     """`n` pairs of distinct episodes. 'random': any two. 'state': two episodes from the

@@ -241,3 +241,25 @@ def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path, lc):
     assert out["train_pairs"] + out["held_out_pairs"] == labelled
     code, _, err = lc(*args[:5], "--pairs", "41", "--resume-from", killed, "--db", db)
     assert code == 2 and "pairs, pairing differ from that run's" in err
+
+
+def test_forced_choice_judge_always_answers_from_next_token_probabilities(collected, tiny_actor):
+    """The real tiny model: every pair gets one of 1, 2, tie (never unknown), and the answer
+    is the option with the highest next-token log-probability, recorded as the raw answer."""
+    from lactchain.judge import ForcedChoiceJudge
+
+    reg, runs = collected
+    pairs = pair_episodes(captioned_episodes(reg, runs), 6, "random", seed=5)
+    judge = ForcedChoiceJudge(tiny_actor)
+    result = judge.judge(pairs, "blackjack")
+    assert [j.answer in (FIRST, SECOND, TIE) for j in result] == [True] * 6
+    logps = tiny_actor.choice_logprobs(judge_prompts := [render_judge_prompt("blackjack", a.caption, b.caption)
+                                                         for a, b in pairs], ["1", "2", "tie"])
+    assert len(logps) == len(judge_prompts)
+    for j, row in zip(result, logps):
+        assert j.answer == ("1", "2", "tie")[max(range(3), key=lambda i: row[i])] and j.raw.startswith("log p")
+        assert all(lp <= 0.0 for lp in row)
+    rows = label_rows(pairs, result, judge, "blackjack")
+    assert all(r["status"] in ("labeled", "tie") for r in rows) and rows[0]["meta"]["judge"].endswith("(forced choice)")
+    with pytest.raises(ValueError, match="start with the same token"):
+        tiny_actor.choice_logprobs(["x"], ["tie", "tie"])

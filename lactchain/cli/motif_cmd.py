@@ -109,6 +109,7 @@ def judge_cmd(
     pairs: Annotated[int, typer.Option("--pairs", min=1, max=1_000_000, help="Caption pairs to judge.")] = 200,
     pairing: Annotated[str, typer.Option("--pairing", help="'state': two episodes from the same start state (same dealt hand); 'random': any two.")] = "state",
     retries: Annotated[int, typer.Option("--retries", min=1, max=20, help="Tries per pair before it is recorded as unknown (never as a label).")] = 3,
+    forced: Annotated[bool, typer.Option("--forced/--free", help="LLM judges: --free generates an answer and parses it (Motif); --forced takes the likeliest of '1', '2', 'tie' as the next token (always answers).")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=4096, help="Pairs per generate call.")] = 16,
     seed: SeedOption = 0,
     resume_from: Annotated[Optional[str], typer.Option("--resume-from", help="Continue this killed or failed judge run: the pairs its lineage already labelled are skipped (`lactchain runs resume RUN` passes it).")] = None,
@@ -143,12 +144,12 @@ def judge_cmd(
     if resume_from is not None:
         _check_judge_resume(registry, resume_from, run_ids, judge, pairs, pairing, seed)
     params = dict(from_runs=run_ids, judge=judge, pairs=pairs, pairing=pairing, retries=retries, seed=seed, env=env,
-                  resume_from=resume_from)
+                  forced=forced, resume_from=resume_from)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.captions import captioned_episodes
-        from lactchain.judge import JUDGE_PROMPT_VERSION, LLMJudge, RuleJudge, agreement, judge_in_batches, \
-            label_rows, pair_episodes
+        from lactchain.judge import JUDGE_PROMPT_VERSION, ForcedChoiceJudge, LLMJudge, RuleJudge, agreement, \
+            judge_in_batches, label_rows, pair_episodes
         from lactchain.resume import lineage
 
         episodes = captioned_episodes(handle.registry, run_ids)
@@ -162,7 +163,8 @@ def judge_cmd(
         else:
             from lactchain.cli.play_cmd import load_actor
 
-            judge_impl = LLMJudge(load_actor(judge, None, handle.registry, quiet=as_json), retries=retries, seed=seed)
+            model = load_actor(judge, None, handle.registry, quiet=as_json)
+            judge_impl = ForcedChoiceJudge(model) if forced else LLMJudge(model, retries=retries, seed=seed)
         line = LineLog()
         line(f"judge: {len(chosen_pairs)} pairs of {len(episodes)} {env} episodes, judge {judge_impl.name}, "
              f"pairing {pairing}", force=True)

@@ -547,6 +547,29 @@ class Actor:
                 mask[i, width - len(row):] = 1
         return ids.to(self.device), mask.to(self.device)
 
+    @torch.inference_mode()
+    def choice_logprobs(self, prompts: list[str], options: Sequence[str], batch_size: int = 16) -> list[list[float]]:
+        """log p(option's first token | chat prompt) for each prompt and option: a forced
+        choice (a judge that must answer one of '1', '2', 'tie'), one forward pass per batch."""
+        firsts = []
+        for option in options:
+            ids = self._ids(option)
+            if not ids:
+                raise ValueError(f"option {option!r} has no tokens")
+            firsts.append(ids[0])
+        if len(set(firsts)) != len(firsts):
+            raise ValueError(f"options {list(options)} start with the same token: a first-token choice cannot tell them apart")
+        self._sync_caches()
+        model = self._generation_model()
+        out: list[list[float]] = []
+        for start in range(0, len(prompts), batch_size):
+            rows = [self._prompt_ids(p, 1) for p in prompts[start:start + batch_size]]
+            ids, mask = self._left_pad(rows)
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, -1, :].float()
+            logp = torch.log_softmax(logits, dim=-1)[:, firsts]
+            out.extend(logp.tolist())
+        return out
+
     # ---- constrained decoding ------------------------------------------------------
     def _compiled_grammar(self) -> Any:
         import xgrammar as xgr
