@@ -137,23 +137,32 @@ class LLMJudge:
 
 class ForcedChoiceJudge:
     """An actor preset as judge that always answers: it reads the model's next-token
-    probabilities of '1', '2' and 'tie' after the same prompt and takes the likeliest,
-    no generation and no parsing. Small models that ramble in free text answer every
-    pair this way (their position bias shows in the answers)."""
+    probabilities of '1', '2' and 'tie' after the prompt and takes the likeliest, no
+    generation and no parsing. With `both_orders` (the default) each pair is also asked
+    with the captions swapped and the two readings are added (episode 1 first = '1' there
+    and '2' here), so a model that always prefers a position cannot win by it."""
 
     labeler = "llm"
     OPTIONS = (FIRST, SECOND, TIE)
 
-    def __init__(self, actor: Any, template: str = JUDGE_TEMPLATE, batch_size: int = 16):
+    def __init__(self, actor: Any, template: str = JUDGE_TEMPLATE, batch_size: int = 16, both_orders: bool = True):
         self.actor, self.template, self.batch_size = actor, check_judge_template(template), batch_size
-        self.name = f"{getattr(actor, 'name', 'llm')} (forced choice)"
+        self.both_orders = both_orders
+        self.name = f"{getattr(actor, 'name', 'llm')} (forced choice{', both orders' if both_orders else ''})"
 
     def judge(self, pairs: Sequence[tuple[CaptionedEpisode, CaptionedEpisode]], env: str) -> list[Judgement]:
         prompts = [render_judge_prompt(env, a.caption, b.caption, self.template) for a, b in pairs]
+        if self.both_orders:
+            prompts += [render_judge_prompt(env, b.caption, a.caption, self.template) for a, b in pairs]
+        logps = self.actor.choice_logprobs(prompts, self.OPTIONS, self.batch_size)
         out = []
-        for logps in self.actor.choice_logprobs(prompts, self.OPTIONS, self.batch_size):
-            best = max(range(len(self.OPTIONS)), key=lambda i: logps[i])
-            raw = ", ".join(f"{o}: {lp:.2f}" for o, lp in zip(self.OPTIONS, logps))
+        for i in range(len(pairs)):
+            scores = list(logps[i])
+            if self.both_orders:  # swapped: its '2' says the first episode, its '1' the second
+                swapped = logps[len(pairs) + i]
+                scores = [scores[0] + swapped[1], scores[1] + swapped[0], scores[2] + swapped[2]]
+            best = max(range(len(self.OPTIONS)), key=lambda k: scores[k])
+            raw = ", ".join(f"{o}: {lp:.2f}" for o, lp in zip(self.OPTIONS, scores))
             out.append(Judgement(self.OPTIONS[best], f"log p {raw}", 1))
         return out
 

@@ -250,7 +250,7 @@ def test_forced_choice_judge_always_answers_from_next_token_probabilities(collec
 
     reg, runs = collected
     pairs = pair_episodes(captioned_episodes(reg, runs), 6, "random", seed=5)
-    judge = ForcedChoiceJudge(tiny_actor)
+    judge = ForcedChoiceJudge(tiny_actor, both_orders=False)
     result = judge.judge(pairs, "blackjack")
     assert [j.answer in (FIRST, SECOND, TIE) for j in result] == [True] * 6
     logps = tiny_actor.choice_logprobs(judge_prompts := [render_judge_prompt("blackjack", a.caption, b.caption)
@@ -263,3 +263,10 @@ def test_forced_choice_judge_always_answers_from_next_token_probabilities(collec
     assert all(r["status"] in ("labeled", "tie") for r in rows) and rows[0]["meta"]["judge"].endswith("(forced choice)")
     with pytest.raises(ValueError, match="start with the same token"):
         tiny_actor.choice_logprobs(["x"], ["tie", "tie"])
+    # Both orders: the swapped reading's '2' counts for the first episode.
+    swapped = tiny_actor.choice_logprobs([render_judge_prompt("blackjack", b.caption, a.caption) for a, b in pairs],
+                                         ["1", "2", "tie"])
+    both = ForcedChoiceJudge(tiny_actor).judge(pairs, "blackjack")
+    for j, row, rev in zip(both, logps, swapped):
+        scores = [row[0] + rev[1], row[1] + rev[0], row[2] + rev[2]]
+        assert j.answer == ("1", "2", "tie")[max(range(3), key=lambda i: scores[i])]
