@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from lactchain.baselines.tabular import Policy, episode_seed
+from lactchain.baselines.tabular import Policy, episode_seed, play_episode
 from lactchain.moves import format_moves
 
 POLICIES = ("random", "optimal", "q-learning")
@@ -44,19 +44,12 @@ def collect_episodes(env: Any, policy: Policy, episodes: int, *, seed: int = 0, 
         if should_stop is not None and should_stop():
             break
         seed_i = episode_seed(seed, i)
-        env.reset(seed=seed_i)
-        start = env.state
-        rows, ret, info, done = [], 0.0, {}, False
-        while not done:
-            state = env.state
-            move = policy.act(state)
-            _, reward, terminated, truncated, info = env.step([move])
-            done = terminated or truncated
-            ret += reward
-            rows.append({"t": len(rows), "state": state.as_dict(), "prompt": "", "completion": format_moves([move]),
-                         "moves": [move], "parse_mode": "strict", "reward": reward,
-                         "next_state": env.state.as_dict(), "done": done, "terminated": terminated,
-                         "caption": info["caption"], "seed": seed_i})
+        ret, info, steps = play_episode(env, policy, seed_i)
+        start = steps[0]["state"]
+        rows = [{"t": t, "state": st["state"].as_dict(), "prompt": "", "completion": format_moves([st["move"]]),
+                 "moves": [st["move"]], "parse_mode": "strict", "reward": st["reward"],
+                 "next_state": st["next_state"].as_dict(), "done": st["done"], "terminated": st["terminated"],
+                 "caption": st["caption"], "seed": seed_i} for t, st in enumerate(steps)]
         success = bool(info.get("success"))
         if registry is not None and run_id is not None:
             with registry.transaction():
@@ -69,6 +62,18 @@ def collect_episodes(env: Any, policy: Policy, episodes: int, *, seed: int = 0, 
             on_episode(i, ret, success)
     return {"episodes": played, "win_rate": wins / played if played else 0.0,
             "mean_return": total / played if played else 0.0}
+
+
+def collect_runs(registry: Any, env: Any, policies: Sequence[str], episodes: int, seed: int = 0,
+                 env_name: str = "blackjack") -> list[str]:
+    """One collect run per policy, all dealt the same seeded episodes (so episodes pair by
+    start state); returns the run ids."""
+    runs = []
+    for policy in policies:
+        run = registry.create_run("collect", params={"env": env_name, "policy": policy})
+        collect_episodes(env, make_policy(policy, env), episodes, seed=seed, registry=registry, run_id=run)
+        runs.append(run)
+    return runs
 
 
 @dataclass(frozen=True)

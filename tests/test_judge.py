@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lactchain.captions import captioned_episodes, collect_episodes, make_policy, replay_episode
+from lactchain.captions import captioned_episodes, collect_runs, replay_episode
 from lactchain.envs.blackjack import BlackjackTextEnv
 from lactchain.judge import (
     FIRST,
@@ -50,11 +50,7 @@ def test_a_judge_prompt_must_show_both_captions():
 def collected(tmp_path_factory):
     reg = Registry(tmp_path_factory.mktemp("judge") / "r.db")
     env = BlackjackTextEnv()
-    runs = []
-    for policy in ("random", "optimal"):
-        run = reg.create_run("collect", params={"env": "blackjack", "policy": policy})
-        collect_episodes(env, make_policy(policy, env), 120, seed=4, registry=reg, run_id=run)
-        runs.append(run)
+    runs = collect_runs(reg, env, ("random", "optimal"), 120, seed=4)
     return reg, runs
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lactchain.captions import captioned_episodes, collect_episodes, make_policy
+from lactchain.captions import captioned_episodes, collect_runs
 from lactchain.envs.blackjack import BlackjackTextEnv
 from lactchain.judge import RuleJudge, label_rows, pair_episodes
 from lactchain.motif import CaptionReward, reward_fn
@@ -48,11 +48,7 @@ def test_only_labels_and_ties_train_the_model():
 def judged(tmp_path_factory):
     reg = Registry(tmp_path_factory.mktemp("rm") / "r.db")
     env = BlackjackTextEnv()
-    runs = []
-    for policy in ("random", "optimal"):
-        run = reg.create_run("collect", params={"env": "blackjack", "policy": policy})
-        collect_episodes(env, make_policy(policy, env), 150, seed=2, registry=reg, run_id=run)
-        runs.append(run)
+    runs = collect_runs(reg, env, ("random", "optimal"), 150, seed=2)
     episodes = captioned_episodes(reg, runs)
     pairs = pair_episodes(episodes, 240, "random", seed=0)
     rows = label_rows(pairs, RuleJudge().judge(pairs, "blackjack"), RuleJudge(), "blackjack")

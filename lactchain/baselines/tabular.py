@@ -62,7 +62,7 @@ def play_episode(env: Any, policy: Policy, seed: int, max_steps: int = 100) -> t
         _, reward, terminated, truncated, info = env.step([move])
         total += reward
         steps.append({"state": state, "move": move, "reward": reward, "caption": info["caption"],
-                      "next_state": env.state, "done": terminated or truncated})
+                      "next_state": env.state, "done": terminated or truncated, "terminated": terminated})
         if terminated or truncated:
             break
     return total, info, steps

@@ -37,23 +37,19 @@ def bench_motif(
     for name in names:
         if name != "rule":
             check_models(name)
-    from lactchain.captions import captioned_episodes, collect_episodes, make_policy
+    from lactchain.captions import captioned_episodes, collect_runs
     from lactchain.envs.catalog import make_env
     from lactchain.judge import LLMJudge, RuleJudge, agreement, judge_in_batches, label_rows, pair_episodes
     from lactchain.motif import CaptionReward, train_and_score_agents
     from lactchain.registry import Registry
-    from lactchain.train.reward_model import RewardModel, labelled_pairs, rank_correlation, train_reward_model
+    from lactchain.train.reward_model import RewardModel, caption_report, labelled_pairs, train_reward_model
 
     env = make_env("blackjack")
     result: dict[str, Any] = {"env": "blackjack", "episodes_per_policy": episodes, "pairs": pairs,
                               "pairing": pairing, "critic": critic, "judges": {}, "reward_models": {}}
     with tempfile.TemporaryDirectory() as folder:
         reg = Registry(Path(folder) / "bench.db")
-        runs = []
-        for policy in ("random", "optimal"):
-            run = reg.create_run("collect", params={"env": "blackjack", "policy": policy})
-            collect_episodes(env, make_policy(policy, env), episodes, seed=seed, registry=reg, run_id=run)
-            runs.append(run)
+        runs = collect_runs(reg, env, ("random", "optimal"), episodes, seed=seed)
         all_episodes = captioned_episodes(reg, runs)
         chosen = pair_episodes(all_episodes, pairs, pairing, seed)
         captions = {e.caption: e.true_return for e in all_episodes}
@@ -75,12 +71,10 @@ def bench_motif(
             err_console.print(f"training the reward model on {name}'s {len(usable)} labels")
             model = RewardModel(critic)
             fit = train_reward_model(model, usable, epochs=epochs, seed=seed)
-            scores = model.score(list(captions))
-            mean = sum(scores) / len(scores)
-            std = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5 or 1.0
-            fit["rank_correlation"] = rank_correlation(model, list(captions), list(captions.values()))
+            report = caption_report(model, list(captions), list(captions.values()))
+            fit["rank_correlation"] = report["rank_correlation"]
             result["reward_models"][name] = fit
-            intrinsic[name] = CaptionReward(model, mean, std)
+            intrinsic[name] = CaptionReward(model, report["score_mean"], report["score_std"])
         err_console.print(f"training and scoring agents ({train_episodes} training hands, {eval_episodes} scored)")
         agents = train_and_score_agents(env, None, train_episodes=train_episodes, eval_episodes=eval_episodes,
                                         seed=seed, kinds=("extrinsic",))["agents"]

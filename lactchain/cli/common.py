@@ -189,20 +189,26 @@ def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     return art["path"]
 
 
+def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = (), what: str = "") -> dict[str, Any]:
+    """The run an option names, or a one-line failure: no such run, or a run of another kind
+    (`what` words the expected kind, e.g. 'a judge run')."""
+    from lactchain.registry import RunNotFound
+
+    try:
+        run = registry.get_run(spec)
+    except RunNotFound as exc:
+        fail(f"{option} {spec}: {exc}")
+    if kinds and run["kind"] not in kinds:
+        fail(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected {what or ' or '.join(kinds)}")
+    return run
+
+
 def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> Any:
     """Fail (one line) when --adapter, --strategy, --resume-from, --critic-run or
     --episodes-from name nothing usable, before a run is created for the command.
     Returns the resolved --strategy (the built-in one when none is given)."""
-    from lactchain.registry import RunNotFound
-
     def run_of(option: str, spec: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
-        try:
-            run = registry.get_run(spec)
-        except RunNotFound as exc:
-            fail(f"{option} {spec}: {exc}")
-        if kinds and run["kind"] not in kinds:
-            fail(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected {' or '.join(kinds)}")
-        return run
+        return run_of_kind(registry, option, spec, kinds)
 
     resolve_adapter(registry, params.get("adapter"))
     for spec in params.get("pairs_from") or []:

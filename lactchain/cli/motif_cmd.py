@@ -22,6 +22,7 @@ from lactchain.cli.common import (
     open_registry,
     positive,
     run_job,
+    run_of_kind,
 )
 from lactchain.cli.loop_cmd import result_table
 
@@ -85,16 +86,9 @@ def collect_cmd(
 
 def _episode_runs(registry: Any, specs: list[str]) -> tuple[list[str], str]:
     """Run ids of --from (collect or play runs) and the env they share."""
-    from lactchain.registry import RunNotFound
-
     ids, envs = [], set()
     for spec in specs:
-        try:
-            run = registry.get_run(spec)
-        except RunNotFound as exc:
-            fail(f"--from {spec}: {exc}")
-        if run["kind"] not in ("collect", "play"):
-            fail(f"--from {spec}: run {run['id']} is a {run['kind']} run; expected collect or play")
+        run = run_of_kind(registry, "--from", spec, ("collect", "play"))
         ids.append(run["id"])
         envs.add(registry.params(run["id"]).get("env") or "grid")
     if len(envs) > 1:
@@ -196,14 +190,7 @@ def judge_cmd(
 def _check_judge_resume(registry: Any, spec: str, run_ids: list[str], judge: str, pairs: int, pairing: str,
                         seed: int) -> None:
     """A judge resume must pair the same episodes the same way, or it would skip other pairs."""
-    from lactchain.registry import RunNotFound
-
-    try:
-        old = registry.get_run(spec)
-    except RunNotFound as exc:
-        fail(f"--resume-from {spec}: {exc}")
-    if old["kind"] != "judge":
-        fail(f"--resume-from {spec}: run {old['id']} is a {old['kind']} run; expected a judge run")
+    old = run_of_kind(registry, "--resume-from", spec, ("judge",), "a judge run")
     before = registry.params(old["id"])
     now = {"from_runs": run_ids, "judge": judge, "pairs": pairs, "pairing": pairing, "seed": seed}
     differ = [k for k, v in now.items() if before.get(k) != v]
@@ -213,17 +200,11 @@ def _check_judge_resume(registry: Any, spec: str, run_ids: list[str], judge: str
 
 def _judge_runs(registry: Any, specs: list[str]) -> tuple[list[str], list[str], str]:
     """Judge run ids (with the runs each resumed), the episode runs they paired, and their env."""
-    from lactchain.registry import RunNotFound
     from lactchain.resume import lineage
 
     ids, sources, envs = [], [], set()
     for spec in specs:
-        try:
-            run = registry.get_run(spec)
-        except RunNotFound as exc:
-            fail(f"--pairs-from {spec}: {exc}")
-        if run["kind"] != "judge":
-            fail(f"--pairs-from {spec}: run {run['id']} is a {run['kind']} run; expected a judge run")
+        run = run_of_kind(registry, "--pairs-from", spec, ("judge",), "a judge run")
         params = registry.params(run["id"])
         ids.extend(r["id"] for r in lineage(registry, run["id"]) if r["id"] not in ids)
         sources.extend(s for s in params.get("from_runs") or [] if s not in sources)
@@ -264,7 +245,7 @@ def train_reward_cmd(
 
     def body(handle) -> dict[str, Any]:
         from lactchain.captions import captioned_episodes
-        from lactchain.train.reward_model import RewardModel, rank_correlation, train_reward_model
+        from lactchain.train.reward_model import RewardModel, caption_report, train_reward_model
 
         pairs = labelled_pairs(handle.registry.pairs(judge_ids))
         line = LineLog()
@@ -280,11 +261,10 @@ def train_reward_cmd(
         result = train_reward_model(model, pairs, epochs=epochs, lr=lr, held_out=held_out, seed=seed,
                                     on_epoch=on_epoch, should_stop=handle.cancelled.is_set)
         episodes = {e.caption: e.true_return for e in captioned_episodes(handle.registry, sources)}
-        result["rank_correlation"] = rank_correlation(model, list(episodes), list(episodes.values()))
-        scores = model.score(list(episodes))
-        mean = sum(scores) / len(scores) if scores else 0.0
-        std = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5 if scores else 1.0
-        folder = model.save(handle.dir / "reward_model", {"score_mean": mean, "score_std": std or 1.0, "env": env})
+        report = caption_report(model, list(episodes), list(episodes.values()))
+        result["rank_correlation"] = report["rank_correlation"]
+        folder = model.save(handle.dir / "reward_model", {"score_mean": report["score_mean"],
+                                                          "score_std": report["score_std"], "env": env})
         handle.registry.add_artifact(handle.run_id, "reward-model", str(folder), meta={"pairs": len(pairs)})
         handle.log_metrics({"rank_correlation": result["rank_correlation"]})
         return {**result, "reward_model": str(folder)}
@@ -312,12 +292,7 @@ def reward_agents_cmd(
     registry = open_registry(db)
     folder, env = None, "blackjack"
     if reward_run is not None:
-        from lactchain.registry import RunNotFound
-
-        try:
-            run = registry.get_run(reward_run)
-        except RunNotFound as exc:
-            fail(f"--reward-run {reward_run}: {exc}")
+        run = run_of_kind(registry, "--reward-run", reward_run)
         art = registry.latest_artifact(run["id"], "reward-model")
         if run["kind"] != "reward" or art is None:
             fail(f"--reward-run {reward_run}: run {run['id']} ({run['kind']}) has no saved reward model; give a "
@@ -329,17 +304,14 @@ def reward_agents_cmd(
                   intrinsic_coef=intrinsic_coef, extrinsic_coef=extrinsic_coef, seed=seed, env=env)
 
     def body(handle) -> dict[str, Any]:
-        import json
-        from pathlib import Path
-
         from lactchain.envs.catalog import make_env
         from lactchain.motif import AGENT_REWARDS, CaptionReward, train_and_score_agents
         from lactchain.train.reward_model import RewardModel
 
         intrinsic = None
         if folder is not None:
-            cfg = json.loads((Path(folder) / "reward_model.json").read_text())
-            intrinsic = CaptionReward(RewardModel.load(folder), cfg["score_mean"], cfg["score_std"])
+            model = RewardModel.load(folder)
+            intrinsic = CaptionReward(model, model.config["score_mean"], model.config["score_std"])
         kinds = AGENT_REWARDS if intrinsic is not None else ("extrinsic",)
         line = LineLog()
         line(f"reward-agents: {', '.join(kinds)} on {train_episodes} hands each, scored on {eval_episodes}", force=True)
@@ -357,8 +329,9 @@ def reward_agents_cmd(
                                         eval_episodes=eval_episodes, seed=seed, kinds=kinds,
                                         intrinsic_coef=intrinsic_coef, extrinsic_coef=extrinsic_coef,
                                         on_agent=on_agent, on_progress=on_progress)
-        for name, score in result["agents"].items():
-            handle.log_metrics({f"{name.split(' ')[0]}_win_rate": score["win_rate"]})
+        for name, score in result["agents"].items():  # the references (the agents were logged as they finished)
+            if name not in kinds:
+                handle.log_metrics({f"{name.split(' ')[0]}_win_rate": score["win_rate"]})
         return result
 
     def render(result: dict[str, Any]) -> None:

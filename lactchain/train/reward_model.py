@@ -61,6 +61,7 @@ class RewardModel(nn.Module):
             self.encoder = Critic.load(backbone_spec, device=device, lora_r=1)  # embeddings only; LoRA stays at zero
         self.encoder.requires_grad_(False)
         self.head = _head(int(self.encoder.backbone.config.hidden_size)).to(self.encoder.device)
+        self.config: dict[str, Any] = {}  # filled by load()
         self._cache: dict[str, Tensor] = {}
 
     @torch.no_grad()
@@ -101,6 +102,7 @@ class RewardModel(nn.Module):
         if cfg.get("format") != FORMAT:
             raise ValueError(f"{folder} is reward-model format {cfg.get('format')}; this lactchain reads {FORMAT}")
         model = cls(cfg["backbone"], device=device)
+        model.config = cfg  # what save() recorded with it (score_mean, score_std, env)
         model.head.load_state_dict(torch.load(folder / HEAD_NAME, map_location=model.encoder.device, weights_only=True))
         model.head.eval()
         return model
@@ -126,12 +128,25 @@ def accuracy(model: RewardModel, pairs: Sequence[LabelledPair]) -> float:
 
 def rank_correlation(model: RewardModel, captions: Sequence[str], returns: Sequence[float]) -> float:
     """Spearman correlation between r(caption) and the true return (0.0 when undefined)."""
+    return _spearman(model.score(list(captions)), returns)
+
+
+def _spearman(scores: Sequence[float], returns: Sequence[float]) -> float:
     from scipy.stats import spearmanr
 
-    if len(set(returns)) < 2 or len(captions) < 3:
+    if len(set(returns)) < 2 or len(scores) < 3:
         return 0.0
-    rho = spearmanr(model.score(list(captions)), list(returns)).statistic
+    rho = spearmanr(list(scores), list(returns)).statistic
     return 0.0 if rho != rho else float(rho)  # nan when the scores are constant
+
+
+def caption_report(model: RewardModel, captions: Sequence[str], returns: Sequence[float]) -> dict[str, float]:
+    """From one scoring pass over the episode captions: the Spearman correlation of r with
+    the true return, and the mean and std of r (the intrinsic reward's standardisation)."""
+    scores = model.score(list(captions))
+    mean = sum(scores) / len(scores) if scores else 0.0
+    std = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5 if scores else 1.0
+    return {"rank_correlation": _spearman(scores, returns), "score_mean": mean, "score_std": std or 1.0}
 
 
 def train_reward_model(model: RewardModel, pairs: Sequence[LabelledPair], *, epochs: int = 30, lr: float = 1e-3,

@@ -105,16 +105,12 @@ async def test_pending_human_pairs_are_labelled_in_place(make_app, registry):
 async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app, registry):
     """Pairs from `lactchain judge` (Blackjack hands): both captions, the judge's choice
     and raw answer; a human label that overrules it is counted against the judge."""
-    from lactchain.captions import captioned_episodes, collect_episodes, make_policy
+    from lactchain.captions import captioned_episodes, collect_runs
     from lactchain.envs.blackjack import BlackjackTextEnv
     from lactchain.judge import RuleJudge, label_rows, pair_episodes
 
     env = BlackjackTextEnv()
-    runs = []
-    for policy in ("random", "optimal"):
-        run = registry.create_run("collect", params={"env": "blackjack"})
-        collect_episodes(env, make_policy(policy, env), 40, seed=1, registry=registry, run_id=run)
-        runs.append(run)
+    runs = collect_runs(registry, env, ("random", "optimal"), 40, seed=1)
     pairs = pair_episodes(captioned_episodes(registry, runs), 6, "random", seed=0)
 
     class LLMStandIn(RuleJudge):  # stored as an llm judge's labels, with raw answers
