@@ -11,14 +11,20 @@ one ran:
   H actions: multi-step, no critic needed. Greedy decoding is deterministic, so
   the actor's answer per state is computed once (one batched generate) and the
   continuations are simulated from that table.
-- `oracle`  A = R + gamma * V*(s') * (1 - done) - V*(s) from the exact planner.
-  A DIAGNOSTIC upper bound that separates "the critic ranks badly" from "the
-  trainer learns badly"; never a default.
+- `oracle`  A = R + gamma * V*(s') * (1 - done) - V*(s) from the env's exact solver
+  (where the solver knows a move list's exact expected return, as Blackjack's does,
+  A = E[return of the list] - V*(s), free of the cards' noise). A DIAGNOSTIC upper
+  bound that separates "the critic ranks badly" from "the trainer learns badly";
+  never a default.
 - `judge`   an LLM judge (Motif) compares every two candidates of a group by their
   captions (the start state's text + what happened); A = (wins - losses) / (K - 1).
   By default the actor judges its own candidates (RLAIF); stored as labeler `llm`.
 
 `ranking_accuracy` measures any labeler's pairs against the oracle.
+
+On a stochastic env (Blackjack) every candidate of a group is executed on the same
+`deals` seeded deals (common random numbers: two lists are compared on the same
+cards), and value labelers average the one-step advantage over them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from lactchain.envs import GridWorldEnv, Planner, State
+from lactchain.envs import State
 
 LABELERS = ("critic", "rollout", "oracle", "judge")
 
@@ -46,16 +52,40 @@ class Candidate:
     # than what the actor already does), "elite" (best known before), "stitched",
     # "explore" (a random move list: search the labeler ranks, no LLM involved).
     source: str = "sample"
+    # Stochastic envs: (reward, s', done) on each deal (reward/next_state/done are the first).
+    outcomes: list[tuple[float, Any, bool]] | None = None
+
+    def results(self) -> list[tuple[float, Any, bool]]:
+        return self.outcomes or [(self.reward, self.next_state, self.done)]
 
 
 @dataclass
 class Group:
     """All candidates drawn from one start state; `baseline` is the labeler's V(s)."""
 
-    state: State
+    state: Any  # the env's state (a grid State, a blackjack Hand, ...)
     prompt: str
     candidates: list[Candidate] = field(default_factory=list)
     baseline: float = 0.0
+    seeds: tuple[int | None, ...] = (None,)  # the deals every candidate is executed on (see deal_seeds)
+
+
+@dataclass(frozen=True)
+class EndState:
+    """A stored state the env cannot act in (a bust hand): kept as its registry dict."""
+
+    items: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.items)
+
+
+def stored_state(env: Any, value: Any) -> Any:
+    """A state from its registry dict; one the env rejects (only ever an end state) as `EndState`."""
+    try:
+        return env.parse_state(value)
+    except ValueError:
+        return EndState(tuple(sorted(dict(value).items())))
 
 
 class Labeler(Protocol):
@@ -78,13 +108,16 @@ class ValueLabeler:
         self.name, self._values, self.gamma = name, values, float(gamma)
 
     def score(self, groups: Sequence[Group]) -> None:
-        states = sorted({g.state for g in groups} | {c.next_state for g in groups for c in g.candidates},
-                        key=lambda s: (s.y, s.x, s.orientation))
+        states = list(dict.fromkeys([g.state for g in groups]
+                                    + [n for g in groups for c in g.candidates for _, n, done in c.results()
+                                       if not done]))
         v = dict(zip(states, self._values(states)))
         for g in groups:
             g.baseline = v[g.state]
             for c in g.candidates:
-                c.advantage = one_step_advantage(c.reward, v[c.next_state], g.baseline, c.done, self.gamma)
+                outs = c.results()
+                c.advantage = sum(one_step_advantage(r, v.get(n, 0.0), g.baseline, done, self.gamma)
+                                  for r, n, done in outs) / len(outs)
 
 
 class CriticLabeler(ValueLabeler):
@@ -108,19 +141,33 @@ class CriticLabeler(ValueLabeler):
 
 
 class OracleLabeler(ValueLabeler):
-    """Exact V* from the planner: the diagnostic upper bound (never a default)."""
+    """Exact V* from the env's solver: the diagnostic upper bound (never a default)."""
 
-    def __init__(self, env: GridWorldEnv, gamma: float) -> None:
+    def __init__(self, env: Any, gamma: float) -> None:
         self.env = env
-        vstar = Planner(env).values(gamma)
-        super().__init__("oracle", lambda states: [vstar[s] for s in states], gamma)
+        self.solver = env.solver()
+        if self.solver is None:
+            raise ValueError(f"the oracle labeler needs an exact solver and {type(env).__name__} has none; "
+                             "use --labeler critic or rollout")
+        self.vstar = self.solver.values(gamma)
+        super().__init__("oracle", lambda states: [self.vstar.get(s, 0.0) for s in states], gamma)
+
+    def score(self, groups: Sequence[Group]) -> None:
+        exact = getattr(self.solver, "plan_return", None)
+        if exact is None:
+            return super().score(groups)
+        limit = self.env.max_moves_per_action
+        for g in groups:
+            g.baseline = self.solver.start_value(g.state)
+            for c in g.candidates:
+                c.advantage = exact(g.state, list(c.moves)[:limit], start=True) - g.baseline
 
 
 class RolloutLabeler(ValueLabeler):
     """Scores by the discounted return the current greedy actor obtains from s' in
     at most `horizon` actions (multi-step, executed in the env, no critic)."""
 
-    def __init__(self, actor: Any, env: GridWorldEnv, gamma: float, horizon: int = 3,
+    def __init__(self, actor: Any, env: Any, gamma: float, horizon: int = 3,
                  prompt: Any = None, constrained: bool = True) -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
@@ -132,7 +179,7 @@ class RolloutLabeler(ValueLabeler):
         """The actor's greedy move list for each state (one batched generate)."""
         from lactchain.prompts import PromptSpec
 
-        prompt = self.prompt or PromptSpec(moves=tuple(self.actor.moves))
+        prompt = self.prompt or PromptSpec.for_env(self.env, moves=self.actor.moves)
         todo = list(dict.fromkeys(states))
         samples = self.actor.generate([prompt.render(self.env.describe(s)) for s in todo],
                                       constrained=self.constrained, temperature=0.0)
@@ -163,8 +210,8 @@ class RolloutLabeler(ValueLabeler):
             out.append(g)
         return out
 
-    def _is_goal(self, s: State) -> bool:
-        return (s.x, s.y) == tuple(self.env.goal)
+    def _is_goal(self, s: Any) -> bool:
+        return self.env.is_terminal(s)
 
 
 class JudgeLabeler:
@@ -176,7 +223,7 @@ class JudgeLabeler:
 
     gamma = 0.0
 
-    def __init__(self, judge: Any, env: GridWorldEnv, env_name: str = "grid", batch_size: int = 16,
+    def __init__(self, judge: Any, env: Any, env_name: str = "grid", batch_size: int = 16,
                  opponents: int = 3) -> None:
         if opponents < 1:
             raise ValueError(f"opponents must be >= 1, got {opponents}")
@@ -184,8 +231,9 @@ class JudgeLabeler:
         self.opponents = opponents
         self.name = getattr(judge, "labeler", "llm")  # the registry's labeler for its pairs
 
-    def caption(self, state: State, moves: Sequence[str]) -> str:
-        self.env.reset(options={"state": state.as_dict()})
+    def caption(self, state: Any, moves: Sequence[str], seed: int | None = None) -> str:
+        """What the candidate did on the group's first deal (the one its reward is from)."""
+        self.env.reset(seed=seed, options={"state": state.as_dict()})
         _, _, _, _, info = self.env.step(list(moves))
         return f"{self.env.describe(state)} Then: {info['caption']}."
 
@@ -196,7 +244,7 @@ class JudgeLabeler:
         pairs, where = [], []
         for gi, g in enumerate(groups):
             g.baseline = 0.0
-            episodes = [CaptionedEpisode(-1, "", g.state.as_dict(), None, self.caption(g.state, c.moves), c.reward)
+            episodes = [CaptionedEpisode(-1, "", g.state.as_dict(), None, self.caption(g.state, c.moves, g.seeds[0]), c.reward)
                         for c in g.candidates]
             k = len(episodes)
             ring = sorted({(min(i, (i + d) % k), max(i, (i + d) % k))
@@ -218,21 +266,41 @@ class JudgeLabeler:
                 c.advantage = score / max(1, n)
 
 
-def random_moves(env: GridWorldEnv, rng: Any) -> tuple[str, ...]:
+def random_moves(env: Any, rng: Any) -> tuple[str, ...]:
     """A random move list: uniform length 1..moves per action, uniform moves."""
     return tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
 
 
-def execute_from(env: GridWorldEnv, state: State, moves: Sequence[str]) -> tuple[float, State, bool]:
-    """Reset the env to exactly `state`, run one action, return (reward, s', done)."""
-    env.reset(options={"state": state.as_dict()})
+def execute_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[float, Any, bool]:
+    """Reset the env to exactly `state` (on deal `seed` where the env is stochastic), run
+    one action, return (reward, s', done)."""
+    env.reset(seed=seed, options={"state": state.as_dict()})
     if env.state != state:
         raise RuntimeError(f"the env did not reset to {state}")
     _, reward, terminated, _, _ = env.step(list(moves))
     return float(reward), env.state, bool(terminated)
 
 
-def make_labeler(name: str, *, env: GridWorldEnv, gamma: float, critic: Any = None, actor: Any = None,
+def deal_seeds(env: Any, seed: int, deals: int) -> tuple[int | None, ...]:
+    """The deals a group's candidates are all executed on: `deals` seeds on a stochastic
+    env (common random numbers), one unseeded run on a deterministic one."""
+    if not getattr(env, "stochastic", False):
+        return (None,)
+    if deals < 1:
+        raise ValueError(f"deals must be >= 1, got {deals}")
+    return tuple(seed * 1009 + d for d in range(deals))
+
+
+def execute_candidate(env: Any, group: Group, moves: Sequence[str], text: str = "", mode: str = "strict",
+                      source: str = "sample") -> Candidate:
+    """A candidate for `group`: `moves` executed from its state on each of its deals."""
+    outs = [execute_from(env, group.state, moves, seed) for seed in group.seeds]
+    reward, nxt, done = outs[0]
+    return Candidate(list(moves), text, mode, reward, nxt, done, source=source,
+                     outcomes=outs if len(outs) > 1 else None)
+
+
+def make_labeler(name: str, *, env: Any, gamma: float, critic: Any = None, actor: Any = None,
                  horizon: int = 3, scorer: str = "v", prompt: Any = None, constrained: bool = True,
                  judge: Any = None) -> Labeler:
     """The labeler called `name`, with the pieces it needs (a clear error when one is missing).
@@ -254,7 +322,7 @@ def make_labeler(name: str, *, env: GridWorldEnv, gamma: float, critic: Any = No
             from lactchain.judge import LLMJudge
 
             judge = LLMJudge(actor)
-        return JudgeLabeler(judge, env)
+        return JudgeLabeler(judge, env, env_name=env.name)
     raise ValueError(f"labeler must be one of {', '.join(LABELERS)}, not {name!r}")
 
 
@@ -267,11 +335,9 @@ def ranking_accuracy(pairs: Sequence[Mapping[str, Any]], oracle: OracleLabeler) 
     env = oracle.env
     agree = ties = 0
     for p in pairs:
-        start = State(**{k: p["state"][k] for k in ("x", "y", "orientation")})
-        group = Group(start, "", [])
+        group = Group(env.parse_state(p["state"]), "", [], seeds=tuple(p.get("meta", {}).get("seeds") or (None,)))
         for side in ("chosen", "rejected"):
-            reward, nxt, done = execute_from(env, start, p[side])
-            group.candidates.append(Candidate(list(p[side]), "", "strict", reward, nxt, done))
+            group.candidates.append(execute_candidate(env, group, p[side]))
         oracle.score([group])
         a, b = (c.advantage for c in group.candidates)
         if abs(a - b) < 1e-9:

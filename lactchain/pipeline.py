@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lactchain.jobs import RunHandle, run_context
-from lactchain.labelers import LABELERS, Candidate, Group
+from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
 LOSSES = ("rft", "simpo", "dpo", "kto")
@@ -56,13 +56,16 @@ class PipelineConfig:
     from this one dataclass (`asdict`), so names and defaults agree everywhere."""
 
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m")
+    env: str = _help("Environment: grid or blackjack (lactchain.envs.catalog.ENVS).", "grid")
+    deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
+                       "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
     adapter: str | None = _help("LoRA adapter folder to start from.", None)
     critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6")
     labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
                          "captions, Motif-style), or oracle (diagnostic only).", "critic")
     loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft")
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1)
-    states: str | int = _help("Start states per iteration: 'all' non-goal states or a number sampled.", "all")
+    states: str | int = _help("Start states per iteration: 'all' the env's start states or a number sampled.", "all")
     samples: int = _help("Move lists sampled per start state.", 4)
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
@@ -81,7 +84,7 @@ class PipelineConfig:
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True)
     rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True)
-    eval_states: str | int = _help("Evaluation: 'all' non-goal states or a number sampled.", "all")
+    eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
                         "1.75x faster than 16 on 2 CPU cores).", 64)
@@ -96,6 +99,12 @@ class PipelineConfig:
         def bad(name: str, why: str) -> None:
             raise ValueError(f"{name.replace('_', '-')} {why}")
 
+        from lactchain.envs.catalog import env_name
+
+        try:
+            self.env = env_name(self.env)
+        except ValueError as e:
+            bad("env", str(e).removeprefix("unknown env "))
         if self.labeler not in LABELERS:
             bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
         if self.loss not in LOSSES:
@@ -103,7 +112,7 @@ class PipelineConfig:
         if self.critic_scorer not in ("v", "q"):
             bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
         for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",
-                     "eval_max_actions", "n_envs"):
+                     "eval_max_actions", "n_envs", "deals"):
             if int(getattr(self, name)) < 1:
                 bad(name, f"must be >= 1, got {getattr(self, name)}")
         for name in ("td_rounds_per_iteration", "explore"):
@@ -156,12 +165,12 @@ class EliteBuffer:
     def __init__(self) -> None:
         self.elites: dict[Any, tuple[str, Candidate]] = {}
 
-    def add_to(self, groups: list[Group]) -> None:
+    def add_to(self, groups: list[Group], env: Any) -> None:
+        """Each group's elite as a candidate, executed again on the group's deals."""
         for g in groups:
             if g.state in self.elites:
                 _, elite = self.elites[g.state]
-                g.candidates.append(Candidate(list(elite.moves), elite.text, elite.mode, elite.reward,
-                                              elite.next_state, elite.done, source="elite"))
+                g.candidates.append(execute_candidate(env, g, elite.moves, elite.text, elite.mode, "elite"))
 
     def stitch(self, groups: list[Group], env: Any) -> int:
         """Add, to each group, each of its candidates followed by the elite of the state
@@ -169,8 +178,6 @@ class EliteBuffer:
         group's state. Dynamic programming over the actor's own best pieces: a list
         that reaches the goal in one action is worth more than two that get there in
         two, and sampling alone rarely finds the long ones. Returns how many were added."""
-        from lactchain.labelers import execute_from
-
         added = 0
         for g in groups:
             seen = {tuple(c.moves) for c in g.candidates}
@@ -183,8 +190,7 @@ class EliteBuffer:
                 if tuple(moves) in seen:
                     continue
                 seen.add(tuple(moves))
-                reward, nxt, done = execute_from(env, g.state, moves)
-                g.candidates.append(Candidate(moves, "", "strict", reward, nxt, done, source="stitched"))
+                g.candidates.append(execute_candidate(env, g, moves, source="stitched"))
                 added += 1
         return added
 
@@ -211,12 +217,10 @@ class EliteBuffer:
         return [{"state": s.as_dict(), "prompt": prompt, **_candidate_json(c)} for s, (prompt, c) in self.elites.items()]
 
     @classmethod
-    def from_json(cls, rows: list[dict[str, Any]]) -> "EliteBuffer":
-        from lactchain.envs import State
-
+    def from_json(cls, rows: list[dict[str, Any]], env: Any) -> "EliteBuffer":
         buffer = cls()
         for row in rows:
-            buffer.elites[State(**row["state"])] = (row["prompt"], _candidate_from_json(row))
+            buffer.elites[env.parse_state(row["state"])] = (row["prompt"], _candidate_from_json(row, env))
         return buffer
 
     def rows(self) -> list[dict[str, Any]]:
@@ -230,11 +234,11 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
             "next_state": c.next_state.as_dict(), "done": c.done, "advantage": c.advantage, "source": c.source}
 
 
-def _candidate_from_json(row: dict[str, Any]) -> Candidate:
-    from lactchain.envs import State
+def _candidate_from_json(row: dict[str, Any], env: Any) -> Candidate:
+    from lactchain.labelers import stored_state
 
-    return Candidate(list(row["moves"]), row["text"], row["mode"], row["reward"], State(**row["next_state"]),
-                     row["done"], row["advantage"], row["source"])
+    return Candidate(list(row["moves"]), row["text"], row["mode"], row["reward"],
+                     stored_state(env, row["next_state"]), row["done"], row["advantage"], row["source"])
 
 
 # ---- resume: the state after every finished phase ----------------------------------------
@@ -248,12 +252,12 @@ def _transitions_json(transitions: list[Any]) -> list[dict[str, Any]]:
              "next_state": t.next_state.as_dict(), "done": t.done} for t in transitions]
 
 
-def _transitions_from_json(rows: list[dict[str, Any]]) -> list[Any]:
-    from lactchain.envs import State
+def _transitions_from_json(rows: list[dict[str, Any]], env: Any) -> list[Any]:
+    from lactchain.labelers import stored_state
     from lactchain.train.critic_td import Transition
 
-    return [Transition(State(**r["state"]), tuple(r["moves"]), r["reward"], State(**r["next_state"]), r["done"])
-            for r in rows]
+    return [Transition(env.parse_state(r["state"]), tuple(r["moves"]), r["reward"],
+                       stored_state(env, r["next_state"]), r["done"]) for r in rows]
 
 
 def load_state(registry: Any, run_id: str) -> dict[str, Any] | None:
@@ -313,6 +317,7 @@ class PipelineResult:
             rows.append({
                 "iteration": it, "wall_s": ev["wall_s"], "success_rate": ev.get("success_rate"),
                 "mean_optimal_ratio": ev.get("mean_optimal_ratio"), "mean_return": ev.get("mean_return"),
+                "optimal_move_rate": ev.get("optimal_move_rate"),
                 "top_answer_share": ev.get("top_answer_share"), "distinct_answers": ev.get("distinct_answers"),
                 "critic_spearman_vstar": critic.get("spearman_vstar"),
                 "ranking_accuracy": collect.get("ranking_accuracy"), "pairs": collect.get("pairs"),
@@ -325,7 +330,7 @@ class PipelineResult:
         before, after = (evals[0], evals[-1]) if evals else (None, None)
         critic = self.last("train-critic") or {}
         pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "lenient_parse_rate",
-                "top_answer_share", "distinct_answers")
+                "top_answer_share", "distinct_answers", "optimal_move_rate", "optimal_mean_return")
         collects = [p for p in self.phases if p["phase"] == "collect" and p.get("ranking_accuracy") is not None]
         return {
             "before": {k: before.get(k) for k in pick} if before else None,
@@ -358,7 +363,7 @@ def run_pipeline(
     loaded with the state's adapter). `resume` is a killed run's state (`load_state`):
     its finished phases are kept (their child runs stay where they are) and the loop
     goes on at the first unfinished one, with its elites, critic and adapter."""
-    from lactchain.envs import GridWorldEnv, Planner
+    from lactchain.envs.catalog import actor_moves, make_env
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
     from lactchain.models.actor import Actor
@@ -377,20 +382,20 @@ def run_pipeline(
         for p in result.phases:
             result.seconds_per_phase[p["phase"]] = result.seconds_per_phase.get(p["phase"], 0.0) + p["seconds"]
     if actor is None:
-        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None))
+        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None),
+                           **actor_moves(cfg.env))
     if cfg.rollout_bf16:
         import torch
 
         actor.inference_dtype = torch.bfloat16
-    env = GridWorldEnv(moves=actor.moves)
-    prompt = PromptSpec(moves=tuple(actor.moves), **({"strategy": cfg.strategy} if cfg.strategy else {}))
+    env = make_env(cfg.env, moves=actor.moves)
+    prompt = PromptSpec.for_env(env, strategy=cfg.strategy, moves=actor.moves)
     oracle = OracleLabeler(env, cfg.gamma)
-    vstar = Planner(env).values(cfg.gamma)
 
     # what a resume needs beyond the phases, the elites and the actor's adapter
     saved: dict[str, Any] = {"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
                              "pending": resume.get("pending")}
-    elites = EliteBuffer.from_json(resume.get("elites", []))
+    elites = EliteBuffer.from_json(resume.get("elites", []), env)
 
     def save_state() -> None:
         _save_state(handle, {"phases": result.phases, "elites": elites.to_json(), **saved,
@@ -425,7 +430,7 @@ def run_pipeline(
             out = evaluate_actor(actor, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
                                  prompt=prompt,
                                  max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
-                                 should_stop=h.cancelled.is_set)
+                                 should_stop=h.cancelled.is_set, env=cfg.env)
             if out["top_answer_share"] > COLLAPSE_SHARE:
                 msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
                        f"{out['top_answer']}")
@@ -446,9 +451,9 @@ def run_pipeline(
             if saved["critic"]:  # resumed: the critic as of the last finished phase (a fresh optimizer)
                 critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
             else:
-                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)})
+                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)}, env=cfg.env)
             critic_state["transitions"] = (random_transitions(env, cfg.td_lists_per_state, cfg.seed)
-                                           + _transitions_from_json(saved["transitions"]))
+                                           + _transitions_from_json(saved["transitions"], env))
             critic_state["optimizer"] = None
 
         def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
@@ -488,10 +493,10 @@ def run_pipeline(
             starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
             groups = draw_groups(actor, starts, samples=cfg.samples, temperature=cfg.temperature,
                                  constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
-                                 include_greedy=True, prompt=prompt)
+                                 include_greedy=True, prompt=prompt, env=cfg.env, deals=cfg.deals)
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
-            elites.add_to(groups)
+            elites.add_to(groups, env)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
                                    actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
@@ -504,7 +509,7 @@ def run_pipeline(
                                 "transitions": _transitions_json(holder["transitions"])}
             changed = elites.update(groups)
             elite_rows = elites.rows()
-            optimal = sum(1 for r in elite_rows if _is_optimal(env, r, vstar, cfg.gamma))
+            optimal = sum(1 for r in elite_rows if _is_optimal(oracle, r))
             greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
             won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
             return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed, "stitched": stitched,
@@ -518,7 +523,7 @@ def run_pipeline(
                                        "temperature": cfg.temperature}, collect)
         if "transitions" not in holder:  # collect was kept from the run this one resumes
             pending = saved["pending"] or {}
-            holder["transitions"] = _transitions_from_json(pending.get("transitions", []))
+            holder["transitions"] = _transitions_from_json(pending.get("transitions", []), env)
             holder["pairs"] = reg.pairs(run_ids=pending["pairs_run"]) if pending.get("pairs_run") else []
         if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
@@ -537,11 +542,9 @@ def run_pipeline(
     return result.summary()
 
 
-def _is_optimal(env: Any, row: dict[str, Any], vstar: dict[Any, float], gamma: float) -> bool:
-    """Diagnostic only: does this elite achieve V*(s) (r + gamma V*(s') == V*(s))?"""
-    from lactchain.envs import State
-    from lactchain.labelers import execute_from
-
-    s = State(**row["state"])
-    reward, nxt, done = execute_from(env, s, row["chosen"])
-    return abs(reward + (0.0 if done else gamma * vstar[nxt]) - vstar[s]) < 1e-6
+def _is_optimal(oracle: Any, row: dict[str, Any]) -> bool:
+    """Diagnostic only: does this elite achieve V*(s) (its oracle advantage is 0)?"""
+    group = Group(oracle.env.parse_state(row["state"]), "")
+    group.candidates.append(execute_candidate(oracle.env, group, row["chosen"]))
+    oracle.score([group])
+    return group.candidates[0].advantage > -1e-6

@@ -15,17 +15,20 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from lactchain.envs import GridWorldEnv, State, all_states
+from lactchain.envs import State
+from lactchain.envs.catalog import DEFAULT_ENV, TextEnv, make_env
 from lactchain.labelers import (
     Candidate,
     CriticLabeler,
     Group,
     Labeler,
     OracleLabeler,
-    execute_from,
+    deal_seeds,
+    execute_candidate,
     one_step_advantage,
     random_moves,
     ranking_accuracy,
+    stored_state,
 )
 from lactchain.moves import FAILED, format_moves
 from lactchain.prompts import PromptSpec
@@ -61,12 +64,11 @@ class PairBatch:
         }
 
 
-def sample_start_states(
-    env: GridWorldEnv, n: int, seed: int = 0, memory: Sequence[State] | None = None
-) -> list[State]:
-    """Uniform over cells x orientations (goal cells excluded), or from `memory`."""
+def sample_start_states(env: TextEnv, n: int, seed: int = 0, memory: Sequence[Any] | None = None) -> list[Any]:
+    """Uniform over the env's start states (the grid: cells x orientations, goal cells
+    excluded), or from `memory`."""
     rng = random.Random(seed)
-    pool = list(memory) if memory else [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    pool = list(memory) if memory else list(env.start_states())
     if not pool:
         raise ValueError("no start states to sample from")
     return [rng.choice(pool) for _ in range(n)]
@@ -111,15 +113,18 @@ def draw_groups(
     batch_states: int = 8,
     include_greedy: bool = False,
     on_progress: Callable[[int], None] | None = None,
+    env: str = DEFAULT_ENV,
+    deals: int = 1,
 ) -> list[Group]:
     """Sample `samples` move lists per start state (plus the greedy answer when
-    `include_greedy`) and execute each from that exact state."""
+    `include_greedy`) and execute each from that exact state (on a stochastic env, on
+    the same `deals` seeded deals for every candidate of a state)."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     if temperature < MIN_TEMPERATURE:
         raise ValueError(f"temperature {temperature} is too low to get different move lists; use >= {MIN_TEMPERATURE}")
-    prompt = prompt or PromptSpec(moves=tuple(actor.moves))
-    env = GridWorldEnv(**{"moves": tuple(actor.moves), **(env_kwargs or {})})
+    env = make_env(env, **{"moves": tuple(actor.moves), **(env_kwargs or {})})
+    prompt = prompt or PromptSpec.for_env(env, moves=actor.moves)
     groups: list[Group] = []
     for start in range(0, len(states), batch_states):
         chunk = list(states[start : start + batch_states])
@@ -128,20 +133,18 @@ def draw_groups(
                                seed=seed + start)
         greedy = actor.generate(prompts, constrained=constrained, temperature=0.0) if include_greedy else []
         for i, (state, text) in enumerate(zip(chunk, prompts)):
-            group = Group(state, text)
+            group = Group(state, text, seeds=deal_seeds(env, seed + start + i, deals))
             picks = [(x, "sample") for x in drawn[i * samples : (i + 1) * samples]]
             picks += [(greedy[i], "greedy")] if include_greedy else []
             for sample, source in picks:
-                reward, nxt, done = execute_from(env, state, sample.moves)
-                group.candidates.append(Candidate(list(sample.moves), sample.text, sample.mode, reward, nxt, done,
-                                                  source=source))
+                group.candidates.append(execute_candidate(env, group, sample.moves, sample.text, sample.mode, source))
             groups.append(group)
         if on_progress is not None:
             on_progress(len(chunk))
     return groups
 
 
-def add_exploration(groups: Sequence[Group], env: GridWorldEnv, per_state: int, seed: int = 0) -> int:
+def add_exploration(groups: Sequence[Group], env: TextEnv, per_state: int, seed: int = 0) -> int:
     """Append `per_state` random move lists (distinct from the group's own) to every
     group, executed from its state: candidates the labeler ranks beside the actor's
     samples, so the search is not limited to what the actor already says. Env steps
@@ -158,8 +161,7 @@ def add_exploration(groups: Sequence[Group], env: GridWorldEnv, per_state: int, 
             if moves in seen:
                 continue
             seen.add(moves)
-            reward, nxt, done = execute_from(env, g.state, moves)
-            g.candidates.append(Candidate(list(moves), "", "strict", reward, nxt, done, source="explore"))
+            g.candidates.append(execute_candidate(env, g, moves, source="explore"))
             mine += 1
         added += mine
     return added
@@ -173,8 +175,9 @@ def pairs_from_groups(groups: Sequence[Group], labeler: Labeler, margin: float, 
         if picked is None:
             continue
         best, worst = picked
+        seeds = {"seeds": list(g.seeds)} if g.seeds != (None,) else {}
         out.pairs.append(pair_row(g.state, g.prompt, best, worst, labeler=labeler.name,
-                                  meta={"v_state": g.baseline, "gamma": labeler.gamma}))
+                                  meta={"v_state": g.baseline, "gamma": labeler.gamma, **seeds}))
     out.groups.extend(groups)
     return out
 
@@ -196,6 +199,8 @@ def collect_pairs(
     include_greedy: bool = False,
     oracle: OracleLabeler | None = None,
     on_progress: Callable[[int], None] | None = None,
+    env: str = DEFAULT_ENV,
+    deals: int = 1,
 ) -> PairBatch:
     """Sample `samples` move lists per start state, execute each from that exact
     state, score them with `labeler` (a critic given bare is the critic labeler)
@@ -207,7 +212,7 @@ def collect_pairs(
         labeler = CriticLabeler(labeler, gamma)
     groups = draw_groups(actor, states, samples=samples, temperature=temperature, constrained=constrained,
                          prompt=prompt, env_kwargs=env_kwargs, seed=seed, batch_states=batch_states,
-                         include_greedy=include_greedy, on_progress=on_progress)
+                         include_greedy=include_greedy, on_progress=on_progress, env=env, deals=deals)
     labeler.score(groups)
     out = pairs_from_groups(groups, labeler, margin, PairBatch())
     if oracle is not None:
@@ -215,7 +220,7 @@ def collect_pairs(
     return out
 
 
-def pair_row(state: State, prompt: str, chosen: Candidate, rejected: Candidate, labeler: str, meta: dict) -> dict[str, Any]:
+def pair_row(state: Any, prompt: str, chosen: Candidate, rejected: Candidate, labeler: str, meta: dict) -> dict[str, Any]:
     return {
         "state": state.as_dict(),
         "prompt": prompt,
@@ -253,23 +258,23 @@ def pairs_from_steps(
     margin: float = 0.5,
     prompt: PromptSpec | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    env: str = DEFAULT_ENV,
 ) -> PairBatch:
     """Seed 000's "DPO 2": steps of stored episodes whose states match, with
     different move lists, ranked by their Monte-Carlo return from that step."""
+    text_env = make_env(env, **(env_kwargs or {}))
     by_episode: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for row in steps:
         by_episode[row["episode_id"]].append(row)
-    by_state: dict[State, list[Candidate]] = defaultdict(list)
+    by_state: dict[Any, list[Candidate]] = defaultdict(list)
     for rows in by_episode.values():
         rows.sort(key=lambda r: r["t"])
         for row, g in zip(rows, _returns([float(r["reward"]) for r in rows], gamma)):
-            state = State(**row["state"])
-            by_state[state].append(
+            by_state[text_env.parse_state(row["state"])].append(
                 Candidate(list(row["moves"] or []), row.get("completion") or "", row["parse_mode"], float(row["reward"]),
-                          State(**row["next_state"]), bool(row["done"]), advantage=g)
+                          stored_state(text_env, row["next_state"]), bool(row["done"]), advantage=g)
             )
-    env = GridWorldEnv(**(env_kwargs or {}))
-    prompt = prompt or PromptSpec(moves=env.moves)
+    prompt = prompt or PromptSpec.for_env(text_env)
     out = PairBatch()
     for state, group in by_state.items():
         out.candidates += len(group)
@@ -277,7 +282,7 @@ def pairs_from_steps(
         if picked is None:
             continue
         best, worst = picked
-        out.pairs.append(pair_row(state, prompt.render(env.describe(state)), best, worst, "episodes", {"gamma": gamma, "score": "return"}))
+        out.pairs.append(pair_row(state, prompt.render(text_env.describe(state)), best, worst, "episodes", {"gamma": gamma, "score": "return"}))
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from lactchain.moves import DEFAULT_MOVES, format_moves
 
@@ -93,6 +93,13 @@ class PromptSpec:
 
     def render(self, observation: str) -> str:
         return render_prompt(self.strategy, observation, self.moves, self.template, self.observation_label)
+
+    @classmethod
+    def for_env(cls, env: Any, strategy: str | None = None, moves: Sequence[str] | None = None) -> "PromptSpec":
+        """The prompt for a text env: its moves, its observation label and (unless given)
+        its default strategy."""
+        return cls(strategy=strategy or env.default_strategy, moves=tuple(moves or env.moves),
+                   observation_label=env.observation_label)
 
 
 def render_prompt(

@@ -142,7 +142,7 @@ def run_rollouts(
     so a crash loses at most the lock-step in flight.
     """
     slots = [_Slot(make_rollout_env(cfg, actor.moves)) for _ in range(min(cfg.n_envs, cfg.episodes))]
-    prompt = prompt or PromptSpec(moves=tuple(actor.moves), observation_label=slots[0].env.observation_label)
+    prompt = prompt or PromptSpec.for_env(slots[0].env, moves=actor.moves)
     distance = getattr(slots[0].env.solver(), "distance", None)  # shortest move count, where the env has one
     if starts is not None and len(starts) < cfg.episodes:
         raise ValueError(f"{cfg.episodes} episodes need {cfg.episodes} start states, got {len(starts)}")

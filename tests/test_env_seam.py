@@ -126,12 +126,46 @@ def test_unknown_env_fails_in_one_line(tmp_path, lc):
     assert len(err.strip().splitlines()) == 1 and not db.exists()
 
 
-@pytest.mark.parametrize("command", [["collect-pairs", "--critic-run", "x"], ["pipeline"], ["bench", "learn"]])
-def test_grid_only_commands_refuse_another_env_in_one_line(tmp_path, lc, command):
+def test_bench_learn_refuses_blackjack_in_one_line(tmp_path, lc):
     db = tmp_path / "registry.db"
-    code, _, err = lc(*command, "--env", "blackjack", "--db", db)
-    assert code == 2 and "runs on the grid only for now; play and evaluate take --env blackjack" in err
+    code, _, err = lc("bench", "learn", "--env", "blackjack", "--db", db)
+    assert code == 2 and "bench learn measures the grid" in err and "pipeline --env blackjack" in err
     assert len(err.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_train_critic_refuses_play_runs_of_another_env_in_one_line(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("play", "--actor", "tiny", "--episodes", "2", "--db", db, "--json")
+    assert code == 0, err
+    grid_run = json.loads(stdout)["run_id"]
+    before = len(Registry(db).list_runs())
+    code, _, err = lc("train-critic", "--critic", "tiny", "--env", "blackjack", "--episodes-from", grid_run, "--db", db)
+    assert code == 2 and f"{grid_run} played grid, not blackjack" in err
+    assert len(err.strip().splitlines()) == 1 and len(Registry(db).list_runs()) == before
+
+
+def test_the_pipeline_runs_on_blackjack_with_candidates_compared_on_the_same_deals(tmp_path, lc):
+    """The whole loop on Blackjack with the tiny models: a critic fitted by TD on
+    seeded deals, pairs whose two lists met the same --deals cards, the actor
+    trained, evaluation against the exact optimum."""
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("pipeline", "--env", "blackjack", "--actor", "tiny", "--critic", "tiny", "--states", "8",
+                           "--eval-states", "8", "--td-lists-per-state", "16", "--explore", "8", "--deals", "4",
+                           "--actor-epochs", "1", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    reg = Registry(db)
+    assert reg.params(out["run_id"])["env"] == "blackjack" and reg.params(out["run_id"])["deals"] == 4
+    kinds = [c["kind"] for c in sorted(reg.list_runs(parent_id=out["run_id"]), key=lambda r: r["created_ms"])]
+    assert kinds == ["critic", "eval", "pairs", "critic", "actor", "eval"]
+    assert -1.0 <= out["critic_spearman_vstar"] <= 1.0
+    assert 0.0 <= out["after"]["optimal_move_rate"] <= 1.0 and out["after"]["mean_optimal_ratio"] is None
+    pairs_run = next(c["id"] for c in reg.list_runs(parent_id=out["run_id"]) if c["kind"] == "pairs")
+    pairs = reg.pairs(run_ids=[pairs_run])
+    assert pairs and all(set(p["state"]) == {"player_sum", "dealer_card", "usable_ace"} for p in pairs)
+    assert all(len(p["meta"]["seeds"]) == 4 for p in pairs)  # both lists of a pair met the same 4 deals
+    assert all(p["prompt"].rstrip().endswith(".") and "Blackjack:" in p["prompt"] for p in pairs)
+    assert all(set(p["chosen"]) | set(p["rejected"]) <= {"hit", "stick"} for p in pairs)
 
 
 @pytest.mark.e2e

@@ -228,12 +228,12 @@ def test_elites_only_improve_and_re_enter_every_group():
     elites.update(first)
     assert elites.rows()[0]["chosen"] == [F]
     worse = [group_of(env, s, [[L], [L, L]])]
-    elites.add_to(worse)  # the elite competes again
+    elites.add_to(worse, env)  # the elite competes again
     oracle.score(worse)
     elites.update(worse)
     assert elites.rows()[0]["chosen"] == [F]
     better = [group_of(env, s, [[F, F, F, L, F, F, F]])]
-    elites.add_to(better)
+    elites.add_to(better, env)
     oracle.score(better)
     elites.update(better)
     assert elites.rows()[0]["chosen"] == [F, F, F, L, F, F, F]
@@ -323,10 +323,10 @@ def test_elite_ties_go_to_the_shortest_list_then_the_incumbent():
     elites.update(first)
     assert elites.rows()[0]["chosen"] == [F, F, F, L, L]  # the shortest of the tied lists
     same = [group_of(env, s, [[F, F, F, L, F], [F, F, F, F, F, F]])]  # as good, no shorter
-    elites.add_to(same)
+    elites.add_to(same, env)
     oracle.score(same)
     assert elites.update(same) == 0  # the incumbent stays: no churn
     shorter = [group_of(env, s, [[F, F, F]])]
-    elites.add_to(shorter)
+    elites.add_to(shorter, env)
     oracle.score(shorter)
     assert elites.update(shorter) == 1 and elites.rows()[0]["chosen"] == [F, F, F]

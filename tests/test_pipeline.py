@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from lactchain.envs import GridWorldEnv, State
-from lactchain.preferences import execute_from
+from lactchain.labelers import execute_from
 from lactchain.registry import Registry
 
 

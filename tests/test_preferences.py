@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from lactchain.envs import GridWorldEnv, Planner, State
+from lactchain.labelers import execute_from
 from lactchain.moves import format_moves
 from lactchain.preferences import (
     Candidate,
     advantage,
     best_vs_worst,
     collect_pairs,
-    execute_from,
     pairs_from_steps,
     sample_start_states,
     to_dataset,

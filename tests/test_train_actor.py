@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from lactchain.envs import GridWorldEnv, Planner, all_states
 from lactchain.jobs import RunHandle
-from lactchain.preferences import execute_from
+from lactchain.labelers import execute_from
 from lactchain.prompts import PromptSpec
 from lactchain.registry import Registry
 from lactchain.train.actor import (

@@ -64,10 +64,10 @@ EnvOption = Annotated[str, typer.Option(
     help="Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), or its gymnasium id.")]
 
 
-def grid_only(env: str, command: str) -> None:
-    """Refuse an env a command does not support yet (one line, with what works)."""
-    if env != "grid":
-        fail(f"--env {env}: {command} runs on the grid only for now; play and evaluate take --env {env}")
+DealsOption = Annotated[int, typer.Option(
+    "--deals", min=1, max=1024,
+    help="Stochastic envs (blackjack): deals every candidate of a start state is played on (the same cards for "
+         "all of them); the labeler averages over them. The grid is deterministic and plays once.")]
 
 
 class LineLog:

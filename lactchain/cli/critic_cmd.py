@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import (DbOption, DetachOption, EnvOption, JsonOption, LineLog, RunIdOption, check_models,
-                                  check_references, console, err_console, fail, finite, grid_only, open_registry,
+                                  check_references, console, err_console, fail, finite, open_registry,
                                   positive, run_job)
 
 CriticOption = Annotated[
@@ -57,10 +57,10 @@ def train_critic(
 
     Monte-Carlo discounted returns per episode; train/validation split by episode;
     per epoch: train/val loss, explained variance on val and the Spearman rank
-    correlation of V with the exact V* over all non-goal states. A checkpoint
-    (artifact kind "critic") is saved every epoch and on SIGTERM.
+    correlation of V with the exact V* over the env's start states. A checkpoint
+    (artifact kind "critic") is saved every epoch and on SIGTERM. The play runs must
+    have played --env.
     """
-    grid_only(env, "train-critic")
     from lactchain.returns import usable_steps
 
     check_models(critic=critic)
@@ -70,13 +70,18 @@ def train_critic(
         if resume_from:
             resume_from = registry.resolve_run_id(resume_from)
         usable, stored = usable_steps(registry, episodes_from)
+        played = {r: registry.params(r).get("env", "grid") for r in episodes_from}
+    other = {r: e for r, e in played.items() if e != env}
+    if other:
+        fail(f"--episodes-from {' '.join(other)} played {', '.join(sorted(set(other.values())))}, not {env}; "
+             f"pass play runs of --env {env} (or --env {next(iter(other.values()))})")
     if usable < 2:
         fail(f"--episodes-from {' '.join(episodes_from)}: {usable} step(s) of finished episodes ({stored} stored; "
              "episodes cut off by a kill have no return); play more episodes")
     # Keys = keyword arguments of lactchain.train.critic.train_critic, so
     # `runs resume` can call train_critic(handle, **params, resume=True).
     params = dict(episodes_from=episodes_from, critic=critic, epochs=epochs, gamma=gamma, lr=lr,
-                  batch_size=batch_size, seed=seed, lora_r=lora_r, q_weight=q_weight, resume_from=resume_from)
+                  batch_size=batch_size, seed=seed, lora_r=lora_r, q_weight=q_weight, resume_from=resume_from, env=env)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.train.critic import train_critic as fit

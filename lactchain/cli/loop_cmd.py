@@ -11,6 +11,7 @@ from rich.table import Table
 from lactchain.cli.common import (
     DbOption,
     DetachOption,
+    DealsOption,
     EnvOption,
     JsonOption,
     LineLog,
@@ -19,7 +20,6 @@ from lactchain.cli.common import (
     console,
     err_console,
     finite,
-    grid_only,
     run_job,
     strategy_of,
 )
@@ -53,7 +53,7 @@ def collect_pairs_cmd(
     actor: ActorOption = "smollm2-135m",
     adapter: AdapterOption = None,
     critic_run: Annotated[Optional[str], typer.Option("--critic-run", help="train-critic run whose checkpoint scores candidates.")] = None,
-    states: Annotated[int, typer.Option("--states", min=1, max=100_000, help="Start states to sample (uniform over cells x orientations).")] = 32,
+    states: Annotated[int, typer.Option("--states", min=1, max=100_000, help="Start states to sample (uniform over the env's start states: the grid's poses, Blackjack's deals).")] = 32,
     samples: Annotated[int, typer.Option("--samples", "-k", min=2, max=256, help="Move lists drawn per state (k >= 2).")] = 4,
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.7, help="Sampling temperature (>= 0.7 for diversity).")] = 1.0,
     gamma: Annotated[Optional[float], typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Discount in A = R + gamma V(s') - V(s); default: the critic's.")] = None,
@@ -63,6 +63,7 @@ def collect_pairs_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
+    deals: DealsOption = 16,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -75,26 +76,30 @@ def collect_pairs_cmd(
     Every dropped candidate is counted by reason. Pairs go to the registry and a
     `datasets` dataset (prompt/chosen/rejected) is saved under the run folder.
     """
-    grid_only(env, "collect-pairs")
     if critic_run is None and not episodes_from:
         raise typer.BadParameter("give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from play runs)")
     params = dict(actor=actor, adapter=adapter, critic_run=critic_run, states=states, samples=samples,
                   temperature=temperature, gamma=gamma, margin=margin, episodes_from=episodes_from or [],
-                  constrained=constrained, seed=seed)
+                  constrained=constrained, seed=seed, env=env, deals=deals)
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.envs import GridWorldEnv
+        from lactchain.envs.catalog import make_env
         from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
 
         reg = handle.registry
-        model = load_actor(actor, adapter, reg, quiet=as_json)
+        model = load_actor(actor, adapter, reg, quiet=as_json, env=env)
+        text_env = make_env(env, moves=model.moves)
         batch = PairBatch()
         g = gamma
         if critic_run is not None:
             critic, critic_params = load_critic(reg, critic_run)
+            if critic.env_name != text_env.name:
+                raise typer.BadParameter(f"run {critic_run} trained a critic for {critic.env_name}, not {env}; "
+                                         f"train one with `lactchain train-critic --env {env}`",
+                                         param_hint="--critic-run")
             g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
-            start_states = sample_start_states(GridWorldEnv(moves=model.moves), states, seed=seed)
-            strat = strategy_of(handle, strategy)
+            start_states = sample_start_states(text_env, states, seed=seed)
+            strat = strategy_of(handle, strategy, env)
             line = LineLog()
             line(f"collect-pairs: {len(start_states)} start states x {samples} samples, strategy "
                  f"{strat.label}", force=True)
@@ -110,9 +115,11 @@ def collect_pairs_cmd(
 
                 batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
                                       margin=margin, constrained=constrained, seed=seed,
-                                      prompt=strat.prompt(model.moves), on_progress=on_progress)
+                                      prompt=strat.prompt(model.moves, text_env), on_progress=on_progress,
+                                      env=env, deals=deals)
         for play_run in episodes_from or []:
-            extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin)
+            extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin,
+                                     env=env)
             batch.pairs += extra.pairs
             batch.dropped.update(extra.dropped)
             batch.candidates += extra.candidates

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from lactchain.cli.common import (
     DbOption,
+    DealsOption,
     DetachOption,
     EnvOption,
     JsonOption,
@@ -27,7 +28,6 @@ from lactchain.cli.common import (
     err_console,
     fail,
     finite,
-    grid_only,
     print_json,
     resolve_adapter,
     run_job,
@@ -77,10 +77,13 @@ def render_pipeline(result: dict[str, Any]) -> None:
 
 
 def render_summary(result: dict[str, Any]) -> None:
-    if result.get("before") and result.get("after"):
-        console.print(f"success rate {result['before']['success_rate']:.3f} -> {result['after']['success_rate']:.3f}; "
-                      f"optimal ratio {result['before']['mean_optimal_ratio']:.3f} -> "
-                      f"{result['after']['mean_optimal_ratio']:.3f}")
+    before, after = result.get("before"), result.get("after")
+    if before and after:
+        shown = [f"{label} {before[key]:.3f} -> {after[key]:.3f}"
+                 for key, label in (("success_rate", "success rate"), ("mean_optimal_ratio", "optimal ratio"),
+                                    ("optimal_move_rate", "optimal first move"), ("mean_return", "mean return"))
+                 if isinstance(before.get(key), (int, float)) and isinstance(after.get(key), (int, float))]
+        console.print("; ".join(shown))
     if result.get("transfer"):
         t = result["transfer"]
         console.print(f"transfer to {t['grid']}: success {t['success_rate']:.3f}, optimal ratio "
@@ -113,6 +116,7 @@ def pipeline_cmd(
                               "finished phases (and their child runs) are kept, with their elites, critic and "
                               "adapter. `lactchain runs resume RUN` passes it.")] = None,
         env: EnvOption = "grid",
+        deals: DealsOption = _D["deals"],
         db: DbOption = None,
         detach: DetachOption = False,
         run_id: RunIdOption = None,
@@ -122,12 +126,12 @@ def pipeline_cmd(
     collect (K samples + greedy + elite per start state, ranked by the labeler)
     -> train-actor -> evaluate. Each phase is a child run of one pipeline run; the
     LoRA adapter continues across iterations. A baseline evaluation comes first,
-    so the result says before and after."""
-    grid_only(env, "pipeline")
+    so the result says before and after. On a stochastic env (--env blackjack) every
+    candidate of a start state is played on the same --deals deals."""
     cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
                       states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
                       actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
-                      explore=explore, constrained=constrained, seed=seed)
+                      explore=explore, constrained=constrained, seed=seed, env=env, deals=deals)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.pipeline import load_state, run_pipeline
@@ -138,7 +142,7 @@ def pipeline_cmd(
             err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
                               f"resuming {resume_from}: no phase had finished; starting from the beginning")
         start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, adapter)
-        text = strategy_of(handle, strategy).text if strategy else None
+        text = strategy_of(handle, strategy, env).text if strategy else None
         run_cfg = replace(cfg, adapter=start_adapter, strategy=text)
         with err_console.status("pipeline") as status:
             return run_pipeline(handle, run_cfg, resume=state,
@@ -199,7 +203,9 @@ def bench_learn(
     V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it in the
     run folder, and zero-shot transfer to the 5x5 grid. `--labeler oracle` is the
     diagnostic upper bound, not a result."""
-    grid_only(env, "bench learn")
+    if env != "grid":
+        fail(f"--env {env}: bench learn measures the grid (its learning curve and the 5x5 transfer); "
+             f"run `lactchain pipeline --env {env}` for the loop on {env}")
     from lactchain.cli.common import open_registry
     from lactchain.evaluate import evaluate_actor
     from lactchain.jobs import run_context

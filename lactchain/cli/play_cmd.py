@@ -34,17 +34,9 @@ ConstrainedOption = Annotated[
 ]
 
 
-def env_moves(env: str) -> dict[str, Any]:
-    """Actor.load's `moves` for an env: the grid's default vocabulary, else the env's own."""
-    if env == "grid":
-        return {}
-    from lactchain.envs.catalog import make_env
-
-    return {"moves": make_env(env).moves}
-
-
 def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False, env: str = "grid"):
     """Load an actor with a status spinner on stderr (model loads take seconds)."""
+    from lactchain.envs.catalog import actor_moves
     from lactchain.models.actor import Actor
 
     adapter_path = resolve_adapter(registry, adapter)
@@ -53,7 +45,7 @@ def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = 
             if not quiet:
                 status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
 
-        return Actor.load(actor, adapter=adapter_path, progress=progress, **env_moves(env))
+        return Actor.load(actor, adapter=adapter_path, progress=progress, **actor_moves(env))
 
 
 def render_summary(result: dict[str, Any]) -> None:

@@ -155,6 +155,21 @@ class BlackjackTextEnv(gym.Env):
         return (state or self.state).describe()
 
     fixed_start = None  # a 'fixed' start is the hand the seed deals
+    name = "blackjack"  # its key in lactchain.envs.catalog.ENVS
+    stochastic = True  # the same move list from the same hand meets different cards
+
+    def canonical_moves(self, moves: Iterable[str]) -> tuple[str, ...]:
+        """The moves this env actually reads: up to the first stick, within the limit."""
+        out: list[str] = []
+        for move in list(moves)[: self.max_moves_per_action]:
+            out.append(move)
+            if move == STICK:
+                break
+        return tuple(out)
+
+    def critic_text(self, state: Hand) -> str:
+        hand = parse_hand(state)
+        return f"sum {hand.player_sum} {'soft' if hand.usable_ace else 'hard'}; dealer {hand.dealer_card}"
 
     def start_states(self) -> list[Hand]:
         return start_hands()
@@ -397,6 +412,30 @@ class BlackjackSolver:
     def action(self, hand: Hand) -> str:
         """The optimal move (hit or stick) in this hand; ties stick."""
         return self._solve(parse_hand(hand))[2]
+
+    def values(self, gamma: float = 1.0) -> dict[Hand, float]:  # noqa: ARG002 - see below
+        """V* of every hand the player can act in (every start hand plus hard 21). The
+        reward comes once, when the hand ends, and most hands end within one action, so
+        the solver's values are undiscounted whatever the caller's gamma."""
+        hands = start_hands() + [Hand(21, d, False) for d in range(1, 11)]
+        return {h: self.value(h) for h in hands}
+
+    def plan_return(self, hand: Hand, moves: Iterable[str], start: bool = False) -> float:
+        """The expected reward of playing `moves` in order from `hand` (open loop: the
+        list does not see the cards), then on optimally if the hand is still open.
+        `start`: `hand` is as dealt, so a soft 21 is a natural. Exact, over the
+        infinite deck: the oracle's score of a move list."""
+        hand, moves = parse_hand(hand), list(moves)
+        if not moves:
+            return self.value(hand)
+        if moves[0] == STICK:
+            natural = start and hand.usable_ace and hand.player_sum == 21
+            return self.value(hand, natural=True) if natural else self._stick(hand.player_sum, hand.dealer_card)[0]
+        total = 0.0
+        for card, p in CARD_P.items():
+            s, usable = add_card(hand.player_sum, hand.usable_ace, card)
+            total += p * (-1.0 if s > 21 else self.plan_return(Hand(s, hand.dealer_card, usable), moves[1:]))
+        return total
 
     def plan(self, hand: Hand) -> list[str]:
         """The best one-action move list: the optimal move alone (after a hit, the next

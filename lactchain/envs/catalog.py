@@ -24,16 +24,20 @@ class Solver(Protocol):
 
     def value(self, state: Any) -> float: ...
 
+    def values(self, gamma: float) -> dict[Any, float]: ...  # V* of every non-terminal state
+
     def plan(self, state: Any) -> list[str]: ...
 
 
 @runtime_checkable
 class TextEnv(Protocol):
+    name: str  # its key in ENVS
     moves: tuple[str, ...]  # the move vocabulary: the prompt's menu and the decoding grammar
     max_actions: int
     max_moves_per_action: int
     observation_label: str  # what the prompt calls the observation ("Your gridworld", "Your hand")
     default_strategy: str  # the built-in strategy prompt
+    stochastic: bool  # True: one move list from one state can end differently (cards, dice)
 
     @property
     def state(self) -> Any: ...  # hashable; `as_dict()` gives its registry form
@@ -44,6 +48,8 @@ class TextEnv(Protocol):
     def describe(self, state: Any = None) -> str: ...  # the state as prompt text
 
     def start_states(self) -> Sequence[Any]: ...  # every state an episode may start from
+
+    def critic_text(self, state: Any) -> str: ...  # the critic's compact text of a state
 
     def parse_state(self, value: Any) -> Any: ...  # dict/tuple -> state (ValueError names the field)
 
@@ -78,3 +84,11 @@ def env_name(name: str) -> str:
 def make_env(name: str = DEFAULT_ENV, **kwargs: Any) -> TextEnv:
     """A fresh env through `gymnasium.make` (unwrapped: the lab calls the text members)."""
     return gym.make(env_id(name), disable_env_checker=True, **kwargs).unwrapped  # type: ignore[return-value]
+
+
+def actor_moves(name: str) -> dict[str, Any]:
+    """`Actor.load`'s `moves` for an env: the grid's default vocabulary (nothing to pass),
+    else the env's own."""
+    if env_name(name) == DEFAULT_ENV:
+        return {}
+    return {"moves": make_env(name).moves}

@@ -199,6 +199,15 @@ class GridWorldEnv(gym.Env):
         return moves
 
     # ---- the text-env seam (lactchain.envs.catalog.TextEnv) ---------------------
+    name = "grid"  # its key in lactchain.envs.catalog.ENVS
+    stochastic = False  # a move list from a state always has the same outcome
+
+    def critic_text(self, state: State) -> str:
+        """The critic's compact state text: only what tells states apart, so mean pooling
+        is not drowned in the ~30 tokens every prompt shares."""
+        return f"x={state.x} y={state.y} facing {state.orientation}; goal x={self.goal[0]} y={self.goal[1]}; " \
+               f"grid {self.size}x{self.size}"
+
     @property
     def default_strategy(self) -> str:
         from lactchain.prompts import DEFAULT_STRATEGY

@@ -1,7 +1,8 @@
 """The critic: a text-embedding backbone + LoRA + two small heads, V(s) and Q(s, moves).
 
-Texts. V reads the env's own description of the state (`GridWorldEnv.describe`),
-the very text the actor sees; Q reads that description followed by
+Texts. V reads the env's compact text of the state (`critic_text`: only what tells
+states apart, e.g. "x=1 y=2 facing north; goal ..." or "sum 15 hard; dealer 10");
+Q reads that text followed by
 ``" Moves: ['move forward', 'turn left']."`` (`format_moves`, the list as the actor
 writes it). One backbone serves both; each head has its own small MLP.
 
@@ -41,13 +42,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lactchain.envs.gridworld import ORIENTATIONS, GridWorldEnv, State
+from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.models.presets import BUILTIN_CRITICS
 from lactchain.moves import format_moves
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # 2: compact state texts (critic_state_text)
+FORMAT_VERSION = 2  # 2: compact state texts (the env's critic_text)
 CONFIG_NAME = "critic.json"
 HEADS_NAME = "heads.pt"
 ADAPTER_DIR = "adapter"
@@ -75,26 +76,6 @@ class PoolingError(ValueError):
 
 
 # ---- texts --------------------------------------------------------------------------
-
-def as_state(value: State | Mapping[str, Any]) -> State:
-    """A State from a State or a registry row's state dict ({x, y, orientation})."""
-    if isinstance(value, State):
-        return value
-    if isinstance(value, Mapping):
-        o = value["orientation"]
-        orientation = ORIENTATIONS[int(o)] if not isinstance(o, str) else o.strip().lower()
-        if orientation not in ORIENTATIONS:
-            raise ValueError(f"orientation {o!r} is not one of {', '.join(ORIENTATIONS)}")
-        return State(int(value["x"]), int(value["y"]), orientation)
-    raise TypeError(f"expected a State or a state dict, got {type(value).__name__}")
-
-
-def critic_state_text(env: GridWorldEnv, s: State) -> str:
-    """The critic's own, compact state text: only what tells states apart, so mean
-    pooling is not drowned in the ~30 tokens every prompt shares (and a training
-    step reads 5x fewer tokens than with the actor's full description)."""
-    return f"x={s.x} y={s.y} facing {s.orientation}; goal x={env.goal[0]} y={env.goal[1]}; grid {env.size}x{env.size}"
-
 
 def q_text(description: str, moves: Sequence[str]) -> str:
     """The Q head's input: the state description, then the move list as the actor writes it."""
@@ -202,7 +183,8 @@ class Critic(nn.Module):
     """Backbone + LoRA + value head V(s) + Q head Q(s, moves). Build it with `Critic.load`."""
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, *, spec: str, source: str, pooling: str, causal: bool,
-                 lora_r: int, device: torch.device, env_kwargs: Mapping[str, Any] | None = None):
+                 lora_r: int, device: torch.device, env_kwargs: Mapping[str, Any] | None = None,
+                 env: str = DEFAULT_ENV):
         super().__init__()
         pooling = {"cls": "first"}.get(pooling, pooling)
         if pooling not in POOLINGS:
@@ -217,7 +199,8 @@ class Critic(nn.Module):
         self.spec, self.source, self.pooling, self.causal, self.lora_r = spec, source, pooling, causal, lora_r
         self.device = device
         self.env_kwargs = dict(env_kwargs or {})
-        self.env = GridWorldEnv(**self.env_kwargs)
+        self.env_name = env
+        self.env = make_env(env, **self.env_kwargs)
         hidden = int(backbone.config.hidden_size)
         self.v_head = _head(hidden).to(device)
         self.q_head = _head(hidden).to(device)
@@ -237,6 +220,7 @@ class Critic(nn.Module):
         pooling: str | None = None,
         device: str | torch.device | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        env: str = DEFAULT_ENV,
     ) -> "Critic":
         """A fresh critic on backbone `spec`, or the one saved in `checkpoint`.
 
@@ -254,6 +238,7 @@ class Critic(nn.Module):
             if spec not in (DEFAULT_SPEC, cfg["spec"]):
                 log.warning("checkpoint %s was trained on %s; ignoring spec %s", folder, cfg["spec"], spec)
             spec, pooling, lora_r, env_kwargs = cfg["spec"], cfg["pooling"], cfg["lora_r"], cfg["env_kwargs"]
+            env = cfg.get("env", DEFAULT_ENV)  # critics saved before the env seam are grid critics
         base, tok, source = load_backbone(spec, device)
         causal = _is_causal(base.config)
         pooling = pooling or ("last" if causal else "mean")
@@ -271,7 +256,7 @@ class Critic(nn.Module):
                 warnings.simplefilter("ignore", FutureWarning)
                 backbone = PeftModel.from_pretrained(base, str(Path(checkpoint) / ADAPTER_DIR), is_trainable=True)
         critic = cls(backbone, tok, spec=spec, source=source, pooling=pooling, causal=causal, lora_r=lora_r,
-                     device=device, env_kwargs=env_kwargs)
+                     device=device, env_kwargs=env_kwargs, env=env)
         if cfg is not None:
             heads = torch.load(Path(checkpoint) / HEADS_NAME, map_location=device, weights_only=True)
             critic.v_head.load_state_dict(heads["v_head"])
@@ -289,10 +274,11 @@ class Critic(nn.Module):
         return [p for p in self.parameters() if p.requires_grad]
 
     # -- texts ------------------------------------------------------------------------
-    def state_texts(self, states: Sequence[State | Mapping[str, Any]]) -> list[str]:
-        return [critic_state_text(self.env, as_state(s)) for s in states]
+    def state_texts(self, states: Sequence[Any]) -> list[str]:
+        """The env's compact critic text of each state (a state or its registry dict)."""
+        return [self.env.critic_text(self.env.parse_state(s)) for s in states]
 
-    def q_texts(self, states: Sequence[State | Mapping[str, Any]], move_lists: Sequence[Sequence[str]]) -> list[str]:
+    def q_texts(self, states: Sequence[Any], move_lists: Sequence[Sequence[str]]) -> list[str]:
         if len(states) != len(move_lists):
             raise ValueError(f"{len(states)} states but {len(move_lists)} move lists")
         return [q_text(d, m) for d, m in zip(self.state_texts(states), move_lists)]
@@ -345,11 +331,11 @@ class Critic(nn.Module):
         finally:
             self.train(was_training)
 
-    def values(self, states: Sequence[State | Mapping[str, Any]]) -> list[float]:
+    def values(self, states: Sequence[Any]) -> list[float]:
         """V(s) in reward units for each state."""
         return self._predict(self.state_texts(states), "v")
 
-    def q_values(self, states: Sequence[State | Mapping[str, Any]], move_lists: Sequence[Sequence[str]]) -> list[float]:
+    def q_values(self, states: Sequence[Any], move_lists: Sequence[Sequence[str]]) -> list[float]:
         """Q(s, moves) in reward units for each (state, move list)."""
         return self._predict(self.q_texts(states, move_lists), "q")
 
@@ -364,6 +350,7 @@ class Critic(nn.Module):
             "lora_r": self.lora_r,
             "value_mean": self.value_mean,
             "value_std": self.value_std,
+            "env": self.env_name,
             "env_kwargs": self.env_kwargs,
             "q_text_example": q_text("<description>", ["move forward"]),
         }

@@ -16,9 +16,9 @@
    (both in normalised units), AdamW on LoRA + heads, learning rate annealed
    linearly to 0 over all epochs (so the last epochs settle). Then metrics:
    train loss, val loss, explained variance of V on val, and the Spearman rank
-   correlation of V with the planner's exact V* over every non-goal state of the
-   grid (goal cells are terminal: no step ever starts there, V* is 0 by
-   definition, so they carry no information about what the critic learnt).
+   correlation of V with the env solver's exact V* over the env's start states
+   (the grid's non-goal poses: a goal cell is terminal, V* is 0 by definition,
+   so it carries no information about what the critic learnt; Blackjack's deals).
 5. A checkpoint (critic.save + optimizer state) per epoch, recorded as a registry
    artifact of kind "critic" with step = epoch (1-based). On SIGTERM the job's
    `on_cancel` hook saves one more (meta complete=False) if any batch ran since.
@@ -55,14 +55,11 @@ def explained_variance(pred: Sequence[float], target: Sequence[float]) -> float:
 
 
 def spearman_vs_optimal(critic: Any, gamma: float) -> float:
-    """Spearman rank correlation of V with the exact V* over every non-goal state."""
+    """Spearman rank correlation of V with the exact V* over every start state of the env."""
     from scipy.stats import spearmanr
 
-    from lactchain.envs import Planner
-
-    planner = Planner(critic.env)
-    vstar = planner.values(gamma)
-    states = [s for s in planner.states if not planner.is_goal(s)]
+    vstar = critic.env.solver().values(gamma)
+    states = list(critic.env.start_states())
     rho = spearmanr(critic.values(states), [vstar[s] for s in states]).statistic
     return float(rho) if rho == rho else 0.0  # constant predictions: no rank information
 
@@ -152,6 +149,7 @@ def train_critic(
     q_weight: float = 1.0,
     weight_decay: float = 0.01,
     env_kwargs: Mapping[str, Any] | None = None,
+    env: str = "grid",
     resume: bool = False,
     resume_from: str | None = None,
     device: str | None = None,
@@ -190,7 +188,7 @@ def train_critic(
         meta = start.get("meta") or {}
         skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
     else:
-        model = Critic.load(critic, lora_r=lora_r, device=device, env_kwargs=env_kwargs)
+        model = Critic.load(critic, lora_r=lora_r, device=device, env_kwargs=env_kwargs, env=env)
         rets = np.asarray([s.ret for s in train])
         model.set_target_stats(rets.mean(), rets.std())
         done_epochs = 0

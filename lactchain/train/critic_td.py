@@ -19,51 +19,60 @@ optimal value. Env steps cost nothing here, so:
 
 The target scale is fixed on the first call (from the first targets) and kept,
 so values stay comparable across rounds and iterations.
+
+Stochastic envs (Blackjack): one sampled outcome per move list, and the max over
+hundreds of noisy ±1 returns would be ~+1 everywhere. There the transitions of a
+state are grouped by the move list the env actually reads (`canonical_moves`:
+Blackjack ignores everything after a stick), and the max uses the double estimator
+(van Hasselt 2010): pick the best list on one half of its samples, value it on the
+other half, both ways, averaged.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from lactchain.envs import GridWorldEnv, State, all_states
 from lactchain.labelers import execute_from, random_moves
 
 
 @dataclass(frozen=True)
 class Transition:
-    state: State
+    state: Any
     moves: tuple[str, ...]
     reward: float
-    next_state: State
+    next_state: Any
     done: bool
 
     @staticmethod
     def from_candidates(groups: Iterable[Any]) -> list["Transition"]:
         """The executed candidates of scored/drawn groups (lactchain.labelers.Group)."""
-        return [Transition(g.state, tuple(c.moves), c.reward, c.next_state, c.done)
-                for g in groups for c in g.candidates if c.moves]
+        return [Transition(g.state, tuple(c.moves), r, n, done)
+                for g in groups for c in g.candidates if c.moves for r, n, done in c.results()]
 
 
-def non_goal_states(env: GridWorldEnv) -> list[State]:
-    return [s for s in all_states(env.size) if (s.x, s.y) != tuple(env.goal)]
-
-
-def random_transitions(env: GridWorldEnv, lists_per_state: int, seed: int) -> list[Transition]:
+def random_transitions(env: Any, lists_per_state: int, seed: int) -> list[Transition]:
     """`lists_per_state` random move lists (uniform length 1..max moves, uniform moves)
-    executed from every non-goal state."""
+    executed from every start state of the env (each on its own deal where it is stochastic)."""
     rng = random.Random(seed)
+    stochastic = getattr(env, "stochastic", False)
     out = []
-    for s in non_goal_states(env):
+    for s in env.start_states():
         for _ in range(lists_per_state):
             moves = random_moves(env, rng)
-            reward, nxt, done = execute_from(env, s, moves)
+            reward, nxt, done = execute_from(env, s, moves, rng.randrange(2**31) if stochastic else None)
             out.append(Transition(s, moves, reward, nxt, done))
     return out
+
+
+def critic_states(env: Any, transitions: Sequence[Transition]) -> list[Any]:
+    """Every state the targets need V of: the start states and the open next states."""
+    return list(dict.fromkeys([*env.start_states(), *(t.next_state for t in transitions if not t.done)]))
 
 
 @dataclass
@@ -97,18 +106,43 @@ class TDConfig:
             raise ValueError(f"q_weight must be >= 0, got {self.q_weight}")
 
 
-def bellman_targets(transitions: Sequence[Transition], v: dict[State, float], gamma: float) -> dict[State, float]:
-    """y(s) = max over the sampled transitions from s of r + gamma * V(s') * (1 - done)."""
-    best: dict[State, float] = {}
+def bellman_targets(transitions: Sequence[Transition], v: dict[Any, float], gamma: float,
+                    env: Any = None) -> dict[Any, float]:
+    """y(s) = max over the sampled transitions from s of r + gamma * V(s') * (1 - done);
+    on a stochastic `env`, the double-estimated max over its canonical move lists' means."""
+    def target(t: Transition) -> float:
+        return t.reward + (0.0 if t.done else gamma * v.get(t.next_state, 0.0))
+
+    if env is None or not getattr(env, "stochastic", False):
+        best: dict[Any, float] = {}
+        for t in transitions:
+            y = target(t)
+            if t.state not in best or y > best[t.state]:
+                best[t.state] = y
+        return best
+    canonical = getattr(env, "canonical_moves", tuple)
+    samples: dict[Any, dict[tuple[str, ...], list[float]]] = defaultdict(lambda: defaultdict(list))
     for t in transitions:
-        y = t.reward + (0.0 if t.done else gamma * v.get(t.next_state, 0.0))
-        if t.state not in best or y > best[t.state]:
-            best[t.state] = y
-    return best
+        samples[t.state][tuple(canonical(t.moves))].append(target(t))
+    return {s: double_max(lists) for s, lists in samples.items()}
+
+
+def double_max(samples: dict[Any, list[float]]) -> float:
+    """max over keys of E[samples], double-estimated: each half picks, the other values."""
+    halves = {k: (ys[0::2], ys[1::2]) for k, ys in samples.items() if len(ys) >= 2}
+    if not halves:
+        return max(sum(ys) / len(ys) for ys in samples.values())
+
+    def mean(ys: list[float]) -> float:
+        return sum(ys) / len(ys)
+
+    a = max(halves, key=lambda k: mean(halves[k][0]))
+    b = max(halves, key=lambda k: mean(halves[k][1]))
+    return 0.5 * (mean(halves[a][1]) + mean(halves[b][0]))
 
 
 def _backbone_step(critic: Any, texts: list[str], z: torch.Tensor, transitions: Sequence[Transition],
-                   v: dict[State, float], cfg: TDConfig, rng: random.Random) -> float:
+                   v: dict[Any, float], cfg: TDConfig, rng: random.Random) -> float:
     loss = torch.nn.functional.mse_loss(critic.forward_values(texts), z)
     if cfg.q_weight > 0:
         batch = rng.sample(list(transitions), min(cfg.q_batch, len(transitions)))
@@ -135,22 +169,18 @@ def fit_critic_td(
     from lactchain.train.critic import spearman_vs_optimal
 
     env = critic.env
-    states = all_states(env.size)
+    states = critic_states(env, transitions)
     if optimizer is None:
         optimizer = torch.optim.AdamW(critic.trainable_parameters(), lr=cfg.lr, weight_decay=0.0)
     head_opt = torch.optim.AdamW(critic.v_head.parameters(), lr=cfg.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
-    goal = tuple(env.goal)
     metrics: dict[str, float] = {}
     for rnd in range(1, cfg.rounds + 1):
         if should_stop is not None and should_stop():
             break
         t0 = time.perf_counter()
         v = dict(zip(states, critic.values(states)))
-        for s in states:
-            if (s.x, s.y) == goal:
-                v[s] = 0.0  # terminal
-        targets = bellman_targets(transitions, v, cfg.gamma)
+        targets = bellman_targets(transitions, v, cfg.gamma, env)
         if rnd == 1 and critic.value_mean == 0.0 and critic.value_std == 1.0:
             ys = torch.tensor(list(targets.values()))
             critic.set_target_stats(float(ys.mean()), float(ys.std()))
