@@ -92,3 +92,19 @@ def actor_moves(name: str) -> dict[str, Any]:
     if env_name(name) == DEFAULT_ENV:
         return {}
     return {"moves": make_env(name).moves}
+
+
+_PROBES: dict[str, TextEnv] = {}
+
+
+def env_of_state(value: Any) -> str:
+    """The short name of the env whose states look like `value` (a registry state dict):
+    for rows that do not say which env they came from (pairs of collect-pairs)."""
+    for name in ENVS:
+        probe = _PROBES.setdefault(name, make_env(name))
+        try:
+            probe.parse_state(value)
+        except (ValueError, TypeError, KeyError):
+            continue
+        return name
+    raise ValueError(f"no known env has the state {value!r}; known envs: {', '.join(ENVS)}")

@@ -142,3 +142,39 @@ async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app
         assert human[-1]["meta"]["source_labeler"] == "llm" and human[-1]["meta"]["agrees_with_source"] is False
         assert human[-1]["chosen"] == (item.b if judge_side == "A" else item.a)
         assert "human agrees with llm 0/1" in str(screen.query_one("#label-progress").render())
+
+
+async def test_blackjack_move_list_pairs_show_what_each_list_did_on_the_shared_deal(make_app, registry):
+    """collect-pairs/pipeline pairs on Blackjack: no grid; each list's caption on the
+    deal both lists met, its reward there and the labeler's score; labelled like any pair."""
+    from lactchain.envs.blackjack import Hand
+    from lactchain.envs.catalog import make_env
+    from lactchain.labelers import Group, ValueLabeler, deal_seeds, execute_candidate
+    from lactchain.preferences import PairBatch, pairs_from_groups
+
+    env = make_env("blackjack")
+    vstar = env.solver().values(0.9)
+    group = Group(Hand(14, 10, False), "Blackjack: Your sum is 14; the dealer shows a 10.",
+                  seeds=deal_seeds(env, 2, 8))
+    for moves in (["hit", "stick"], ["stick"], ["hit", "hit", "hit", "stick"]):
+        group.candidates.append(execute_candidate(env, group, moves))
+    labeler = ValueLabeler("critic", lambda states: [vstar.get(s, 0.0) for s in states], 0.9)
+    labeler.score([group])
+    batch = pairs_from_groups([group], labeler, 0.0, PairBatch())
+    registry.add_pairs(registry.create_run("pairs"), batch.pairs)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _open(app, pilot)
+        item = screen.current
+        assert item is not None and not item.captions
+        head = str(screen.query_one("#label-state").render())
+        assert "blackjack" in head and "sum 14 vs dealer 10" in head and "scored over 8 deals" in head
+        a_text = str(screen.query_one("#label-moves-a").render())
+        from lactchain.moves import format_moves
+
+        assert a_text.startswith(format_moves(item.a))
+        assert "reward" in a_text and ("stuck on" in a_text or "bust" in a_text) and "critic:" in a_text
+        assert not screen.query_one("#label-grid-a").display
+        await pilot.press("a")
+        human = _human(registry)
+        assert len(human) == 1 and human[0]["chosen"] == item.a and human[0]["state"]["player_sum"] == 14

@@ -1,7 +1,9 @@
 """Labelling: a queue of preference pairs to label by hand.
 
 Each pair shows its start state, both move lists (A and B) with the path each
-produces on a small grid, and the critic's scores (h hides them, to label blind).
+produces on a small grid (on another env, e.g. Blackjack, what each list did on the
+pair's first deal, in the env's own captions), and the critic's scores (h hides
+them, to label blind).
 A judged caption pair (from `lactchain judge`: two whole episodes, e.g. Blackjack
 hands) shows both captions and the judge's choice with its raw answer, which a
 person can overrule; the progress line shows how often humans agreed with each
@@ -54,6 +56,29 @@ def state_text(value: Any, env: str | None) -> str:
         except (ValueError, TypeError, KeyError):
             pass
     return str(value)
+
+
+def _pair_env(pair: dict) -> str:
+    """Which env a pair's start state belongs to (grid when it cannot tell)."""
+    from lactchain.envs.catalog import env_of_state
+
+    meta = pair.get("meta") if isinstance(pair.get("meta"), dict) else {}
+    if meta.get("env"):
+        return str(meta["env"])
+    try:
+        return env_of_state(pair.get("state"))
+    except ValueError:
+        return "grid"
+
+
+def _caption_of(env: str, state: Any, moves: list[str], seed: int | None) -> tuple[str, float]:
+    """What `moves` did from `state` on deal `seed`, in the env's caption."""
+    from lactchain.envs.catalog import make_env
+
+    text_env = make_env(env)
+    text_env.reset(seed=seed, options={"state": state})
+    _, reward, _, _, info = text_env.step(list(moves))
+    return str(info.get("caption", "")), float(reward)
 
 
 def as_state(value: Any) -> State:
@@ -288,6 +313,12 @@ class LabellingScreen(BaseScreen):
             self._show_captions(item)
             return
         pair = item.pair
+        env = _pair_env(pair)
+        if env != "grid":
+            for side in ("a", "b"):
+                self.query_one(f"#label-grid-{side}", GridView).display = False
+            self._show_env_pair(item, env)
+            return
         start = as_state(pair["state"])
         head = Text()
         head.append(f" pair #{pair['id']}", style="bold")
@@ -306,6 +337,32 @@ class LabellingScreen(BaseScreen):
                 t.append(f"\ncritic: {score:+.2f}", style="#d7af87")
             else:
                 t.append("\ncritic: no score", style="dim")
+            self.query_one(f"#label-moves-{side}", Static).update(t)
+
+    def _show_env_pair(self, item: Item, env: str) -> None:
+        """Two move lists on a non-grid env: each one's caption on the pair's first deal
+        (the deal both lists met), its reward there, and the critic's score."""
+        pair = item.pair
+        meta = pair.get("meta") if isinstance(pair.get("meta"), dict) else {}
+        seeds = meta.get("seeds") or [None]
+        head = Text()
+        head.append(f" pair #{pair['id']}", style="bold")
+        head.append(f" · from {pair.get('labeler')} · {env} · start {state_text(pair.get('state'), env)}")
+        if len(seeds) > 1:
+            head.append(f" · scored over {len(seeds)} deals, shown on the first", style="dim")
+        self.query_one("#label-state", Static).update(head)
+        for side, moves, score in (("a", item.a, item.a_score), ("b", item.b, item.b_score)):
+            t = Text()
+            t.append(format_moves(moves) if moves else "[] (no moves)", style="bold")
+            try:
+                caption, reward = _caption_of(env, pair["state"], moves, seeds[0])
+                t.append(f"\n{caption} · reward {reward:+.0f}")
+            except (ValueError, TypeError, KeyError) as exc:
+                t.append(f"\ncannot replay this list: {exc}", style="red")
+            if self.blind:
+                t.append("\ncritic: hidden (h shows)", style="dim")
+            elif score is not None:
+                t.append(f"\n{pair.get('labeler')}: {score:+.2f}", style="#d7af87")
             self.query_one(f"#label-moves-{side}", Static).update(t)
 
     def _show_captions(self, item: Item) -> None:
