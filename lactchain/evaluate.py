@@ -61,14 +61,22 @@ def evaluate_actor(
 
 def against_solver(env: TextEnv, episodes: Sequence[Any]) -> dict[str, Any]:
     """Where the solver names one optimal move per state: how often the actor's first
-    move is it, and the optimal expected return over the same start states."""
+    move is it, and the optimal expected return over the same start states; where it
+    can value a whole policy (Blackjack), the greedy actor's exact expected return
+    too (its answer at each start state is its answer whenever it holds that hand)."""
     solver = env.solver()
     if solver is None or not hasattr(solver, "action") or not episodes:
         return {}
     starts = [env.parse_state(e.start_state) for e in episodes]
     agree = [bool(e.first_moves) and e.first_moves[0] == solver.action(s) for e, s in zip(episodes, starts)]
-    return {"optimal_move_rate": sum(agree) / len(agree),
-            "optimal_mean_return": sum(getattr(solver, "start_value", solver.value)(s) for s in starts) / len(starts)}
+    out = {"optimal_move_rate": sum(agree) / len(agree),
+           "optimal_mean_return": sum(getattr(solver, "start_value", solver.value)(s) for s in starts) / len(starts)}
+    exact = getattr(solver, "policy_return", None)
+    if exact is not None:  # the greedy actor's own exact expected return over the same start states
+        answers = {s: e.first_moves or [] for e, s in zip(episodes, starts)}
+        out["greedy_expected_return"] = sum(exact(s, answers, env.max_actions, env.max_moves_per_action)
+                                            for s in starts) / len(starts)
+    return out
 
 
 def answer_diversity(episodes: Sequence[Any]) -> dict[str, Any]:

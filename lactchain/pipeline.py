@@ -317,7 +317,7 @@ class PipelineResult:
             rows.append({
                 "iteration": it, "wall_s": ev["wall_s"], "success_rate": ev.get("success_rate"),
                 "mean_optimal_ratio": ev.get("mean_optimal_ratio"), "mean_return": ev.get("mean_return"),
-                "optimal_move_rate": ev.get("optimal_move_rate"),
+                "optimal_move_rate": ev.get("optimal_move_rate"), "greedy_expected_return": ev.get("greedy_expected_return"),
                 "top_answer_share": ev.get("top_answer_share"), "distinct_answers": ev.get("distinct_answers"),
                 "critic_spearman_vstar": critic.get("spearman_vstar"),
                 "ranking_accuracy": collect.get("ranking_accuracy"), "pairs": collect.get("pairs"),
@@ -330,7 +330,7 @@ class PipelineResult:
         before, after = (evals[0], evals[-1]) if evals else (None, None)
         critic = self.last("train-critic") or {}
         pick = ("success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate", "lenient_parse_rate",
-                "top_answer_share", "distinct_answers", "optimal_move_rate", "optimal_mean_return")
+                "top_answer_share", "distinct_answers", "optimal_move_rate", "optimal_mean_return", "greedy_expected_return")
         collects = [p for p in self.phases if p["phase"] == "collect" and p.get("ranking_accuracy") is not None]
         return {
             "before": {k: before.get(k) for k in pick} if before else None,

@@ -77,6 +77,7 @@ def test_evaluate_scores_every_deal_against_the_exact_optimum():
     result = evaluate_actor(PromptReadingBlackjackOracle(), env="blackjack", n_envs=32)
     assert result["states"] == 270
     assert result["optimal_move_rate"] == 1.0  # reads the hand from the prompt and plays the DP's move
+    assert result["greedy_expected_return"] == pytest.approx(result["optimal_mean_return"])  # exact, no card noise
     solver = BlackjackSolver()
     assert result["optimal_mean_return"] == pytest.approx(
         sum(solver.start_value(h) for h in solver_hands()) / 270)

@@ -81,7 +81,8 @@ def render_summary(result: dict[str, Any]) -> None:
     if before and after:
         shown = [f"{label} {before[key]:.3f} -> {after[key]:.3f}"
                  for key, label in (("success_rate", "success rate"), ("mean_optimal_ratio", "optimal ratio"),
-                                    ("optimal_move_rate", "optimal first move"), ("mean_return", "mean return"))
+                                    ("optimal_move_rate", "optimal first move"), ("mean_return", "mean return"),
+                                    ("greedy_expected_return", "exact expected return"))
                  if isinstance(before.get(key), (int, float)) and isinstance(after.get(key), (int, float))]
         console.print("; ".join(shown))
     if result.get("transfer"):
