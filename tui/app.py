@@ -1,6 +1,7 @@
 """`lactchain-tui`: the LactChain lab console.
 
     lactchain-tui [--db PATH] [--actor PRESET_OR_PATH] [--adapter RUN_ID] [--critic PRESET_OR_RUN]
+                  [--env grid|blackjack]
 
 The first screen paints before any model is touched: this module imports no
 torch/transformers; the actor and critic load in thread workers after the first
@@ -21,7 +22,7 @@ from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from tui.commands import COMMANDS, Command, bindings_for
+from tui.commands import COMMANDS, Command, bindings_for, env_commands
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
@@ -83,6 +84,7 @@ class LactChainApp(App):
         load_models: bool = True,
         launcher: Callable[..., Any] | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        env: str = "grid",
     ) -> None:
         super().__init__()
         self.db_path = Path(db_path) if db_path is not None else None
@@ -93,7 +95,9 @@ class LactChainApp(App):
         self.launcher = launcher
         self.registry = RegistryClient(registry_factory or default_factory(self.db_path))
         self.db_label = self.db_path.name if self.db_path else "registry.db"
-        self.lab_session = LabSession(env_kwargs=dict(env_kwargs or {}))
+        self.env_kwargs = dict(env_kwargs or {})
+        self.lab_session = LabSession(env_name=env, env_kwargs=self.env_kwargs)
+        self.first_env = self.lab_session.env_name  # env_kwargs are this env's (a grid size means nothing to Blackjack)
         self.actor: Any | None = actor
         self.critic: Any | None = critic
         self.actor_label, actor_status = self._initial_status(actor, actor_spec, "none")
@@ -260,7 +264,29 @@ class LactChainApp(App):
         for command in COMMANDS:  # the key hint escaped: "[a]" is not a markup tag to drop
             yield SystemCommand(command.title, escape(f"{command.help} [{command.key}]"),
                                 lambda c=command: self.run_command(c))
+        for title, help_text, env in env_commands():
+            yield SystemCommand(title, help_text, lambda e=env: self.play_env(e))
         yield from super().get_system_commands(screen)
+
+    async def play_env(self, name: str) -> None:
+        """Make the Lab play another env (palette: "Lab: play <env>"): a new session and a
+        new `play` run in the registry; the Lab swaps its env pane."""
+        from lactchain.envs.catalog import env_name
+
+        name = env_name(name)
+        if self.current_mode != "lab":
+            await self.switch_mode("lab")
+        if name == self.lab_session.env_name:
+            self.notify(f"the Lab already plays {name}")
+            return
+        old = self.lab_session
+        old.reset()  # a step still generating in the old env is dropped (a new epoch), not recorded below
+        self.lab_session = LabSession(env_name=name, env_kwargs=self.env_kwargs if name == self.first_env else {},
+                                      constrained=old.constrained, temperature=old.temperature)
+        self.lab_recorder = LabRecorder()  # one play run per env: its params name the env
+        for screen in self._installed_or_mode_screens():
+            if isinstance(screen, LabScreen):
+                await screen.env_changed()
 
     async def run_command(self, command: Command) -> None:
         """Run a command from the palette: switch to its screen, reveal its tab, run it."""
@@ -280,6 +306,9 @@ class LactChainApp(App):
         if command.target == "StrategyEditor" and ensure is not None:
             await ensure()
         target = screen if command.target == "screen" else screen.query_one(command.target)
+        if target.check_action(command.action, ()) is False:  # e.g. "New deal" while the Lab plays the grid
+            self.notify(f"{command.title}: not available here", severity="warning")
+            return
         await self.run_action(command.action, target)
 
 
@@ -299,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "planner, no model; 'none' = do not load)")
     p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path")
     p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: none)")
+    p.add_argument("--env", default="grid",
+                   help="the env the Lab plays: grid (default) or blackjack; the palette switches "
+                   "(ctrl+p, 'Lab: play ...')")
     return p
 
 
@@ -325,6 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     args = build_parser().parse_args(argv)
+    from lactchain.envs.catalog import env_name
+
+    try:
+        env = env_name(args.env)
+    except ValueError as exc:
+        sys.stderr.write(f"error: --env: {exc}\n")
+        return 2
     db = args.db
     if db is None:
         from lactchain.paths import default_db_path
@@ -338,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {problem}\n")
         return 2
     actor = None if str(args.actor).lower() == "none" else args.actor
-    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic)
+    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic, env=env)
     app.run()
     return app.return_code or 0
 

@@ -37,7 +37,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("Step", "Let the actor take one action from the current state", "s", "step", "lab"),
     Command("Run episode", "Step until the episode ends (p pauses)", "e", "run_episode", "lab", "Episode"),
     Command("Pause", "Stop the running episode after the current step", "p", "pause", "lab"),
-    Command("Reset episode", "Back to the chosen start state", "r", "reset", "lab", "Reset"),
+    Command("Reset episode", "Back to the chosen start state (Blackjack: the same deal again)", "r", "reset", "lab",
+            "Reset"),
+    Command("New deal", "Deal the next hand (envs whose seed deals the start: Blackjack)", "n", "new_episode", "lab",
+            "New deal"),
     Command("Toggle constrained decoding", "Grammar-constrained vs free-text generation", "c", "toggle_constrained", "lab",
             "Constrain"),
     Command("Sample candidates", "Sample K move lists here and score them (critic / exact)", "k", "candidates", "lab",
@@ -82,6 +85,20 @@ COMMANDS: tuple[Command, ...] = (
     Command("Show job log", "The selected job's log, following it live", "l", "show_tab('tab-job-log')", "jobs", "Log"),
     Command("Show job chart", "The selected job's metric chart", "g", "show_tab('tab-job-chart')", "jobs", "Chart"),
 )
+
+
+ENV_BLURBS = {
+    "grid": "The Lab plays the GridWorld: choose the start on the grid",
+    "blackjack": "The Lab plays Blackjack: seeded deals, the exact solver as the oracle (no critic)",
+}
+
+
+def env_commands() -> list[tuple[str, str, str]]:
+    """(title, help, env) of the palette entries "Lab: play <env>", one per env of the
+    catalog. Palette only, no key: switching env is rare, and the footer has no room."""
+    from lactchain.envs.catalog import ENVS
+
+    return [(f"Lab: play {name}", ENV_BLURBS.get(name, f"The Lab plays {name}"), name) for name in ENVS]
 
 
 def commands_for(scope: str) -> list[Command]:

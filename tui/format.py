@@ -120,7 +120,7 @@ def key_metrics_first(kind: str, metrics: Mapping[str, Any] | None) -> list[str]
     return ([first] if first else []) + [k for k in keys if k != first]
 
 
-SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R"}
+SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R", "hit": "H", "stick": "S"}
 
 
 def short_moves(moves: Sequence[str]) -> str:
@@ -128,6 +128,13 @@ def short_moves(moves: Sequence[str]) -> str:
     return "".join(SHORT_MOVES.get(m, "?") for m in moves) or "∅"
 
 
-def short_state(s: State) -> str:
-    """(x,y) and the first letter of the orientation: '(0,3)E'."""
-    return f"({s.x},{s.y}){s.orientation[0].upper()}"
+def short_state(s: Any) -> str:
+    """A state in a table cell: the grid's (x,y) and the first letter of the orientation,
+    '(0,3)E'; a Blackjack hand as its sum against the dealer's card, '15 v 10', 'soft 17 v A'
+    (a usable ace); anything else as its str."""
+    if isinstance(s, State):
+        return f"({s.x},{s.y}){s.orientation[0].upper()}"
+    if hasattr(s, "player_sum") and hasattr(s, "dealer_card"):
+        dealer = "A" if s.dealer_card == 1 else str(s.dealer_card)
+        return f"{'soft ' if s.usable_ace else ''}{s.player_sum} v {dealer}"
+    return str(s)

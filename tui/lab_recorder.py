@@ -28,7 +28,7 @@ class LabRecorder:
         with reg.transaction():
             if record.index == 1 or self.episode_id is None:  # the first action after a reset
                 self.episode_id = reg.add_episode(self.run_id, idx=self.episodes, start_state=record.state.as_dict(),
-                                                  length=0)
+                                                  length=0, seed=getattr(record, "seed", None))
                 self.episodes += 1
                 self.total, self.moves = 0.0, 0
             self.total += record.reward
@@ -42,6 +42,6 @@ class LabRecorder:
             }])
             if done:
                 reg.update_episode(self.episode_id, return_=self.total, length=record.index,
-                                   success=bool(record.terminated), moves_used=self.moves)
+                                   success=bool(getattr(record, "success", record.terminated)), moves_used=self.moves)
             reg.update_run(self.run_id, ended_ms=now_ms())
         return self.run_id

@@ -11,7 +11,7 @@ from typing import Any
 
 from textual.message import Message
 
-from tui.lab_session import Candidate, GridSnapshot, StepRecord
+from tui.lab_session import Candidate, Snapshot, StepRecord
 
 
 @dataclass
@@ -54,7 +54,7 @@ class StepFinished(Message):
 @dataclass
 class EpisodeStopped(Message):
     reason: str
-    snapshot: GridSnapshot
+    snapshot: Snapshot
 
 
 @dataclass

@@ -8,9 +8,10 @@ The TUI talks to an actor through the shape of `lactchain.models.actor.Actor`:
     actor.chat_prompt(user_text) -> str           (optional)
 
 where a Sample has `text`, `moves`, `mode`, `logprob`, `n_tokens`. `OracleActor`
-has that shape too: it answers with the exact BFS-optimal move list read off the
-prompt (no model at all), which makes a fast, deterministic stand-in for demos,
-snapshots and the tmux test (`--actor oracle`).
+has that shape too: it answers with the exact optimal move list read off the
+prompt (the grid: BFS plan; Blackjack: the solver's move), no model at all, which
+makes a fast, deterministic stand-in for demos, snapshots and the tmux test
+(`--actor oracle`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lactchain.moves import ALL_MOVES, FAILED, format_moves, parse_moves
+from lactchain.moves import ALL_MOVES, FAILED, HIT, STICK, format_moves, parse_moves
 
 ORACLE = "oracle"
 ProgressFn = Callable[[str, "float | None"], None]
@@ -44,6 +45,10 @@ _SIDE_RE = re.compile(r"(\d+) steps? to your (left|right)", re.I)
 _STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
 _POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
 _MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
+# Blackjack's text (lactchain.envs.blackjack.Hand.describe and the natural's own line)
+_HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|an? (\d+))", re.I)
+_NATURAL_RE = re.compile(r"You have a natural blackjack", re.I)
+BLACKJACK_MOVES = (HIT, STICK)
 
 
 def _chunks(text: str) -> list[str]:
@@ -81,6 +86,11 @@ class OracleActor:
         return user_text
 
     def _plan(self, prompt: str) -> list[str]:
+        if _NATURAL_RE.search(prompt):
+            return [STICK]
+        hand = _HAND_RE.search(prompt)
+        if hand:
+            return self._blackjack(hand)
         from lactchain.envs import GridWorldEnv, Planner, State
 
         size, pose = _SIZE_RE.search(prompt), _POSE_RE.search(prompt)
@@ -97,11 +107,22 @@ class OracleActor:
         except ValueError:
             return []
 
+    _solver: Any = None  # Blackjack's solver, built on first use and shared
+
+    def _blackjack(self, match: re.Match) -> list[str]:
+        from lactchain.envs.blackjack import BlackjackSolver, Hand
+
+        if OracleActor._solver is None:
+            OracleActor._solver = BlackjackSolver()
+        dealer = 1 if match.group(3).lower() == "an ace" else int(match.group(4))
+        return [OracleActor._solver.action(Hand(int(match.group(1)), dealer, bool(match.group(2))))]
+
     def _sample(self, prompt: str, temperature: float, seed: int | None, index: int) -> OracleSample:
         moves = self._plan(prompt)
+        known = BLACKJACK_MOVES if _HAND_RE.search(prompt) or _NATURAL_RE.search(prompt) else ALL_MOVES
         if temperature > 0 and index > 0:
             rng = random.Random((seed or 0) * 1000 + index)
-            vocab = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or list(ALL_MOVES[:2])
+            vocab = [m for m in _MENU_RE.findall(prompt) if m in known] or list(known[:2])
             moves = list(moves)
             for _ in range(rng.randint(1, 2)):
                 if moves and rng.random() < 0.5:
@@ -110,7 +131,7 @@ class OracleActor:
                     moves.insert(rng.randrange(len(moves) + 1), rng.choice(vocab))
             moves = moves[: self.max_moves] or [vocab[0]]
         text = format_moves(moves) if moves else "I do not know."
-        parsed = parse_moves(text, ALL_MOVES)
+        parsed = parse_moves(text, known)
         return OracleSample(text, parsed.moves, parsed.mode, 0.0, len(_chunks(text)))
 
     def generate(self, prompts: Sequence[str], *, constrained: bool = True, temperature: float = 0.0,

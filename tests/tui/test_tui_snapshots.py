@@ -86,3 +86,9 @@ def test_jobs_screen(snap_compare, app, registry, fixed_ids, size):
             log_lines=["loading minilm-l6", "epoch 0 loss 1.000", "epoch 1 loss 0.500", "done"])
     add_run(registry, "collect-pairs", status="FAILED", offset_s=30, duration_s=3)
     assert snap_compare(app, terminal_size=size, run_before=_go(("4",)))
+
+
+def test_lab_blackjack_80x24(snap_compare, db_path):
+    """The Lab on Blackjack after the oracle's step: the hands, the outcome, the caption."""
+    app = LactChainApp(db_path=db_path, actor_spec="oracle", actor=OracleActor(), load_models=False, env="blackjack")
+    assert snap_compare(app, terminal_size=NARROW, run_before=_go(("s",)))

@@ -1,8 +1,10 @@
-"""The Lab: watch the actor act in the grid, step by step.
+"""The Lab: watch the actor act in an env (the grid, Blackjack), step by step.
 
-Grid pane (left): the live grid and the episode status. Actor pane (right, top):
-prompt, streaming completion, parsed moves. Tabs (right, bottom): the critic's
-view of K sampled candidates, the strategy prompt editor, the episode's steps.
+Env pane (left): the env's own view (the grid's `GridView`, the hands of Blackjack)
+and the episode status. Actor pane (right, top): prompt, streaming completion,
+parsed moves. Tabs (right, bottom): the critic's view of K sampled candidates, the
+strategy prompt editor, the episode's steps. The palette's "Lab: play <env>"
+switches env (`LactChainApp.play_env`), `lactchain-tui --env` picks the first.
 
 Episode stepping runs in a thread worker (group "lab"): the worker calls
 `LabSession.step`, which calls `actor.stream`; the streamed text, the step result
@@ -23,14 +25,14 @@ from textual.widgets import DataTable, ProgressBar, Static, TabbedContent, TabPa
 from textual.worker import get_current_worker
 
 from lactchain.envs import State
-from lactchain.envs.gridworld import goal_direction
 from tui.commands import bindings_for
-from tui.lab_session import GridSnapshot, StepCancelled
+from tui.lab_session import Snapshot, StepCancelled
 from tui.messages import ActorText, CandidatesReady, EpisodeStopped, StepFinished, StepStarted
 from tui.screens.base import BaseScreen
 from tui.widgets.actor_pane import ActorPane
 from tui.format import short_moves, short_state
 from tui.widgets.critic_pane import CriticPane
+from tui.widgets.env_view import deal_status, view_for
 from tui.widgets.grid import GridModel, GridView, grid_values
 from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
@@ -53,11 +55,28 @@ class LabScreen(BaseScreen):
     def session(self):  # noqa: ANN201
         return self.app.lab_session
 
+    @property
+    def grid(self) -> GridView | None:
+        """The grid view, when the Lab plays the grid."""
+        found = self.query(GridView)
+        return found.first() if found else None
+
+    def env_view(self):  # noqa: ANN201 - a GridView, or the env's own view
+        if self.session.is_grid:
+            return GridView(id="lab-grid")
+        return view_for(self.session.env_name, id="lab-env")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """'n' (next deal) only where the seed deals the start: hidden from the grid's footer."""
+        if action == "new_episode":
+            return bool(self.session.deals)
+        return True
+
     def compose(self) -> ComposeResult:
         yield TopBar("lab", id="topbar")
         with Horizontal(id="lab-main"):
             with Vertical(id="lab-left"):
-                yield GridView(id="lab-grid")
+                yield self.env_view()
                 yield Static(id="lab-status")
                 yield ProgressBar(total=None, show_eta=False, show_percentage=True, id="model-progress")
             with Vertical(id="lab-right"):
@@ -74,26 +93,60 @@ class LabScreen(BaseScreen):
         yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#lab-grid").border_title = "Grid"
         self.query_one("#actor-pane").border_title = "Actor"
         self.query_one("#lab-status").border_title = "Episode"
         for name in ("actor_status", "critic_status", "models_loading"):
             self.watch(self.app, name, lambda _v: self.update_status(), init=False)
         self.watch(self.app, "model_fraction", self._progress, init=False)
-        grid = self.query_one(GridView)
-        grid.cursor = self.session.start
-        self.watch(grid, "cursor", lambda _c: self.update_status(), init=False)
+        self._setup_view()
         self.draw(self.session.snapshot())
         self._update_critic_header()
         self.call_after_refresh(self.compute_v_star)  # after the first paint: it holds the GIL a while
         self.call_after_refresh(self.ensure_editor)
         self.call_after_refresh(self.restore_strategy)
+
+    def _setup_view(self) -> None:
+        """Title, cursor and focus of the env pane; the critic pane told what it can show."""
+        session = self.session
+        self.query_one(CriticPane).set_env(session.env_name, session.critic_ok)
+        grid = self.grid
+        if grid is None:
+            self.query_one("#lab-env").border_title = session.env_name.capitalize()
+            return
+        grid.border_title = "Grid"
+        grid.cursor = session.start
+        self.watch(grid, "cursor", lambda _c: self.update_status(), init=False)
         grid.focus()
+
+    async def env_changed(self) -> None:
+        """The app switched the Lab's env (a new `LabSession`): swap the env pane, start over."""
+        self._stop_worker()
+        self._sampling, self._critic_values, self.show_values = False, None, False
+        await self.query_one("#lab-left").query_children("#lab-grid, #lab-env").remove()
+        await self.query_one("#lab-left", Vertical).mount(self.env_view(), before="#lab-status")
+        self._setup_view()
+        self.refresh_bindings()
+        found = self.query(StrategyEditor)
+        if found:
+            editor = found.first()
+            editor.set_text(self.session.strategy)
+            editor.loaded_version = editor.live_version = None
+            editor.refresh_versions()
+        snap = self.session.snapshot()
+        self._show_next_prompt(snap)  # not the last env's prompt
+        self._after_reset(snap, f"the Lab plays {self.session.env_name}")
+        self.compute_v_star()
+        self.restore_strategy()
+
+    def _strategy_key(self) -> str:
+        """Where the applied strategy version is remembered: one per env (a grid strategy
+        means nothing to Blackjack)."""
+        return "strategy_version" if self.session.is_grid else f"strategy_version_{self.session.env_name}"
 
     @work(exclusive=True, group="restore-strategy", exit_on_error=False)
     async def restore_strategy(self) -> None:
         """Reopen on the strategy version applied last time (if it is still in the registry)."""
-        version = console_state.load(self.app.db_path).get("strategy_version")
+        version = console_state.load(self.app.db_path).get(self._strategy_key())
         if not isinstance(version, int):
             return
         try:
@@ -120,7 +173,7 @@ class LabScreen(BaseScreen):
         return editor
 
     # ---- drawing ------------------------------------------------------------------
-    def _overlay(self, snap: GridSnapshot) -> tuple[dict | None, str]:
+    def _overlay(self, snap: Snapshot) -> tuple[dict | None, str]:
         if not self.show_values:
             return None, ""
         o = snap.state.orientation
@@ -128,18 +181,39 @@ class LabScreen(BaseScreen):
             return grid_values(self._critic_values, o), f"critic V(s) facing {o}"
         return grid_values(self.session.v_star(), o), f"exact V*(s) facing {o}"
 
-    def draw(self, snap: GridSnapshot) -> None:
-        values, label = self._overlay(snap)
-        self.query_one(GridView).model = GridModel(
-            size=snap.size, goal=snap.goal, agent=snap.state, path=snap.path, start=snap.start,
-            values=values, values_label=label,
-        )
+    def draw(self, snap: Snapshot) -> None:
+        if snap.env != self.session.env_name:  # from a worker of the env the Lab left
+            snap = self.session.snapshot()
+        grid = self.grid
+        if grid is not None:
+            values, label = self._overlay(snap)
+            grid.model = GridModel(
+                size=snap.size, goal=snap.goal, agent=snap.state, path=snap.path, start=snap.start,
+                values=values, values_label=label,
+            )
+        else:
+            self.query_one("#lab-env").show(snap, self._hint(snap) if self.show_values else "")
         self.update_status(snap)
 
-    def update_status(self, snap: GridSnapshot | None = None) -> None:
+    def _hint(self, snap: Snapshot) -> str:
+        """The solver's advice here (the value toggle, for envs without a value overlay)."""
+        if snap.done:
+            return ""
+        move, value = self.session.oracle_move(snap.state), self.session.oracle_value(snap.state)
+        if move is None:
+            return "" if value is None else f"oracle: V* = {value:+.2f}"
+        return f"oracle: {move}" + ("" if value is None else f" · V* = {value:+.2f}")
+
+    def update_status(self, snap: Snapshot | None = None) -> None:
         snap = snap or self.session.snapshot()
         app = self.app
-        cursor = self.query_one(GridView).cursor
+        grid = self.grid
+        if grid is None or snap.env != "grid":
+            self.query_one("#lab-status", Static).update(deal_status(
+                snap, app.actor_status, self.running, self.session.constrained, self.session.temperature))
+            self.query_one("#model-progress", ProgressBar).display = bool(app.models_loading)
+            return
+        cursor = grid.cursor
         t = Text()
         t.append("actor ", style="dim")
         t.append(f"{app.actor_status}\n")
@@ -176,20 +250,26 @@ class LabScreen(BaseScreen):
             bar.update(total=100, progress=round(fraction * 100))
 
     def _update_critic_header(self, value: float | None = None) -> None:
-        snap = self.session.snapshot()
-        critic = self.app.critic
-        vstar = self.session.v_star_ready()
+        session = self.session
+        snap = session.snapshot()
+        critic = self.app.critic if session.critic_ok else None
         self.query_one(CriticPane).show_value(
-            self.app.critic_label if critic is not None else None, value, snap.state,
-            vstar.get(snap.state) if vstar is not None else None,
+            self.app.critic_label if critic is not None else None, value, snap.state, session.oracle_value(snap.state),
         )
         if critic is not None and value is None:
             self.critic_state_value(snap.state)
 
     @work(thread=True, exclusive=True, group="v-star", exit_on_error=False, name="exact V*")
     def compute_v_star(self) -> None:
-        self.session.v_star()
-        self.app.call_from_thread(self._update_critic_header)
+        session = self.session
+        session.warm_oracle()
+        self.app.call_from_thread(self._oracle_ready, session)
+
+    def _oracle_ready(self, session: Any) -> None:
+        if session is self.session:
+            self._update_critic_header()
+            if self.show_values and not session.is_grid:  # the hint waited for the solver
+                self.draw(session.snapshot())
 
     @work(thread=True, exclusive=True, group="critic-v", exit_on_error=False, name="critic V(s)")
     def critic_state_value(self, state: State) -> None:
@@ -205,7 +285,9 @@ class LabScreen(BaseScreen):
             self._update_critic_header(value)
 
     def on_resize(self, event) -> None:  # noqa: ANN001
-        self.query_one(GridView).cell_width = 7 if event.size.width >= 100 else 5
+        grid = self.grid
+        if grid is not None:
+            grid.cell_width = 7 if event.size.width >= 100 else 5
 
     # ---- grid ---------------------------------------------------------------------
     @on(GridView.StartChosen)
@@ -235,7 +317,7 @@ class LabScreen(BaseScreen):
         if not self._actor_ready():
             return
         if self.session.snapshot().done:
-            self.notify("the episode is over: r resets it", severity="warning")
+            self.notify(self._over_message(), severity="warning")
             return
         self._pause.clear()
         self.running = True
@@ -253,18 +335,37 @@ class LabScreen(BaseScreen):
         self._pause.set()
         self.workers.cancel_group(self, "lab")
 
+    def _over_message(self) -> str:
+        if self.session.deals:
+            return "the hand is over: n deals the next one (r replays it)"
+        return "the episode is over: r resets it"
+
     def action_reset(self) -> None:
         self._stop_worker()
-        self._after_reset(self.session.reset(), "episode reset")
+        snap = self.session.reset()
+        self._after_reset(snap, "episode reset" if not self.session.deals else f"deal #{snap.deal} again: same cards")
 
-    def _after_reset(self, snap: GridSnapshot, message: str) -> None:
+    def action_new_episode(self) -> None:
+        self._stop_worker()
+        snap = self.session.next_deal()
+        self._after_reset(snap, f"deal #{snap.deal} (seed {snap.seed})")
+
+    def _after_reset(self, snap: Snapshot, message: str) -> None:
         self.running = False
         self.query_one("#episode-table", DataTable).clear()
-        self.query_one(ActorPane).clear_completion()
-        self.query_one(ActorPane).show_message(message)
+        pane = self.query_one(ActorPane)
+        pane.clear_completion()
+        if self.session.deals:  # a new hand: its own prompt, not the last hand's
+            self._show_next_prompt(snap)
+        pane.show_message(message)
         self.draw(snap)
         self._update_critic_header()
         self.query_one(CriticPane).show_candidates([])
+
+    def _show_next_prompt(self, snap: Snapshot) -> None:
+        session = self.session
+        self.query_one(ActorPane).show_next(session.model_prompt(self.app.actor, session.user_prompt()),
+                                            f"next · {session.headline(snap.state)}")
 
     def action_toggle_constrained(self) -> None:
         self.session.constrained = not self.session.constrained
@@ -273,12 +374,13 @@ class LabScreen(BaseScreen):
 
     def action_toggle_values(self) -> None:
         self.show_values = not self.show_values
-        if self.show_values and self.app.critic is not None and self._critic_values is None:
+        if self.show_values and self.app.critic is not None and self._critic_values is None and self.session.critic_ok:
             self.critic_grid_values()
         self.draw(self.session.snapshot())
 
     def action_focus_grid(self) -> None:
-        self.query_one(GridView).focus()
+        if self.grid is not None:
+            self.grid.focus()
 
     async def action_edit_strategy(self) -> None:
         editor = await self.ensure_editor()
@@ -295,7 +397,7 @@ class LabScreen(BaseScreen):
         if not self._actor_ready():
             return
         if self.session.snapshot().done:
-            self.notify("the episode is over: r resets it", severity="warning")
+            self.notify(self._over_message(), severity="warning")
             return
         self.query_one("#lab-tabs", TabbedContent).active = "tab-critic"
         self.query_one(CriticPane).query_one("#critic-value", Static).update(Text("sampling candidates…", style="italic"))
@@ -309,10 +411,9 @@ class LabScreen(BaseScreen):
         session, actor = self.session, self.app.actor
         done_steps, reason = 0, ""
 
-        def on_prompt(prompt: str, state: State) -> None:
+        def on_prompt(prompt: str, state: Any) -> None:
             step = session.snapshot().actions_taken + 1
-            where = goal_direction(state, session.env.goal)
-            self.post_message(StepStarted(prompt, f"step {step} · at {state} · {where}"))
+            self.post_message(StepStarted(prompt, f"step {step} · {session.headline(state)}"))
 
         def on_text(piece: str) -> None:
             if worker.is_cancelled:
@@ -338,8 +439,7 @@ class LabScreen(BaseScreen):
             self._record(record)
             done_steps += 1
             if record.terminated or record.truncated:
-                reason = "reached the goal" if record.terminated and "goal" in record.caption else (
-                    "out of actions" if record.truncated else "episode over")
+                reason = _end_reason(record, session.deals)
                 break
             if max_steps is not None and done_steps >= max_steps:
                 break
@@ -350,7 +450,8 @@ class LabScreen(BaseScreen):
 
     def _record(self, record: Any) -> None:
         """The step into the registry (this console's `play` run), from the episode thread."""
-        params = {"actor": self.app.actor_spec, "adapter": self.app.adapter, "strategy_text": self.session.strategy}
+        params = {"actor": self.app.actor_spec, "adapter": self.app.adapter, "strategy_text": self.session.strategy,
+                  "env": self.session.env_name}
         try:
             self.app.registry.call_sync(self.app.lab_recorder.record, record, params)
         except Exception as exc:  # noqa: BLE001 - the episode goes on; the researcher is told
@@ -358,7 +459,7 @@ class LabScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, group="critic", exit_on_error=False, name="candidates")
     def sample_candidates(self, k: int = 4) -> None:
-        critic = self.app.critic
+        critic = self.app.critic if self.session.critic_ok else None
         state = self.session.snapshot().state
         try:
             value, rows = self.session.candidates(self.app.actor, k=k, critic=critic)
@@ -394,6 +495,8 @@ class LabScreen(BaseScreen):
 
     def on_step_finished(self, message: StepFinished) -> None:
         r = message.record
+        if r.snapshot.env != self.session.env_name:  # a step of the env the Lab left
+            return
         self.query_one(ActorPane).show_result(
             r.text, r.moves, r.mode, logprob=r.logprob, n_tokens=r.n_tokens, reward=r.reward, caption=r.caption
         )
@@ -414,10 +517,12 @@ class LabScreen(BaseScreen):
             self.notify(message.reason)
 
     def on_candidates_ready(self, message: CandidatesReady) -> None:
+        if not self._sampling:  # sampled in the env the Lab has left since
+            return
         snap = self.session.snapshot()
         pane = self.query_one(CriticPane)
         self._sampling = False
-        pane.show_value(message.critic_label, message.value, message.state, self.session.v_star().get(message.state))
+        pane.show_value(message.critic_label, message.value, message.state, self.session.oracle_value(message.state))
         pane.show_candidates(message.rows, message.state)
         pane.mark_state(snap.state)
 
@@ -428,7 +533,7 @@ class LabScreen(BaseScreen):
         except ValueError as exc:
             self.app.report_error("strategy rejected", exc)
             return
-        console_state.save(self.app.db_path, strategy_version=event.version)  # reopened on it next time
+        console_state.save(self.app.db_path, **{self._strategy_key(): event.version})  # reopened on it next time
         prompt = self.session.user_prompt()
         self.query_one(ActorPane).show_prompt(prompt, "next prompt (strategy applied)")
         self.query_one(ActorPane).show_message("strategy applied: the next step uses it")
@@ -440,3 +545,12 @@ class LabScreen(BaseScreen):
         self._critic_values = None
         self.update_status()
         self._update_critic_header()
+
+
+def _end_reason(record: Any, deals: bool) -> str:
+    """Why the episode stopped, for the toast."""
+    if deals:
+        outcome = record.snapshot.outcome or ("out of actions" if record.truncated else "over")
+        return f"hand over: {outcome} · n deals the next hand"
+    return "reached the goal" if record.terminated and "goal" in record.caption else (
+        "out of actions" if record.truncated else "episode over")

@@ -55,6 +55,15 @@ class ActorPane(Vertical):
         completion.update(Text("▌", style="blink"))
         self.query_one("#actor-parse", Static).update("")
 
+    def show_next(self, prompt: str, state_text: str) -> None:
+        """The prompt the next step will send, nothing generated yet (a new deal must not
+        leave the last hand's prompt in view)."""
+        self.query_one("#actor-state", Static).update(state_text)
+        self.query_one("#actor-prompt", Static).update(Text(prompt.rstrip()))
+        scroll = self.query_one("#actor-prompt-scroll", VerticalScroll)
+        scroll.call_after_refresh(scroll.scroll_end, animate=False)
+        self.clear_completion()
+
     def append(self, piece: str) -> None:
         self._buffer += piece
         self.query_one("#actor-completion", Static).update(Text(self._buffer, style="bold") + Text("▌"))

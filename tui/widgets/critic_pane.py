@@ -1,17 +1,26 @@
-"""CriticPane: V(s) of the current state and a table of K sampled candidates."""
+"""CriticPane: V(s) of the current state and a table of K sampled candidates.
+
+The critic is trained on grid states only: for another env the pane says so and
+ranks the candidates by the oracle alone (the env's exact solver)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from lactchain.envs import State
 from tui.format import short_moves, short_state
 from tui.lab_session import Candidate, best_index
+
+GRID_LEGEND = "k: sample candidates · F=forward L=left R=right · Q* = r + γ·V*(s') (exact)"
+GRID_NOTE = "A = r + γ·V(s') − V(s), the critic's TD advantage (★ = highest)"
+# Another env: Q* is the solver's exact expected return of the list, then optimal play (tui.oracle).
+ORACLE_LEGEND = "k: sample · H=hit S=stick · Q* = exact E[return] (oracle)"
+ORACLE_NOTE = "same cards · ★ = best Q* (oracle)"
+
 
 def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:+.2f}"
@@ -24,7 +33,16 @@ class CriticPane(Vertical):
     CriticPane #critic-note { height: auto; }
     """
 
-    table_state: State | None = None  # where the candidates in the table were sampled
+    table_state: Any = None  # where the candidates in the table were sampled
+    critic_note: str | None = None  # why the critic has no values here (another env than the grid)
+    legend: str = GRID_LEGEND
+    note: str = GRID_NOTE
+
+    def set_env(self, env: str, critic_ok: bool) -> None:
+        """Say what the pane can show for `env`; clears the table."""
+        self.critic_note = None if critic_ok else f"the critic knows the grid only: no values for {env}"
+        self.legend, self.note = (GRID_LEGEND, GRID_NOTE) if critic_ok else (ORACLE_LEGEND, ORACLE_NOTE)
+        self.show_candidates([])
 
     def compose(self) -> ComposeResult:
         yield Static("critic not loaded", id="critic-value")
@@ -33,7 +51,7 @@ class CriticPane(Vertical):
         yield table
         yield Static("", id="critic-note")
 
-    def mark_state(self, state: State | None) -> None:
+    def mark_state(self, state: Any) -> None:
         """Say whether the table belongs to the agent's current state (stale after a step)."""
         note = self.query_one("#critic-note", Static)
         if self.table_state is None:
@@ -42,24 +60,28 @@ class CriticPane(Vertical):
             note.update(Text(f"⚠ stale: sampled at {short_state(self.table_state)}, the agent is now at "
                              f"{short_state(state)}; k samples here", style="bold yellow"))
         else:
-            note.update(Text(f"sampled at {short_state(self.table_state)} · A = r + γ·V(s') − V(s), the critic's "
-                             "TD advantage (★ = highest)", style="dim"))
+            note.update(Text(f"sampled at {short_state(self.table_state)} · {self.note}", style="dim"))
 
-    def show_value(self, critic_label: str | None, value: float | None, state: State | None, v_star: float | None) -> None:
+    def show_value(self, critic_label: str | None, value: float | None, state: Any, v_star: float | None) -> None:
         text = Text()
-        if critic_label is None:
+        gap = "   "
+        if self.critic_note is not None:  # its own line; s and the oracle's V* on the next
+            text.append(self.critic_note + "\n", style="italic yellow")
+            gap = ""
+        elif critic_label is None:
             text.append("critic not loaded", style="italic yellow")
         else:
             text.append(f"V(s) = {_num(value)}", style="bold")
             text.append(f"  [{critic_label}]", style="dim")
         if state is not None:
-            text.append(f"   s = {short_state(state)}", style="dim")
+            text.append(f"{gap}s = {short_state(state)}", style="dim")
+            gap = "   "
         if v_star is not None:
-            text.append(f"   V*(s) = {v_star:+.2f}", style="dim")
-        text.append("\nk: sample candidates · F=forward L=left R=right · Q* = r + γ·V*(s') (exact)", style="dim")
+            text.append(f"{gap}V*(s) = {v_star:+.2f}" + (" (oracle)" if self.critic_note else ""), style="dim")
+        text.append("\n" + self.legend, style="dim")
         self.query_one("#critic-value", Static).update(text)
 
-    def show_candidates(self, rows: Sequence[Candidate], state: State | None = None) -> None:
+    def show_candidates(self, rows: Sequence[Candidate], state: Any = None) -> None:
         table = self.query_one("#critic-table", DataTable)
         table.clear()
         self.table_state = state if rows else None

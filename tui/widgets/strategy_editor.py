@@ -125,7 +125,8 @@ class StrategyEditor(Vertical):
         if version is None:
             return
         actor, why = cli_actor(self.app.actor_spec)
-        values = {"actor": actor, "adapter": self.app.adapter or "", "states": "all", "strategy": str(version)}
+        values = {"actor": actor, "adapter": self.app.adapter or "", "states": "all", "strategy": str(version),
+                  "env": self.app.lab_session.env_name}  # the env the Lab plays: the strategy was written for it
         argv = build_argv("evaluate", values, self.app.db_path)
         self.say(f"launching evaluate of version {version} with {actor}{why}…")
         self._launch_evaluate(argv, version)
