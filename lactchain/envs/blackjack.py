@@ -426,10 +426,10 @@ class BlackjackSolver:
         `start`: `hand` is as dealt, so a soft 21 is a natural. Exact, over the
         infinite deck: the oracle's score of a move list."""
         hand, moves = parse_hand(hand), list(moves)
+        natural = start and hand.usable_ace and hand.player_sum == 21
         if not moves:
-            return self.value(hand)
+            return self.value(hand, natural=natural)
         if moves[0] == STICK:
-            natural = start and hand.usable_ace and hand.player_sum == 21
             return self.value(hand, natural=True) if natural else self._stick(hand.player_sum, hand.dealer_card)[0]
         total = 0.0
         for card, p in CARD_P.items():
