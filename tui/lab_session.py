@@ -132,10 +132,9 @@ class LabSession:
         self._info: dict[str, Any] = {}
         self.reset()
 
-    @property
-    def critic_ok(self) -> bool:
-        """The critic is trained on grid states only: no values for another env's states."""
-        return self.is_grid
+    def critic_fits(self, critic: Any) -> bool:
+        """A critic gives values only for the env it was trained on (its `env_name`)."""
+        return critic is not None and getattr(critic, "env_name", "grid") == self.env_name
 
     @property
     def episode_seed(self) -> int | None:
@@ -315,7 +314,7 @@ class LabSession:
     def candidates(self, actor: Any, k: int = 4, temperature: float = 0.8, seed: int | None = 0,
                    critic: Any | None = None) -> tuple[float | None, list[Candidate]]:
         """Sample k move lists for the current state; execute each from it (on the same
-        seeded cards), score them with the critic (grid only) and with the exact solver
+        seeded cards), score them with the critic (if trained on this env) and with the exact solver
         (always, as a reference: the oracle). Returns (V(s), candidates)."""
         with self._lock:
             state = self.env.state
@@ -339,7 +338,7 @@ class LabSession:
                 q_star = exact_q(solver, state, moves[: self.env.max_moves_per_action], reward, nxt, done, natural)
             rows.append(Candidate(tuple(moves), text, mode, nxt, reward, done, path, q_star=q_star))
         v_s = None
-        if critic is not None and rows and self.critic_ok:
+        if rows and self.critic_fits(critic):
             from lactchain.preferences import advantage
 
             v_s = self.critic_values(critic, [state])[0]

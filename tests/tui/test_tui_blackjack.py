@@ -83,7 +83,7 @@ def test_candidates_are_played_on_the_same_cards_and_ranked_by_the_solver():
     assert session.snapshot().actions_taken == 0  # the live hand is untouched
 
 
-async def test_the_critic_tab_says_the_critic_is_grid_only(make_app):
+async def test_a_grid_critic_gives_no_values_on_blackjack(make_app):
     from lactchain.models.critic import Critic
 
     app = make_app(critic=Critic.load("tiny"), critic_spec="tiny", env="blackjack")
@@ -92,7 +92,8 @@ async def test_the_critic_tab_says_the_critic_is_grid_only(make_app):
         await pilot.press("k")
         await settle(app, pilot)
         header = str(app.screen.query_one("#critic-value").render())
-        assert "grid only: no values for blackjack" in header and "V*(s) = " in header and "oracle" in header
+        assert "trained on grid: no values for blackjack (load one trained with --env blackjack)" in header
+        assert "V*(s) = " in header and "oracle" in header
         table = app.screen.query_one(CriticPane).query_one(DataTable)
         assert table.row_count == 4
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(4)]
@@ -152,3 +153,20 @@ def test_tui_env_option_refuses_an_unknown_env_in_one_line(tmp_path, capsys):
     assert main(["--env", "poker", "--db", str(tmp_path / "r.db"), "--actor", "none"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown env 'poker'" in err[0] and "grid" in err[0] and "blackjack" in err[0]
+
+
+async def test_a_blackjack_critic_scores_the_blackjack_candidates(make_app):
+    """A critic trained with --env blackjack (here: the tiny backbone, its env set) gives
+    V(s) and each candidate's Q and advantage beside the oracle's Q*."""
+    from lactchain.models.critic import Critic
+
+    app = make_app(critic=Critic.load("tiny", env="blackjack"), critic_spec="tiny", env="blackjack")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("k")
+        await settle(app, pilot)
+        header = str(app.screen.query_one("#critic-value").render())
+        assert "no values" not in header
+        table = app.screen.query_one(CriticPane).query_one(DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows and all(r[5] != "—" and r[6] != "—" for r in rows)  # the critic's A and the oracle's Q*

@@ -108,7 +108,7 @@ class LabScreen(BaseScreen):
     def _setup_view(self) -> None:
         """Title, cursor and focus of the env pane; the critic pane told what it can show."""
         session = self.session
-        self.query_one(CriticPane).set_env(session.env_name, session.critic_ok)
+        self._tell_critic_pane()
         grid = self.grid
         if grid is None:
             self.query_one("#lab-env").border_title = session.env_name.capitalize()
@@ -252,7 +252,7 @@ class LabScreen(BaseScreen):
     def _update_critic_header(self, value: float | None = None) -> None:
         session = self.session
         snap = session.snapshot()
-        critic = self.app.critic if session.critic_ok else None
+        critic = self.app.critic if session.critic_fits(self.app.critic) else None
         self.query_one(CriticPane).show_value(
             self.app.critic_label if critic is not None else None, value, snap.state, session.oracle_value(snap.state),
         )
@@ -374,7 +374,7 @@ class LabScreen(BaseScreen):
 
     def action_toggle_values(self) -> None:
         self.show_values = not self.show_values
-        if self.show_values and self.app.critic is not None and self._critic_values is None and self.session.critic_ok:
+        if self.show_values and self.app.critic is not None and self._critic_values is None and self.session.critic_fits(self.app.critic):
             self.critic_grid_values()
         self.draw(self.session.snapshot())
 
@@ -459,7 +459,7 @@ class LabScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, group="critic", exit_on_error=False, name="candidates")
     def sample_candidates(self, k: int = 4) -> None:
-        critic = self.app.critic if self.session.critic_ok else None
+        critic = self.app.critic if self.session.critic_fits(self.app.critic) else None
         state = self.session.snapshot().state
         try:
             value, rows = self.session.candidates(self.app.actor, k=k, critic=critic)
@@ -540,8 +540,16 @@ class LabScreen(BaseScreen):
         editor = self.query_one(StrategyEditor)
         editor.refresh_versions()
 
+    def _tell_critic_pane(self) -> None:
+        """Whether the loaded critic has values for the env played (one trained on it, or
+        none loaded yet on the grid, the critic's default env)."""
+        critic, session = self.app.critic, self.session
+        fits = session.critic_fits(critic) if critic is not None else session.is_grid
+        self.query_one(CriticPane).set_env(session.env_name, fits, getattr(critic, "env_name", None))
+
     def on_model_changed(self) -> None:
         """Called by the app when the actor or critic changed."""
+        self._tell_critic_pane()
         self._critic_values = None
         self.update_status()
         self._update_critic_header()

@@ -34,13 +34,15 @@ class CriticPane(Vertical):
     """
 
     table_state: Any = None  # where the candidates in the table were sampled
-    critic_note: str | None = None  # why the critic has no values here (another env than the grid)
+    critic_note: str | None = None  # why the critic has no values here (trained on another env)
     legend: str = GRID_LEGEND
     note: str = GRID_NOTE
 
-    def set_env(self, env: str, critic_ok: bool) -> None:
+    def set_env(self, env: str, critic_ok: bool, critic_env: str | None = None) -> None:
         """Say what the pane can show for `env`; clears the table."""
-        self.critic_note = None if critic_ok else f"the critic knows the grid only: no values for {env}"
+        trained = f"the critic was trained on {critic_env or 'the grid'}"
+        self.critic_note = None if critic_ok else (
+            f"{trained}: no values for {env} (load one trained with --env {env})")
         self.legend, self.note = (GRID_LEGEND, GRID_NOTE) if critic_ok else (ORACLE_LEGEND, ORACLE_NOTE)
         self.show_candidates([])
 
