@@ -56,12 +56,13 @@ ENV = Field("env", "Environment", "grid", choices=("grid", "blackjack"))
 # field against the typer app so the forms cannot drift from the commands.
 JOB_FORMS: tuple[JobForm, ...] = (
     JobForm("train-critic", "Train critic", (
-        CRITIC, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True, check="run:play"),
+        CRITIC, ENV, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True, check="run:play"),
         Field("epochs", "Epochs", "3", check="int"),
         Field("gamma", "Gamma", "0.9", check="gamma"),
     )),
     JobForm("collect-pairs", "Collect pairs", (
-        ACTOR, ADAPTER, STRATEGY, Field("critic-run", "Critic run", "", help="train-critic run id", check="run:critic"),
+        ACTOR, ADAPTER, STRATEGY, ENV,
+        Field("critic-run", "Critic run", "", help="train-critic run id", check="run:critic"),
         Field("states", "Start states", "32", check="int"),
         Field("samples", "Samples per state", "4", check="int"),
     )),
@@ -76,7 +77,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
         ACTOR, ADAPTER, STRATEGY, ENV, Field("states", "Start states", "all", help="'all' or a number", check="states"),
     )),
     JobForm("pipeline", "Pipeline", (
-        ACTOR, CRITIC, STRATEGY,
+        ACTOR, CRITIC, STRATEGY, ENV,
         Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
         Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "judge", "oracle"),
               help="judge = the actor judges its candidates; oracle = diagnostic upper bound"),
