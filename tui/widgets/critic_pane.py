@@ -1,7 +1,8 @@
 """CriticPane: V(s) of the current state and a table of K sampled candidates.
 
-The critic is trained on grid states only: for another env the pane says so and
-ranks the candidates by the oracle alone (the env's exact solver)."""
+A critic gives values only for the env it was trained on: with another env's critic
+(or none) the pane says so and ranks the candidates by the oracle alone (the env's
+exact solver)."""
 
 from __future__ import annotations
 
@@ -39,11 +40,15 @@ class CriticPane(Vertical):
     note: str = GRID_NOTE
 
     def set_env(self, env: str, critic_ok: bool, critic_env: str | None = None) -> None:
-        """Say what the pane can show for `env`; clears the table."""
-        trained = f"the critic was trained on {critic_env or 'the grid'}"
+        """Say what the pane can show for `env` with a critic trained on `critic_env` (None:
+        no critic loaded); clears the table."""
+        grid = env == "grid"
+        self.legend = GRID_LEGEND if grid else ORACLE_LEGEND
+        self.note = (GRID_NOTE if grid else f"same cards · {GRID_NOTE}") if critic_ok else ORACLE_NOTE
+        fix = f"load one trained with --env {env}"
         self.critic_note = None if critic_ok else (
-            f"{trained}: no values for {env} (load one trained with --env {env})")
-        self.legend, self.note = (GRID_LEGEND, GRID_NOTE) if critic_ok else (ORACLE_LEGEND, ORACLE_NOTE)
+            f"no critic loaded: no values for {env} ({fix})" if critic_env is None
+            else f"the critic was trained on {critic_env}: no values for {env} ({fix})")
         self.show_candidates([])
 
     def compose(self) -> ComposeResult:
