@@ -186,7 +186,8 @@ class RolloutLabeler(ValueLabeler):
         return {s: list(x.moves) for s, x in zip(todo, samples)}
 
     def greedy_returns(self, states: Sequence[State]) -> list[float]:
-        """G_H(s): discounted return of the greedy actor from each state, simulated in the env."""
+        """G_H(s): discounted return of the greedy actor from each state, simulated in the env
+        (on a stochastic env, on one seeded deal per state: reproducible, noisy)."""
         policy: dict[State, list[str]] = {}
         frontier = [s for s in states if not self._is_goal(s)]
         # The states greedy play can visit within the horizon, asked for level by level.
@@ -196,13 +197,16 @@ class RolloutLabeler(ValueLabeler):
                 break
             policy.update(self.greedy_policy(new))
             frontier = [nxt for s in new for _, nxt, done in [execute_from(self.env, s, policy[s])] if not done]
+        stochastic = getattr(self.env, "stochastic", False)
         out = []
-        for s in states:
+        for i, s in enumerate(states):
             g, discount, cur = 0.0, 1.0, s
-            for _ in range(self.horizon):
+            for t in range(self.horizon):
                 if self._is_goal(cur):
                     break
-                reward, cur, done = execute_from(self.env, cur, policy[cur])
+                if cur not in policy:  # another deal led elsewhere than the look-ahead did
+                    policy.update(self.greedy_policy([cur]))
+                reward, cur, done = execute_from(self.env, cur, policy[cur], i * 1009 + t if stochastic else None)
                 g += discount * reward
                 discount *= self.gamma
                 if done:

@@ -152,3 +152,30 @@ def test_policy_return_is_the_exact_value_of_a_fixed_answer_per_hand(env):
     stderr = ((sum(r * r for r in rewards) / n - mean * mean) / n) ** 0.5
     assert abs(mean - exact) < 4 * stderr
     assert solver.policy_return(Hand(15, 10, False), {Hand(15, 10, False): []}) == 0.0
+
+
+def test_the_rollout_labeler_plays_seeded_deals_on_blackjack(env):
+    """The greedy look-ahead is reproducible on a stochastic env (seeded deals), even
+    where a deal leads to a hand the look-ahead never reached (asked for then)."""
+    from dataclasses import dataclass
+
+    from lactchain.labelers import RolloutLabeler
+
+    @dataclass
+    class Answer:
+        text: str
+        moves: list[str]
+        mode: str = "strict"
+
+    class HitBelowTwenty:  # a fixed policy read from the prompt: hit on sums 10..19, else stick
+        moves = (HIT, STICK)
+
+        def generate(self, prompts, **_kw):
+            return [Answer("['hit']", [HIT]) if "sum is 1" in p else Answer("['stick']", [STICK]) for p in prompts]
+
+    actor = HitBelowTwenty()
+    labeler = RolloutLabeler(actor, env, 0.9, horizon=3)
+    states = env.start_states()[:40]
+    first = labeler.greedy_returns(states)
+    assert first == labeler.greedy_returns(states)  # the same deals again
+    assert all(-1.0 <= g <= 1.0 for g in first) and any(g != 0.0 for g in first)
