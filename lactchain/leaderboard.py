@@ -1,0 +1,98 @@
+"""One leaderboard per env: every agent the registry knows, on the same start states.
+
+Rows, all greedy from every start state of the env (the grid's 60 poses, Blackjack's
+270 deals), seeded alike:
+- `random` and the `optimum` (the env's exact solver: an oracle, the upper bound), played now;
+- classic agents: each finished `baseline` run's own evaluation (`lactchain baselines train`);
+- LLM actors: each finished `eval` run over all start states (`lactchain evaluate`, and the
+  evaluations inside `pipeline` runs, zero-shot or with the adapter trained so far).
+Columns: success, mean return, optimal-move ratio (shortest / used moves, where the env
+has shortest paths), the exact expected return of the greedy answers (where the solver
+values a whole policy: Blackjack), and the env steps spent on training.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lactchain.baselines.agent import RandomAgent, SolverAgent, run_agent
+from lactchain.envs.catalog import env_name, make_env
+
+CLASSIC_KWARGS = {"grid": {"max_moves_per_action": 1, "max_actions": 30}}  # one move per action
+
+
+def classic_env(name: str) -> Any:
+    """The env a classic agent plays: one move per action (and room for the moves on the grid)."""
+    name = env_name(name)
+    return make_env(name, **CLASSIC_KWARGS.get(name, {}))
+
+
+def greedy_policy_return(env: Any, agent: Any) -> float | None:
+    """The exact expected return of an agent's greedy move in every start state, where the
+    env's solver can value a fixed answer per state (Blackjack); else None."""
+    solver = env.solver()
+    exact = getattr(solver, "policy_return", None)
+    if exact is None:
+        return None
+    agent.training = False
+    starts = list(env.start_states())
+    answers = {s: [agent.get_action(s)] for s in starts}
+    return sum(exact(s, answers, env.max_actions, env.max_moves_per_action) for s in starts) / len(starts)
+
+
+def evaluate_agent(env: Any, agent: Any, seed: int = 0) -> dict[str, Any]:
+    """Greedy from every start state of `env` (the leaderboard's protocol)."""
+    starts = list(env.start_states())
+    out = run_agent(env, agent, len(starts), seed=seed, learn=False, starts=starts).as_dict()
+    exact = greedy_policy_return(env, agent)
+    return {**out, "states": len(starts), **({"greedy_expected_return": exact} if exact is not None else {})}
+
+
+def _row(agent: str, kind: str, metrics: dict[str, Any], run_id: str | None, train_env_steps: Any,
+         max_actions: Any, source: str = "") -> dict[str, Any]:
+    return {"agent": agent, "kind": kind, "run_id": run_id, "source": source,
+            "success_rate": metrics.get("success_rate"), "mean_return": metrics.get("mean_return"),
+            "mean_optimal_ratio": metrics.get("mean_optimal_ratio"),
+            "greedy_expected_return": metrics.get("greedy_expected_return"),
+            "train_env_steps": train_env_steps, "max_actions": max_actions, "states": metrics.get("states")}
+
+
+def _llm_label(params: dict[str, Any], parent: dict[str, Any] | None) -> str:
+    actor = params.get("actor") or (parent or {}).get("actor") or "?"
+    return f"{actor} + adapter" if params.get("adapter") else f"{actor} zero-shot"
+
+
+def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
+    """The rows for `env`, best mean return first (the optimum's row is the reference)."""
+    name = env_name(env)
+    table = classic_env(name)
+    rows: list[dict[str, Any]] = []
+    for run in registry.list_runs(kind="baseline", status="FINISHED"):
+        params = registry.params(run["id"])
+        if params.get("env", "grid") != name or params.get("agent") in (None, "random"):  # random: the reference row
+            continue
+        m = registry.latest_metrics(run["id"])
+        metrics = {k.removeprefix("eval/"): v for k, v in m.items() if k.startswith("eval/")}
+        steps = m.get("train/env_steps")
+        rows.append(_row(params["agent"], "classic", metrics, run["id"], None if steps is None else int(steps),
+                         table.max_actions, run.get("name") or ""))
+    for run in registry.list_runs(kind="eval", status="FINISHED"):
+        params = registry.params(run["id"])
+        parent = registry.params(run["parent_id"]) if run.get("parent_id") else None
+        if (params.get("env") or (parent or {}).get("env") or "grid") != name or str(params.get("states")) != "all":
+            continue
+        metrics = registry.latest_metrics(run["id"])
+        label = _llm_label(params, parent)
+        source = f"{run.get('name') or ''} of {run['parent_id']}" if run.get("parent_id") else (run.get("name") or "")
+        rows.append(_row(label, "llm", metrics, run["id"], None,
+                         params.get("max_actions") or (parent or {}).get("eval_max_actions"), source))
+    if not rows:
+        raise ValueError(f"no agents evaluated on {name} in this registry: train one with "
+                         f"`lactchain baselines train --env {name}` or evaluate an actor with "
+                         f"`lactchain evaluate --env {name}`")
+    rows.append(_row("random", "reference", evaluate_agent(table, RandomAgent(table.moves)), None, 0,
+                     table.max_actions))
+    rows.append(_row("optimum (oracle)", "reference", evaluate_agent(table, SolverAgent(table)), None,
+                     None, table.max_actions))
+    return sorted(rows, key=lambda r: -(r["greedy_expected_return"] if r["greedy_expected_return"] is not None
+                                        else r["mean_return"] or float("-inf")))

@@ -1,0 +1,69 @@
+"""`lactchain baselines train` and `lactchain leaderboard` on a real registry: classic
+agents and the LLM actor on the same start states, beside random play and the optimum."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lactchain.registry import Registry
+
+
+@pytest.fixture
+def lc(capsys):
+    from cli_helpers import run_cli
+
+    return lambda *argv: run_cli([str(a) for a in argv], capsys)
+
+
+def test_the_leaderboard_ranks_classic_agents_and_the_llm_on_the_grid(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    for agent, episodes in (("q-learning", 3000), ("value-iteration", 1)):
+        code, out, err = lc("baselines", "train", "--agent", agent, "-n", episodes, "--db", db, "--json")
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["eval"]["states"] == 60 and result["eval"]["success_rate"] == 1.0
+    reg = Registry(db)
+    q_run = next(r for r in reg.list_runs(kind="baseline") if reg.params(r["id"])["agent"] == "q-learning")
+    assert reg.latest_artifact(q_run["id"], "agent") is not None  # the learned table
+    assert reg.latest_metrics(q_run["id"])["train/env_steps"] > 10_000
+    code, out, err = lc("evaluate", "--actor", "tiny", "--states", "all", "--max-actions", "2", "--envs", "60",
+                        "--db", db, "--json")
+    assert code == 0, err
+    code, out, err = lc("leaderboard", "--db", db, "--json")
+    assert code == 0, err
+    rows = {r["agent"]: r for r in json.loads(out)["rows"]}
+    assert set(rows) == {"q-learning", "value-iteration", "tiny zero-shot", "random", "optimum (oracle)"}
+    assert rows["q-learning"]["success_rate"] == 1.0 and rows["q-learning"]["train_env_steps"] > 10_000
+    assert rows["optimum (oracle)"]["mean_optimal_ratio"] == 1.0
+    assert rows["random"]["success_rate"] < rows["q-learning"]["success_rate"]
+    assert rows["tiny zero-shot"]["states"] == 60 and rows["tiny zero-shot"]["kind"] == "llm"
+    code, out, err = lc("leaderboard", "--db", db)
+    assert code == 0 and "q-learning" in out and "optimum (oracle)" in out
+
+
+def test_blackjack_rows_carry_the_exact_expected_return(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, out, err = lc("baselines", "train", "--env", "blackjack", "--agent", "value-iteration", "--db", db, "--json")
+    assert code == 0, err
+    code, out, err = lc("leaderboard", "--env", "blackjack", "--db", db, "--json")
+    assert code == 0, err
+    rows = {r["agent"]: r for r in json.loads(out)["rows"]}
+    assert rows["value-iteration"]["greedy_expected_return"] == pytest.approx(
+        rows["optimum (oracle)"]["greedy_expected_return"])  # Blackjack's DP is its value iteration
+    assert rows["random"]["greedy_expected_return"] < rows["value-iteration"]["greedy_expected_return"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["leaderboard"], "no agents evaluated on grid in this registry"),
+    (["baselines", "train", "--agent", "dqn"], "unknown agent 'dqn'; known agents: random, value-iteration"),
+    (["baselines", "train", "--epsilon", "fast"], "give VALUE, START:END:STEPS"),
+    (["baselines", "train", "-n", "0"], "greater than or equal to 1"),
+])
+def test_bad_input_is_one_line_and_creates_no_run(tmp_path, lc, argv, message):
+    db = tmp_path / "registry.db"
+    Registry(db)  # an empty registry
+    code, _, err = lc(*argv, "--db", db)
+    assert code == 2 and message in " ".join(err.split()), err
+    assert Registry(db).list_runs() == []
