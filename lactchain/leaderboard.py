@@ -18,6 +18,10 @@ from typing import Any
 from lactchain.baselines.agent import RandomAgent, SolverAgent, run_agent
 from lactchain.envs.catalog import env_name, make_env
 
+# (column title, row key): the CLI's table and the console's Board tab.
+COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
+           ("optimal ratio", "mean_optimal_ratio"), ("exact E(return)", "greedy_expected_return"),
+           ("train env steps", "train_env_steps"), ("actions", "max_actions"), ("run", "run_id"))
 CLASSIC_KWARGS = {"grid": {"max_moves_per_action": 1, "max_actions": 30}}  # one move per action
 
 
@@ -96,3 +100,12 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
                      None, table.max_actions))
     return sorted(rows, key=lambda r: -(r["greedy_expected_return"] if r["greedy_expected_return"] is not None
                                         else r["mean_return"] or float("-inf")))
+
+
+def format_cell(value: Any) -> str:
+    """A leaderboard value as the tables show it ('—' where not measured)."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
+    return str(value)

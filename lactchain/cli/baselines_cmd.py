@@ -91,11 +91,6 @@ def _render_train(result: dict[str, Any]) -> None:
     console.print(table)
 
 
-COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
-           ("optimal ratio", "mean_optimal_ratio"), ("exact E(return)", "greedy_expected_return"),
-           ("train env steps", "train_env_steps"), ("actions", "max_actions"), ("run", "run_id"))
-
-
 def leaderboard_cmd(
     env: EnvOption = "grid",
     db: DbOption = None,
@@ -105,7 +100,7 @@ def leaderboard_cmd(
     trained LLM actors) beside random play and the exact optimum (an oracle), greedy from
     every start state: success, mean return, optimal-move ratio, the exact expected
     return where the env's solver values a policy (Blackjack), env steps spent training."""
-    from lactchain.leaderboard import leaderboard
+    from lactchain.leaderboard import COLUMNS, format_cell, leaderboard
 
     registry = open_registry(db)
     try:
@@ -121,13 +116,5 @@ def leaderboard_cmd(
         table.add_column(title, justify="left" if title in ("agent", "run") else "right",
                          no_wrap=title in ("agent", "run"))
     for row in rows:
-        table.add_row(*(_cell(row[key]) for _, key in COLUMNS))
+        table.add_row(*(format_cell(row[key]) for _, key in COLUMNS))
     console.print(table)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
-    return str(value)

@@ -184,3 +184,32 @@ async def test_pipeline_children_sit_under_it_and_the_key_metric_comes_first(mak
         screen.sort_column, screen.sort_reverse = "metrics", True
         screen.populate()
         assert _ids(table)[:3] == [best, phases[1], other]  # by each run's key metric, runs without one last
+
+
+async def test_the_board_tab_shows_the_selected_runs_env_leaderboard(make_app, registry):
+    """A baseline run trained for real (value iteration on Blackjack); the Board tab ranks
+    it beside random play and the optimum with the exact expected return."""
+    from lactchain.baselines.train import train_baseline
+    from lactchain.jobs import run_context
+
+    with run_context(registry, "baseline", name="value-iteration on blackjack",
+                     params={"agent": "value-iteration", "env": "blackjack"}) as handle:
+        train_baseline(handle, "blackjack", "value-iteration", 1)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        screen.query_one("#runs-table", DataTable).focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        screen.query_one("#runs-tabs", TabbedContent).active = "tab-board"
+        await settle(app, pilot)
+        await screen.workers.wait_for_complete()
+        await settle(app, pilot)
+        assert "leaderboard: blackjack" in str(screen.query_one("#board-title").render())
+        table = screen.query_one("#board-table", DataTable)
+        agents = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert set(agents) == {"value-iteration", "optimum (oracle)", "random"}
+        assert agents[-1] == "random"  # ranked by the exact expected return

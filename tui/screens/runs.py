@@ -1,6 +1,8 @@
 """Runs: every run in the registry, filterable and sortable, with one run's details
 (params, latest metrics, metric charts, artifacts, log tail), a metric overlay
-across marked runs, and "load this run's adapter into the Lab"."""
+across marked runs, "load this run's adapter into the Lab", and the Board tab: the
+leaderboard of the selected run's env (classic agents, LLM evaluations, random and
+the optimum on the same start states; `lactchain.leaderboard`)."""
 
 from __future__ import annotations
 
@@ -163,6 +165,9 @@ class RunsScreen(BaseScreen):
                         yield MetricChart(id="run-chart")
                     with TabPane("Log", id="tab-log"):
                         yield LogTail(id="run-log")
+                    with TabPane("Board", id="tab-board"):
+                        yield Static("", id="board-title")
+                        yield DataTable(id="board-table", zebra_stripes=True, cursor_type="row")
         yield Static("", id="runs-summary")
         yield FittedFooter(compact=True)
 
@@ -255,6 +260,8 @@ class RunsScreen(BaseScreen):
         self.detail = detail
         self.show_detail(detail)
         await self.draw_chart()
+        if self.query_one("#runs-tabs", TabbedContent).active == "tab-board":
+            self.load_board()
 
     def _registry_id(self, run_id: str) -> Any:
         for run in self.runs:
@@ -304,6 +311,40 @@ class RunsScreen(BaseScreen):
             if current is not Select.NULL:
                 select.value = current
         self.query_one("#run-log", LogTail).follow(run.get("log_path"), placeholder="(this run has no log)")
+
+    @on(TabbedContent.TabActivated, "#runs-tabs")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "tab-board":
+            self.load_board()
+
+    def board_env(self) -> str:
+        """The env whose leaderboard the Board tab shows: the selected run's, else the grid."""
+        params = (self.detail or {}).get("params") or {}
+        return str(params.get("env") or "grid")
+
+    @work(exclusive=True, group="runs-board", exit_on_error=False, name="leaderboard")
+    async def load_board(self) -> None:
+        from lactchain.leaderboard import COLUMNS as BOARD, format_cell, leaderboard
+
+        env = self.board_env()
+        title = self.query_one("#board-title", Static)
+        title.update(Text(f"leaderboard: {env} · computing…", style="dim"))
+        try:
+            rows = await self.app.registry.call(leaderboard, env)
+        except ValueError as exc:  # no agent evaluated on this env yet: the fix is in the message
+            title.update(Text(str(exc), style="yellow"))
+            return
+        except Exception as exc:  # noqa: BLE001
+            title.update(Text(f"leaderboard unavailable: {exc}", style="red"))
+            return
+        table = self.query_one("#board-table", DataTable)
+        table.clear(columns=True)
+        for label, _ in BOARD:
+            table.add_column(label)
+        for row in rows:
+            table.add_row(*(format_cell(row[key]) for _, key in BOARD))
+        title.update(Text(f"leaderboard: {env} · greedy from every start state · the selected run's env",
+                          style="bold"))
 
     @on(Select.Changed, "#metric-select")
     async def _metric_changed(self, event: Select.Changed) -> None:
