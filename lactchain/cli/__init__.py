@@ -18,8 +18,8 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import (actor_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd, models_cmd, motif_cmd,
-                               pipeline_cmd, play_cmd, runs_cmd)
+    from lactchain.cli import (actor_cmd, bandit_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd, models_cmd,
+                               motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
 
     app.add_typer(runs_cmd.app, name="runs")
     app.command("play")(play_cmd.play)
@@ -30,11 +30,13 @@ def _register_optional_groups() -> None:
     app.command("evaluate")(loop_cmd.evaluate_cmd)
     app.command("pipeline")(pipeline_cmd.pipeline_cmd)
     bench_cmd.app.command("motif")(bench_motif.bench_motif)
+    bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)
     app.add_typer(bench_cmd.app, name="bench")
     app.command("collect")(motif_cmd.collect_cmd)
     app.command("judge")(motif_cmd.judge_cmd)
     app.command("train-reward")(motif_cmd.train_reward_cmd)
     app.command("reward-agents")(motif_cmd.reward_agents_cmd)
+    app.command("bandit")(bandit_cmd.bandit_cmd)
 
 
 _register_optional_groups()
