@@ -5,7 +5,8 @@ Rows, all greedy from every start state of the env (the grid's 60 poses, Blackja
 - `random` and the `optimum` (the env's exact solver: an oracle, the upper bound), played now;
 - classic agents: each finished `baseline` run's own evaluation (`lactchain baselines train`);
 - LLM actors: each finished `eval` run over all start states (`lactchain evaluate`, and the
-  evaluations inside `pipeline` runs, zero-shot or with the adapter trained so far).
+  evaluations inside `pipeline` runs, zero-shot or with the adapter trained so far; their
+  env steps: the critic's random transitions plus every candidate the collects executed).
 Columns: success, mean return, optimal-move ratio (shortest / used moves, where the env
 has shortest paths), the exact expected return of the greedy answers (where the solver
 values a whole policy: Blackjack), and the env steps spent on training.
@@ -13,6 +14,7 @@ values a whole policy: Blackjack), and the env steps spent on training.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lactchain.baselines.agent import RandomAgent, SolverAgent, run_agent
@@ -66,6 +68,23 @@ def _llm_label(params: dict[str, Any], parent: dict[str, Any] | None) -> str:
     return f"{actor} + adapter" if params.get("adapter") else f"{actor} zero-shot"
 
 
+def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) -> int | None:
+    """Env steps a pipeline spent before this evaluation: the critic's random transitions
+    (iteration 0) plus every candidate executed in the collects so far (x deals)."""
+    match = re.search(r"iteration (\d+)", run.get("name") or "")
+    if match is None:
+        return None
+    iteration = int(match.group(1))
+    if iteration == 0:  # the baseline evaluation: nothing learnt yet
+        return 0
+    candidates = sum(m["value"] for m in registry.metric_history(run["parent_id"], "collect/candidates")
+                     if m["step"] is not None and m["step"] <= iteration)
+    deals = int(parent.get("deals") or 1) if parent.get("env") == "blackjack" else 1
+    random_lists = next((m["value"] for m in registry.metric_history(run["parent_id"], "train-critic/transitions")
+                         if m["step"] == 0), 0)
+    return int(random_lists + candidates * deals)
+
+
 def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
     """The rows for `env`, best mean return first (the optimum's row is the reference)."""
     name = env_name(env)
@@ -88,7 +107,8 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
         metrics = registry.latest_metrics(run["id"])
         label = _llm_label(params, parent)
         source = f"{run.get('name') or ''} of {run['parent_id']}" if run.get("parent_id") else (run.get("name") or "")
-        rows.append(_row(label, "llm", metrics, run["id"], None,
+        steps = _loop_env_steps(registry, run, parent) if parent is not None else None
+        rows.append(_row(label, "llm", metrics, run["id"], steps,
                          params.get("max_actions") or (parent or {}).get("eval_max_actions"), source))
     if not rows:
         raise ValueError(f"no agents evaluated on {name} in this registry: train one with "
