@@ -18,7 +18,7 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import (actor_cmd, bandit_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd, models_cmd,
+    from lactchain.cli import (actor_cmd, bandit_cmd, baselines_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd, models_cmd,
                                motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
 
     app.add_typer(runs_cmd.app, name="runs")
@@ -37,6 +37,8 @@ def _register_optional_groups() -> None:
     app.command("train-reward")(motif_cmd.train_reward_cmd)
     app.command("reward-agents")(motif_cmd.reward_agents_cmd)
     app.command("bandit")(bandit_cmd.bandit_cmd)
+    app.add_typer(baselines_cmd.app, name="baselines")
+    app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
 
 
 _register_optional_groups()
