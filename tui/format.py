@@ -97,6 +97,7 @@ KEY_METRICS = {
     "judge": ("agreement", "answered_rate"),
     "reward": ("held_out_accuracy", "rank_correlation", "loss"),
     "agents": ("intrinsic_win_rate", "mixed_win_rate", "extrinsic_win_rate"),
+    "baseline": ("eval/greedy_expected_return", "eval/success_rate"),
 }
 
 
