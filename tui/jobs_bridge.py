@@ -105,6 +105,13 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("pairs-from", "Judge runs", "", help="judge run ids, comma separated", multi=True, check="run:judge"),
         CRITIC, Field("epochs", "Epochs", "40", check="int"),
     )),
+    # Classic RL (seed 004): the k-armed bandit testbed's curves land in the Runs chart.
+    JobForm("bandit", "Bandit testbed", (
+        Field("agents", "Agents", "eps:0.1,eps:0.01,optimistic:5,ucb:2,gradient:0.1",
+              help="random, eps:EPS, eps-const:EPS:ALPHA, optimistic:Q0, ucb:C, gradient:ALPHA"),
+        Field("runs", "Runs", "200", check="int"),
+        Field("steps", "Steps", "1000", check="int"),
+    )),
     JobForm("reward-agents", "Reward agents", (
         Field("reward-run", "Reward run", "", help="train-reward run id", check="run:reward"),
         Field("train-episodes", "Training hands", "100000", check="int"),
