@@ -469,14 +469,19 @@ class Registry:
 
     def _check_is_registry(self, db: sqlite_utils.Database) -> None:
         """Refuse, untouched, a SQLite file of another application or from a newer lactchain."""
-        version = self._user_version(db)
+        # One statement, one snapshot: read apart, a process that creates the schema between
+        # the two reads would make a fresh registry look like another application's file.
+        version, names = db.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version), "
+            "(SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table')").fetchone()
+        version = int(version or 0)
         if version > SCHEMA_VERSION:
             raise RegistryFileError(
                 f"{self.path} has schema version {version}, newer than this lactchain "
                 f"({SCHEMA_VERSION}); upgrade lactchain to open it"
             )
         if version == 0:
-            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+            tables = names.split(chr(31)) if names else []
             if tables:
                 shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
                 raise RegistryFileError(
