@@ -1,7 +1,7 @@
 """`lactchain-tui`: the LactChain lab console.
 
     lactchain-tui [--db PATH] [--actor PRESET_OR_PATH] [--adapter RUN_ID] [--critic PRESET_OR_RUN]
-                  [--env grid|blackjack]
+                  [--env grid|blackjack] [--scene empty|flat]
 
 The first screen paints before any model is touched: this module imports no
 torch/transformers; the actor and critic load in thread workers after the first
@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default="grid",
                    help="the env the Lab plays: grid (default) or blackjack; the palette switches "
                    "(ctrl+p, 'Lab: play ...')")
+    p.add_argument("--scene", default=None,
+                   help="the grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a bathtub, a sofa "
+                   "and a bed); grid only")
     return p
 
 
@@ -364,6 +367,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"error: --env: {exc}\n")
         return 2
+    env_kwargs: dict[str, Any] = {}
+    if args.scene is not None:
+        from lactchain.envs.scenes import get_scene
+
+        if env != "grid":
+            sys.stderr.write(f"error: --scene: scenes are the grid's; --env {env} has none\n")
+            return 2
+        try:
+            env_kwargs["scene"] = get_scene(args.scene).name
+        except ValueError as exc:
+            sys.stderr.write(f"error: --scene: {exc}\n")
+            return 2
     db = args.db
     if db is None:
         from lactchain.paths import default_db_path
@@ -377,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {problem}\n")
         return 2
     actor = None if str(args.actor).lower() == "none" else args.actor
-    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic, env=env)
+    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic, env=env,
+                       env_kwargs=env_kwargs)
     app.run()
     return app.return_code or 0
 

@@ -58,6 +58,7 @@ class Snapshot:
     deal: int | None = None  # the deal's number, for envs whose seed deals the start
     seed: int | None = None  # the seed that dealt it
     rendered: str = ""  # the env's text render (envs without a view of their own)
+    landmarks: tuple[Any, ...] = ()  # grid: the scene's landmarks (lactchain.envs.scenes.Landmark)
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ class LabSession:
     def snapshot(self) -> Snapshot:
         with self._lock:
             env, info = self.env, self._info
-            grid = dict(size=env.size, goal=tuple(env.goal)) if self.is_grid else {}
+            grid = dict(size=env.size, goal=tuple(env.goal), landmarks=tuple(env.scene.landmarks)) if self.is_grid else {}
             cards = {}
             if "player_cards" in info:
                 cards = dict(player_cards=tuple(info["player_cards"]), dealer_cards=tuple(info["dealer_cards"]),

@@ -18,7 +18,9 @@ app = typer.Typer(help="Inspect the environments and their exact optimum.", no_a
 
 @app.command("show")
 def show(
-    size: Annotated[int, typer.Option("--size", "-n", max=64, help="Grid side length.")] = 4,
+    size: Annotated[int | None, typer.Option("--size", "-n", max=64, help="Grid side length (default 4, or the scene's).")] = None,
+    scene: Annotated[str | None, typer.Option("--scene", help="A bundled scene (empty, flat): its size, goal, start and "
+                                              "landmarks; not with --size.")] = None,
     turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
     gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Per-action discount for V*.")] = 0.99,
     as_json: JsonOption = False,
@@ -26,15 +28,29 @@ def show(
     """Render the grid and the optimal plan from the start state.
 
     The goal sits in the north-east corner; the agent starts in the south-west
-    corner facing east. Prints the exact optimal move list (BFS) and V*.
+    corner facing east. Prints the exact optimal move list (BFS) and V*. With
+    --scene, the scene's grid, start and goal, and its landmarks (letters on the
+    grid, their cells and colours in a table).
     """
+    from lactchain.envs.scenes import get_scene
+
+    if scene is not None and size is not None:
+        fail("--size and --scene: the scene sets the grid's size; give one of them")
+    try:
+        chosen = get_scene(scene) if scene is not None else None
+    except ValueError as exc:
+        fail(str(exc))
+    size = chosen.size if chosen is not None else (4 if size is None else size)
     if not 0.0 <= gamma < 1.0:
         fail(f"--gamma must be in [0, 1), got {gamma}")
     if size > 64:
         fail(f"--size {size} is too large to solve exactly here; use at most 64")
     moves = ALL_MOVES if turn_right else DEFAULT_MOVES
     try:
-        env = GridWorldEnv(size=size, goal=(size - 1, size - 1), moves=moves, render_mode="ansi")
+        if chosen is not None:
+            env = GridWorldEnv(moves=moves, render_mode="ansi", scene=chosen)
+        else:
+            env = GridWorldEnv(size=size, goal=(size - 1, size - 1), moves=moves, render_mode="ansi")
     except ValueError as exc:
         fail(str(exc))
     env.reset()
@@ -55,6 +71,7 @@ def show(
                 "max_moves_per_action": env.max_moves_per_action,
                 "grid": env.render(),
                 "description": env.describe(),
+                **({"scene": env.scene.as_dict()} if chosen is not None else {}),
             }
         )
         return
@@ -63,7 +80,8 @@ def show(
     for move in plan:
         env.step([move])
         path.append(env.state)
-    console.print(Panel(render_ansi(env.size, env.start, env.goal, path), title=f"GridWorld {size}x{size}", expand=False))
+    title = f"GridWorld {size}x{size}" + (f" · scene {env.scene.name}" if chosen is not None else "")
+    console.print(Panel(render_ansi(env.size, env.start, env.goal, path, env.scene.landmarks), title=title, expand=False))
     table = Table(show_header=False, box=None)
     table.add_row("start", str(env.start))
     table.add_row("goal", f"(x={env.goal[0]}, y={env.goal[1]})")
@@ -71,6 +89,14 @@ def show(
     table.add_row("optimal plan", f"{format_moves(plan)} ({len(plan)} moves)")
     table.add_row(f"V*(start), gamma={gamma}", f"{v_start:.2f}")
     console.print(table)
+    if env.scene.landmarks:
+        marks = Table(title=f"landmarks of {env.scene.name} (walkable)")
+        for column in ("letter", "name", "colour", "cells"):
+            marks.add_column(column)
+        for m in env.scene.landmarks:
+            marks.add_row(f"[bold black on {m.colour}] {m.letter} [/]", m.name, m.colour,
+                          " ".join(f"({x},{y})" for x, y in m.cells))
+        console.print(marks)
 
 
 @app.command("blackjack")

@@ -3,6 +3,11 @@
 Coordinates: x grows east, y grows north; (0, 0) is the south-west corner. With the
 default vocabulary (move forward, turn left) the agent starts at (0, 0) facing east
 and the goal is (3, 3): three steps east, turn left, three steps north.
+
+A scene (`lactchain.envs.scenes`: `scene="flat"`, a Scene or its dict) sets the size,
+goal and start (explicit arguments win) and places walkable landmarks on the grid; they
+appear in `describe()`, `critic_text()` and both renders. The default is the "empty"
+scene: no landmarks, and every text and render exactly as without scenes.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from lactchain.envs.scenes import Landmark, Scene, get_scene
 from lactchain.moves import DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, validate_moves
 
 ORIENTATIONS: tuple[str, ...] = ("north", "east", "south", "west")
@@ -45,6 +51,22 @@ class MoveOutcome:
     state: State
     bumped: str | None = None  # the wall hit while clamping, e.g. "north"
     exited: bool = False  # left the grid (terminate-on-exit mode)
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'s' if n != 1 else ''}"
+
+
+def landmark_sentence(state: State, scene: Scene) -> str:
+    """The prompt's landmark sentence: "You are at the sofa." or "You are south-west of
+    the sofa, 2 steps from it." (the nearest landmark; "" in a scene without landmarks)."""
+    nearest = scene.nearest_landmark((state.x, state.y))
+    if nearest is None:
+        return ""
+    name, relation = nearest
+    if relation == "at":
+        return f"You are at the {name}."
+    return f"You are {relation} the {name}, {_steps(scene.distance((state.x, state.y), name))} from it."
 
 
 def goal_direction(state: State, goal: tuple[int, int]) -> str:
@@ -114,25 +136,34 @@ class GridWorldEnv(gym.Env):
 
     def __init__(
         self,
-        size: int = 4,
-        start: Sequence[Any] | Mapping[str, Any] = (0, 0, "east"),
-        goal: Sequence[int] = (3, 3),
+        size: int | None = None,
+        start: Sequence[Any] | Mapping[str, Any] | None = None,
+        goal: Sequence[int] | None = None,
         moves: Sequence[str] = DEFAULT_MOVES,
         max_actions: int = 20,
         max_moves_per_action: int = 8,
         terminate_on_exit: bool = False,
         exit_penalty: float = -10.0,
         render_mode: str | None = None,
+        scene: str | Scene | Mapping[str, Any] | None = None,
     ):
+        # size, goal and start default to the scene's (the empty scene: 4, (3, 3), (0, 0) east)
+        base = get_scene(scene)
+        size = base.size if size is None else size
         if int(size) < 2:
             raise ValueError(f"size must be at least 2, got {size}")
         self.size = int(size)
         self.moves = tuple(validate_moves(moves))
         if len(set(self.moves)) != len(self.moves) or not self.moves:
             raise ValueError(f"moves must be a non-empty list without repeats, got {list(moves)}")
-        self.goal = _as_cell(goal, "goal")
+        self.goal = _as_cell(base.goal if goal is None else goal, "goal")
         self._check_cell(self.goal, "goal")
-        self.start = self._parse_state(start)
+        self.start = self._parse_state(base.start if start is None else start)
+        # The scene as played: the base scene with any explicit size/goal/start (validated
+        # again: a landmark must still fit a smaller grid).
+        s = self.start
+        self.scene: Scene = base if (base.size, base.goal, base.start) == (self.size, self.goal, (s.x, s.y, s.orientation)) \
+            else Scene(base.name, self.size, self.goal, (s.x, s.y, s.orientation), base.landmarks)
         if max_actions < 1 or max_moves_per_action < 1:
             raise ValueError("max_actions and max_moves_per_action must be >= 1")
         self.max_actions = int(max_actions)
@@ -205,8 +236,12 @@ class GridWorldEnv(gym.Env):
     def critic_text(self, state: State) -> str:
         """The critic's compact state text: only what tells states apart, so mean pooling
         is not drowned in the ~30 tokens every prompt shares."""
-        return f"x={state.x} y={state.y} facing {state.orientation}; goal x={self.goal[0]} y={self.goal[1]}; " \
+        text = f"x={state.x} y={state.y} facing {state.orientation}; goal x={self.goal[0]} y={self.goal[1]}; " \
                f"grid {self.size}x{self.size}"
+        nearest = self.scene.nearest_landmark((state.x, state.y))
+        if nearest is not None:  # only scenes with landmarks: the empty scene's text is unchanged
+            text += f"; scene {self.scene.name}: {nearest[1]} {nearest[0]}"
+        return text
 
     @property
     def default_strategy(self) -> str:
@@ -247,8 +282,10 @@ class GridWorldEnv(gym.Env):
         coordinates need arithmetic; fine-tuning SmolLM2 on planner plans reached 22/60
         exact plans after 50 steps with this text vs 2/60 with coordinates alone."""
         s = state or self.state
-        return (f"The grid world is {self.size}x{self.size}. You are at (x={s.x}, y={s.y}) facing {s.orientation}. "
+        text = (f"The grid world is {self.size}x{self.size}. You are at (x={s.x}, y={s.y}) facing {s.orientation}. "
                 f"{goal_direction(s, self.goal)}")
+        landmark = landmark_sentence(s, self.scene)  # "" in the empty scene: its text is unchanged
+        return f"{text} {landmark}" if landmark else text
 
     def _info(self, caption: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -318,9 +355,9 @@ class GridWorldEnv(gym.Env):
     # ---- rendering --------------------------------------------------------------
     def render(self):
         if self.render_mode == "ansi":
-            return render_ansi(self.size, self.state, self.goal, self.path)
+            return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks)
         if self.render_mode == "rgb_array":
-            return render_rgb(self.size, self.state, self.goal, self.path)
+            return render_rgb(self.size, self.state, self.goal, self.path, landmarks=self.scene.landmarks)
         return None
 
 
@@ -339,9 +376,12 @@ def _caption(events: list[str]) -> str:
     return ", ".join(parts)
 
 
-def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = ()) -> str:
-    """Text grid, north at the top: agent glyph ^ > v <, goal G, visited cells '.'."""
+def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (),
+                landmarks: Sequence[Landmark] = ()) -> str:
+    """Text grid, north at the top: agent glyph ^ > v <, goal G, landmark cells their
+    letter (a legend line names them), other visited cells '.'."""
     visited = {(s.x, s.y) for s in path}
+    letters = {cell: m.letter for m in landmarks for cell in m.cells}
     rows = []
     for y in range(size - 1, -1, -1):
         cells = []
@@ -350,6 +390,8 @@ def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[S
                 cells.append(GLYPHS[state.orientation])
             elif (x, y) == tuple(goal):
                 cells.append("G")
+            elif (x, y) in letters:
+                cells.append(letters[(x, y)])
             elif (x, y) in visited:
                 cells.append(".")
             else:
@@ -361,11 +403,15 @@ def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[S
     for row in rows:
         out.extend([row, border])
     out.append(axis)
+    if landmarks:
+        out.append("  " + ", ".join(f"{m.letter} {m.name}" for m in landmarks))
     return "\n".join(out)
 
 
-def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (), cell: int = 32) -> np.ndarray:
-    """RGB image: grey grid, green goal, pale visited cells, blue agent with a red nose."""
+def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (), cell: int = 32,
+               landmarks: Sequence[Landmark] = ()) -> np.ndarray:
+    """RGB image: grey grid, green goal, pale visited cells, landmark cells in their colour
+    (a pale square in the middle once visited), blue agent with a red nose."""
     img = np.full((size * cell, size * cell, 3), 240, dtype=np.uint8)
 
     def box(x: int, y: int) -> tuple[slice, slice]:
@@ -374,6 +420,14 @@ def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[St
 
     for s in path:
         img[box(s.x, s.y)] = (210, 225, 245)
+    visited = {(s.x, s.y) for s in path}
+    inset = cell // 4
+    for mark in landmarks:
+        for x, y in mark.cells:
+            rows, cols = box(x, y)
+            img[rows, cols] = mark.rgb
+            if (x, y) in visited:
+                img[rows.start + inset : rows.stop - inset, cols.start + inset : cols.stop - inset] = (210, 225, 245)
     img[box(*goal)] = (60, 180, 75)
     img[box(state.x, state.y)] = (40, 80, 200)
     rows, cols = box(state.x, state.y)

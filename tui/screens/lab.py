@@ -33,7 +33,7 @@ from tui.widgets.actor_pane import ActorPane
 from tui.format import short_moves, short_state
 from tui.widgets.critic_pane import CriticPane
 from tui.widgets.env_view import deal_status, view_for
-from tui.widgets.grid import GridModel, GridView, grid_values
+from tui.widgets.grid import GridModel, GridView, fit_cell_width, grid_values
 from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
 from tui.widgets.topbar import TopBar
@@ -63,7 +63,7 @@ class LabScreen(BaseScreen):
 
     def env_view(self):  # noqa: ANN201 - a GridView, or the env's own view
         if self.session.is_grid:
-            return GridView(id="lab-grid")
+            return GridView(id="lab-grid", cell_width=self._cell_width(self.app.size.width))
         return view_for(self.session.env_name, id="lab-env")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -189,7 +189,7 @@ class LabScreen(BaseScreen):
             values, label = self._overlay(snap)
             grid.model = GridModel(
                 size=snap.size, goal=snap.goal, agent=snap.state, path=snap.path, start=snap.start,
-                values=values, values_label=label,
+                values=values, values_label=label, landmarks=snap.landmarks,
             )
         else:
             self.query_one("#lab-env").show(snap, self._hint(snap) if self.show_values else "")
@@ -287,7 +287,13 @@ class LabScreen(BaseScreen):
     def on_resize(self, event) -> None:  # noqa: ANN001
         grid = self.grid
         if grid is not None:
-            grid.cell_width = 7 if event.size.width >= 100 else 5
+            grid.cell_width = self._cell_width(event.size.width)
+
+    def _cell_width(self, screen_width: int) -> int:
+        """7 columns a cell on a wide screen, 5 on a narrow one; fewer where a larger grid (a
+        scene's 8x8) would not fit the left pane (36 / 32 columns inside)."""
+        wide = screen_width >= 100
+        return fit_cell_width(self.session.env.size, 7 if wide else 5, 36 if wide else 32)
 
     # ---- grid ---------------------------------------------------------------------
     @on(GridView.StartChosen)

@@ -1,11 +1,13 @@
 """GridView: the GridWorld drawn with box characters, an agent glyph that shows
-the orientation, the goal, the episode's path, an optional value overlay, and a
-cursor to choose a start state (arrows + o + enter, or a mouse click)."""
+the orientation, the goal, the episode's path, the scene's landmarks (their colour as
+the cell's background, their letter at its left edge, a legend line), an optional
+value overlay, and a cursor to choose a start state (arrows + o + enter, or a mouse
+click)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from rich.text import Text
 from textual import events
@@ -18,6 +20,7 @@ from lactchain.envs import ORIENTATIONS, State
 
 GLYPH = {"north": "▲", "east": "▶", "south": "▼", "west": "◀"}
 LABEL_W = 3  # "3 │"
+LANDMARK_FG = "bold #121212"  # text on a landmark's (bright) background
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class GridModel:
     start: State | None = None  # drawn as S when the agent has left it
     values: Mapping[tuple[int, int], float] | None = None  # overlay, per cell
     values_label: str = ""
+    # the scene's landmarks (lactchain.envs.scenes.Landmark: name, cells, colour, letter);
+    # empty (the default 4x4 grid): the view draws exactly as without scenes
+    landmarks: Sequence[Any] = ()
 
 
 class GridView(Widget, can_focus=True):
@@ -71,7 +77,7 @@ class GridView(Widget, can_focus=True):
         return LABEL_W + self.model.size * (self.cell_width + 1) + 1
 
     def get_content_height(self, container, viewport, width) -> int:  # noqa: ANN001
-        return 2 * self.model.size + 2 + (1 if self.model.values_label else 0)
+        return 2 * self.model.size + 2 + (1 if self.model.values_label else 0) + len(self._legend())
 
     def cell_at(self, cx: int, cy: int) -> tuple[int, int] | None:
         size = self.model.size
@@ -103,9 +109,24 @@ class GridView(Widget, can_focus=True):
         cursor_here = self.show_cursor and (self.cursor.x, self.cursor.y) == here
         if cursor_here and glyph == " ":
             glyph, gstyle = GLYPH[self.cursor.orientation], "#8a8a8a"
+        mark = self._landmarks.get(here)
         value = None if m.values is None else m.values.get(here)
         body = Text()
-        if value is not None:
+        if mark is not None:
+            # the landmark's colour behind the cell, its letter at the left edge (alone: in
+            # the middle), whatever else stands there in the middle, all in dark text
+            style = f"on {mark.colour}"
+            if value is not None:
+                body.append(glyph if glyph != " " else mark.letter, LANDMARK_FG)
+                body.append(f"{value:>{w - 1}.{1 if w >= 7 else 0}f}", LANDMARK_FG)
+            else:
+                pad = w - 1
+                inner = [" "] * w
+                inner[pad // 2] = glyph if glyph != " " else mark.letter
+                if glyph != " " and pad // 2 > 0:  # room for the letter beside the glyph
+                    inner[0] = mark.letter
+                body.append("".join(inner), LANDMARK_FG)
+        elif value is not None:
             body.append(glyph, gstyle)
             body.append(f"{value:>{w - 1}.{1 if w >= 7 else 0}f}", "#d7af87")
         else:
@@ -145,7 +166,39 @@ class GridView(Widget, can_focus=True):
         out.append(axis.rstrip(), "#8a8a8a")
         if m.values_label:
             out.append("\n" + m.values_label, "#d7af87")
+        for line in self._legend():
+            out.append("\n")
+            out.append_text(line)
         return out
+
+    def _legend(self) -> list[Text]:
+        """The landmarks' legend ("F fridge  T bathtub ..."), wrapped to the grid's width;
+        no lines without landmarks."""
+        width = LABEL_W + self.model.size * (self.cell_width + 1) + 1
+        lines: list[Text] = []
+        line = Text(" " * (LABEL_W - 1))
+        for mark in self.model.landmarks:
+            entry = Text()
+            entry.append(mark.letter, f"{LANDMARK_FG} on {mark.colour}")
+            entry.append(f" {mark.name}", "#8a8a8a")
+            sep = "  " if line.plain.strip() else ""
+            if line.plain.strip() and len(line) + len(sep) + len(entry) > width:
+                lines.append(line)
+                line, sep = Text(" " * (LABEL_W - 1)), ""
+            line.append(sep)
+            line.append_text(entry)
+        if line.plain.strip():
+            lines.append(line)
+        return lines
+
+    @property
+    def _landmarks(self) -> dict[tuple[int, int], Any]:
+        model = self.model
+        cache = getattr(self, "_landmark_cache", None)
+        if cache is None or cache[0] is not model.landmarks:
+            cache = (model.landmarks, {tuple(c): mark for mark in model.landmarks for c in mark.cells})
+            self._landmark_cache = cache
+        return cache[1]
 
     # ---- interaction --------------------------------------------------------------
     def action_cursor(self, dx: int, dy: int) -> None:
@@ -182,6 +235,11 @@ class GridView(Widget, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+def fit_cell_width(size: int, preferred: int, room: int) -> int:
+    """The widest cell, at most `preferred`, with which a size x size grid fits `room` columns."""
+    return max(1, min(preferred, (room - LABEL_W - 1) // size - 1))
 
 
 def grid_values(values: Mapping[State, float], orientation: str) -> dict[tuple[int, int], float]:
