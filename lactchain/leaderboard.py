@@ -104,6 +104,8 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
         parent = registry.params(run["parent_id"]) if run.get("parent_id") else None
         if (params.get("env") or (parent or {}).get("env") or "grid") != name or str(params.get("states")) != "all":
             continue
+        if params.get("scene") not in (None, "empty"):  # another grid: its own start states and optimum
+            continue
         metrics = registry.latest_metrics(run["id"])
         label = _llm_label(params, parent)
         source = f"{run.get('name') or ''} of {run['parent_id']}" if run.get("parent_id") else (run.get("name") or "")

@@ -180,3 +180,26 @@ def test_smollm2_plays_blackjack_with_constrained_decoding(tmp_path, lc):
     steps = Registry(db).steps(run_id=out["run_id"])
     assert all(set(s["moves"]) <= {"hit", "stick"} and s["moves"] for s in steps)
     assert sum(s["done"] for s in steps) == 4
+
+
+def test_play_and_evaluate_take_a_scene(tmp_path, lc):
+    """--scene flat: the 8x8 flat with its landmarks in the prompt; refused off the grid."""
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("play", "--actor", "tiny", "--scene", "flat", "--episodes", "2", "--envs", "2",
+                           "--max-actions", "2", "--db", db, "--json")
+    assert code == 0, err
+    run = json.loads(stdout)["run_id"]
+    reg = Registry(db)
+    assert reg.params(run)["scene"] == "flat"
+    prompt = reg.steps(run_id=run)[0]["prompt"]
+    assert "8x8" in prompt and "of the sofa" in prompt
+    code, stdout, err = lc("evaluate", "--actor", "tiny", "--scene", "flat", "--states", "3", "--max-actions", "1",
+                           "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["states"] == 3
+    for argv, message in ((["--scene", "attic"], "unknown scene 'attic'; known scenes: empty, flat"),
+                          (["--scene", "flat", "--env", "blackjack"], "scenes are the grid's")):
+        before = len(reg.list_runs())
+        code, _, err = lc("play", "--actor", "tiny", *argv, "--db", db)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+        assert len(reg.list_runs()) == before

@@ -64,6 +64,32 @@ EnvOption = Annotated[str, typer.Option(
     help="Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), or its gymnasium id.")]
 
 
+def known_scene(value: Any) -> Any:
+    """Option callback: a bundled scene's name (None: the default grid)."""
+    if value is None:
+        return None
+    from lactchain.envs.scenes import get_scene
+
+    try:
+        return get_scene(value).name
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+SceneOption = Annotated[Optional[str], typer.Option(
+    "--scene", callback=known_scene,
+    help="The grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a bathtub, a sofa and a bed).")]
+
+
+def scene_kwargs(env: str, scene: str | None) -> dict[str, Any]:
+    """The env kwargs a --scene adds (refused, one line, on an env without scenes)."""
+    if scene is None:
+        return {}
+    if env != "grid":
+        fail(f"--scene {scene}: scenes are the grid's; drop --scene or use --env grid")
+    return {"scene": scene}
+
+
 DealsOption = Annotated[int, typer.Option(
     "--deals", min=1, max=1024,
     help="Stochastic envs (blackjack): deals every candidate of a start state is played on (the same cards for "

@@ -16,11 +16,13 @@ from lactchain.cli.common import (
     JsonOption,
     LineLog,
     RunIdOption,
+    SceneOption,
     StrategyOption,
     console,
     err_console,
     finite,
     run_job,
+    scene_kwargs,
     strategy_of,
 )
 from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
@@ -146,6 +148,7 @@ def evaluate_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
+    scene: SceneOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -158,8 +161,9 @@ def evaluate_cmd(
     if states != "all" and not (states.isdigit() and 1 <= int(states) <= 100_000):
         raise typer.BadParameter(f"must be 'all' or a number of states from 1 to 100000, not {states!r}",
                                  param_hint="--states")
+    extra = scene_kwargs(env, scene)
     params = dict(actor=actor, adapter=adapter, states=states, constrained=constrained, envs=envs,
-                  max_actions=max_actions, seed=seed, env=env)
+                  max_actions=max_actions, seed=seed, env=env, **extra)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.envs.catalog import make_env
@@ -171,7 +175,7 @@ def evaluate_cmd(
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
                                     n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
-                                    prompt=strat.prompt(model.moves, make_env(env)), env=env,
+                                    prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result

@@ -15,12 +15,14 @@ from lactchain.cli.common import (
     JsonOption,
     LineLog,
     RunIdOption,
+    SceneOption,
     StrategyOption,
     console,
     err_console,
     finite,
     resolve_adapter,
     run_job,
+    scene_kwargs,
     strategy_of,
 )
 
@@ -70,6 +72,7 @@ def play(
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
+    scene: SceneOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -83,8 +86,9 @@ def play(
     """
     if start not in ("fixed", "random"):
         raise typer.BadParameter("must be 'fixed' or 'random'", param_hint="--start")
+    extra = scene_kwargs(env, scene)
     params = dict(actor=actor, adapter=adapter, episodes=episodes, envs=envs, constrained=constrained, start=start,
-                  temperature=temperature, max_actions=max_actions, seed=seed, env=env)
+                  temperature=temperature, max_actions=max_actions, seed=seed, env=env, **extra)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.rollout import RolloutConfig, run_rollouts
@@ -93,7 +97,7 @@ def play(
 
         model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env)
         cfg = RolloutConfig(episodes=episodes, n_envs=envs, constrained=constrained, temperature=temperature,
-                            start=start, seed=seed, env_kwargs={"max_actions": max_actions}, env=env)
+                            start=start, seed=seed, env_kwargs={"max_actions": max_actions, **extra}, env=env)
         won, lost = ("won the hand", "did not win") if env == "blackjack" else ("reached the goal",
                                                                                 "did not reach the goal")
         with Progress(TextColumn("[bold]play"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
