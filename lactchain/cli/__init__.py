@@ -18,8 +18,8 @@ app.add_typer(env_cmd.app, name="env")
 
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
-    from lactchain.cli import (actor_cmd, bandit_cmd, baselines_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd,
-                               models_cmd, motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
+    from lactchain.cli import (actor_cmd, archive_cmd, bandit_cmd, baselines_cmd, bench_cmd, bench_motif, critic_cmd,
+                               loop_cmd, models_cmd, motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
 
     app.add_typer(runs_cmd.app, name="runs")
     app.command("play")(play_cmd.play)
@@ -39,6 +39,7 @@ def _register_optional_groups() -> None:
     app.command("bandit")(bandit_cmd.bandit_cmd)
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
+    app.add_typer(archive_cmd.app, name="archive")
 
 
 _register_optional_groups()

@@ -1,0 +1,147 @@
+"""`lactchain archive fill|verify`: the trajectory archive (issue 12) as registry runs.
+
+An archive run (kind `archive`) holds its elites as episodes (start, seed, return,
+length) and, for replay, `archive.jsonl`: one trajectory per line, with its BD key,
+annotations, scene, seed, actions and policy (`lactchain.trajectories.Trajectory`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from lactchain.cli.common import (
+    DbOption,
+    DetachOption,
+    JsonOption,
+    LineLog,
+    RunIdOption,
+    console,
+    fail,
+    open_registry,
+    print_json,
+    run_job,
+    run_of_kind,
+)
+
+app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
+ARCHIVE_FILE = "archive.jsonl"
+
+
+def _known_scene(value: str) -> str:
+    from lactchain.envs.scenes import get_scene
+
+    try:
+        return get_scene(value).name
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+@app.command("fill")
+def fill_cmd(
+    ctx: typer.Context,
+    scene: Annotated[str, typer.Option("--scene", callback=_known_scene, help="The grid's scene (empty, flat).")] = "flat",
+    behaviours: Annotated[int, typer.Option("--behaviours", "-n", min=1, max=10_000_000,
+                                            help="Trajectories to generate (random walks, the planner to random "
+                                                 "targets and through random landmark sequences, in turn).")] = 2000,
+    max_landmarks: Annotated[int, typer.Option("--max-landmarks", min=0, max=6,
+                                               help="Coverage counts BDs with at most this many landmarks.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
+    db: DbOption = None,
+    detach: DetachOption = False,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fill an archive MAP-Elites style: one elite (the shortest) per behaviour descriptor
+    (final cell + landmarks visited, in order); reports coverage = distinct BDs /
+    reachable BDs (exact, by BFS over the scene)."""
+    params = dict(scene=scene, behaviours=behaviours, max_landmarks=max_landmarks, seed=seed, env="grid")
+
+    def body(handle) -> dict[str, Any]:
+        from lactchain.archive import fill, reachable_bds
+
+        line = LineLog()
+        reachable = reachable_bds(scene, max_landmarks)
+        line(f"archive fill: {behaviours} behaviours on {scene} ({len(reachable)} reachable BDs)", force=True)
+
+        def on_progress(i: int, archive: Any) -> None:
+            if i % 200 == 0 or i == behaviours:
+                cov = archive.coverage(reachable)
+                handle.log_metrics({"coverage": cov["coverage"], "elites": cov["elites"]}, step=i)
+                line(f"{i}/{behaviours}: {cov['elites']} elites, coverage {cov['coverage']:.3f}")
+                handle.check_cancelled()
+
+        archive = fill(scene, behaviours, seed=seed, on_progress=on_progress)
+        path = handle.dir / ARCHIVE_FILE
+        with path.open("w") as out:
+            for key, t in archive.elites.items():
+                out.write(json.dumps({"key": key, **t.as_dict()}) + "\n")
+        for i, (key, t) in enumerate(archive.elites.items()):
+            handle.registry.add_episode(handle.run_id, idx=i, seed=t.seed, start_state=t.start,
+                                        return_=sum(t.rewards), length=len(t.actions),
+                                        success=bool(t.rewards) and t.rewards[-1] > 0, moves_used=len(t.path) - 1)
+        handle.registry.add_artifact(handle.run_id, "archive", path, meta={"elites": len(archive.elites)})
+        cov = archive.coverage(reachable)
+        handle.log_metrics({f"final/{k}": float(v) for k, v in cov.items()})
+        return {**cov, "by_source": archive.by_source, "archive": str(path)}
+
+    run_job(ctx, kind="archive", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
+            name=f"archive {scene} x{behaviours}", render=_render)
+
+
+def _render(result: dict[str, Any]) -> None:
+    table = Table(title=f"archive {result['run_id']}", show_header=False)
+    for key in ("elites", "covered_bds", "reachable_bds", "coverage", "beyond_bound", "tried"):
+        value = result[key]
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
+    """(run id, trajectory rows) of an archive run; one-line errors for a run without one
+    or a file that is not an archive."""
+    found = run_of_kind(registry, "RUN", run, ("archive",), "an archive run (lactchain archive fill)")
+    art = registry.latest_artifact(found["id"], "archive")
+    if art is None or not Path(art["path"]).is_file():
+        fail(f"run {found['id']} ({found['kind']}) has no archive file; fill one with `lactchain archive fill`")
+    rows = []
+    for n, text in enumerate(Path(art["path"]).read_text().splitlines(), 1):
+        try:
+            rows.append(json.loads(text))
+        except json.JSONDecodeError:
+            fail(f"{art['path']} line {n} is not JSON (a truncated archive?); fill it again")
+    return found["id"], rows
+
+
+@app.command("verify")
+def verify_cmd(
+    run: Annotated[str, typer.Argument(help="An archive run id (or unique prefix).")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every trajectory of an archive from its start state with its recorded
+    actions; list each mismatch by index with its first diverging step."""
+    from lactchain.trajectories import Trajectory, verify
+
+    registry = open_registry(db)
+    run_id, rows = load_archive(registry, run)
+    mismatches = []
+    for i, row in enumerate(rows):
+        try:
+            problem = verify(Trajectory.from_dict(row))
+        except ValueError as exc:
+            problem = exc
+        if problem is not None:
+            mismatches.append({"index": i, "key": row.get("key"), "problem": str(problem)})
+    result = {"run_id": run_id, "trajectories": len(rows), "verified": len(rows) - len(mismatches),
+              "verified_rate": (len(rows) - len(mismatches)) / len(rows) if rows else 0.0, "mismatches": mismatches}
+    if as_json:
+        print_json(result)
+        return
+    console.print(f"{result['verified']}/{len(rows)} trajectories verify by replay")
+    for m in mismatches:
+        console.print(f"  #{m['index']} {m['key']}: {m['problem']}")
