@@ -120,8 +120,15 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
                      table.max_actions))
     rows.append(_row("optimum (oracle)", "reference", evaluate_agent(table, SolverAgent(table)), None,
                      None, table.max_actions))
-    return sorted(rows, key=lambda r: -(r["greedy_expected_return"] if r["greedy_expected_return"] is not None
-                                        else r["mean_return"] or float("-inf")))
+    return sorted(rows, key=_rank, reverse=True)
+
+
+def _rank(row: dict[str, Any]) -> float:
+    """The exact expected return where measured, else the mean return (a missing one last)."""
+    for key in ("greedy_expected_return", "mean_return"):
+        if row.get(key) is not None:
+            return float(row[key])
+    return float("-inf")
 
 
 def format_cell(value: Any) -> str:
