@@ -114,7 +114,8 @@ def run_agent(env: Any, agent: Agent, episodes: int, seed: int = 0, *, learn: bo
         raise ValueError(f"{episodes} episodes need {episodes} start states, got {len(starts)}")
     env = getattr(env, "unwrapped", env)
     text = is_text_env(env)
-    distance = getattr(env.solver(), "distance", None) if text and env.solver() is not None else None
+    solver = env.solver() if text else None
+    distance = getattr(solver, "distance", None)
     agent.training = learn
     out, t0 = RunSummary(has_distance=distance is not None), time.perf_counter()
     for i in range(episodes):
