@@ -32,7 +32,7 @@ from tui.screens.base import BaseScreen
 from tui.widgets.actor_pane import ActorPane
 from tui.format import short_moves, short_state
 from tui.widgets.critic_pane import CriticPane
-from tui.widgets.env_view import deal_status, view_for
+from tui.widgets.env_view import append_decoding, append_progress, deal_status, view_for
 from tui.widgets.grid import GridModel, GridView, fit_cell_width, grid_values
 from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
@@ -215,12 +215,7 @@ class LabScreen(BaseScreen):
             return
         cursor = grid.cursor
         t = Text()
-        t.append("actor ", style="dim")
-        t.append(f"{app.actor_status}\n")
-        t.append("step ", style="dim")
-        t.append(f"{snap.actions_taken}/{snap.max_actions}")
-        t.append("  return ", style="dim")
-        t.append(f"{snap.total_return:+.1f}")
+        append_progress(t, snap, app.actor_status)
         if self.running:
             t.append("  ● running", style="bold yellow")
         elif snap.done:
@@ -230,10 +225,7 @@ class LabScreen(BaseScreen):
         t.append(short_state(snap.start))
         t.append("  now ", style="dim")
         t.append(short_state(snap.state))
-        t.append("\ndecoding ", style="dim")
-        t.append("constrained" if self.session.constrained else "free text",
-                 style="bold" if self.session.constrained else "bold magenta")
-        t.append(" · greedy" if self.session.temperature == 0 else f" · T={self.session.temperature}")
+        append_decoding(t, self.session.constrained, self.session.temperature)
         t.append("\ncursor ", style="dim")
         t.append(f"{short_state(cursor)}  ←↑→↓ o ⏎/click", style="")
         if snap.caption:

@@ -97,15 +97,26 @@ class TextEnvView(Static):
         self.update(out)
 
 
-def deal_status(snap: Any, actor_status: str, running: bool, constrained: bool, temperature: float) -> Text:
-    """The Episode panel for envs other than the grid: progress, return, which deal."""
-    t = Text()
+def append_progress(t: Text, snap: Any, actor_status: str) -> None:
+    """The Episode panel's first lines, any env: the actor, actions taken, the return."""
     t.append("actor ", style="dim")
     t.append(f"{actor_status}\n")
     t.append("step ", style="dim")
     t.append(f"{snap.actions_taken}/{snap.max_actions}")
     t.append("  return ", style="dim")
     t.append(f"{snap.total_return:+.1f}")
+
+
+def append_decoding(t: Text, constrained: bool, temperature: float) -> None:
+    t.append("\ndecoding ", style="dim")
+    t.append("constrained" if constrained else "free text", style="bold" if constrained else "bold magenta")
+    t.append(" · greedy" if temperature == 0 else f" · T={temperature}")
+
+
+def deal_status(snap: Any, actor_status: str, running: bool, constrained: bool, temperature: float) -> Text:
+    """The Episode panel for envs other than the grid: progress, return, which deal."""
+    t = Text()
+    append_progress(t, snap, actor_status)
     if running:
         t.append("  ● running", style="bold yellow")
     elif snap.done:
@@ -117,9 +128,7 @@ def deal_status(snap: Any, actor_status: str, running: bool, constrained: bool, 
         t.append(f" · seed {snap.seed} · n next", style="dim")
     t.append("\nstart ", style="dim")
     t.append(short_state(snap.start))
-    t.append("\ndecoding ", style="dim")
-    t.append("constrained" if constrained else "free text", style="bold" if constrained else "bold magenta")
-    t.append(" · greedy" if temperature == 0 else f" · T={temperature}")
+    append_decoding(t, constrained, temperature)
     return t
 
 
