@@ -13,12 +13,13 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 from lactchain.envs.catalog import make_env
 from lactchain.envs.gridworld import ORIENTATIONS, State, apply_move
 from lactchain.envs.scenes import get_scene
-from lactchain.trajectories import Trajectory, behaviour_descriptor, play
+from lactchain.trajectories import Trajectory, play
 
 SOURCES = ("random-walk", "planner-target", "planner-landmarks")
 MOVES = ("move forward", "turn left", "turn right")
@@ -85,17 +86,22 @@ class Archive:
                 "beyond_bound": len(set(self.elites) - reachable), "tried": self.tried}
 
 
-def _route(scene: Any, start: State, targets: list[tuple[int, int]]) -> list[str]:
-    """The planner's moves from `start` through each target cell in turn."""
+@lru_cache(maxsize=None)
+def _planner_to(scene_name: str, target: tuple[int, int]) -> Any:
+    """The exact planner with `target` as its goal: one per cell, reused by every route."""
     from lactchain.envs import Planner
 
+    return Planner(make_env("grid", scene=scene_name, goal=target, moves=MOVES, max_moves_per_action=1))
+
+
+def _route(scene: Any, start: State, targets: list[tuple[int, int]]) -> list[str]:
+    """The planner's moves from `start` through each target cell in turn."""
     moves: list[str] = []
     state = start
     for target in targets:
         if (state.x, state.y) == tuple(target):
             continue
-        env = make_env("grid", scene=scene.name, goal=tuple(target), moves=MOVES, max_moves_per_action=1)
-        leg = Planner(env).plan(state)
+        leg = _planner_to(scene.name, tuple(target)).plan(state)
         for move in leg:
             state = apply_move(state, move, scene.size).state
         moves += leg
@@ -133,8 +139,3 @@ def fill(scene_name: str, behaviours: int, seed: int = 0, moves_per_action: int 
         if on_progress is not None:
             on_progress(i + 1, archive)
     return archive
-
-
-def check_bd(scene_name: str, t: Trajectory) -> bool:
-    """The stored BD is the one the stored path gives (a cheap check beside a full replay)."""
-    return behaviour_descriptor(get_scene(scene_name), t.path).as_dict() == t.bd

@@ -21,6 +21,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from lactchain.baselines.tabular import episode_seed  # the same seeded starts/deals as every other policy
+
 
 @runtime_checkable
 class Agent(Protocol):
@@ -69,11 +71,6 @@ class SolverAgent:
 
     def observe(self, action: Any, reward: float, info: dict[str, Any]) -> None:
         pass
-
-
-def episode_seed(seed: int, index: int) -> int:
-    """Episode `index` of a seeded set: the same deals/starts for every agent (as `lactchain play`)."""
-    return seed * 1_000_003 + index
 
 
 @dataclass

@@ -18,7 +18,7 @@ AGENTS = ("random", "value-iteration", "q-learning", "sarsa", "mc", "reinforce",
 
 
 def make_agent(name: str, env: Any, seed: int = 0, gamma: float = 0.9, alpha: str = "0.5",
-               epsilon: str = "1:0.05:20000", lr: float | None = None) -> Any:
+               epsilon: str = "1:0.05:20000") -> Any:
     """The agent called `name` for `env` (a ValueError names the known agents)."""
     from lactchain.baselines.td import METHODS, Schedule, TabularAgent, ValueIterationAgent
 
@@ -33,7 +33,7 @@ def make_agent(name: str, env: Any, seed: int = 0, gamma: float = 0.9, alpha: st
         from lactchain.baselines import pg
 
         cls = pg.ReinforceAgent if name == "reinforce" else pg.ActorCriticAgent
-        return cls(env, gamma=gamma, seed=seed, **({"lr": lr} if lr and name == "reinforce" else {}))
+        return cls(env, gamma=gamma, seed=seed)
     raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}")
 
 

@@ -22,6 +22,7 @@ from lactchain.cli.common import (
     RunIdOption,
     console,
     fail,
+    known_scene,
     open_registry,
     print_json,
     run_job,
@@ -32,19 +33,10 @@ app = typer.Typer(help="The trajectory archive: diverse, replay-verified behavio
 ARCHIVE_FILE = "archive.jsonl"
 
 
-def _known_scene(value: str) -> str:
-    from lactchain.envs.scenes import get_scene
-
-    try:
-        return get_scene(value).name
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-
 @app.command("fill")
 def fill_cmd(
     ctx: typer.Context,
-    scene: Annotated[str, typer.Option("--scene", callback=_known_scene, help="The grid's scene (empty, flat).")] = "flat",
+    scene: Annotated[str, typer.Option("--scene", callback=known_scene, help="The grid's scene (empty, flat).")] = "flat",
     behaviours: Annotated[int, typer.Option("--behaviours", "-n", min=1, max=10_000_000,
                                             help="Trajectories to generate (random walks, the planner to random "
                                                  "targets and through random landmark sequences, in turn).")] = 2000,
