@@ -10,11 +10,14 @@ where an episode ends), so "distinct BDs / reachable BDs" is exact, not an estim
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 from lactchain.envs.catalog import make_env
 from lactchain.envs.gridworld import ORIENTATIONS, State, apply_move
@@ -139,3 +142,33 @@ def fill(scene_name: str, behaviours: int, seed: int = 0, moves_per_action: int 
         if on_progress is not None:
             on_progress(i + 1, archive)
     return archive
+
+
+ARCHIVE_FILE = "archive.jsonl"
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The trajectory rows of an archive file (one JSON object per line); a ValueError
+    naming the line for a truncated or foreign file."""
+    rows = []
+    for n, text in enumerate(Path(path).read_text().splitlines(), 1):
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"{path} line {n} is not JSON (a truncated archive?); fill it again") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path} line {n} is not a trajectory object")
+        rows.append(row)
+    return rows
+
+
+def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write an archive file atomically (a temporary file renamed over it): a crash
+    mid-write leaves the old file whole."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as out:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    os.replace(tmp, path)
+    return path

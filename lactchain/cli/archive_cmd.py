@@ -7,7 +7,6 @@ annotations, scene, seed, actions and policy (`lactchain.trajectories.Trajectory
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +29,6 @@ from lactchain.cli.common import (
 )
 
 app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
-ARCHIVE_FILE = "archive.jsonl"
 
 
 @app.command("fill")
@@ -54,7 +52,7 @@ def fill_cmd(
     params = dict(scene=scene, behaviours=behaviours, max_landmarks=max_landmarks, seed=seed, env="grid")
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.archive import fill, reachable_bds
+        from lactchain.archive import ARCHIVE_FILE, fill, reachable_bds, write_rows
 
         line = LineLog()
         reachable = reachable_bds(scene, max_landmarks)
@@ -68,10 +66,7 @@ def fill_cmd(
                 handle.check_cancelled()
 
         archive = fill(scene, behaviours, seed=seed, on_progress=on_progress)
-        path = handle.dir / ARCHIVE_FILE
-        with path.open("w") as out:
-            for key, t in archive.elites.items():
-                out.write(json.dumps({"key": key, **t.as_dict()}) + "\n")
+        path = write_rows(handle.dir / ARCHIVE_FILE, ({"key": key, **t.as_dict()} for key, t in archive.elites.items()))
         for i, (key, t) in enumerate(archive.elites.items()):
             handle.registry.add_episode(handle.run_id, idx=i, seed=t.seed, start_state=t.start,
                                         return_=sum(t.rewards), length=len(t.actions),
@@ -96,17 +91,22 @@ def _render(result: dict[str, Any]) -> None:
 def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
     """(run id, trajectory rows) of an archive run; one-line errors for a run without one
     or a file that is not an archive."""
+    from lactchain.archive import read_rows
+
     found = run_of_kind(registry, "RUN", run, ("archive",), "an archive run (lactchain archive fill)")
-    art = registry.latest_artifact(found["id"], "archive")
+    art = archive_artifact(registry, found)
+    try:
+        return found["id"], read_rows(art)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def archive_artifact(registry: Any, run: Any) -> Path:
+    """The archive file of an archive run (a one-line error when it has none)."""
+    art = registry.latest_artifact(run["id"], "archive")
     if art is None or not Path(art["path"]).is_file():
-        fail(f"run {found['id']} ({found['kind']}) has no archive file; fill one with `lactchain archive fill`")
-    rows = []
-    for n, text in enumerate(Path(art["path"]).read_text().splitlines(), 1):
-        try:
-            rows.append(json.loads(text))
-        except json.JSONDecodeError:
-            fail(f"{art['path']} line {n} is not JSON (a truncated archive?); fill it again")
-    return found["id"], rows
+        fail(f"run {run['id']} ({run['kind']}) has no archive file; fill one with `lactchain archive fill`")
+    return Path(art["path"])
 
 
 @app.command("verify")
