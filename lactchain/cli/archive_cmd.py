@@ -52,7 +52,7 @@ def fill_cmd(
     params = dict(scene=scene, behaviours=behaviours, max_landmarks=max_landmarks, seed=seed, env="grid")
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.archive import ARCHIVE_FILE, fill, reachable_bds, write_rows
+        from lactchain.archive import fill, reachable_bds
 
         line = LineLog()
         reachable = reachable_bds(scene, max_landmarks)
@@ -66,18 +66,28 @@ def fill_cmd(
                 handle.check_cancelled()
 
         archive = fill(scene, behaviours, seed=seed, on_progress=on_progress)
-        path = write_rows(handle.dir / ARCHIVE_FILE, ({"key": key, **t.as_dict()} for key, t in archive.elites.items()))
-        for i, (key, t) in enumerate(archive.elites.items()):
-            handle.registry.add_episode(handle.run_id, idx=i, seed=t.seed, start_state=t.start,
-                                        return_=sum(t.rewards), length=len(t.actions),
-                                        success=bool(t.rewards) and t.rewards[-1] > 0, moves_used=len(t.path) - 1)
-        handle.registry.add_artifact(handle.run_id, "archive", path, meta={"elites": len(archive.elites)})
+        path = record_archive(handle, [{"key": key, **t.as_dict()} for key, t in archive.elites.items()])
         cov = archive.coverage(reachable)
         handle.log_metrics({f"final/{k}": float(v) for k, v in cov.items()})
         return {**cov, "by_source": archive.by_source, "archive": str(path)}
 
     run_job(ctx, kind="archive", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"archive {scene} x{behaviours}", render=_render)
+
+
+def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
+    """Store trajectory rows as this archive run's file and episodes (start, seed,
+    return, length): what fill, add and import share."""
+    from lactchain.archive import ARCHIVE_FILE, write_rows
+
+    path = write_rows(handle.dir / ARCHIVE_FILE, rows)
+    for i, row in enumerate(rows):
+        rewards = row["rewards"]
+        handle.registry.add_episode(handle.run_id, idx=i, seed=row["seed"], start_state=row["start"],
+                                    return_=sum(rewards), length=len(row["actions"]),
+                                    success=bool(rewards) and rewards[-1] > 0, moves_used=len(row["path"]) - 1)
+    handle.registry.add_artifact(handle.run_id, "archive", path, meta={"elites": len(rows)})
+    return path
 
 
 def _render(result: dict[str, Any]) -> None:
