@@ -20,6 +20,21 @@ def lactchain(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def cli(capsys):
+    """The launcher and the control commands (runs kill / resume) in this process; the
+    jobs they start stay real detached subprocesses (an interpreter start each costs ~3 s)."""
+    from types import SimpleNamespace
+
+    from cli_helpers import run_cli
+
+    def run(*args):
+        code, out, err = run_cli(list(args), capsys)
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
+
+
 def wait_for(predicate, timeout=90.0, every=0.2):
     end = time.time() + timeout
     while time.time() < end:
@@ -30,17 +45,17 @@ def wait_for(predicate, timeout=90.0, every=0.2):
     raise AssertionError("condition not met in time")
 
 
-def launch_long_play(db):
-    res = lactchain("play", "--actor", "tiny", "--episodes", "100000", "--envs", "1", "--free", "--db", str(db),
-                    "--detach", "--json")
+def launch_long_play(cli, db):
+    res = cli("play", "--actor", "tiny", "--episodes", "100000", "--envs", "1", "--free", "--db", str(db),
+              "--detach", "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)["run_id"]
 
 
-def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path):
+def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path, cli):
     db = tmp_path / "registry.db"
     t0 = time.time()
-    run_id = launch_long_play(db)
+    run_id = launch_long_play(cli, db)
     assert time.time() - t0 < 60  # the launcher returned without waiting for the job
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
@@ -49,33 +64,33 @@ def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path):
     wait_for(lambda: len(reg.steps(run_id=run_id)) > 0)  # it is really playing
     log = (tmp_path / run_id / "log.txt")
     assert log.exists()
-    res = lactchain("runs", "kill", run_id, "--wait", "60", "--db", str(db))
+    res = cli("runs", "kill", run_id, "--wait", "60", "--db", str(db))
     assert res.returncode == 0, res.stderr
     final = wait_for(lambda: (r := reg.get_run(run_id))["status"] != "RUNNING" and r)
     assert final["status"] == "KILLED"
     wait_for(lambda: not pid_alive(run["pid"]))
 
 
-def test_kill_dash_nine_is_failed_on_next_read(tmp_path):
+def test_kill_dash_nine_is_failed_on_next_read(tmp_path, cli):
     db = tmp_path / "registry.db"
-    run_id = launch_long_play(db)
+    run_id = launch_long_play(cli, db)
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
     os.killpg(run["pgid"], signal.SIGKILL)
     wait_for(lambda: not pid_alive(run["pid"]))
     assert reg.get_run(run_id)["status"] == "RUNNING"  # nobody said anything yet
-    listed = json.loads(lactchain("runs", "list", "--json", "--db", str(db)).stdout)
+    listed = json.loads(cli("runs", "list", "--json", "--db", str(db)).stdout)
     row = next(r for r in listed if r["id"] == run_id)
     assert row["status"] == "FAILED"
     assert "died without reporting" in row["error"]
 
 
-def test_crash_is_failed_with_traceback(tmp_path):
+def test_crash_is_failed_with_traceback(tmp_path, cli):
     db = tmp_path / "registry.db"
     broken = tmp_path / "no-such-model"  # looks like a model folder, fails to load inside the job
     broken.mkdir()
     (broken / "config.json").write_text("{}")
-    res = lactchain("play", "--actor", str(broken), "--db", str(db), "--detach", "--json")
+    res = cli("play", "--actor", str(broken), "--db", str(db), "--detach", "--json")
     run_id = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] in ("FAILED", "FINISHED") and r)
@@ -93,45 +108,45 @@ def test_scheduled_run_that_never_started_is_reaped(tmp_path):
     assert reg.get_run(run_id)["status"] == "FAILED"
 
 
-def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path):
+def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path, cli):
     db = tmp_path / "registry.db"
-    play = lactchain("play", "--actor", "tiny", "--episodes", "24", "--envs", "8", "--start", "random",
-                     "--max-actions", "4", "--free", "--temperature", "1.0", "--db", str(db), "--json")
+    play = cli("play", "--actor", "tiny", "--episodes", "24", "--envs", "8", "--start", "random",
+               "--max-actions", "4", "--free", "--temperature", "1.0", "--db", str(db), "--json")
     assert play.returncode == 0, play.stderr
     play_id = json.loads(play.stdout)["run_id"]
-    res = lactchain("train-critic", "--episodes-from", play_id, "--critic", "tiny", "--epochs", "500",
-                    "--batch-size", "16", "--db", str(db), "--detach", "--json")
+    res = cli("train-critic", "--episodes-from", play_id, "--critic", "tiny", "--epochs", "500",
+              "--batch-size", "16", "--db", str(db), "--detach", "--json")
     assert res.returncode == 0, res.stderr
     run_id = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
     wait_for(lambda: len(reg.artifacts(run_id, "critic")) >= 2, timeout=120)
-    assert lactchain("runs", "kill", run_id, "--wait", "60", "--db", str(db)).returncode == 0
+    assert cli("runs", "kill", run_id, "--wait", "60", "--db", str(db)).returncode == 0
     assert reg.get_run(run_id)["status"] == "KILLED"
     last_step = reg.latest_artifact(run_id, "critic")["step"]
 
-    res = lactchain("runs", "resume", run_id, "--db", str(db), "--json")
+    res = cli("runs", "resume", run_id, "--db", str(db), "--json")
     assert res.returncode == 0, res.stderr
     new_id = json.loads(res.stdout)["run_id"]
     assert reg.get_run(new_id)["parent_id"] == run_id
     first = wait_for(lambda: reg.artifacts(new_id, "critic"), timeout=120)
     # The resumed run's first checkpoint comes after the killed run's last one.
     assert min(a["step"] for a in first) > last_step >= 1
-    assert lactchain("runs", "kill", new_id, "--wait", "60", "--db", str(db)).returncode == 0
+    assert cli("runs", "kill", new_id, "--wait", "60", "--db", str(db)).returncode == 0
     assert reg.get_run(new_id)["status"] == "KILLED"
     newest = max(a["step"] for a in reg.artifacts(new_id, "critic"))
 
     # resume after a resume: the third run dies (kill -9) before it saves anything ...
-    third = json.loads(lactchain("runs", "resume", new_id, "--db", str(db), "--json").stdout)["run_id"]
+    third = json.loads(cli("runs", "resume", new_id, "--db", str(db), "--json").stdout)["run_id"]
     wait_for(lambda: reg.get_run(third)["status"] == "RUNNING", timeout=60, every=0.05)
-    assert lactchain("runs", "kill", third, "--force", "--db", str(db)).returncode == 0
+    assert cli("runs", "kill", third, "--force", "--db", str(db)).returncode == 0
     assert reg.get_run(third)["status"] == "FAILED" and not reg.artifacts(third, "critic")
     # ... and resuming it still continues the lineage's newest checkpoint
-    res = lactchain("runs", "resume", third, "--db", str(db), "--json")
+    res = cli("runs", "resume", third, "--db", str(db), "--json")
     assert res.returncode == 0, res.stderr
     fourth = json.loads(res.stdout)["run_id"]
     later = wait_for(lambda: reg.artifacts(fourth, "critic"), timeout=120)
     assert min(a["step"] for a in later) > newest
-    assert lactchain("runs", "kill", fourth, "--wait", "60", "--db", str(db)).returncode == 0
+    assert cli("runs", "kill", fourth, "--wait", "60", "--db", str(db)).returncode == 0
 
 
 def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
@@ -170,22 +185,22 @@ def _phases(reg, run_id):
     return sorted(out)
 
 
-def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path):
+def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, cli):
     db = tmp_path / "registry.db"
-    res = lactchain("pipeline", "--actor", "tiny", "--labeler", "oracle", "--iterations", "2", "--states", "4",
-                    "--eval-states", "all", "--samples", "2", "--explore", "0", "--actor-epochs", "1",
-                    "--db", str(db), "--detach", "--json")
+    res = cli("pipeline", "--actor", "tiny", "--labeler", "oracle", "--iterations", "2", "--states", "4",
+              "--eval-states", "all", "--samples", "2", "--explore", "0", "--actor-epochs", "1",
+              "--db", str(db), "--detach", "--json")
     assert res.returncode == 0, res.stderr
     first = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
     # SIGTERM while iteration 1 evaluates (every start state: the longest phase)
     wait_for(lambda: (1, "train-actor") in _phases(reg, first), timeout=180, every=0.1)
-    assert lactchain("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
+    assert cli("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
     assert reg.get_run(first)["status"] == "KILLED"
     kept = _phases(reg, first)
     assert {(0, "evaluate"), (1, "collect"), (1, "train-actor")} <= set(kept)
 
-    res = lactchain("runs", "resume", first, "--db", str(db), "--json")
+    res = cli("runs", "resume", first, "--db", str(db), "--json")
     assert res.returncode == 0, res.stderr
     second = json.loads(res.stdout)["run_id"]
     wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=240)
