@@ -172,3 +172,43 @@ def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
             out.write(json.dumps(row) + "\n")
     os.replace(tmp, path)
     return path
+
+
+POLICY_PARAMS = ("actor", "adapter", "strategy", "strategy_version", "temperature", "constrained", "seed")
+
+
+def from_episode(episode: Mapping[str, Any], steps: list[Mapping[str, Any]], run_params: Mapping[str, Any],
+                 run_id: str) -> Trajectory:
+    """A play run's grid episode as a trajectory: its steps' move lists replayed from the
+    episode's start, each transition checked against the recorded next state (a
+    ValueError names the first that differs), with the policy that played it."""
+    kwargs = {"scene": run_params.get("scene") or "empty", "max_actions": run_params.get("max_actions", 64)}
+    policy = {"kind": "llm", "run_id": run_id, **{k: run_params[k] for k in POLICY_PARAMS if k in run_params}}
+    t = play([list(s["moves"] or []) for s in steps], episode["start_state"], env_kwargs=kwargs,
+             seed=episode.get("seed"), policy=policy)
+    cursor = 0
+    for i, step in enumerate(steps[:len(t.actions)]):
+        cursor += len(t.actions[i])
+        got, want = t.path[cursor], step.get("next_state") or {}
+        if {k: got[k] for k in ("x", "y")} != {k: want.get(k) for k in ("x", "y")}:
+            raise ValueError(f"episode {episode.get('idx')} step {i}: replay reached {got}, the run recorded {want}")
+    if len(t.actions) != len(steps):
+        raise ValueError(f"episode {episode.get('idx')}: replay ended after {len(t.actions)} of {len(steps)} steps")
+    return t
+
+
+def merge(rows: Iterable[Mapping[str, Any]], new: Iterable[Trajectory]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """An archive's rows offered `new` trajectories, MAP-Elites style (a new BD, or a
+    shorter path than the elite there); rows kept whole (their descriptions too)."""
+    elites: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        elites[row["key"]] = dict(row)
+    stats = {"offered": 0, "new_bds": 0, "shorter": 0}
+    for t in new:
+        stats["offered"] += 1
+        key = bd_key(tuple(t.bd["final"]), tuple(t.bd["visited"]))
+        old = elites.get(key)
+        if old is None or len(t.path) < len(old["path"]):
+            stats["new_bds" if old is None else "shorter"] += 1
+            elites[key] = {"key": key, **t.as_dict()}
+    return list(elites.values()), stats

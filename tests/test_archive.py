@@ -77,3 +77,50 @@ def test_bad_input_is_one_line(tmp_path, lc):
     other = reg.create_run("play")
     code, _, err = lc("archive", "verify", other, "--db", db)
     assert code == 2 and "expected an archive run" in err and len(err.strip().splitlines()) == 1
+
+
+def test_add_archives_a_play_run_with_its_policy_and_merges_into_an_archive(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, out, err = lc("play", "--actor", "tiny", "--scene", "flat", "--start", "random", "--temperature", "1",
+                        "-n", "3", "--envs", "3", "--max-actions", "2", "--free", "--db", db, "--json")
+    assert code == 0, err
+    play_id = json.loads(out)["run_id"]
+    code, out, err = lc("archive", "add", play_id, "--db", db, "--json")
+    assert code == 0, err
+    alone = json.loads(out)
+    assert alone["offered"] == 3 and alone["skipped"] == [] and alone["elites"] == alone["new_bds"] >= 1
+    rows = [json.loads(line) for line in Path(alone["archive"]).read_text().splitlines()]
+    reg = Registry(db)
+    assert len(reg.episodes(alone["run_id"])) == len(rows)
+    policy = rows[0]["policy"]
+    assert policy["kind"] == "llm" and policy["run_id"] == play_id and policy["actor"] == "tiny"
+    assert policy["temperature"] == 1.0 and "strategy_version" in policy
+    assert rows[0]["env_kwargs"]["scene"]["name"] == "flat"
+    code, out, err = lc("archive", "verify", alone["run_id"], "--db", db, "--json")
+    assert json.loads(out)["verified_rate"] == 1.0
+
+    code, out, err = lc("archive", "fill", "--behaviours", "60", "--db", db, "--json")
+    base = json.loads(out)
+    path = Path(base["archive"])
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in kept:
+        row["descriptions"] = [{"describer": "rule", "text": "kept"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    code, out, err = lc("archive", "add", play_id, "--into", base["run_id"], "--db", db, "--json")
+    assert code == 0, err
+    merged = json.loads(out)
+    assert merged["elites"] == base["elites"] + merged["new_bds"] and merged["new_bds"] + merged["shorter"] <= 3
+    assert path.read_text().splitlines()[0] == json.dumps(kept[0])  # the archive merged into is untouched
+    merged_rows = {r["key"]: r for r in map(json.loads, Path(merged["archive"]).read_text().splitlines())}
+    assert sum(r["policy"]["kind"] != "llm" for r in merged_rows.values()) == base["elites"] - merged["shorter"]
+    assert all(r["descriptions"] == [{"describer": "rule", "text": "kept"}]
+               for r in merged_rows.values() if r["policy"]["kind"] != "llm")  # kept rows are kept whole
+
+    runs_before = len(reg.list_runs())
+    code, _, err = lc("archive", "add", base["run_id"], "--db", db)
+    assert code == 2 and "expected a play run" in err
+    empty_scene_play = reg.create_run("play", params={"env": "grid", "actor": "tiny"})  # the default 4x4
+    runs_before = len(reg.list_runs())
+    code, _, err = lc("archive", "add", empty_scene_play, "--into", base["run_id"], "--db", db)
+    assert code == 2 and "different scenes" in err and len(err.strip().splitlines()) == 1
+    assert len(reg.list_runs()) == runs_before  # refused before any run was created

@@ -75,6 +75,72 @@ def fill_cmd(
             name=f"archive {scene} x{behaviours}", render=_render)
 
 
+@app.command("add")
+def add_cmd(
+    ctx: typer.Context,
+    runs: Annotated[list[str], typer.Argument(help="Play runs (ids or unique prefixes) on the grid, e.g. an LLM "
+                                                   "actor's `lactchain play --scene flat --start random`.")],
+    into: Annotated[str | None, typer.Option("--into", help="An archive run to merge into (it stays as it was: "
+                                                             "the merge is a new archive run).")] = None,
+    max_landmarks: Annotated[int, typer.Option("--max-landmarks", min=0, max=6,
+                                               help="Coverage counts BDs with at most this many landmarks.")] = 2,
+    db: DbOption = None,
+    run_id: RunIdOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Archive play runs: each finished episode is replayed from its start (every transition
+    checked against the run's steps) and offered to the archive, one elite per BD (the
+    shortest); the policy (actor, adapter, strategy version, sampling) goes with it."""
+    from lactchain.archive import from_episode, merge, reachable_bds
+
+    registry = open_registry(db)
+    sources = [run_of_kind(registry, "RUN", spec, ("play",), "a play run (lactchain play)") for spec in runs]
+    scenes = set()
+    for run in sources:
+        params = registry.params(run["id"])
+        if params.get("env", "grid") != "grid":
+            fail(f"run {run['id']} played {params.get('env')}; the archive holds grid trajectories (play --env grid)")
+        scenes.add(params.get("scene") or "empty")
+    base: list[dict[str, Any]] = []
+    if into is not None:
+        target = run_of_kind(registry, "--into", into, ("archive",), "an archive run (lactchain archive fill)")
+        scenes.add(registry.params(target["id"]).get("scene") or "empty")
+        _, base = load_archive(registry, target["id"])
+    if len(scenes) > 1:
+        fail(f"the runs are on different scenes ({', '.join(sorted(scenes))}); archive one scene at a time")
+    scene = scenes.pop()
+    params = dict(scene=scene, sources=[r["id"] for r in sources], into=into, max_landmarks=max_landmarks, env="grid")
+
+    def body(handle) -> dict[str, Any]:
+        new, skipped = [], []
+        for run in sources:
+            run_params = registry.params(run["id"])
+            steps_by_episode: dict[int, list[dict[str, Any]]] = {}
+            for step in handle.registry.steps(run_id=run["id"]):
+                steps_by_episode.setdefault(step["episode_id"], []).append(step)
+            for episode in handle.registry.episodes(run["id"]):
+                steps = steps_by_episode.get(episode["id"], [])
+                if not steps or not steps[-1].get("done"):
+                    skipped.append(f"{run['id']} episode {episode['idx']}: unfinished")
+                    continue
+                try:
+                    new.append(from_episode(episode, steps, run_params, run["id"]))
+                except ValueError as exc:
+                    skipped.append(f"{run['id']} {exc}")
+        rows, stats = merge(base, new)
+        path = record_archive(handle, rows)
+        reachable = reachable_bds(scene, max_landmarks)
+        covered = len({r["key"] for r in rows} & reachable)
+        cov = {"elites": len(rows), "reachable_bds": len(reachable), "covered_bds": covered,
+               "coverage": covered / len(reachable) if reachable else 0.0,
+               "beyond_bound": len({r["key"] for r in rows} - reachable), "tried": stats["offered"]}
+        handle.log_metrics({f"final/{k}": float(v) for k, v in cov.items()})
+        return {**cov, **stats, "skipped": skipped, "archive": str(path)}
+
+    run_job(ctx, kind="archive", db=db, detach=False, run_id=run_id, params=params, body=body, as_json=as_json,
+            name=f"archive add {' '.join(r['id'] for r in sources)}", render=_render)
+
+
 def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
     """Store trajectory rows as this archive run's file and episodes (start, seed,
     return, length): what fill, add and import share."""
@@ -92,10 +158,16 @@ def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
 
 def _render(result: dict[str, Any]) -> None:
     table = Table(title=f"archive {result['run_id']}", show_header=False)
-    for key in ("elites", "covered_bds", "reachable_bds", "coverage", "beyond_bound", "tried"):
-        value = result[key]
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    for key in ("elites", "covered_bds", "reachable_bds", "coverage", "beyond_bound", "tried", "new_bds", "shorter"):
+        if key in result:
+            value = result[key]
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(table)
+    skipped = result.get("skipped") or []
+    for line in skipped[:10]:
+        console.print(f"  skipped {line}")
+    if len(skipped) > 10:
+        console.print(f"  ... and {len(skipped) - 10} more skipped (--json lists them all)")
 
 
 def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
