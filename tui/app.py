@@ -60,6 +60,7 @@ class LactChainApp(App):
         "runs": _lazy_screen("tui.screens.runs", "RunsScreen"),
         "labels": _lazy_screen("tui.screens.labelling", "LabellingScreen"),
         "jobs": _lazy_screen("tui.screens.jobs", "JobsScreen"),
+        "archive": _lazy_screen("tui.screens.archive", "ArchiveScreen"),
     }
     DEFAULT_MODE = "lab"
     BINDINGS = bindings_for("app")

@@ -33,6 +33,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Open runs", "Table of runs with details, charts and logs", "2", "switch_mode('runs')", "app", "Runs", "app"),
     Command("Open labelling", "Label preference pairs by hand", "3", "switch_mode('labels')", "app", "Label", "app"),
     Command("Open jobs", "Launch, watch and kill background jobs", "4", "switch_mode('jobs')", "app", "Jobs", "app"),
+    Command("Open archive", "Trajectory archives: browse, filter, verify, replay on the grid", "5",
+            "switch_mode('archive')", "app", "Archive", "app"),
     # lab
     Command("Step", "Let the actor take one action from the current state", "s", "step", "lab"),
     Command("Run episode", "Step until the episode ends (p pauses)", "e", "run_episode", "lab", "Episode"),
@@ -84,6 +86,21 @@ COMMANDS: tuple[Command, ...] = (
     Command("Refresh jobs", "Reload the jobs table now", "f5", "refresh", "jobs", "Refresh"),
     Command("Show job log", "The selected job's log, following it live", "l", "show_tab('tab-job-log')", "jobs", "Log"),
     Command("Show job chart", "The selected job's metric chart", "g", "show_tab('tab-job-chart')", "jobs", "Chart"),
+    # archive
+    Command("Step replay forward", "Replay the selected trajectory one move forward", "right", "step(1)", "archive",
+            "Step"),
+    Command("Step replay back", "Replay the selected trajectory one move back", "left", "step(-1)", "archive",
+            "Back"),
+    Command("Replay from the start", "The selected trajectory at its start pose", "home", "jump('start')", "archive",
+            "Start"),
+    Command("Replay to the end", "The selected trajectory at its final pose", "end", "jump('end')", "archive", "End"),
+    Command("Play replay", "Play/pause the selected trajectory move by move", "space", "play", "archive", "Play"),
+    Command("Verify archive", "Replay every trajectory of the archive file and mark ✓/✗", "v", "verify", "archive",
+            "Verify"),
+    Command("Filter trajectories", "Filter by text, landmark:…, policy:…, bd:…, desc:… or verify:fail", "slash",
+            "filter", "archive", "Filter"),
+    Command("Choose archive run", "Pick another archive run (newest first)", "r", "choose_run", "archive", "Run"),
+    Command("Refresh archive", "Reload the archive runs and the file", "f5", "refresh", "archive", "Refresh"),
 )
 
 

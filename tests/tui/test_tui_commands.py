@@ -7,6 +7,7 @@ from textual.command import CommandPalette
 from lactchain.prompts import DEFAULT_STRATEGY
 from tui.app import LactChainApp
 from tui.commands import COMMANDS, bindings_for
+from tui.screens.archive import ArchiveScreen
 from tui.screens.jobs import JobsScreen
 from tui.screens.lab import LabScreen
 from tui.screens.labelling import LabellingScreen
@@ -22,7 +23,8 @@ def _actions(bindings) -> set[str]:  # noqa: ANN001
 
 
 def test_every_command_is_bound_where_it_lives():
-    owners = {"app": LactChainApp, "lab": LabScreen, "runs": RunsScreen, "labels": LabellingScreen, "jobs": JobsScreen}
+    owners = {"app": LactChainApp, "lab": LabScreen, "runs": RunsScreen, "labels": LabellingScreen, "jobs": JobsScreen,
+              "archive": ArchiveScreen}
     for command in COMMANDS:
         owner = StrategyEditor if command.target == "StrategyEditor" else owners[command.scope]
         assert command.action in _actions(owner.BINDINGS), command.title
@@ -33,7 +35,8 @@ def test_every_command_is_bound_where_it_lives():
 
 
 def test_screen_bindings_all_come_from_the_command_table():
-    for scope, screen in (("lab", LabScreen), ("runs", RunsScreen), ("labels", LabellingScreen), ("jobs", JobsScreen)):
+    for scope, screen in (("lab", LabScreen), ("runs", RunsScreen), ("labels", LabellingScreen), ("jobs", JobsScreen),
+                          ("archive", ArchiveScreen)):
         from_table = _actions(bindings_for(scope))
         extra = _actions(screen.BINDINGS) - from_table
         assert extra <= {"focus_table", "focus_grid"}, (scope, extra)
@@ -67,7 +70,7 @@ async def test_palette_lists_the_commands_and_runs_them(make_app, registry):
 async def test_number_keys_switch_screens_and_ctrl_q_quits(make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        for key, mode in (("2", "runs"), ("3", "labels"), ("4", "jobs"), ("1", "lab")):
+        for key, mode in (("2", "runs"), ("3", "labels"), ("4", "jobs"), ("5", "archive"), ("1", "lab")):
             await pilot.press(key)
             await pilot.pause()
             assert app.current_mode == mode

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-SCREENS = (("lab", "1", "Lab"), ("runs", "2", "Runs"), ("labels", "3", "Label"), ("jobs", "4", "Jobs"))
+SCREENS = (("lab", "1", "Lab"), ("runs", "2", "Runs"), ("labels", "3", "Label"), ("jobs", "4", "Jobs"), ("archive", "5", "Archive"))
 
 
 class TopBar(Static):
