@@ -191,9 +191,9 @@ def from_episode(episode: Mapping[str, Any], steps: list[Mapping[str, Any]], run
         cursor += len(t.actions[i])
         got, want = t.path[cursor], step.get("next_state") or {}
         if {k: got[k] for k in ("x", "y")} != {k: want.get(k) for k in ("x", "y")}:
-            raise ValueError(f"episode {episode.get('idx')} step {i}: replay reached {got}, the run recorded {want}")
+            raise ValueError(f"step {i}: replay reached {got}, the run recorded {want}")
     if len(t.actions) != len(steps):
-        raise ValueError(f"episode {episode.get('idx')}: replay ended after {len(t.actions)} of {len(steps)} steps")
+        raise ValueError(f"replay ended after {len(t.actions)} of {len(steps)} steps")
     return t
 
 

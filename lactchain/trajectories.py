@@ -117,7 +117,7 @@ def _scene_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 def play(actions: Sequence[Sequence[str]], start: Any = None, *, env_kwargs: Mapping[str, Any] | None = None,
          seed: int | None = None, policy: Mapping[str, Any] | None = None, env: str = "grid") -> Trajectory:
     """Execute `actions` (move lists) from `start` and record the trajectory with its BD and
-    annotations. Actions after the episode ends are not executed (nor stored)."""
+    annotations. Moves after the episode ends are not executed (nor stored)."""
     kwargs = _scene_kwargs(env_kwargs or {})
     text_env = make_env(env, **kwargs)
     options = {"state": text_env.parse_state(start).as_dict()} if start is not None else None
@@ -125,7 +125,7 @@ def play(actions: Sequence[Sequence[str]], start: Any = None, *, env_kwargs: Map
     path, rewards, done_actions = [text_env.state.as_dict()], [], []
     for moves in actions:
         _, reward, terminated, truncated, info = text_env.step(list(moves))
-        done_actions.append(list(info["moves"]))
+        done_actions.append(list(info["moves"])[:info["moves_executed"]])  # not the moves after the goal
         rewards.append(float(reward))
         path.extend(p.as_dict() for p in text_env.path[len(path):])
         if terminated or truncated:
@@ -159,7 +159,10 @@ def verify(trajectory: Trajectory) -> Mismatch | None:
                         f"the episode ended after {len(replay.actions)} of {len(trajectory.actions)} actions")
     cursor = 1
     for i, (moves, reward) in enumerate(zip(replay.actions, replay.rewards)):
-        if moves != trajectory.actions[i]:
+        stored = trajectory.actions[i]
+        if i == len(replay.actions) - 1:  # older files kept the moves after the goal: not executed
+            stored = stored[:len(moves)]
+        if moves != stored:
             return Mismatch(i, f"moves {trajectory.actions[i]} executed as {moves}")
         n = len(moves)
         got, want = replay.path[cursor:cursor + n], trajectory.path[cursor:cursor + n]

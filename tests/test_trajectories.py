@@ -63,3 +63,12 @@ def test_verify_names_the_first_diverging_step_of_a_corrupted_row():
     assert "behaviour descriptor" in str(verify(tampered))
     broken = Trajectory.from_dict({**t.as_dict(), "env_kwargs": {**t.env_kwargs, "scene": "attic"}})
     assert "cannot replay" in str(verify(broken)) and "attic" in str(verify(broken))
+
+
+def test_moves_after_the_goal_are_not_stored_and_older_rows_still_verify():
+    # Default 4x4: from (3, 1) facing north, two steps reach the goal (3, 3); the rest is never executed.
+    t = play([["move forward", "move forward", "turn left", "move forward"]], {"x": 3, "y": 1, "orientation": "north"})
+    assert t.actions == [["move forward", "move forward"]] and t.rewards[0] > 0
+    assert len(t.path) == 1 + sum(len(a) for a in t.actions)
+    older = Trajectory.from_dict({**t.as_dict(), "actions": [["move forward", "move forward", "turn left"]]})
+    assert verify(older) is None  # a file written before this kept the unexecuted tail

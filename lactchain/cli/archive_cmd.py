@@ -125,8 +125,8 @@ def add_cmd(
                     continue
                 try:
                     new.append(from_episode(episode, steps, run_params, run["id"]))
-                except ValueError as exc:
-                    skipped.append(f"{run['id']} {exc}")
+                except (ValueError, KeyError, TypeError, IndexError) as exc:  # a step the replay cannot follow
+                    skipped.append(f"{run['id']} episode {episode['idx']}: {exc}")
         rows, stats = merge(base, new)
         path = record_archive(handle, rows)
         reachable = reachable_bds(scene, max_landmarks)
