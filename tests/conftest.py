@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Under pytest-xdist (`-n 2`, the CI's two cores) each worker, and the jobs it starts,
+# computes on one thread: two workers x two threads on two cores only spin.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 # Prepared model copies (tiny, the SmolLM2 conversion) live in the repo's runs/models,
 # so the one-off conversion is reused across test runs (runs/* is git-ignored).
 os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
