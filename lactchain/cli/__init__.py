@@ -19,7 +19,7 @@ app.add_typer(env_cmd.app, name="env")
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
     from lactchain.cli import (actor_cmd, archive_cmd, archive_dataset_cmd, archive_describe_cmd, bandit_cmd,
-                               baselines_cmd, bench_cmd, bench_motif, critic_cmd, loop_cmd, models_cmd,
+                               baselines_cmd, bench_cmd, bench_motif, critic_cmd, dt_cmd, loop_cmd, models_cmd,
                                motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
 
     app.add_typer(runs_cmd.app, name="runs")
@@ -41,6 +41,7 @@ def _register_optional_groups() -> None:
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
     app.add_typer(archive_cmd.app, name="archive")
+    app.add_typer(dt_cmd.app, name="dt")
     archive_cmd.app.command("annotate")(archive_describe_cmd.annotate_cmd)
     archive_cmd.app.command("describe")(archive_describe_cmd.describe_cmd)
     archive_cmd.app.command("export")(archive_dataset_cmd.export_cmd)

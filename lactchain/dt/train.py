@@ -1,0 +1,369 @@
+"""Training the decision transformer: a resumable registry job (`lactchain dt train`).
+
+1. Data: the archive run's trajectories, each with its instruction (`data.instruction`),
+   split by trajectory (seeded) into train / validation.
+2. Text: a word-level tokenizer learned on the training instructions, or a frozen
+   sentence encoder, or none (the no-text behaviour-cloning baseline).
+3. Steps: batches drawn with a generator seeded by (seed, step), so a resumed run sees
+   the very batches the killed one would have. With probability `relabel` a row is a
+   random window of its trajectory, relabelled in hindsight with its own BD and rule
+   description (`data.Relabeler`: never a held-out BD key or held-out instruction).
+   Conditioning dropout: each row hides its
+   instruction with probability `text_dropout` and, independently, its BD with
+   probability `bd_dropout`, so one model acts from an instruction alone, a BD alone, or
+   both (and a no-text model from a BD or from nothing). AdamW, linear warm-up then cosine decay to 10 % over the budget (steps,
+   or `minutes` of training when that ends first), gradients clipped at 1.
+4. Metrics every `eval_every` steps: `loss` (the mean training loss since the last
+   log; what the console's job view plots), validation loss and action accuracy with
+   both conditions, with the instruction only and with the BD only, lr, speed.
+5. Checkpoints (artifact kind "dt", step = optimizer steps) every `checkpoint_every`
+   steps, at the end, and on SIGTERM (the job's on_cancel hook); the last two of a
+   run are kept. A checkpoint folder holds model.pt, optimizer.pt, config.json (the
+   model config, step, training seconds) and tokenizer.json.
+6. Resume: `resume_from=RUN` continues the newest checkpoint of that run's lineage:
+   the step count, the optimizer, the training time spent (a `minutes` budget counts
+   the whole lineage) and the data split all carry on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from lactchain.dt.data import Episode, Relabeler, SceneCodec, Tensors, episode, instruction, split
+from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
+from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
+
+CHECKPOINT_KIND = "dt"
+KEEP_CHECKPOINTS = 2
+MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
+
+
+# ---- 1. data ----------------------------------------------------------------------------
+
+def archive_rows(registry: Any, archive: str) -> tuple[str, list[dict[str, Any]]]:
+    """(run id, trajectory rows) of an archive run."""
+    from lactchain.archive import read_rows
+
+    run_id = registry.resolve_run_id(archive)
+    art = registry.latest_artifact(run_id, "archive")
+    if art is None or not Path(art["path"]).is_file():
+        raise FileNotFoundError(f"run {run_id} has no archive file; fill one with `lactchain archive fill`")
+    return run_id, read_rows(art["path"])
+
+
+@dataclass
+class Dataset:
+    codec: SceneCodec
+    episodes: list[Episode]  # the described trajectories, in archive order
+    train: list[int]
+    val: list[int]
+    undescribed: int  # trajectories without a description by the describer: left out
+
+    def texts(self, idx: Sequence[int]) -> list[str]:
+        return [self.episodes[i].text for i in idx]
+
+
+def prepare(rows: Sequence[Mapping[str, Any]], *, describer: str = "rule", max_visits: int = 6,
+            bd_to_go: bool = True, val_fraction: float = 0.1, seed: int = 0) -> Dataset:
+    """Episodes of the described rows of one scene and their seeded split by trajectory."""
+    if not rows:
+        raise ValueError("the archive has no trajectories")
+    scenes = {json.dumps((r.get("env_kwargs") or {}).get("scene"), sort_keys=True) for r in rows}
+    if len(scenes) != 1:
+        raise ValueError(f"the archive mixes {len(scenes)} scenes; a decision transformer learns one")
+    codec = SceneCodec((rows[0].get("env_kwargs") or {}).get("scene"), max_visits)
+    episodes, undescribed = [], 0
+    for row in rows:
+        text = instruction(row, describer, codec.scene)
+        if text is None:
+            undescribed += 1
+            continue
+        episodes.append(episode(row, text, codec, bd_to_go))
+    if len(episodes) < 2:
+        raise ValueError(f"only {len(episodes)} trajectory(ies) have a {describer!r} description; "
+                         "at least 2 are needed (one to train on, one to hold out)")
+    train, val = split(len(episodes), val_fraction, seed)
+    return Dataset(codec, episodes, train, val, undescribed)
+
+
+def text_side(spec: str, train_texts: Sequence[str], folder: Path | None = None, max_len: int = 0) -> Any:
+    """The text encoder: learned (from a checkpoint folder, else on `train_texts`), frozen, or None."""
+    if spec == NO_TEXT:
+        return None
+    if spec == LEARNED:
+        return LearnedText.load(folder, max_len) if folder is not None else LearnedText.learn(train_texts)
+    return FrozenText(spec)
+
+
+def text_tensors(text: Any, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+    return {} if text is None else text.encode(list(texts))
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+
+def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimizer: Any = None,
+                    **meta: Any) -> Path:
+    """Write a checkpoint folder whole (a temporary folder renamed into place)."""
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(model.state_dict(), tmp / MODEL_FILE)
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+    (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
+    if text is not None:
+        text.save(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+def _tensors(path: Path) -> Any:
+    from lactchain.train.critic import load_tensors
+
+    return load_tensors(path, "cpu")
+
+
+def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[str, Any]]:
+    """(model in eval mode, its text encoder or None, the checkpoint's meta)."""
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
+    meta = json.loads((folder / CONFIG_FILE).read_text())
+    cfg = DTConfig.from_dict(meta["config"])
+    model = DecisionTransformer(cfg)
+    model.load_state_dict(_tensors(folder / MODEL_FILE))
+    model.eval()
+    return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
+
+
+def _resume_point(registry: Any, resume_from: str | None) -> dict[str, Any] | None:
+    if not resume_from:
+        return None
+    from lactchain.resume import latest_checkpoint
+
+    source = registry.resolve_run_id(resume_from)
+    art = latest_checkpoint(registry, source, CHECKPOINT_KIND)
+    if art is None:
+        raise FileNotFoundError(f"run {source} has no decision-transformer checkpoint to resume from")
+    return art
+
+
+# ---- 3-5. training ---------------------------------------------------------------------------------
+
+def lr_at(progress: float, lr: float, warmup_fraction: float) -> float:
+    """Linear warm-up, then cosine decay to 10 % of `lr` (progress in [0, 1])."""
+    if progress < warmup_fraction:
+        return lr * (progress / warmup_fraction)
+    frac = (progress - warmup_fraction) / max(1e-9, 1 - warmup_fraction)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+@torch.no_grad()
+def validation(model: DecisionTransformer, tensors: Tensors, text: dict[str, torch.Tensor],
+               idx: Sequence[int]) -> dict[str, float]:
+    """Teacher-forced loss and action accuracy on `idx`: both conditions, the instruction
+    only, the BD only."""
+    if not len(idx):
+        return {}
+    model.eval()
+    batch = {**tensors.batch(idx), **{k: v[list(idx)] for k, v in text.items()}}
+    on, off = torch.ones(len(idx), dtype=torch.bool), torch.zeros(len(idx), dtype=torch.bool)
+    out = {}
+    for name, text_on, bd_on in (("", on, on), ("_text", on, off), ("_bd", off, on)):
+        logits = model(batch, text_on=text_on, bd_on=bd_on)
+        out[f"val{name}_loss"] = float(action_loss(logits, batch["act"]))
+        out[f"val{name}_accuracy"] = action_accuracy(logits, batch["act"])
+    model.train()
+    return out
+
+
+def train_dt(
+    handle: Any,
+    *,
+    archive: str,
+    describer: str = "rule",
+    text_encoder: str = LEARNED,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_embd: int = 128,
+    dropout: float = 0.1,
+    steps: int = 3000,
+    minutes: float | None = None,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 0.1,
+    warmup: float = 0.05,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    text_dropout: float = 0.2,
+    bd_dropout: float = 0.7,
+    relabel: float = 0.5,
+    max_visits: int = 6,
+    rtg: bool = False,
+    bd_to_go: bool = True,
+    tie_actions: bool = False,
+    absolute_cells: bool = True,
+    eval_every: int = 100,
+    checkpoint_every: int = 500,
+    threads: int | None = None,
+    resume_from: str | None = None,
+    on_log: Callable[[int, dict[str, float]], None] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Train a decision transformer on an archive run's trajectories (see the module doc).
+
+    `handle` is a `lactchain.jobs.RunHandle`; every other argument but the callbacks is a
+    plain JSON-able param (the CLI records them). `text_encoder`: "learned", a frozen
+    sentence encoder spec ("minilm-l6") or "none" (the no-text baseline).
+    """
+    t_start = time.perf_counter()
+    registry = handle.registry
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(seed)
+    archive_id, rows = archive_rows(registry, archive)
+
+    start = _resume_point(registry, resume_from)
+    if start is not None:
+        model, text, meta = load_checkpoint(start["path"])
+        cfg = model.cfg
+        if meta.get("archive") != archive_id:
+            raise ValueError(f"checkpoint {start['path']} was trained on archive {meta.get('archive')}, "
+                             f"not {archive_id}")
+        data = prepare(rows, describer=describer, max_visits=cfg.max_visits, bd_to_go=cfg.bd_to_go,
+                       val_fraction=val_fraction, seed=seed)
+        done, spent = int(meta.get("step", 0)), float(meta.get("train_seconds", 0.0))
+    else:
+        data = prepare(rows, describer=describer, max_visits=max_visits, bd_to_go=bd_to_go,
+                       val_fraction=val_fraction, seed=seed)
+        text = text_side(text_encoder, data.texts(data.train))
+        longest_train = max(data.episodes[i].steps for i in data.train)
+        cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+                       dropout=dropout, text_encoder=text_encoder, max_visits=max_visits, rtg=rtg,
+                       bd_to_go=bd_to_go, tie_actions=tie_actions, absolute_cells=absolute_cells,
+                       max_steps=longest_train + 8,
+                       text_vocab=getattr(text, "vocab_size", 0), text_len=getattr(text, "length", 1),
+                       text_dim=text.dim if isinstance(text, FrozenText) else 0)
+        model = DecisionTransformer(cfg)
+        done, spent = 0, 0.0
+    model.train()
+
+    tensors = Tensors(data.episodes, data.codec)
+    texts = text_tensors(text, [e.text for e in data.episodes])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+    if start is not None and (Path(start["path"]) / OPTIMIZER_FILE).is_file():
+        optimizer.load_state_dict(_tensors(Path(start["path"]) / OPTIMIZER_FILE))
+
+    budget_s = minutes * 60.0 if minutes else None
+    state = {"step": done, "saved_step": done if start else -1, "last_path": start["path"] if start else None,
+             "seconds": spent, "since": time.perf_counter()}
+    tok_stats = text.stats(data.texts(data.train)) if text is not None else {"text_encoder": NO_TEXT}
+    if isinstance(text, LearnedText):  # how held-out instructions tokenise with the learned vocabulary
+        val_stats = text.stats(data.texts(data.val))
+        tok_stats["longest_description_tokens_all"] = max(tok_stats["longest_description_tokens"],
+                                                          val_stats["longest_description_tokens"])
+        tok_stats["cut_val_descriptions"] = val_stats["cut_descriptions"]
+
+    def seconds() -> float:
+        return state["seconds"] + (time.perf_counter() - state["since"])
+
+    def checkpoint(complete: bool) -> Path:
+        step = state["step"]
+        folder = save_checkpoint(Path(handle.dir) / "dt" / f"step-{step:06d}", model, text, optimizer,
+                                 step=step, train_seconds=seconds(), archive=archive_id, describer=describer,
+                                 seed=seed, val_fraction=val_fraction, complete=complete, tokenizer=tok_stats)
+        registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=step,
+                              meta={"step": step, "complete": complete, "train_seconds": seconds()})
+        state["saved_step"], state["last_path"] = step, str(folder)
+        for old in registry.artifacts(handle.run_id, CHECKPOINT_KIND)[:-KEEP_CHECKPOINTS]:
+            shutil.rmtree(old["path"], ignore_errors=True)
+        registry.prune_artifacts(handle.run_id, CHECKPOINT_KIND)
+        return folder
+
+    def on_cancel() -> None:
+        if state["step"] != state["saved_step"]:
+            checkpoint(complete=False)
+
+    handle.on_cancel(on_cancel)
+
+    train_idx = np.asarray(data.train)
+    train_texts = set(data.texts(data.train))
+    relabeler = Relabeler(data.codec, describer, cfg.bd_to_go, {data.episodes[i].key for i in data.val},
+                          set(data.texts(data.val)) - train_texts)
+    metrics: dict[str, float] = {}
+    losses: list[float] = []
+    t_log, steps_at_log = time.perf_counter(), state["step"]
+    while state["step"] < steps and (budget_s is None or seconds() < budget_s):
+        handle.check_cancelled()
+        step = state["step"]
+        rng = np.random.default_rng([seed, step])
+        idx = rng.choice(train_idx, size=batch_size, replace=len(train_idx) < batch_size)
+        if relabel > 0:
+            eps = [relabeler.sample(data.episodes[i], rng) if rng.random() < relabel else data.episodes[i] for i in idx]
+            batch = {**Tensors(eps, data.codec).batch(range(len(eps))),
+                     **text_tensors(text, [e.text for e in eps])}
+            described = torch.tensor([bool(e.text) for e in eps])
+        else:
+            batch = {**tensors.batch(idx), **{k: v[idx] for k, v in texts.items()}}
+            described = torch.ones(batch_size, dtype=torch.bool)
+        text_on = torch.from_numpy(rng.random(batch_size) >= text_dropout) & described
+        bd_on = torch.from_numpy(rng.random(batch_size) >= bd_dropout)
+        progress = step / steps if budget_s is None else max(step / steps, seconds() / budget_s)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(progress, lr, warmup)
+        loss = action_loss(model(batch, text_on=text_on, bd_on=bd_on), batch["act"])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        state["step"] = step = step + 1
+        losses.append(loss.item())
+        if on_step is not None:
+            on_step(step)
+        last = step >= steps or (budget_s is not None and seconds() >= budget_s)
+        if step % eval_every == 0 or last:
+            now = time.perf_counter()
+            metrics = {"loss": float(np.mean(losses)), "lr": optimizer.param_groups[0]["lr"],
+                       **validation(model, tensors, texts, data.val),
+                       "train_seconds": seconds(), "steps_per_s": (step - steps_at_log) / max(now - t_log, 1e-9)}
+            handle.log_metrics(metrics, step=step)
+            losses, t_log, steps_at_log = [], now, step
+            if on_log is not None:
+                on_log(step, metrics)
+        if step % checkpoint_every == 0 and not last:
+            checkpoint(complete=True)
+    if state["step"] != state["saved_step"]:
+        checkpoint(complete=True)
+
+    return {
+        "archive": archive_id,
+        "describer": describer,
+        "text_encoder": cfg.text_encoder,
+        "trajectories": len(data.episodes),
+        "undescribed": data.undescribed,
+        "train_trajectories": len(data.train),
+        "val_trajectories": len(data.val),
+        "tokenizer": tok_stats,
+        "parameters": model.num_params(),
+        "config": {k: v for k, v in cfg.as_dict().items() if k != "scene"},
+        "start_step": done,
+        "steps": state["step"],
+        "train_seconds": seconds(),
+        "metrics": metrics,
+        "checkpoint": state["last_path"],
+        "seconds": time.perf_counter() - t_start,
+    }
