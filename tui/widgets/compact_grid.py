@@ -51,11 +51,4 @@ class CompactGridView(GridView):
                     out.append(" ", f"on {here.colour}" if here is not None and here is right else "")
             out.append("\n")
         out.append(" " * (LABEL_W - 1) + "└" + "─" * inner + "┘\n", border)
-        axis = " " * LABEL_W + "".join(f"{x:^{w}} " for x in range(n))
-        out.append(axis.rstrip(), "#8a8a8a")
-        if m.values_label:
-            out.append("\n" + m.values_label, "#d7af87")
-        for line in self._legend():
-            out.append("\n")
-            out.append_text(line)
-        return out
+        return self._append_axis_and_legend(out, w)

@@ -162,10 +162,14 @@ class GridView(Widget, can_focus=True):
             if row < n - 1:
                 rule("├", "┼", "┤")
         rule("└", "┴", "┘")
-        axis = " " * LABEL_W + "".join(f"{x:^{w}} " for x in range(n))
+        return self._append_axis_and_legend(out, w)
+
+    def _append_axis_and_legend(self, out: Text, w: int) -> Text:
+        """The x axis, the values label and the landmarks' legend under the grid (every layout)."""
+        axis = " " * LABEL_W + "".join(f"{x:^{w}} " for x in range(self.model.size))
         out.append(axis.rstrip(), "#8a8a8a")
-        if m.values_label:
-            out.append("\n" + m.values_label, "#d7af87")
+        if self.model.values_label:
+            out.append("\n" + self.model.values_label, "#d7af87")
         for line in self._legend():
             out.append("\n")
             out.append_text(line)
