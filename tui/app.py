@@ -22,7 +22,7 @@ from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from tui.commands import COMMANDS, Command, bindings_for, env_commands
+from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
@@ -262,7 +262,7 @@ class LactChainApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         from rich.markup import escape
 
-        for command in COMMANDS:  # the key hint escaped: "[a]" is not a markup tag to drop
+        for command in COMMANDS + PALETTE_ONLY:  # the key hint escaped: "[a]" is not a markup tag to drop
             yield SystemCommand(command.title, escape(f"{command.help} [{command.key}]"),
                                 lambda c=command: self.run_command(c))
         for title, help_text, env in env_commands():

@@ -103,6 +103,14 @@ COMMANDS: tuple[Command, ...] = (
     Command("Refresh archive", "Reload the archive runs and the file", "f5", "refresh", "archive", "Refresh"),
 )
 
+# Palette entries whose key is bound on their screen but kept out of the footer (no room,
+# and the footer's snapshots stay as they are).
+PALETTE_ONLY: tuple[Command, ...] = (
+    Command("Decision transformer: act an instruction", "Type an instruction; the newest trained dt run acts it "
+            "on the grid from the selected start (its annotations and landmark order beside)", "i", "dt_instruct",
+            "archive", "Instruct", show=False),
+)
+
 
 ENV_BLURBS = {
     "grid": "The Lab plays the GridWorld: choose the start on the grid",
@@ -119,7 +127,7 @@ def env_commands() -> list[tuple[str, str, str]]:
 
 
 def commands_for(scope: str) -> list[Command]:
-    return [c for c in COMMANDS if c.scope == scope]
+    return [c for c in COMMANDS + PALETTE_ONLY if c.scope == scope]
 
 
 def bindings_for(scope: str, target: str = "screen") -> list[Binding]:

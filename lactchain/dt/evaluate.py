@@ -361,3 +361,27 @@ def summary(result: dict[str, Any]) -> dict[str, float | None]:
     out["planner_order_match"] = planner["order_match"]
     out["planner_goal_success"] = planner["goal_success"]
     return out
+
+
+# ---- one instruction from one pose (the console's "act an instruction") ------------------------
+
+def act_instruction(model: Any, text: Any, start: Any, instruction: str, *, use_bd: bool = False,
+                    rtg: float = 0.0, max_steps: int | None = None) -> dict[str, Any]:
+    """The model acts `instruction` greedily from `start` (text only unless `use_bd`: the BD
+    slot is then the goal with no landmark). Returns the rollout (path, moves, stopped)
+    plus the path's annotations, BD, the instruction's landmark order (`mentioned`), the
+    path's (`reference`), `order_match` and `goal` (the episode ended at the goal)."""
+    scene = SceneCodec(model.cfg.scene).scene
+    task = Task(dict(start) if not isinstance(start, State) else
+                {"x": start.x, "y": start.y, "orientation": start.orientation},
+                instruction, tuple(scene.goal), (), rtg)
+    run = rollout(model, text, [task], use_text=True, use_bd=use_bd, max_steps=max_steps)[0]
+    from lactchain.trajectories import annotate
+
+    path = run["path"]
+    bd = behaviour_descriptor(scene, path)
+    mentioned = mentioned_order(instruction, scene.names)
+    reference = reference_order({"bd": bd.as_dict()}, scene)
+    return {**run, "annotations": annotate(scene, path), "bd": bd.as_dict(), "mentioned": mentioned,
+            "reference": reference, "order_match": mentioned == reference,
+            "goal": (path[-1].x, path[-1].y) == tuple(scene.goal), "scene": scene}

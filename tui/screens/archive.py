@@ -658,6 +658,21 @@ class ArchiveScreen(BaseScreen):
     def action_refresh(self) -> None:
         self.refresh_runs(reload=True)
 
+    def action_dt_instruct(self) -> None:
+        """The decision transformer acts a typed instruction (from the selected row's start)."""
+        from tui.screens.dt_instruct import DtInstructScreen
+
+        self._follow_cursor()
+        self._stop()
+        row = self._row()
+        scene = self.replay.scene if self.replay is not None else None
+        if scene is None and self.rows:
+            try:
+                scene = Replay.of(self.rows[0]).scene
+            except (KeyError, TypeError, ValueError):
+                scene = None
+        self.app.push_screen(DtInstructScreen(row, scene))
+
     @on(Select.Changed, "#archive-run")
     async def _run_changed(self, event: Select.Changed) -> None:
         if event.value is Select.NULL or str(event.value) == self.run_id:
