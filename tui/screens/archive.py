@@ -138,6 +138,23 @@ def current_annotation(annotations: list[dict], t: int) -> int | None:
     return found
 
 
+def append_annotations(out: Text, annotations: list[dict], t: int) -> int | None:
+    """The annotations under a bold heading, the one in force at step t highlighted, those
+    before it plain and those to come dim; returns the highlighted index."""
+    current = current_annotation(annotations, t)
+    out.append("\nannotations" if out.plain else "annotations", style="bold underline")
+    for i, a in enumerate(annotations):
+        text = a.get("text") or f"{a.get('relation', '')} the {a.get('landmark', '')}"
+        line = f"t={a.get('t')} {text}"
+        if i == current:
+            out.append(f"\n▸ {line}", style="bold reverse")
+        else:
+            out.append(f"\n  {line}", style="" if current is not None and i < current else "dim")
+    if not annotations:
+        out.append("\n(none: a scene without landmarks)", style="dim")
+    return current
+
+
 def _state(pose: Any) -> State:
     return State(int(pose["x"]), int(pose["y"]), str(pose.get("orientation", "east")))
 
@@ -525,17 +542,7 @@ class ArchiveScreen(BaseScreen):
         step.append(f"({here.x},{here.y}) facing {here.orientation}")
         self.query_one("#archive-replay", Static).update(step)
         annotations = [a for a in row.get("annotations") or [] if isinstance(a, dict)]
-        current = current_annotation(annotations, t)
-        annotations_text.append("annotations", style="bold underline")
-        for i, a in enumerate(annotations):
-            text = a.get("text") or f"{a.get('relation', '')} the {a.get('landmark', '')}"
-            line = f"t={a.get('t')} {text}"
-            if i == current:
-                annotations_text.append(f"\n▸ {line}", style="bold reverse")
-            else:
-                annotations_text.append(f"\n  {line}", style="" if current is not None and i < current else "dim")
-        if not annotations:
-            annotations_text.append("\n(none: a scene without landmarks)", style="dim")
+        current = append_annotations(annotations_text, annotations, t)
         self.query_one("#archive-annotations", Static).update(annotations_text)
         if current is not None:
             box = self.query_one("#archive-step-box", VerticalScroll)

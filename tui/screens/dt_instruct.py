@@ -255,19 +255,9 @@ class DtInstructScreen(ModalScreen[None]):
         out.append(" > ".join(rs["reference"]) or "(none)", style="bold")
         mark, style = MARKS[bool(rs["order_match"])]
         out.append(f"\n{mark}", style=style)
-        out.append("\nannotations", style="bold underline")
-        from tui.screens.archive import current_annotation
+        from tui.screens.archive import append_annotations
 
-        notes = rs["annotations"]
-        current = current_annotation(notes, t)
-        for i, a in enumerate(notes):
-            line = f"t={a['t']} {a['text']}"
-            if i == current:
-                out.append(f"\n▸ {line}", style="bold reverse")
-            else:
-                out.append(f"\n  {line}", style="" if current is not None and i < current else "dim")
-        if not notes:
-            out.append("\n(none: a scene without landmarks)", style="dim")
+        append_annotations(out, rs["annotations"], t)
         self.query_one("#dt-result", Static).update(out)
 
     def _tick(self) -> None:
