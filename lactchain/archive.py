@@ -83,10 +83,15 @@ class Archive:
         return False
 
     def coverage(self, reachable: set[str]) -> dict[str, Any]:
-        found = set(self.elites) & reachable
-        return {"elites": len(self.elites), "reachable_bds": len(reachable), "covered_bds": len(found),
-                "coverage": len(found) / len(reachable) if reachable else 0.0,
-                "beyond_bound": len(set(self.elites) - reachable), "tried": self.tried}
+        return coverage(set(self.elites), reachable, self.tried)
+
+
+def coverage(keys: set[str], reachable: set[str], tried: int) -> dict[str, Any]:
+    """Elites, distinct BDs found / reachable BDs, and BDs beyond the bound, for BD keys."""
+    found = keys & reachable
+    return {"elites": len(keys), "reachable_bds": len(reachable), "covered_bds": len(found),
+            "coverage": len(found) / len(reachable) if reachable else 0.0,
+            "beyond_bound": len(keys - reachable), "tried": tried}
 
 
 @lru_cache(maxsize=None)

@@ -91,15 +91,15 @@ def add_cmd(
     """Archive play runs: each finished episode is replayed from its start (every transition
     checked against the run's steps) and offered to the archive, one elite per BD (the
     shortest); the policy (actor, adapter, strategy version, sampling) goes with it."""
-    from lactchain.archive import from_episode, merge, reachable_bds
+    from lactchain.archive import coverage, from_episode, merge, reachable_bds
 
     registry = open_registry(db)
     sources = [run_of_kind(registry, "RUN", spec, ("play",), "a play run (lactchain play)") for spec in runs]
     scenes = set()
-    for run in sources:
-        params = registry.params(run["id"])
+    played = {run["id"]: registry.params(run["id"]) for run in sources}
+    for run_id_, params in played.items():
         if params.get("env", "grid") != "grid":
-            fail(f"run {run['id']} played {params.get('env')}; the archive holds grid trajectories (play --env grid)")
+            fail(f"run {run_id_} played {params.get('env')}; the archive holds grid trajectories (play --env grid)")
         scenes.add(params.get("scene") or "empty")
     base: list[dict[str, Any]] = []
     if into is not None:
@@ -114,7 +114,7 @@ def add_cmd(
     def body(handle) -> dict[str, Any]:
         new, skipped = [], []
         for run in sources:
-            run_params = registry.params(run["id"])
+            run_params = played[run["id"]]
             steps_by_episode: dict[int, list[dict[str, Any]]] = {}
             for step in handle.registry.steps(run_id=run["id"]):
                 steps_by_episode.setdefault(step["episode_id"], []).append(step)
@@ -129,11 +129,7 @@ def add_cmd(
                     skipped.append(f"{run['id']} episode {episode['idx']}: {exc}")
         rows, stats = merge(base, new)
         path = record_archive(handle, rows)
-        reachable = reachable_bds(scene, max_landmarks)
-        covered = len({r["key"] for r in rows} & reachable)
-        cov = {"elites": len(rows), "reachable_bds": len(reachable), "covered_bds": covered,
-               "coverage": covered / len(reachable) if reachable else 0.0,
-               "beyond_bound": len({r["key"] for r in rows} - reachable), "tried": stats["offered"]}
+        cov = coverage({r["key"] for r in rows}, reachable_bds(scene, max_landmarks), stats["offered"])
         handle.log_metrics({f"final/{k}": float(v) for k, v in cov.items()})
         return {**cov, **stats, "skipped": skipped, "archive": str(path)}
 
