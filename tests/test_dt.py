@@ -16,7 +16,7 @@ from tests.cli_helpers import run_cli
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--batch-size", "16", "--eval-every", "5",
-        "--checkpoint-every", "10", "--threads", "1"]
+        "--checkpoint-every", "10", "--select-every", "10", "--threads", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +93,17 @@ def test_episodes_flatten_moves_end_in_stop_and_track_the_bd(rows, data):
     assert not set(train) & set(val) and len(val) == 20 and split(100, 0.2, seed=3) == (train, val)
     # split by trajectory = by BD key (one elite per BD)
     assert not {data.episodes[i].key for i in data.train} & {data.episodes[i].key for i in data.val}
+
+
+def test_model_selection_is_carved_from_training_and_leaves_the_held_out_split_alone(rows, data):
+    from lactchain.dt.train import prepare
+
+    with_select = prepare(rows, val_fraction=0.15, seed=0, select_fraction=0.2)
+    assert with_select.val == data.val  # the evaluation's held-out trajectories do not move
+    assert sorted(with_select.train + with_select.select) == data.train
+    assert not set(with_select.train) & set(with_select.select)
+    assert len(with_select.select) == -(-len(data.train) * 2 // 10)  # ceil(20 %)
+    assert prepare(rows, val_fraction=0.15, seed=0, select_fraction=0.2).select == with_select.select
 
 
 def test_relabelled_windows_are_real_trajectories_and_skip_held_out_bds(data):
@@ -270,6 +281,14 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
     assert {"val_loss", "val_accuracy", "val_text_loss", "val_bd_loss", "lr"} <= set(reg.metric_keys(result["run_id"]))
     arts = reg.artifacts(result["run_id"], "dt")
     assert [a["step"] for a in arts] == [10, 20]  # the last two kept
+    # model selection: closed-loop scores on the selection split every 10 steps; the best kept
+    assert result["select_trajectories"] >= 1
+    scores = {m["step"]: m["value"] for m in reg.metric_history(result["run_id"], "select_score")}
+    assert set(scores) == {10, 20} and all(0.0 <= v <= 1.0 for v in scores.values())
+    best = reg.artifacts(result["run_id"], "dt-best")
+    assert len(best) == 1 and Path(best[0]["path"]).is_dir()
+    assert best[0]["meta"]["select_score"] == max(scores.values())
+    assert best[0]["step"] == result["best"]["step"] == min(s for s, v in scores.items() if v == max(scores.values()))
     assert {"model.pt", "optimizer.pt", "config.json", "tokenizer.json"} <= {p.name for p in Path(arts[-1]["path"]).iterdir()}
 
     code, out, err = run_cli(["dt", "train", "--archive", archive, "--no-text", "--steps", "10", *TINY, "--db", db,
@@ -282,6 +301,7 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
     assert code == 0, err
     ev = json.loads(out)
     assert ev["heldout"] == result["val_trajectories"] and ev["heldout_bds_seen_in_training"] == 0
+    assert ev["checkpoint_kind"] == "dt-best" and ev["step"] == best[0]["step"]  # the selected model by default
     assert ev["goal_starts"] == 16
     assert set(ev["dt"]) == {"text+bd", "bd", "text", "goal_success"}
     assert set(ev["baseline"]) >= {"bd", "none", "goal_success"} and ev["planner"]["oracle"] is True
@@ -291,6 +311,10 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
         assert 0.0 <= ev["summary"][key] <= 1.0, key
     assert ev["summary"]["planner_bd_reached"] == 1.0
     assert reg.get_run(ev["run_id"])["kind"] == "dt-eval"
+    code, out, err = run_cli(["dt", "eval", result["run_id"], "--checkpoint", "last", "--no-goal", "--limit", "2",
+                              "--db", db, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["checkpoint_kind"] == "dt" and json.loads(out)["step"] == 20
 
     # a no-text baseline on another split is refused, in one line
     code, out, err = run_cli(["dt", "train", "--archive", archive, "--no-text", "--steps", "1", "--seed", "7", *TINY,

@@ -50,7 +50,8 @@ def _check_text_encoder(spec: str) -> None:
 
 def _render_train(result: dict[str, Any]) -> None:
     table = Table(title=f"dt train {result['run_id']}", show_header=False)
-    for key in ("archive", "text_encoder", "trajectories", "train_trajectories", "val_trajectories", "parameters",
+    for key in ("archive", "text_encoder", "trajectories", "train_trajectories", "val_trajectories", "select_trajectories",
+                "parameters",
                 "start_step", "steps", "train_seconds"):
         value = result[key]
         table.add_row(key, f"{value:.1f}" if isinstance(value, float) else str(value))
@@ -58,6 +59,9 @@ def _render_train(result: dict[str, Any]) -> None:
         table.add_row(f"tokenizer/{key}", str(value))
     for key, value in result["metrics"].items():
         table.add_row(key, f"{value:.4f}")
+    best = result.get("best")
+    if best:
+        table.add_row("best (selection)", f"step {best['step']}: score {best['select_score']:.3f}")
     table.add_row("checkpoint", str(result["checkpoint"]))
     console.print(table)
 
@@ -85,7 +89,15 @@ def train_cmd(
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", min=1, max=65536)] = 32,
     lr: Annotated[float, typer.Option("--lr", callback=positive, help="AdamW peak learning rate.")] = 1e-3,
     val_fraction: Annotated[float, typer.Option("--val-fraction", callback=finite, min=0.0, max=0.9,
-                                                help="Trajectories held out (by trajectory, seeded).")] = 0.1,
+                                                help="Trajectories held out for `dt eval` (by trajectory, "
+                                                     "seeded); never trained on, never used to pick a "
+                                                     "checkpoint.")] = 0.1,
+    select_fraction: Annotated[float, typer.Option("--select-fraction", callback=finite, min=0.0, max=0.9,
+                                                   help="Training trajectories set aside to pick the best "
+                                                        "checkpoint (early stopping by closed-loop score); 0: the "
+                                                        "last checkpoint is the one evaluated.")] = 0.1,
+    select_every: Annotated[int, typer.Option("--select-every", min=1, help="Score the model closed-loop on the "
+                                              "selection trajectories every N steps (and at the end).")] = 250,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Split, init and batches.")] = 0,
     text_dropout: Annotated[float, typer.Option("--text-dropout", callback=finite, min=0.0, max=0.9,
                                                 help="Probability of hiding a row's instruction in training.")] = 0.2,
@@ -128,7 +140,8 @@ def train_cmd(
     # Keys = keyword arguments of lactchain.dt.train.train_dt.
     params = dict(archive=archive_id, describer=describer, text_encoder=text_encoder, n_layer=n_layer, n_head=n_head,
                   n_embd=n_embd, dropout=dropout, steps=steps, minutes=minutes, batch_size=batch_size, lr=lr,
-                  val_fraction=val_fraction, seed=seed, text_dropout=text_dropout, bd_dropout=bd_dropout,
+                  val_fraction=val_fraction, select_fraction=select_fraction, select_every=select_every,
+                  seed=seed, text_dropout=text_dropout, bd_dropout=bd_dropout,
                   relabel=relabel,
                   max_visits=max_visits, rtg=rtg, bd_to_go=bd_to_go, tie_actions=tie_actions,
                   absolute_cells=absolute_cells, eval_every=eval_every,
@@ -179,7 +192,7 @@ def _render_eval(result: dict[str, Any]) -> None:
 @app.command("eval")
 def eval_cmd(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="A dt run (its newest checkpoint).")],
+    run: Annotated[str, typer.Argument(help="A dt run (its best checkpoint by model selection; see --checkpoint).")],
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="A no-text dt run trained on the same split "
                                                     "(dt train --no-text, same --archive/--seed/--val-fraction).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Evaluate the first N held-out trajectories.")] = None,
@@ -187,6 +200,9 @@ def eval_cmd(
                                        "start pose.")] = True,
     goal_starts: Annotated[Optional[int], typer.Option("--goal-starts", min=1, help="Goal success from a seeded "
                                                        "sample of N start poses (default: every non-goal pose).")] = None,
+    checkpoint: Annotated[str, typer.Option("--checkpoint", help="best: the checkpoint with the best closed-loop "
+                                            "score on the selection split (the newest for runs without one); "
+                                            "last: the newest.")] = "best",
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -195,6 +211,8 @@ def eval_cmd(
     """Roll the decision transformer out on held-out instructions and BDs: BD-reached rate,
     landmark-order match, goal success; against the no-text baseline and the planner
     (an oracle)."""
+    if checkpoint not in ("best", "last"):
+        fail(f"--checkpoint {checkpoint!r}: use best or last")
     with open_registry(db) as registry:
         dt_run = run_of_kind(registry, "RUN", run, ("dt",), "a dt run (lactchain dt train)")["id"]
         base = run_of_kind(registry, "--baseline", baseline, ("dt",), "a dt run")["id"] if baseline else None
@@ -203,12 +221,13 @@ def eval_cmd(
         for option, rid in (("RUN", dt_run), ("--baseline", base)):
             if rid and latest_checkpoint(registry, rid, "dt") is None:
                 fail(f"{option} {rid}: the run has no checkpoint yet; wait for its first one (--checkpoint-every)")
-    params = dict(dt_run=dt_run, baseline=base, limit=limit, goal=goal, goal_starts=goal_starts)
+    params = dict(dt_run=dt_run, baseline=base, limit=limit, goal=goal, goal_starts=goal_starts, checkpoint=checkpoint)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.dt.evaluate import evaluate_run
 
-        result = evaluate_run(handle.registry, dt_run, baseline=base, limit=limit, goal=goal, goal_starts=goal_starts)
+        result = evaluate_run(handle.registry, dt_run, baseline=base, limit=limit, goal=goal, goal_starts=goal_starts,
+                              checkpoint=checkpoint)
         result["dt_run"] = result.pop("run_id")
         handle.log_metrics({k: float(v) for k, v in result["summary"].items() if v is not None})
         return result

@@ -19,13 +19,16 @@ per step and closed by a STOP action, so the model learns where to stop:
   or by a describer whose descriptions the archive stores (`instruction`).
 
 The split is by trajectory (seeded): an archive keeps one elite per BD, so every
-validation trajectory has a BD key never seen in training.
+validation trajectory has a BD key never seen in training. Training also carves a
+model-selection split out of its own trajectories (`carve`): the checkpoint kept as
+"best" is chosen on it, never on the held-out split the evaluation reports.
 
 Hindsight relabelling (`window`): any stretch path[i..j] of a trajectory is itself a
 trajectory from path[i], with its own BD (recomputed by the BD's rule) and its own rule
 description; training draws such windows of the TRAINING trajectories, so the model
 sees many more (start, BD, STOP) combinations than the archive's elites. A window whose
-BD key or instruction belongs to the held-out trajectories is never used (`Relabeler`).
+BD key or instruction belongs to the held-out (or model-selection) trajectories is never
+used (`Relabeler`).
 """
 
 from __future__ import annotations
@@ -276,6 +279,19 @@ def split(n: int, val_fraction: float, seed: int) -> tuple[list[int], list[int]]
     random.Random(seed).shuffle(order)
     n_val = min(max(math.ceil(n * val_fraction), 1 if n >= 2 and val_fraction > 0 else 0), max(n - 1, 0))
     return sorted(order[n_val:]), sorted(order[:n_val])
+
+
+def carve(indices: Sequence[int], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(rest, carved): a seeded `fraction` of `indices` set aside (at least one when
+    fraction > 0 and two or more indices; never all). Training carves its model-selection
+    split out of the training trajectories, so the evaluation's held-out split stays the
+    one `split` gives whatever the selection fraction."""
+    if fraction <= 0 or len(indices) < 2:
+        return sorted(indices), []
+    order = sorted(indices)
+    random.Random(f"select-{seed}").shuffle(order)
+    n = min(max(math.ceil(len(order) * fraction), 1), len(order) - 1)
+    return sorted(order[n:]), sorted(order[:n])
 
 
 class Tensors:

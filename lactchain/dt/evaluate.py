@@ -266,21 +266,29 @@ def max_return(episodes: Sequence[Episode]) -> float:
 
 # ---- a trained run, its baseline and the planner ----------------------------------------------
 
-def load_run(registry: Any, run: str) -> tuple[str, dict[str, Any], Any, Any, dict[str, Any]]:
+CHECKPOINTS = ("best", "last")
+
+
+def load_run(registry: Any, run: str, checkpoint: str = "best") -> tuple[str, dict[str, Any], Any, Any, dict[str, Any]]:
     """(run id, checkpoint artifact, model, text encoder, checkpoint meta) of a dt run:
-    the newest checkpoint of its lineage."""
-    from lactchain.dt.train import CHECKPOINT_KIND, load_checkpoint
+    the best checkpoint of its lineage by model selection (`checkpoint="best"`; the
+    newest one for runs trained without a selection split) or the newest (`"last"`)."""
+    from lactchain.dt.train import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
     from lactchain.resume import latest_checkpoint
 
+    if checkpoint not in CHECKPOINTS:
+        raise ValueError(f"unknown checkpoint {checkpoint!r}; use one of {', '.join(CHECKPOINTS)}")
     run_id = registry.resolve_run_id(run)
-    art = latest_checkpoint(registry, run_id, CHECKPOINT_KIND)
+    art = latest_checkpoint(registry, run_id, BEST_KIND) if checkpoint == "best" else None
+    art = art or latest_checkpoint(registry, run_id, CHECKPOINT_KIND)
     if art is None:
         raise FileNotFoundError(f"run {run_id} has no decision-transformer checkpoint yet")
     model, text, meta = load_checkpoint(art["path"])
     return run_id, art, model, text, meta
 
 
-SPLIT_KEYS = ("archive", "describer", "seed", "val_fraction")
+SPLIT_KEYS = ("archive", "describer", "seed", "val_fraction")  # the held-out split; select_fraction only
+# moves trajectories between training and model selection
 
 
 def _modes(model: Any) -> tuple[str, ...]:
@@ -297,16 +305,17 @@ def _evaluate_one(model: Any, text: Any, tasks: Sequence[Task], unseen: Sequence
 
 
 def evaluate_run(registry: Any, run: str, *, baseline: str | None = None, limit: int | None = None,
-                 goal: bool = True, goal_starts: int | None = None) -> dict[str, Any]:
+                 goal: bool = True, goal_starts: int | None = None, checkpoint: str = "best") -> dict[str, Any]:
     """The DT of `run` (and the no-text `baseline` run, trained on the same split) on the
     held-out trajectories of its training split, plus the planner oracle."""
     from lactchain.dt.train import archive_rows, prepare
 
-    run_id, art, model, text, meta = load_run(registry, run)
+    run_id, art, model, text, meta = load_run(registry, run, checkpoint)
     cfg = model.cfg
     archive_id, rows = archive_rows(registry, meta["archive"])
     data = prepare(rows, describer=meta["describer"], max_visits=cfg.max_visits, bd_to_go=cfg.bd_to_go,
-                   val_fraction=meta["val_fraction"], seed=meta["seed"])
+                   val_fraction=meta["val_fraction"], seed=meta["seed"],
+                   select_fraction=float(meta.get("select_fraction", 0.0)))
     held = data.val[:limit] if limit else data.val
     train_texts = set(data.texts(data.train))
     tasks = [Task.of(data.episodes[i]) for i in held]
@@ -314,7 +323,8 @@ def evaluate_run(registry: Any, run: str, *, baseline: str | None = None, limit:
     train_keys = {data.episodes[i].key for i in data.train}
     best = max_return([data.episodes[i] for i in data.train])
     result: dict[str, Any] = {
-        "run_id": run_id, "checkpoint": art["path"], "step": meta.get("step"), "archive": archive_id,
+        "run_id": run_id, "checkpoint": art["path"], "checkpoint_kind": art["kind"], "step": meta.get("step"),
+        "select_score": meta.get("select_score"), "archive": archive_id,
         "describer": meta["describer"], "text_encoder": cfg.text_encoder, "tokenizer": meta.get("tokenizer"),
         "heldout": len(tasks), "unseen_instructions": sum(unseen),
         "heldout_bds_seen_in_training": sum(t_key in train_keys for t_key in (data.episodes[i].key for i in held)),
@@ -323,13 +333,14 @@ def evaluate_run(registry: Any, run: str, *, baseline: str | None = None, limit:
         "dt": _evaluate_one(model, text, tasks, unseen, goal, best, goal_starts, meta["seed"]),
     }
     if baseline:
-        base_id, base_art, base_model, base_text, base_meta = load_run(registry, baseline)
+        base_id, base_art, base_model, base_text, base_meta = load_run(registry, baseline, checkpoint)
         differ = [k for k in SPLIT_KEYS if base_meta.get(k) != meta.get(k)]
         if differ:
             raise ValueError(f"baseline {base_id} was trained on another split than {run_id} "
                              f"({', '.join(f'{k}: {base_meta.get(k)} vs {meta.get(k)}' for k in differ)}); "
                              "train it with the same --archive, --describer, --seed and --val-fraction")
-        result["baseline"] = {"run_id": base_id, "checkpoint": base_art["path"], "step": base_meta.get("step"),
+        result["baseline"] = {"run_id": base_id, "checkpoint": base_art["path"], "checkpoint_kind": base_art["kind"],
+                              "step": base_meta.get("step"),
                               "text_encoder": base_model.cfg.text_encoder,
                               **_evaluate_one(base_model, base_text, tasks, unseen, goal, best, goal_starts,
                                               meta["seed"])}

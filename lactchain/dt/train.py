@@ -1,7 +1,8 @@
 """Training the decision transformer: a resumable registry job (`lactchain dt train`).
 
 1. Data: the archive run's trajectories, each with its instruction (`data.instruction`),
-   split by trajectory (seeded) into train / validation.
+   split by trajectory (seeded) into train / validation (held out: what `dt eval`
+   reports), and a model-selection split carved out of train (`select_fraction`).
 2. Text: a word-level tokenizer learned on the training instructions, or a frozen
    sentence encoder, or none (the no-text behaviour-cloning baseline).
 3. Steps: batches drawn with a generator seeded by (seed, step), so a resumed run sees
@@ -20,6 +21,12 @@
    steps, at the end, and on SIGTERM (the job's on_cancel hook); the last two of a
    run are kept. A checkpoint folder holds model.pt, optimizer.pt, config.json (the
    model config, step, training seconds) and tokenizer.json.
+   Early stopping by model selection: every `select_every` steps the model acts
+   closed-loop on the selection split (`select_metrics`: BD reached with instruction +
+   BD, landmark order from the instruction alone); the best score so far is kept as
+   artifact kind "dt-best" (model only). `dt eval` and the console load it by default.
+   Longer training overfits the archive's few hundred elites (BD reached on unseen BDs
+   falls), so the last step is not the best one.
 6. Resume: `resume_from=RUN` continues the newest checkpoint of that run's lineage:
    the step count, the optimizer, the training time spent (a `minutes` budget counts
    the whole lineage) and the data split all carry on.
@@ -31,18 +38,19 @@ import json
 import math
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from lactchain.dt.data import Episode, Relabeler, SceneCodec, Tensors, episode, instruction, split
+from lactchain.dt.data import Episode, Relabeler, SceneCodec, Tensors, carve, episode, instruction, split
 from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
 from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
 
 CHECKPOINT_KIND = "dt"
+BEST_KIND = "dt-best"
 KEEP_CHECKPOINTS = 2
 MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
 
@@ -65,16 +73,19 @@ class Dataset:
     codec: SceneCodec
     episodes: list[Episode]  # the described trajectories, in archive order
     train: list[int]
-    val: list[int]
+    val: list[int]  # held out: what `dt eval` reports on
     undescribed: int  # trajectories without a description by the describer: left out
+    select: list[int] = field(default_factory=list)  # carved out of train: picks the best checkpoint
 
     def texts(self, idx: Sequence[int]) -> list[str]:
         return [self.episodes[i].text for i in idx]
 
 
 def prepare(rows: Sequence[Mapping[str, Any]], *, describer: str = "rule", max_visits: int = 6,
-            bd_to_go: bool = True, val_fraction: float = 0.1, seed: int = 0) -> Dataset:
-    """Episodes of the described rows of one scene and their seeded split by trajectory."""
+            bd_to_go: bool = True, val_fraction: float = 0.1, seed: int = 0,
+            select_fraction: float = 0.0) -> Dataset:
+    """Episodes of the described rows of one scene and their seeded split by trajectory
+    (train, held-out val, and `select_fraction` of train carved out for model selection)."""
     if not rows:
         raise ValueError("the archive has no trajectories")
     scenes = {json.dumps((r.get("env_kwargs") or {}).get("scene"), sort_keys=True) for r in rows}
@@ -92,7 +103,8 @@ def prepare(rows: Sequence[Mapping[str, Any]], *, describer: str = "rule", max_v
         raise ValueError(f"only {len(episodes)} trajectory(ies) have a {describer!r} description; "
                          "at least 2 are needed (one to train on, one to hold out)")
     train, val = split(len(episodes), val_fraction, seed)
-    return Dataset(codec, episodes, train, val, undescribed)
+    train, select = carve(train, select_fraction, seed)
+    return Dataset(codec, episodes, train, val, undescribed, select)
 
 
 def text_side(spec: str, train_texts: Sequence[str], folder: Path | None = None, max_len: int = 0) -> Any:
@@ -188,6 +200,25 @@ def validation(model: DecisionTransformer, tensors: Tensors, text: dict[str, tor
     return out
 
 
+def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Episode]) -> dict[str, float]:
+    """Closed-loop on the model-selection trajectories: `select_bd_reached` (instruction +
+    BD; the BD alone for a no-text model), `select_order_match` (the instruction alone)
+    and `select_score`, their mean (what picks the best checkpoint)."""
+    from lactchain.dt.evaluate import Task, evaluate_model
+
+    if not episodes:
+        return {}
+    tasks = [Task.of(e) for e in episodes]
+    modes = ("text+bd", "text") if model.cfg.use_text else ("bd",)
+    rates = evaluate_model(model, text, tasks, [False] * len(tasks), modes)
+    model.train()
+    out = {"select_bd_reached": rates[modes[0]]["bd_reached"]}
+    if model.cfg.use_text:
+        out["select_order_match"] = rates["text"]["order_match"]
+    out["select_score"] = float(np.mean(list(out.values())))
+    return out
+
+
 def train_dt(
     handle: Any,
     *,
@@ -205,6 +236,8 @@ def train_dt(
     weight_decay: float = 0.1,
     warmup: float = 0.05,
     val_fraction: float = 0.1,
+    select_fraction: float = 0.1,
+    select_every: int = 250,
     seed: int = 0,
     text_dropout: float = 0.2,
     bd_dropout: float = 0.7,
@@ -241,12 +274,14 @@ def train_dt(
         if meta.get("archive") != archive_id:
             raise ValueError(f"checkpoint {start['path']} was trained on archive {meta.get('archive')}, "
                              f"not {archive_id}")
+        select_fraction = float(meta.get("select_fraction", 0.0))  # the split carries on
         data = prepare(rows, describer=describer, max_visits=cfg.max_visits, bd_to_go=cfg.bd_to_go,
-                       val_fraction=val_fraction, seed=seed)
+                       val_fraction=val_fraction, seed=seed, select_fraction=select_fraction)
         done, spent = int(meta.get("step", 0)), float(meta.get("train_seconds", 0.0))
+        best_score = meta.get("best_select_score")
     else:
         data = prepare(rows, describer=describer, max_visits=max_visits, bd_to_go=bd_to_go,
-                       val_fraction=val_fraction, seed=seed)
+                       val_fraction=val_fraction, seed=seed, select_fraction=select_fraction)
         text = text_side(text_encoder, data.texts(data.train))
         longest_train = max(data.episodes[i].steps for i in data.train)
         cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=n_layer, n_head=n_head, n_embd=n_embd,
@@ -256,7 +291,7 @@ def train_dt(
                        text_vocab=getattr(text, "vocab_size", 0), text_len=getattr(text, "length", 1),
                        text_dim=text.dim if isinstance(text, FrozenText) else 0)
         model = DecisionTransformer(cfg)
-        done, spent = 0, 0.0
+        done, spent, best_score = 0, 0.0, None
     model.train()
 
     tensors = Tensors(data.episodes, data.codec)
@@ -270,7 +305,10 @@ def train_dt(
 
     budget_s = minutes * 60.0 if minutes else None
     state = {"step": done, "saved_step": done if start else -1, "last_path": start["path"] if start else None,
-             "seconds": spent, "since": time.perf_counter()}
+             "seconds": spent, "since": time.perf_counter(), "best": best_score, "best_step": None,
+             "best_metrics": {}}
+    split_meta = {"archive": archive_id, "describer": describer, "seed": seed, "val_fraction": val_fraction,
+                  "select_fraction": select_fraction}
     tok_stats = text.stats(data.texts(data.train)) if text is not None else {"text_encoder": NO_TEXT}
     if isinstance(text, LearnedText):  # how held-out instructions tokenise with the learned vocabulary
         val_stats = text.stats(data.texts(data.val))
@@ -284,8 +322,8 @@ def train_dt(
     def checkpoint(complete: bool) -> Path:
         step = state["step"]
         folder = save_checkpoint(Path(handle.dir) / "dt" / f"step-{step:06d}", model, text, optimizer,
-                                 step=step, train_seconds=seconds(), archive=archive_id, describer=describer,
-                                 seed=seed, val_fraction=val_fraction, complete=complete, tokenizer=tok_stats)
+                                 step=step, train_seconds=seconds(), complete=complete, tokenizer=tok_stats,
+                                 best_select_score=state["best"], **split_meta)
         registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=step,
                               meta={"step": step, "complete": complete, "train_seconds": seconds()})
         state["saved_step"], state["last_path"] = step, str(folder)
@@ -293,6 +331,18 @@ def train_dt(
             shutil.rmtree(old["path"], ignore_errors=True)
         registry.prune_artifacts(handle.run_id, CHECKPOINT_KIND)
         return folder
+
+    def keep_best(step: int, scores: dict[str, float]) -> None:
+        """A new best selection score: its model becomes the run's "dt-best" artifact."""
+        state["best"], state["best_step"], state["best_metrics"] = scores["select_score"], step, scores
+        folder = save_checkpoint(Path(handle.dir) / "dt" / f"best-step-{step:06d}", model, text, step=step,
+                                 train_seconds=seconds(), tokenizer=tok_stats, best_select_score=state["best"],
+                                 **scores, **split_meta)
+        registry.add_artifact(handle.run_id, BEST_KIND, folder, step=step, meta={"step": step, **scores})
+        for old in registry.artifacts(handle.run_id, BEST_KIND)[:-1]:
+            if old["path"] != str(folder):
+                shutil.rmtree(old["path"], ignore_errors=True)
+        registry.prune_artifacts(handle.run_id, BEST_KIND)
 
     def on_cancel() -> None:
         if state["step"] != state["saved_step"]:
@@ -302,8 +352,10 @@ def train_dt(
 
     train_idx = np.asarray(data.train)
     train_texts = set(data.texts(data.train))
-    relabeler = Relabeler(data.codec, describer, cfg.bd_to_go, {data.episodes[i].key for i in data.val},
-                          set(data.texts(data.val)) - train_texts)
+    held = data.val + data.select  # never relabelled into training
+    relabeler = Relabeler(data.codec, describer, cfg.bd_to_go, {data.episodes[i].key for i in held},
+                          set(data.texts(held)) - train_texts)
+    select_eps = [data.episodes[i] for i in data.select]
     metrics: dict[str, float] = {}
     losses: list[float] = []
     t_log, steps_at_log = time.perf_counter(), state["step"]
@@ -344,6 +396,12 @@ def train_dt(
             losses, t_log, steps_at_log = [], now, step
             if on_log is not None:
                 on_log(step, metrics)
+        if select_eps and (step % select_every == 0 or last):
+            scores = select_metrics(model, text, select_eps)
+            if state["best"] is None or scores["select_score"] > state["best"]:
+                keep_best(step, scores)
+            handle.log_metrics({**scores, "select_best": state["best"]}, step=step)
+            metrics.update(scores)
         if step % checkpoint_every == 0 and not last:
             checkpoint(complete=True)
     if state["step"] != state["saved_step"]:
@@ -357,6 +415,8 @@ def train_dt(
         "undescribed": data.undescribed,
         "train_trajectories": len(data.train),
         "val_trajectories": len(data.val),
+        "select_trajectories": len(data.select),
+        "best": {"step": state["best_step"], **state["best_metrics"]} if state["best_step"] is not None else None,
         "tokenizer": tok_stats,
         "parameters": model.num_params(),
         "config": {k: v for k, v in cfg.as_dict().items() if k != "scene"},
