@@ -110,3 +110,26 @@ async def test_without_a_dt_run_the_screen_says_how_to_train_one(make_app, regis
         await settle(app, pilot)
         assert screen.result is None and "lactchain dt train" in _text(screen, "#dt-message")
         assert isinstance(app.screen, DtInstructScreen)  # no crash
+
+
+async def test_a_dt_run_trained_on_another_scene_is_refused_in_one_line(make_app, registry, db_path, capsys):
+    """The newest dt run learned the flat scene; the archive on screen (the newest) is on
+    the empty one: acting says so and how to train one on it, nothing is drawn."""
+    from cli_helpers import run_cli
+
+    flat = _fill(db_path, capsys)
+    code, _, err = run_cli(["dt", "train", "--archive", flat, "--steps", "5", *TINY, "--db", str(db_path)], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["archive", "fill", "--scene", "empty", "--behaviours", "30", "--db", str(db_path)], capsys)
+    assert code == 0, err
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open_dt(app, pilot)
+        assert screen.scene is not None and screen.scene.name == "empty"
+        screen.query_one("#dt-instruction", Input).value = "Stops at the goal."
+        await pilot.press("enter")
+        await settle(app, pilot)
+        message = _text(screen, "#dt-message")
+        assert screen.result is None
+        assert "trained on scene 'flat', this archive is 'empty'" in message and "lactchain dt train" in message
+        assert "\n" not in message.strip() and not screen.query_one("#dt-grid", CompactGridView).display
