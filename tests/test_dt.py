@@ -212,6 +212,30 @@ def test_a_few_training_steps_decrease_the_loss(data):
     assert losses[-1] < 0.8 * losses[0]
 
 
+def test_length_bucketed_loss_is_the_whole_batch_loss_and_gradient(data):
+    """Training pads each length-sorted bucket to its own longest walk: same loss and
+    gradient as the batch padded to its longest (dropout off), whatever the buckets."""
+    from lactchain.dt.model import action_loss
+    from lactchain.dt.tokenizer import LearnedText
+    from lactchain.dt.train import bucketed_loss
+
+    text = LearnedText.learn(data.texts(data.train))
+    model = _model(data, text).train()  # dropout 0.0
+    idx = data.train[:12]
+    eps = [data.episodes[i] for i in idx]
+    text_on = torch.tensor([i % 3 != 0 for i in range(12)])
+    bd_on = torch.tensor([i % 2 == 0 for i in range(12)])
+    batch = _batch(data, text, idx)
+    whole = action_loss(model(batch, text_on=text_on, bd_on=bd_on), batch["act"])
+    grads = torch.autograd.grad(whole, list(model.parameters()), allow_unused=True)
+    assert len({e.steps for e in eps}) > 3  # a real mix of lengths
+    for buckets in (1, 2, 5):
+        split = bucketed_loss(model, data.codec, text, eps, text_on, bd_on, buckets=buckets)
+        assert torch.allclose(split, whole, atol=1e-6), buckets
+        for g, h in zip(grads, torch.autograd.grad(split, list(model.parameters()), allow_unused=True)):
+            assert (g is None) == (h is None) and (g is None or torch.allclose(g, h, atol=1e-6))
+
+
 # ---- evaluation pieces ------------------------------------------------------------------------------
 
 def test_planner_oracle_reaches_every_held_out_bd_exactly(data):

@@ -217,8 +217,9 @@ class DecisionTransformer(nn.Module):
         return self.head(x[:, at_obs])
 
 
-def action_loss(logits: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), act.reshape(-1), ignore_index=IGNORE)
+def action_loss(logits: torch.Tensor, act: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), act.reshape(-1), ignore_index=IGNORE,
+                           reduction=reduction)
 
 
 def action_accuracy(logits: torch.Tensor, act: torch.Tensor) -> float:

@@ -45,12 +45,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from lactchain.dt.data import Episode, Relabeler, SceneCodec, Tensors, carve, episode, instruction, split
+from lactchain.dt.data import IGNORE, Episode, Relabeler, SceneCodec, Tensors, carve, episode, instruction, split
 from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
 from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
 
 CHECKPOINT_KIND = "dt"
 BEST_KIND = "dt-best"
+LENGTH_BUCKETS = 2  # length-sorted sub-batches per step (`bucketed_loss`): 1.9x the steps/s on CPU
 KEEP_CHECKPOINTS = 2
 MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
 
@@ -198,6 +199,25 @@ def validation(model: DecisionTransformer, tensors: Tensors, text: dict[str, tor
         out[f"val{name}_accuracy"] = action_accuracy(logits, batch["act"])
     model.train()
     return out
+
+
+def bucketed_loss(model: DecisionTransformer, codec: SceneCodec, text: Any, eps: Sequence[Episode],
+                  text_on: torch.Tensor, bd_on: torch.Tensor, buckets: int = LENGTH_BUCKETS) -> torch.Tensor:
+    """The batch's mean action loss over its valid steps, computed on `buckets`
+    length-sorted sub-batches, each padded only to its own longest episode: the archive
+    mixes 2-move and 40-move walks, and padding the whole batch to the longest costs
+    about twice the compute. Loss and gradient are the batch's, whatever the buckets.
+    The graph of each bucket is kept until the caller's backward."""
+    order = np.argsort([e.steps for e in eps], kind="stable")
+    total, count = None, 0
+    for part in np.array_split(order, max(1, min(buckets, len(order)))):
+        sub = [eps[i] for i in part]
+        batch = {**Tensors(sub, codec).batch(range(len(sub))), **text_tensors(text, [e.text for e in sub])}
+        rows = torch.from_numpy(part)
+        summed = action_loss(model(batch, text_on=text_on[rows], bd_on=bd_on[rows]), batch["act"], reduction="sum")
+        total = summed if total is None else total + summed
+        count += int((batch["act"] != IGNORE).sum())
+    return total / max(count, 1)
 
 
 def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Episode]) -> dict[str, float]:
@@ -366,19 +386,16 @@ def train_dt(
         idx = rng.choice(train_idx, size=batch_size, replace=len(train_idx) < batch_size)
         if relabel > 0:
             eps = [relabeler.sample(data.episodes[i], rng) if rng.random() < relabel else data.episodes[i] for i in idx]
-            batch = {**Tensors(eps, data.codec).batch(range(len(eps))),
-                     **text_tensors(text, [e.text for e in eps])}
-            described = torch.tensor([bool(e.text) for e in eps])
         else:
-            batch = {**tensors.batch(idx), **{k: v[idx] for k, v in texts.items()}}
-            described = torch.ones(batch_size, dtype=torch.bool)
+            eps = [data.episodes[i] for i in idx]
+        described = torch.tensor([bool(e.text) for e in eps])
         text_on = torch.from_numpy(rng.random(batch_size) >= text_dropout) & described
         bd_on = torch.from_numpy(rng.random(batch_size) >= bd_dropout)
         progress = step / steps if budget_s is None else max(step / steps, seconds() / budget_s)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(progress, lr, warmup)
-        loss = action_loss(model(batch, text_on=text_on, bd_on=bd_on), batch["act"])
         optimizer.zero_grad(set_to_none=True)
+        loss = bucketed_loss(model, data.codec, text, eps, text_on, bd_on)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
