@@ -172,9 +172,17 @@ async def test_stepping_the_replay_moves_the_agent_and_highlights_the_annotation
         assert f"BD ({row['bd']['final'][0]},{row['bd']['final'][1]})" in detail
         assert row["descriptions"][0]["text"] in detail.replace("\n  ", " ")
 
+        drawn: list[tuple[int, bool, str]] = []  # every step drawn: the fast clock may finish before we look
+        show_step = screen.show_step
+
+        def record() -> None:
+            show_step()
+            drawn.append((screen.t, screen.playing, _text(screen, "#archive-replay")))
+
+        screen.show_step = record
         await pilot.press("space")  # at the end: plays again from the start
-        assert screen.playing and screen.t < last  # (a fast clock here: it may have moved on already)
-        assert "▶ playing" in _text(screen, "#archive-replay")
+        t0, playing, shown = drawn[0]
+        assert t0 == 0 and playing and "▶ playing" in shown
         for _ in range(200):
             if not screen.playing:
                 break

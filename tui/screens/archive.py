@@ -34,6 +34,7 @@ from lactchain.envs import State
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 from tui.screens.base import BaseScreen
+from tui.screens.replay import StepReplay
 from tui.widgets.footer import FittedFooter
 from tui.widgets.compact_grid import CompactGridView
 from tui.widgets.grid import GridModel, fit_cell_width
@@ -246,7 +247,7 @@ class ArchiveTable(DataTable, inherit_bindings=False):
     ]
 
 
-class ArchiveScreen(BaseScreen):
+class ArchiveScreen(StepReplay, BaseScreen):
     BINDINGS = bindings_for("archive") + [Binding("escape", "focus_table", "Table", show=False)]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -295,7 +296,7 @@ class ArchiveScreen(BaseScreen):
         self.query_one("#archive-grid").border_title = "Grid"
         self.query_one("#archive-step-box").border_title = "Replay"
         self.query_one("#archive-detail-box").border_title = "Trajectory"
-        self._timer = self.set_interval(PLAY_S, self._play_tick, pause=True)
+        self.start_replay_timer(PLAY_S)
         self.query_one("#archive-main").display = False
         self.refresh_runs(open_newest=True)
 
@@ -597,22 +598,6 @@ class ArchiveScreen(BaseScreen):
                 out.append("\nnone yet (`lactchain archive describe`)", style="dim")
         self.query_one("#archive-descriptions", Static).update(out)
 
-    def _play_tick(self) -> None:
-        if self.replay is None or self.t >= self.replay.last:
-            self._stop()
-            self.show_step()
-            return
-        self.t += 1
-        if self.t >= self.replay.last:
-            self._stop()
-        self.show_step()
-
-    def _stop(self) -> None:
-        self.playing = False
-        timer = getattr(self, "_timer", None)
-        if timer is not None:
-            timer.pause()
-
     # ---- actions ------------------------------------------------------------------
     def _follow_cursor(self) -> None:
         """Show the row under the table's cursor now: a replay key typed right after a
@@ -621,35 +606,11 @@ class ArchiveScreen(BaseScreen):
         if 0 <= table.cursor_row < len(self.shown) and self.shown[table.cursor_row] != self.selected:
             self._select(self.shown[table.cursor_row])
 
-    def action_step(self, delta: int) -> None:
+    def before_replay_key(self) -> None:
         self._follow_cursor()
-        if self.replay is None:
-            return
-        self._stop()
-        self.t = min(self.replay.last, max(0, self.t + int(delta)))
-        self.show_step()
 
-    def action_jump(self, where: str) -> None:
-        self._follow_cursor()
-        if self.replay is None:
-            return
-        self._stop()
-        self.t = 0 if where == "start" else self.replay.last
-        self.show_step()
-
-    def action_play(self) -> None:
-        self._follow_cursor()
-        if self.replay is None:
-            return
-        if self.playing:
-            self._stop()
-        else:
-            if self.t >= self.replay.last:
-                self.t = 0
-            self.playing = True
-            self._timer.reset()
-            self._timer.resume()
-        self.show_step()
+    def replay_last(self) -> int | None:
+        return None if self.replay is None else self.replay.last
 
     def action_filter(self) -> None:
         self.query_one("#archive-filter", Input).focus()

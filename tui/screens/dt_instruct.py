@@ -22,6 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from lactchain.envs import State
+from tui.screens.replay import StepReplay
 from tui.widgets.compact_grid import CompactGridView
 from tui.widgets.grid import GridModel, fit_cell_width
 
@@ -45,7 +46,7 @@ def _pose(pose: Any) -> dict:
     return {"x": int(x), "y": int(y), "orientation": str(o)}
 
 
-class DtInstructScreen(ModalScreen[None]):
+class DtInstructScreen(StepReplay, ModalScreen[None]):
     """`row`: the archive's selected trajectory (its start and rule description) or None;
     `scene`: the archive's scene (the DT must have learned it) or None."""
 
@@ -97,7 +98,7 @@ class DtInstructScreen(ModalScreen[None]):
         self.query_one("#dt-dialog").border_title = "Decision transformer: act an instruction"
         self.query_one("#dt-grid").border_title = "Grid"
         self.query_one("#dt-result-box").border_title = "Produced"
-        self._timer = self.set_interval(PLAY_S, self._tick, pause=True)
+        self.start_replay_timer(PLAY_S)
         self.query_one("#dt-grid").display = False
         self.query_one("#dt-result-box").can_focus = False
         self.query_one("#dt-instruction", Input).focus()
@@ -205,9 +206,7 @@ class DtInstructScreen(ModalScreen[None]):
         self.show_result()
         self.show_step()
         if self.last > 0:
-            self.playing = True
-            self._timer.reset()
-            self._timer.resume()
+            self.start_playing()
 
     def _grid_height(self, grid: CompactGridView) -> int:
         if self.result is None:
@@ -260,48 +259,9 @@ class DtInstructScreen(ModalScreen[None]):
         append_annotations(out, rs["annotations"], t)
         self.query_one("#dt-result", Static).update(out)
 
-    def _tick(self) -> None:
-        if self.result is None or self.t >= self.last:
-            self._stop()
-        else:
-            self.t += 1
-            if self.t >= self.last:
-                self._stop()
-        self.show_step()
-
-    def _stop(self) -> None:
-        self.playing = False
-        timer = getattr(self, "_timer", None)
-        if timer is not None:
-            timer.pause()
-
     # ---- actions ------------------------------------------------------------------
-    def action_step(self, delta: int) -> None:
-        if self.result is None:
-            return
-        self._stop()
-        self.t = min(self.last, max(0, self.t + int(delta)))
-        self.show_step()
-
-    def action_jump(self, where: str) -> None:
-        if self.result is None:
-            return
-        self._stop()
-        self.t = 0 if where == "start" else self.last
-        self.show_step()
-
-    def action_play(self) -> None:
-        if self.result is None:
-            return
-        if self.playing:
-            self._stop()
-        else:
-            if self.t >= self.last:
-                self.t = 0
-            self.playing = True
-            self._timer.reset()
-            self._timer.resume()
-        self.show_step()
+    def replay_last(self) -> int | None:
+        return None if self.result is None else self.last
 
     def action_close(self) -> None:
         self._stop()
