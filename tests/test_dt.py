@@ -385,3 +385,31 @@ def test_killed_dt_training_resumes_from_its_checkpoint(archive_db, capsys, monk
     assert steps == [20, 25]
     assert reg.params(resumed["run_id"])["resume_from"] == killed["id"]
     assert resumed["train_seconds"] > reg.artifacts(killed["id"], "dt")[-1]["meta"]["train_seconds"]
+
+
+def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports_targets(tmp_path, capsys):
+    """`lactchain bench dt`: the real archive fill / dt train / dt eval commands, tiny sizes,
+    each a run in the registry it was given; the JSON says per encoder whether the targets
+    are met. Bad input: one line, nothing run."""
+    from lactchain.registry import Registry
+
+    db = tmp_path / "bench.db"
+    code, out, err = run_cli(["bench", "dt", "-n", "40", "--minutes", "1", "--steps", "6", "--seeds", "3",
+                              "--goal-starts", "4", "--train-args",
+                              "--n-layer 1 --n-head 2 --n-embd 32 --batch-size 8 --select-every 3 --eval-every 3",
+                              "--db", str(db), "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    runs = result["runs"]["3"]
+    assert set(runs) == {"learned", "none"} and runs["learned"]["steps"] == runs["none"]["steps"] == 6
+    ev = runs["learned"]["eval"]
+    assert ev["planner_bd_reached"] == 1.0 and 0.0 <= ev["baseline_bd_reached"] <= 1.0
+    assert result["mean"]["learned"]["bd_reached_heldout_bds"] == ev["bd_reached_heldout_bds"]
+    assert set(result["met"]["learned"]) == set(result["targets"]) and "none" not in result["met"]
+    reg = Registry(db)
+    assert {r["kind"] for r in reg.list_runs()} == {"archive", "dt", "dt-eval"}
+    assert reg.params(runs["learned"]["run_id"])["seed"] == 3
+
+    code, out, err = run_cli(["bench", "dt", "--encoders", "learned,bpe", "--db", str(tmp_path / "x.db")], capsys)
+    assert code == 2 and "--encoders" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()
