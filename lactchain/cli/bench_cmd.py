@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
-from lactchain.cli.common import JsonOption, console, err_console, finite, print_json
+from lactchain.cli.common import JsonOption, console, err_console, fail, finite, print_json
 from lactchain.cli.play_cmd import ActorOption, ConstrainedOption
 
 app = typer.Typer(help="Benchmarks (print JSON with --json).", no_args_is_help=True)
@@ -68,6 +68,13 @@ def rollout(
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0)] = 0.0,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
     bf16: Annotated[bool, typer.Option("--bf16/--no-bf16", help="Also time generation with a bfloat16 copy of the weights.")] = True,
+    engines: Annotated[str, typer.Option(
+        "--engines", help="Engines timed side by side, comma-separated: hf, vllm. 'hf' alone (the default) gives "
+                          "the report below; with vllm: env-steps/s per engine and setting (fp32/bf16, prefix "
+                          "cache on/off, with/without --adapter), one row each.")] = "hf",
+    adapter: Annotated[Optional[str], typer.Option(
+        "--adapter", help="Also time each engine with this LoRA adapter: a folder, a train-actor run id, or "
+                          "'random' (a rank-8 LoRA with random weights: speed only).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Env-steps/s of (a) batched lock-step rollouts, (b) one prompt at a time (how the
@@ -78,8 +85,20 @@ def rollout(
     prefix_cache_speedup = a / a-uncached; bf16_speedup = a-bf16 / a. The *_identical /
     *_agreement keys compare the completions (token ids) of those runs step by step.
     """
-    from lactchain.cli.play_cmd import load_actor
+    from lactchain.cli.play_cmd import check_engine, load_actor
 
+    names = [e.strip().lower() for e in engines.split(",") if e.strip()]
+    if not names or any(e not in ("hf", "vllm") for e in names):
+        fail(f"--engines {engines}: use a comma-separated list of hf, vllm")
+    if "vllm" in names:
+        check_engine("vllm", None, actor)
+    if names != ["hf"] or adapter is not None:
+        result = _side_by_side(actor, names, envs, steps, constrained, temperature, seed, bf16, adapter, as_json)
+        if as_json:
+            print_json(result)
+        else:
+            _print_rows(result)
+        return
     model = load_actor(actor, None, registry=None, quiet=as_json)
     _generate_rate(model, min(envs, 2), 1, constrained, temperature, seed)  # warm-up: grammar compile, caches
     with err_console.status("(a) batched lock-step rollouts"):
@@ -138,6 +157,153 @@ def rollout(
     else:
         for key, value in result.items():
             console.print(f"{key:>28}: {value:.3f}" if isinstance(value, float) else f"{key:>28}: {value}")
+
+
+def _random_adapter(actor: str, out_dir: Any) -> str:
+    """A rank-8 LoRA on the actor's projection layers with random B (so it changes the
+    model): for timing an engine with an adapter loaded."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from lactchain.models.presets import resolve_actor
+    from lactchain.train.actor import lora_targets
+
+    base = AutoModelForCausalLM.from_pretrained(str(resolve_actor(actor)), dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=lora_targets(base), task_type="CAUSAL_LM"))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.01)
+    model.save_pretrained(str(out_dir))
+    return str(out_dir)
+
+
+def _row(engine: str, dtype: str, prefix_cache: bool, adapter: Optional[str], result: dict[str, Any],
+         **extra: Any) -> dict[str, Any]:
+    return {"engine": engine, "dtype": dtype, "prefix_cache": prefix_cache, "adapter": adapter,
+            "env_steps_per_s": result["env_steps_per_s"], "parse_failure_rate": result["parse_failure_rate"],
+            "seconds": result["seconds"], **extra}
+
+
+def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrained: bool, temperature: float,
+                  seed: int, bf16: bool, adapter: Optional[str], quiet: bool) -> dict[str, Any]:
+    """Every engine and setting on the same rollouts (same start states and seeds): rows of
+    env-steps/s, plus greedy agreement of the engines at the same dtype (fp32)."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from lactchain.cli.common import open_registry, resolve_adapter
+    from lactchain.cli.play_cmd import load_actor
+
+    tmp = tempfile.TemporaryDirectory(prefix="lactchain-bench-")
+    adapter_path = None
+    if adapter == "random":
+        with err_console.status("building a random LoRA adapter"):
+            adapter_path = _random_adapter(actor, Path(tmp.name) / "adapter")
+    elif adapter:
+        adapter_path = resolve_adapter(open_registry(None), adapter)
+    label = None if adapter is None else adapter
+    dtypes = ["float32", "bfloat16"] if bf16 else ["float32"]
+    rows: list[dict[str, Any]] = []
+    tokens: dict[str, list[list[int]]] = {}
+
+    def measure(model: Any) -> dict[str, Any]:
+        _generate_rate(model, min(envs, 2), 1, constrained, temperature, seed)  # warm-up
+        return _rollout_rate(model, envs, steps, constrained, temperature, seed)
+
+    try:
+        if "hf" in names:
+            model = load_actor(actor, None, registry=None, quiet=quiet)
+            for dtype in dtypes:
+                model.inference_dtype = None if dtype == "float32" else torch.bfloat16
+                for cache in (True, False):
+                    if not cache and dtype != dtypes[-1]:
+                        continue  # prefix cache off: timed at the fastest dtype only
+                    model.prefix_cache = cache
+                    with err_console.status(f"hf {dtype} prefix cache {'on' if cache else 'off'}"):
+                        res = measure(model)
+                    rows.append(_row("hf", dtype, cache, None, res))
+                    if dtype == "float32" and cache:
+                        tokens["hf"] = res["token_ids"]
+                model.prefix_cache = True
+            if adapter_path:
+                model.load_adapter(adapter_path)
+                with err_console.status(f"hf {dtypes[-1]} + adapter"):
+                    rows.append(_row("hf", dtypes[-1], True, label, measure(model)))
+            del model
+        if "vllm" in names:
+            for dtype in dtypes:
+                for cache in (True, False):
+                    if not cache and dtype != dtypes[-1]:
+                        continue
+                    t0 = time.perf_counter()
+                    model = load_actor(actor, None, registry=None, quiet=quiet, engine="vllm", dtype=dtype,
+                                       prefix_caching=cache)
+                    startup = time.perf_counter() - t0
+                    try:
+                        with err_console.status(f"vllm {dtype} prefix cache {'on' if cache else 'off'}"):
+                            res = measure(model)
+                        rows.append(_row("vllm", dtype, cache, None, res, startup_seconds=startup))
+                        if dtype == "float32" and cache:
+                            tokens["vllm"] = res["token_ids"]
+                        if adapter_path and cache and dtype == dtypes[-1]:
+                            t0 = time.perf_counter()
+                            model.load_adapter(adapter_path)
+                            load_s = time.perf_counter() - t0
+                            with err_console.status(f"vllm {dtype} + merged adapter"):
+                                rows.append(_row("vllm", dtype, True, label, measure(model), adapter_mode="merge",
+                                                 adapter_load_seconds=load_s))
+                    finally:
+                        model.close()
+            if adapter_path:
+                model = load_actor(actor, None, registry=None, quiet=quiet, engine="vllm", dtype=dtypes[-1],
+                                   adapter_mode="lora", max_lora_rank=16)
+                try:
+                    model.load_adapter(adapter_path)
+                    with err_console.status(f"vllm {dtypes[-1]} + LoRARequest adapter"):
+                        rows.append(_row("vllm", dtypes[-1], True, label, measure(model), adapter_mode="lora"))
+                finally:
+                    model.close()
+    finally:
+        tmp.cleanup()
+    best = {e: max((r["env_steps_per_s"] for r in rows if r["engine"] == e and r["adapter"] is None), default=None)
+            for e in names}
+    best_adapter = {e: max((r["env_steps_per_s"] for r in rows if r["engine"] == e and r["adapter"] is not None),
+                           default=None) for e in names}
+    result: dict[str, Any] = {"actor": actor, "envs": envs, "steps": steps, "constrained": constrained,
+                              "temperature": temperature, "engines": names, "settings": rows,
+                              "best_env_steps_per_s": best}
+    if adapter_path:
+        result["best_with_adapter_env_steps_per_s"] = best_adapter
+    if best.get("hf") and best.get("vllm"):
+        result["vllm_over_best_hf"] = best["vllm"] / best["hf"]
+        if adapter_path and best_adapter.get("hf") and best_adapter.get("vllm"):
+            result["vllm_with_adapter_over_best_hf"] = best_adapter["vllm"] / best["hf"]
+    if "hf" in tokens and "vllm" in tokens:
+        same, agreement = _agreement({"token_ids": tokens["hf"]}, {"token_ids": tokens["vllm"]})
+        result["fp32_identical"] = same
+        result["fp32_agreement"] = agreement  # env-steps whose completions match token for token
+    return result
+
+
+def _print_rows(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"bench rollout {result['actor']}, {result['envs']} envs")
+    for col in ("engine", "dtype", "prefix cache", "adapter", "env-steps/s", "parse failures"):
+        table.add_column(col)
+    for r in result["settings"]:
+        table.add_row(r["engine"], r["dtype"], "on" if r["prefix_cache"] else "off",
+                      f"{r['adapter']} ({r.get('adapter_mode', 'peft')})" if r["adapter"] else "-",
+                      f"{r['env_steps_per_s']:.2f}", f"{r['parse_failure_rate']:.1%}")
+    console.print(table)
+    for key in ("vllm_over_best_hf", "vllm_with_adapter_over_best_hf", "fp32_agreement"):
+        if key in result:
+            console.print(f"{key}: {result[key]:.3f}")
 
 
 def _register_learn() -> None:

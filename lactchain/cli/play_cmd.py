@@ -34,12 +34,61 @@ ConstrainedOption = Annotated[
     bool,
     typer.Option("--constrained/--free", help="Grammar-constrained move lists (default), or free text + lenient parsing."),
 ]
+EngineOption = Annotated[str, typer.Option(
+    "--engine", help="Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
+                     "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")]
+DtypeOption = Annotated[Optional[str], typer.Option(
+    "--dtype", help="Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded weights "
+                    "(float32 on a CPU), vllm runs bfloat16.")]
+TensorParallelOption = Annotated[int, typer.Option(
+    "--tensor-parallel-size", min=1, max=64, help="vllm only: GPUs one engine spreads the model over.")]
 
 
-def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False, env: str = "grid"):
-    """Load an actor with a status spinner on stderr (model loads take seconds)."""
+def check_engine(engine: str, dtype: Optional[str] = None, actor: Optional[str] = None) -> str:
+    """Fail (one line) before any run exists when --engine / --dtype name nothing usable
+    (vllm not installed, a model vLLM cannot run here); returns the engine that will run
+    ('hf' or 'vllm'; auto decided)."""
+    from lactchain.cli.common import fail
+    from lactchain.models.vllm_engine import EngineUnavailable, check_model_spec, require_vllm, resolve_engine
+
+    try:
+        which = resolve_engine(engine, model=actor)
+        if which == "vllm":
+            require_vllm()
+            if actor is not None and engine == "vllm":
+                check_model_spec(actor)
+        if dtype is not None:
+            from lactchain.models.actor import _as_dtype
+
+            _as_dtype(dtype)
+    except (ValueError, EngineUnavailable, FileNotFoundError) as exc:
+        fail(str(exc))
+    return which
+
+
+def check_engine_adapter(engine: str, adapter: Optional[str], db: Any, **settings: Any) -> None:
+    """Fail (one line) before any run exists for an adapter the vllm engine cannot serve."""
+    if engine != "vllm" or not adapter:
+        return
+    from lactchain.cli.common import fail, open_registry
+    from lactchain.models.vllm_engine import AdapterNotServable, EngineSettings, check_adapter
+
+    with open_registry(db) as registry:
+        path = resolve_adapter(registry, adapter)
+    try:
+        check_adapter(path, EngineSettings(**settings))
+    except (AdapterNotServable, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+
+
+def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False, env: str = "grid",
+               engine: str = "hf", handle: Any = None, **engine_kw: Any):
+    """Load an actor with a status spinner on stderr (model loads take seconds): a
+    transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm; `engine_kw`: its
+    EngineSettings, e.g. dtype, tensor_parallel_size). A vLLM engine is shut down when
+    the job is cancelled and at exit."""
     from lactchain.envs.catalog import actor_moves
-    from lactchain.models.actor import Actor
+    from lactchain.models.vllm_engine import load_generator
 
     adapter_path = resolve_adapter(registry, adapter)
     with err_console.status(f"loading actor {actor}" + (f" + adapter {adapter}" if adapter else ""), spinner="dots") as status:
@@ -47,7 +96,13 @@ def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = 
             if not quiet:
                 status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
 
-        return Actor.load(actor, adapter=adapter_path, progress=progress, **actor_moves(env))
+        kw = {k: v for k, v in engine_kw.items() if v is not None}
+        if engine != "vllm":
+            kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+        model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw, **actor_moves(env))
+    if handle is not None and hasattr(model, "close"):
+        handle.on_cancel(model.close)
+    return model
 
 
 def render_summary(result: dict[str, Any]) -> None:
@@ -70,6 +125,9 @@ def play(
     temperature: Annotated[float, typer.Option("--temperature", "-t", callback=finite, min=0.0, help="Sampling temperature; 0 = greedy.")] = 0.0,
     max_actions: Annotated[int, typer.Option("--max-actions", min=1, max=1000, help="Actions per episode before truncation.")] = 10,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for start states and sampling.")] = 0,
+    engine: EngineOption = "hf",
+    dtype: DtypeOption = None,
+    tensor_parallel_size: TensorParallelOption = 1,
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
     scene: SceneOption = None,
@@ -87,15 +145,22 @@ def play(
     if start not in ("fixed", "random"):
         raise typer.BadParameter("must be 'fixed' or 'random'", param_hint="--start")
     extra = scene_kwargs(env, scene)
+    which = check_engine(engine, dtype, actor)
+    check_engine_adapter(which, adapter, db, tensor_parallel_size=tensor_parallel_size)
     params = dict(actor=actor, adapter=adapter, episodes=episodes, envs=envs, constrained=constrained, start=start,
                   temperature=temperature, max_actions=max_actions, seed=seed, env=env, **extra)
+    if which != "hf" or dtype is not None:  # older runs (and hf runs) keep their params as they were
+        params.update(engine=which, dtype=dtype)
+        if tensor_parallel_size != 1:
+            params["tensor_parallel_size"] = tensor_parallel_size
 
     def body(handle) -> dict[str, Any]:
         from lactchain.rollout import RolloutConfig, run_rollouts
 
         from lactchain.envs.catalog import make_env
 
-        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env)
+        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env, engine=which, handle=handle,
+                           dtype=dtype, tensor_parallel_size=tensor_parallel_size if which == "vllm" else None)
         cfg = RolloutConfig(episodes=episodes, n_envs=envs, constrained=constrained, temperature=temperature,
                             start=start, seed=seed, env_kwargs={"max_actions": max_actions, **extra}, env=env)
         won, lost = ("won the hand", "did not win") if env == "blackjack" else ("reached the goal",
@@ -118,9 +183,19 @@ def play(
 
             strat = strategy_of(handle, strategy, env)
             line(f"play: {episodes} episodes of {env} on {envs} envs, strategy {strat.label}", force=True)
-            summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, make_env(env)),
-                                   registry=handle.registry, run_id=handle.run_id,
-                                   on_episode=on_episode, should_stop=handle.cancelled.is_set)
+            try:
+                summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, make_env(env)),
+                                       registry=handle.registry, run_id=handle.run_id,
+                                       on_episode=on_episode, should_stop=handle.cancelled.is_set)
+            except Exception as exc:
+                if handle.cancelled.is_set():  # `runs kill` signals the whole group: the engine's processes
+                    from lactchain.jobs import Cancelled  # may end first, and generate then fails
+
+                    raise Cancelled(f"stopped by a termination signal ({type(exc).__name__})") from exc
+                raise
+            finally:
+                if hasattr(model, "close"):
+                    model.close()  # the vLLM engine ends with the job
         result = summary.as_dict()
         handle.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float))})
         return result
