@@ -422,6 +422,30 @@ def test_seeded_play_repeats_exactly_on_vllm(h32, tmp_path):
 
 
 @needs_vllm
+def test_evaluate_on_vllm_gives_the_hf_engines_greedy_answers_at_fp32(h32, tmp_path):
+    """The same job on either engine: `evaluate --engine vllm` records the very completions
+    and scores `--engine hf` does (greedy, fp32), and its params say which engine ran."""
+    from lactchain.registry import Registry
+
+    db = tmp_path / "registry.db"
+    runs = {}
+    for engine in ("hf", "vllm"):
+        done = _lactchain("evaluate", "--actor", str(h32), "--engine", engine, "--dtype", "float32", "--states", "8",
+                          "--max-actions", "3", "--db", str(db), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs[engine] = json.loads(done.stdout)
+    reg = Registry(db)
+    assert reg.params(runs["vllm"]["run_id"])["engine"] == "vllm" and reg.params(runs["hf"]["run_id"])["engine"] == "hf"
+
+    def steps(run_id):
+        return [(r["t"], r["completion"], r["reward"]) for r in reg.steps(run_id=run_id)]
+
+    assert steps(runs["hf"]["run_id"]) and steps(runs["vllm"]["run_id"]) == steps(runs["hf"]["run_id"])
+    for key in ("success_rate", "mean_return", "parse_failure_rate"):
+        assert runs["vllm"][key] == runs["hf"][key], key
+
+
+@needs_vllm
 def test_runs_kill_of_a_vllm_job_leaves_no_engine_process(h32, tmp_path):
     from lactchain.jobs import pid_alive
     from lactchain.registry import Registry

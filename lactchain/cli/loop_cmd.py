@@ -25,7 +25,8 @@ from lactchain.cli.common import (
     scene_kwargs,
     strategy_of,
 )
-from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, load_actor
+from lactchain.cli.play_cmd import (ActorOption, AdapterOption, ConstrainedOption, DtypeOption, EngineOption,
+                                    actor_for_job, choose_engine)
 
 
 
@@ -66,6 +67,8 @@ def collect_pairs_cmd(
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
     deals: DealsOption = 16,
+    engine: EngineOption = "hf",
+    dtype: DtypeOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -80,58 +83,59 @@ def collect_pairs_cmd(
     """
     if critic_run is None and not episodes_from:
         raise typer.BadParameter("give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from play runs)")
+    choice = choose_engine(engine, dtype, actor, adapter, db)
     params = dict(actor=actor, adapter=adapter, critic_run=critic_run, states=states, samples=samples,
                   temperature=temperature, gamma=gamma, margin=margin, episodes_from=episodes_from or [],
-                  constrained=constrained, seed=seed, env=env, deals=deals)
+                  constrained=constrained, seed=seed, env=env, deals=deals, **choice.params())
 
     def body(handle) -> dict[str, Any]:
         from lactchain.envs.catalog import make_env
         from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
 
         reg = handle.registry
-        model = load_actor(actor, adapter, reg, quiet=as_json, env=env)
-        text_env = make_env(env, moves=model.moves)
-        batch = PairBatch()
-        g = gamma
-        if critic_run is not None:
-            critic, critic_params = load_critic(reg, critic_run)
-            if critic.env_name != text_env.name:
-                raise typer.BadParameter(f"run {critic_run} trained a critic for {critic.env_name}, not {env}; "
-                                         f"train one with `lactchain train-critic --env {env}`",
-                                         param_hint="--critic-run")
-            g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
-            start_states = sample_start_states(text_env, states, seed=seed)
-            strat = strategy_of(handle, strategy, env)
-            line = LineLog()
-            line(f"collect-pairs: {len(start_states)} start states x {samples} samples, strategy "
-                 f"{strat.label}", force=True)
-            with Progress(TextColumn("[bold]pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=err_console, transient=as_json) as bar:
-                task = bar.add_task("states", total=len(start_states))
+        with actor_for_job(actor, adapter, handle, choice, quiet=as_json, env=env) as model:
+            text_env = make_env(env, moves=model.moves)
+            batch = PairBatch()
+            g = gamma
+            if critic_run is not None:
+                critic, critic_params = load_critic(reg, critic_run)
+                if critic.env_name != text_env.name:
+                    raise typer.BadParameter(f"run {critic_run} trained a critic for {critic.env_name}, not {env}; "
+                                             f"train one with `lactchain train-critic --env {env}`",
+                                             param_hint="--critic-run")
+                g = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
+                start_states = sample_start_states(text_env, states, seed=seed)
+                strat = strategy_of(handle, strategy, env)
+                line = LineLog()
+                line(f"collect-pairs: {len(start_states)} start states x {samples} samples, strategy "
+                     f"{strat.label}", force=True)
+                with Progress(TextColumn("[bold]pairs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              console=err_console, transient=as_json) as bar:
+                    task = bar.add_task("states", total=len(start_states))
 
-                def on_progress(n: int) -> None:
-                    bar.advance(task, n)
-                    done = int(bar.tasks[0].completed)
-                    line(f"states {done}/{len(start_states)} sampled and scored", force=done == len(start_states))
-                    handle.check_cancelled()
+                    def on_progress(n: int) -> None:
+                        bar.advance(task, n)
+                        done = int(bar.tasks[0].completed)
+                        line(f"states {done}/{len(start_states)} sampled and scored", force=done == len(start_states))
+                        handle.check_cancelled()
 
-                batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
-                                      margin=margin, constrained=constrained, seed=seed,
-                                      prompt=strat.prompt(model.moves, text_env), on_progress=on_progress,
-                                      env=env, deals=deals)
-        for play_run in episodes_from or []:
-            extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin,
-                                     env=env)
-            batch.pairs += extra.pairs
-            batch.dropped.update(extra.dropped)
-            batch.candidates += extra.candidates
-        reg.add_pairs(handle.run_id, batch.pairs)
-        dataset_dir = handle.dir / "dataset"
-        to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
-        reg.add_artifact(handle.run_id, "dataset", str(dataset_dir), meta={"rows": len(batch.pairs)})
-        stats = batch.stats()
-        handle.log_metrics({k: float(v) for k, v in stats.items()})
-        return {**stats, "dataset": str(dataset_dir)}
+                    batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
+                                          margin=margin, constrained=constrained, seed=seed,
+                                          prompt=strat.prompt(model.moves, text_env), on_progress=on_progress,
+                                          env=env, deals=deals)
+            for play_run in episodes_from or []:
+                extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin,
+                                         env=env)
+                batch.pairs += extra.pairs
+                batch.dropped.update(extra.dropped)
+                batch.candidates += extra.candidates
+            reg.add_pairs(handle.run_id, batch.pairs)
+            dataset_dir = handle.dir / "dataset"
+            to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
+            reg.add_artifact(handle.run_id, "dataset", str(dataset_dir), meta={"rows": len(batch.pairs)})
+            stats = batch.stats()
+            handle.log_metrics({k: float(v) for k, v in stats.items()})
+            return {**stats, "dataset": str(dataset_dir)}
 
     run_job(ctx, kind="pairs", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"pairs {actor}", render=lambda r: result_table(f"collect-pairs {r['run_id']}", r))
@@ -149,6 +153,8 @@ def evaluate_cmd(
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
     scene: SceneOption = None,
+    engine: EngineOption = "hf",
+    dtype: DtypeOption = None,
     db: DbOption = None,
     detach: DetachOption = False,
     run_id: RunIdOption = None,
@@ -162,23 +168,24 @@ def evaluate_cmd(
         raise typer.BadParameter(f"must be 'all' or a number of states from 1 to 100000, not {states!r}",
                                  param_hint="--states")
     extra = scene_kwargs(env, scene)
+    choice = choose_engine(engine, dtype, actor, adapter, db)
     params = dict(actor=actor, adapter=adapter, states=states, constrained=constrained, envs=envs,
-                  max_actions=max_actions, seed=seed, env=env, **extra)
+                  max_actions=max_actions, seed=seed, env=env, **extra, **choice.params())
 
     def body(handle) -> dict[str, Any]:
         from lactchain.envs.catalog import make_env
         from lactchain.evaluate import evaluate_actor
 
-        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env)
-        strat = strategy_of(handle, strategy, env)
-        LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
-        with err_console.status("evaluating"):
-            result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
-                                    n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
-                                    prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
-                                    run_id=handle.run_id, should_stop=handle.cancelled.is_set)
-        handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
-        return result
+        with actor_for_job(actor, adapter, handle, choice, quiet=as_json, env=env) as model:
+            strat = strategy_of(handle, strategy, env)
+            LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
+            with err_console.status("evaluating"):
+                result = evaluate_actor(model, states=states if states == "all" else int(states), constrained=constrained,
+                                        n_envs=envs, max_actions=max_actions, seed=seed, registry=handle.registry,
+                                        prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
+                                        run_id=handle.run_id, should_stop=handle.cancelled.is_set)
+            handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
+            return result
 
     run_job(ctx, kind="eval", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"eval {actor}" + (f"+{adapter}" if adapter else "") + (f" strategy {strategy}" if strategy else ""), render=lambda r: result_table(f"evaluate {r['run_id']}", r))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -81,6 +83,57 @@ def check_engine_adapter(engine: str, adapter: Optional[str], db: Any, **setting
         fail(str(exc))
 
 
+@dataclass
+class EngineChoice:
+    """The generation engine of one job, checked before its run exists (`choose_engine`)."""
+
+    engine: str = "hf"  # 'hf' or 'vllm' (auto decided)
+    dtype: Optional[str] = None
+    tensor_parallel_size: int = 1
+
+    def params(self) -> dict[str, Any]:
+        """What the run's params record: nothing for the default hf engine, so older and hf
+        runs keep their params as they were."""
+        if self.engine == "hf" and self.dtype is None:
+            return {}
+        out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
+        if self.tensor_parallel_size != 1:
+            out["tensor_parallel_size"] = self.tensor_parallel_size
+        return out
+
+    def load_kw(self) -> dict[str, Any]:
+        return {"engine": self.engine, "dtype": self.dtype,
+                "tensor_parallel_size": self.tensor_parallel_size if self.engine == "vllm" else None}
+
+
+def choose_engine(engine: str, dtype: Optional[str], actor: str, adapter: Optional[str], db: Any,
+                  tensor_parallel_size: int = 1) -> EngineChoice:
+    """--engine / --dtype / --tensor-parallel-size checked (one line, before any run)."""
+    which = check_engine(engine, dtype, actor)
+    check_engine_adapter(which, adapter, db, tensor_parallel_size=tensor_parallel_size)
+    return EngineChoice(which, dtype, tensor_parallel_size)
+
+
+@contextmanager
+def actor_for_job(actor: str, adapter: Optional[str], handle: Any, choice: EngineChoice, *, quiet: bool = False,
+                  env: str = "grid") -> Iterator[Any]:
+    """The job's actor on its engine, closed when the job ends (a vLLM engine never outlives
+    it). An engine error after a kill signal ends the run KILLED, not FAILED: `runs kill`
+    signals the whole group, so the engine may stop before generate returns."""
+    model = load_actor(actor, adapter, handle.registry, quiet=quiet, env=env, handle=handle, **choice.load_kw())
+    try:
+        yield model
+    except Exception as exc:
+        if handle.cancelled.is_set():
+            from lactchain.jobs import Cancelled
+
+            raise Cancelled(f"stopped by a termination signal ({type(exc).__name__})") from exc
+        raise
+    finally:
+        if hasattr(model, "close"):
+            model.close()
+
+
 def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = False, env: str = "grid",
                engine: str = "hf", handle: Any = None, **engine_kw: Any):
     """Load an actor with a status spinner on stderr (model loads take seconds): a
@@ -145,28 +198,22 @@ def play(
     if start not in ("fixed", "random"):
         raise typer.BadParameter("must be 'fixed' or 'random'", param_hint="--start")
     extra = scene_kwargs(env, scene)
-    which = check_engine(engine, dtype, actor)
-    check_engine_adapter(which, adapter, db, tensor_parallel_size=tensor_parallel_size)
+    choice = choose_engine(engine, dtype, actor, adapter, db, tensor_parallel_size)
     params = dict(actor=actor, adapter=adapter, episodes=episodes, envs=envs, constrained=constrained, start=start,
-                  temperature=temperature, max_actions=max_actions, seed=seed, env=env, **extra)
-    if which != "hf" or dtype is not None:  # older runs (and hf runs) keep their params as they were
-        params.update(engine=which, dtype=dtype)
-        if tensor_parallel_size != 1:
-            params["tensor_parallel_size"] = tensor_parallel_size
+                  temperature=temperature, max_actions=max_actions, seed=seed, env=env, **extra, **choice.params())
 
     def body(handle) -> dict[str, Any]:
         from lactchain.rollout import RolloutConfig, run_rollouts
 
         from lactchain.envs.catalog import make_env
 
-        model = load_actor(actor, adapter, handle.registry, quiet=as_json, env=env, engine=which, handle=handle,
-                           dtype=dtype, tensor_parallel_size=tensor_parallel_size if which == "vllm" else None)
         cfg = RolloutConfig(episodes=episodes, n_envs=envs, constrained=constrained, temperature=temperature,
                             start=start, seed=seed, env_kwargs={"max_actions": max_actions, **extra}, env=env)
         won, lost = ("won the hand", "did not win") if env == "blackjack" else ("reached the goal",
                                                                                 "did not reach the goal")
-        with Progress(TextColumn("[bold]play"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-                      TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
+        with actor_for_job(actor, adapter, handle, choice, quiet=as_json, env=env) as model, \
+                Progress(TextColumn("[bold]play"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+                         TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
             task = bar.add_task("episodes", total=episodes, stats="")
             wins = 0
             line = LineLog()
@@ -183,19 +230,9 @@ def play(
 
             strat = strategy_of(handle, strategy, env)
             line(f"play: {episodes} episodes of {env} on {envs} envs, strategy {strat.label}", force=True)
-            try:
-                summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, make_env(env)),
-                                       registry=handle.registry, run_id=handle.run_id,
-                                       on_episode=on_episode, should_stop=handle.cancelled.is_set)
-            except Exception as exc:
-                if handle.cancelled.is_set():  # `runs kill` signals the whole group: the engine's processes
-                    from lactchain.jobs import Cancelled  # may end first, and generate then fails
-
-                    raise Cancelled(f"stopped by a termination signal ({type(exc).__name__})") from exc
-                raise
-            finally:
-                if hasattr(model, "close"):
-                    model.close()  # the vLLM engine ends with the job
+            summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, make_env(env)),
+                                   registry=handle.registry, run_id=handle.run_id,
+                                   on_episode=on_episode, should_stop=handle.cancelled.is_set)
         result = summary.as_dict()
         handle.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float))})
         return result
