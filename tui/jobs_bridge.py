@@ -32,7 +32,8 @@ class Field:
     flag: bool = False  # boolean switch: "--name" when true
     multi: bool = False  # comma-separated value -> the option repeated once per item
     # What a value must be, checked before launch (`check_form`): "int", "float", "gamma",
-    # "states" ('all' or a number), "strategy" (a saved version or a file), "run:KIND" (a run
+    # "states" ('all' or a number), "strategy" (a saved version or a file), "engine" (vllm
+    # only where it is installed), "run:KIND" (a run
     # id of that kind, or a folder where the CLI takes one), or "" (the CLI decides).
     check: str = ""
 
@@ -51,6 +52,8 @@ ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapte
 CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
 LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
 ENV = Field("env", "Environment", "grid", choices=("grid", "blackjack"))
+ENGINE = Field("engine", "Engine", "hf", choices=("hf", "vllm", "auto"),
+               help="generation: transformers, vLLM (the vllm extra), or vLLM when it can", check="engine")
 
 # Option names are the CLI's own (`lactchain <command> --help`); a test checks each
 # field against the typer app so the forms cannot drift from the commands.
@@ -65,6 +68,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("critic-run", "Critic run", "", help="train-critic run id", check="run:critic"),
         Field("states", "Start states", "32", check="int"),
         Field("samples", "Samples per state", "4", check="int"),
+        ENGINE,
     )),
     JobForm("train-actor", "Train actor", (
         ACTOR, ADAPTER, LOSS,
@@ -75,6 +79,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
     )),
     JobForm("evaluate", "Evaluate", (
         ACTOR, ADAPTER, STRATEGY, ENV, Field("states", "Start states", "all", help="'all' or a number", check="states"),
+        ENGINE,
     )),
     JobForm("pipeline", "Pipeline", (
         ACTOR, CRITIC, STRATEGY, ENV,
@@ -87,6 +92,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
         ACTOR, ADAPTER, STRATEGY, ENV,
         Field("episodes", "Episodes", "8", check="int"),
         Field("start", "Start", "fixed", choices=("fixed", "random")),
+        ENGINE,
     )),
     # LLM-judged rewards (Motif): captioned episodes -> judged pairs -> reward model -> agents.
     JobForm("collect", "Collect captioned episodes", (
@@ -198,6 +204,10 @@ def _check_value(registry: Any, check: str, value: str) -> str | None:
         return None
     if check == "states":
         return None if value == "all" or (value.isdigit() and int(value) >= 1) else f"{value!r}: 'all' or a number"
+    if check == "engine":
+        from lactchain.models.vllm_engine import VLLM_MISSING, vllm_installed
+
+        return VLLM_MISSING if value == "vllm" and not vllm_installed() else None
     if check == "strategy":
         from lactchain.strategies import StrategyError, resolve_strategy
 

@@ -214,3 +214,20 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
         assert "Episodes: 'x' is not a whole number" in shown and "no strategy version 9" in shown
         assert screen.query_one("#play--episodes", Input).has_class("-invalid")
         assert launched == []  # nothing started
+
+
+def test_engine_field_launches_the_engine_and_refuses_vllm_where_it_is_missing(registry, monkeypatch):
+    """Play, evaluate and collect-pairs forms carry --engine; vllm where the extra is not
+    installed is the form's one-line error, before anything starts."""
+    import sys
+
+    from tui.jobs_bridge import check_form
+
+    for command in ("play", "evaluate", "collect-pairs"):
+        argv = build_argv(command, {"actor": "tiny", "engine": "vllm"}, None, prefix=["lactchain"])
+        assert argv[argv.index("--engine") + 1] == "vllm"
+    assert check_form(registry, "play", {"engine": "hf"}) == []
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as where the vllm extra is not installed
+    problems = check_form(registry, "evaluate", {"engine": "vllm"})
+    assert problems and problems[0][0] == "engine" and "pip install -e '.[vllm]'" in problems[0][1]
+    assert check_form(registry, "evaluate", {"engine": "auto"}) == []  # auto falls back to hf
