@@ -205,7 +205,8 @@ def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrain
         with err_console.status("building a random LoRA adapter"):
             adapter_path = _random_adapter(actor, Path(tmp.name) / "adapter")
     elif adapter:
-        adapter_path = resolve_adapter(open_registry(None), adapter)
+        with open_registry(None) as registry:
+            adapter_path = resolve_adapter(registry, adapter)
     label = None if adapter is None else adapter
     dtypes = ["float32", "bfloat16"] if bf16 else ["float32"]
     rows: list[dict[str, Any]] = []

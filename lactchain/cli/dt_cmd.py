@@ -211,8 +211,10 @@ def eval_cmd(
     """Roll the decision transformer out on held-out instructions and BDs: BD-reached rate,
     landmark-order match, goal success; against the no-text baseline and the planner
     (an oracle)."""
-    if checkpoint not in ("best", "last"):
-        fail(f"--checkpoint {checkpoint!r}: use best or last")
+    from lactchain.dt.evaluate import CHECKPOINTS
+
+    if checkpoint not in CHECKPOINTS:
+        fail(f"--checkpoint {checkpoint!r}: use {' or '.join(CHECKPOINTS)}")
     with open_registry(db) as registry:
         dt_run = run_of_kind(registry, "RUN", run, ("dt",), "a dt run (lactchain dt train)")["id"]
         base = run_of_kind(registry, "--baseline", baseline, ("dt",), "a dt run")["id"] if baseline else None

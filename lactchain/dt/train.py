@@ -160,6 +160,13 @@ def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[
     return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
 
 
+def keep_newest(registry: Any, run_id: str, kind: str, keep: int) -> None:
+    """Delete all but the newest `keep` checkpoint folders of `kind`, and their rows."""
+    for old in registry.artifacts(run_id, kind)[:-keep]:
+        shutil.rmtree(old["path"], ignore_errors=True)
+    registry.prune_artifacts(run_id, kind)
+
+
 def _resume_point(registry: Any, resume_from: str | None) -> dict[str, Any] | None:
     if not resume_from:
         return None
@@ -347,9 +354,7 @@ def train_dt(
         registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=step,
                               meta={"step": step, "complete": complete, "train_seconds": seconds()})
         state["saved_step"], state["last_path"] = step, str(folder)
-        for old in registry.artifacts(handle.run_id, CHECKPOINT_KIND)[:-KEEP_CHECKPOINTS]:
-            shutil.rmtree(old["path"], ignore_errors=True)
-        registry.prune_artifacts(handle.run_id, CHECKPOINT_KIND)
+        keep_newest(registry, handle.run_id, CHECKPOINT_KIND, KEEP_CHECKPOINTS)
         return folder
 
     def keep_best(step: int, scores: dict[str, float]) -> None:
@@ -359,10 +364,7 @@ def train_dt(
                                  train_seconds=seconds(), tokenizer=tok_stats, best_select_score=state["best"],
                                  **scores, **split_meta)
         registry.add_artifact(handle.run_id, BEST_KIND, folder, step=step, meta={"step": step, **scores})
-        for old in registry.artifacts(handle.run_id, BEST_KIND)[:-1]:
-            if old["path"] != str(folder):
-                shutil.rmtree(old["path"], ignore_errors=True)
-        registry.prune_artifacts(handle.run_id, BEST_KIND)
+        keep_newest(registry, handle.run_id, BEST_KIND, 1)
 
     def on_cancel() -> None:
         if state["step"] != state["saved_step"]:

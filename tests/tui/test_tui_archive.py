@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input
 
 from lactchain.archive import read_rows, write_rows
 from lactchain.describe import describe_rule, order_correct
@@ -19,7 +19,7 @@ from lactchain.envs import State
 from lactchain.trajectories import Trajectory, verify
 from tui.screens.archive import ArchiveScreen, current_annotation, parse_filter, row_matches
 from tui.widgets.compact_grid import CompactGridView
-from tui_helpers import FIXED_MS, palette, settle
+from tui_helpers import FIXED_MS, open_archive, palette, settle, static_text
 
 WRONG = "Goes to the bathtub, then the fridge."  # an LLM-style description in the wrong order
 
@@ -65,17 +65,6 @@ def _keys(table: DataTable) -> list[str]:
     return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
 
 
-def _text(screen, selector: str) -> str:  # noqa: ANN001
-    return str(screen.query_one(selector, Static).render())
-
-
-async def _open(app, pilot) -> ArchiveScreen:  # noqa: ANN001
-    await pilot.press("5")
-    await settle(app, pilot)
-    assert isinstance(app.screen, ArchiveScreen)
-    return app.screen
-
-
 async def _select(screen: ArchiveScreen, pilot, index: int) -> None:  # noqa: ANN001
     screen.query_one("#archive-table", DataTable).move_cursor(row=screen.shown.index(index), animate=False)
     await pilot.pause()
@@ -106,10 +95,10 @@ async def test_the_table_lists_every_row_and_filters_by_landmark(make_app, archi
     run_id, _, rows = archive
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(app, pilot)
+        screen = await open_archive(app, pilot)
         table = screen.query_one("#archive-table", DataTable)
         assert screen.run_id == run_id and _keys(table) == [r["key"] for r in rows]
-        assert f"{len(rows)}/{len(rows)} trajectories" in _text(screen, "#archive-summary")
+        assert f"{len(rows)}/{len(rows)} trajectories" in static_text(screen, "#archive-summary")
         first = table.get_row_at(0)
         assert first[2] == rows[0]["policy"]["kind"] and first[3] == str(len(rows[0]["path"]) - 1)
         assert str(first[5]).startswith(rows[0]["descriptions"][0]["text"][:20])
@@ -120,7 +109,7 @@ async def test_the_table_lists_every_row_and_filters_by_landmark(make_app, archi
         await pilot.pause()
         sofa = [r["key"] for r in rows if "sofa" in r["bd"]["visited"]]
         assert 0 < len(sofa) < len(rows) and _keys(table) == sofa
-        assert f"{len(sofa)}/{len(rows)} trajectories (filtered)" in _text(screen, "#archive-summary")
+        assert f"{len(sofa)}/{len(rows)} trajectories (filtered)" in static_text(screen, "#archive-summary")
         screen.query_one("#archive-filter", Input).value = "policy:random-walk landmark:bed"
         await pilot.pause()
         assert _keys(table) == [r["key"] for r in rows
@@ -140,7 +129,7 @@ async def test_stepping_the_replay_moves_the_agent_and_highlights_the_annotation
     assert len(notes) >= 3
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(app, pilot)
+        screen = await open_archive(app, pilot)
         await _select(screen, pilot, index)
         grid = screen.query_one("#archive-grid", CompactGridView)
         last = len(row["path"]) - 1
@@ -158,17 +147,17 @@ async def test_stepping_the_replay_moves_the_agent_and_highlights_the_annotation
             await pilot.press("right")
             assert screen.t == t and grid.model.agent == pose(t)
         assert len(grid.model.path) == target + 1
-        lines = _text(screen, "#archive-annotations").splitlines()
+        lines = static_text(screen, "#archive-annotations").splitlines()
         assert [line for line in lines if line.startswith("▸")] == [f"▸ t={target} {notes[2]['text']}"]
-        assert _text(screen, "#archive-replay").startswith(f"step {target}/{last}")
+        assert static_text(screen, "#archive-replay").startswith(f"step {target}/{last}")
         await pilot.press("left")
-        lines = _text(screen, "#archive-annotations").splitlines()
+        lines = static_text(screen, "#archive-annotations").splitlines()
         highlighted = next(line for line in lines if line.startswith("▸"))
         assert highlighted == f"▸ t={notes[1]['t']} {notes[1]['text']}"
         await pilot.press("end")
         assert screen.t == last and grid.model.agent == pose(last)
         # the trajectory pane: BD, both descriptions with order marks
-        detail = _text(screen, "#archive-detail") + "\n" + _text(screen, "#archive-descriptions")
+        detail = static_text(screen, "#archive-detail") + "\n" + static_text(screen, "#archive-descriptions")
         assert f"BD ({row['bd']['final'][0]},{row['bd']['final'][1]})" in detail
         assert row["descriptions"][0]["text"] in detail.replace("\n  ", " ")
 
@@ -177,7 +166,7 @@ async def test_stepping_the_replay_moves_the_agent_and_highlights_the_annotation
 
         def record() -> None:
             show_step()
-            drawn.append((screen.t, screen.playing, _text(screen, "#archive-replay")))
+            drawn.append((screen.t, screen.playing, static_text(screen, "#archive-replay")))
 
         screen.show_step = record
         await pilot.press("space")  # at the end: plays again from the start
@@ -199,8 +188,8 @@ async def test_verify_marks_every_row_and_names_a_corrupted_ones_mismatch(make_a
         assert isinstance(screen, ArchiveScreen)
         table = screen.query_one("#archive-table", DataTable)
         assert {str(table.get_row_at(i)[0]) for i in range(table.row_count)} == {"✓"}
-        assert f"{len(rows)}/{len(rows)} verify" in _text(screen, "#archive-summary")
-        assert "✓ verifies by replay" in _text(screen, "#archive-detail")
+        assert f"{len(rows)}/{len(rows)} verify" in static_text(screen, "#archive-summary")
+        assert "✓ verifies by replay" in static_text(screen, "#archive-detail")
 
         # corrupt one row's actions on disk: `v` verifies what the file holds now
         victim = next(i for i, r in enumerate(rows) if len(r["actions"]) >= 2 and "turn left" in r["actions"][1])
@@ -211,11 +200,11 @@ async def test_verify_marks_every_row_and_names_a_corrupted_ones_mismatch(make_a
         await settle(app, pilot)
         marks = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         assert marks[victim] == "✗" and marks.count("✓") == len(rows) - 1
-        assert f"{len(rows) - 1}/{len(rows)} verify" in _text(screen, "#archive-summary")
+        assert f"{len(rows) - 1}/{len(rows)} verify" in static_text(screen, "#archive-summary")
         await _select(screen, pilot, victim)
         problem = str(verify(Trajectory.from_dict(bad[victim])))
         assert problem.startswith("step 1:")
-        assert f"✗ {problem}" in " ".join(_text(screen, "#archive-detail").split("\n"))
+        assert f"✗ {problem}" in " ".join(static_text(screen, "#archive-detail").split("\n"))
         screen.query_one("#archive-filter", Input).value = "verify:fail"
         await pilot.pause()
         assert _keys(table) == [rows[victim]["key"]]
@@ -224,8 +213,8 @@ async def test_verify_marks_every_row_and_names_a_corrupted_ones_mismatch(make_a
 async def test_no_archive_a_missing_file_and_a_truncated_one(make_app, registry, db_path, capsys):
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        screen = await _open(app, pilot)
-        message = _text(screen, "#archive-message")
+        screen = await open_archive(app, pilot)
+        message = static_text(screen, "#archive-message")
         assert "`lactchain archive fill --scene flat` creates one" in message and len(message.splitlines()) == 1
         assert not screen.query_one("#archive-main").display
         await pilot.press("v", "right", "space")  # nothing to do: no crash
@@ -235,15 +224,15 @@ async def test_no_archive_a_missing_file_and_a_truncated_one(make_app, registry,
         path.write_text(path.read_text()[:-20])  # cut mid-row
         await pilot.press("f5")
         await settle(app, pilot)
-        message = _text(screen, "#archive-message")
+        message = static_text(screen, "#archive-message")
         assert "is not JSON (a truncated archive?)" in message and not screen.query_one("#archive-main").display
         path.unlink()
         await pilot.press("f5")
         await settle(app, pilot)
-        assert "is missing" in _text(screen, "#archive-message")
+        assert "is missing" in static_text(screen, "#archive-message")
         await pilot.press("v")
         await settle(app, pilot)
-        assert "is missing" in _text(screen, "#archive-message") and app.screen is screen
+        assert "is missing" in static_text(screen, "#archive-message") and app.screen is screen
 
 
 @pytest.fixture

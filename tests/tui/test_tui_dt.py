@@ -6,12 +6,12 @@ no-dt-run and empty-instruction states are one line."""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from tui.screens.archive import ArchiveScreen
 from tui.screens.dt_instruct import DtInstructScreen
 from tui.widgets.compact_grid import CompactGridView
-from tui_helpers import settle
+from tui_helpers import open_archive, settle, static_text
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,14 +34,8 @@ def _fill(db, capsys) -> str:  # noqa: ANN001
         reg.close()
 
 
-def _text(screen, selector: str) -> str:  # noqa: ANN001
-    return str(screen.query_one(selector, Static).render())
-
-
 async def _open_dt(app, pilot) -> DtInstructScreen:  # noqa: ANN001
-    await pilot.press("5")
-    await settle(app, pilot)
-    assert isinstance(app.screen, ArchiveScreen)
+    await open_archive(app, pilot)
     await pilot.press("i")
     await settle(app, pilot)
     assert isinstance(app.screen, DtInstructScreen)
@@ -65,11 +59,11 @@ async def test_the_dt_acts_a_typed_instruction_on_the_grid(make_app, registry, d
 
         box = screen.query_one("#dt-instruction", Input)
         assert box.value == describe_rule(row)  # pre-filled with the selected row's rule description
-        assert "dt run" in _text(screen, "#dt-run")
+        assert "dt run" in static_text(screen, "#dt-run")
 
         box.value = ""
         await pilot.press("enter")
-        assert "type an instruction" in _text(screen, "#dt-message")
+        assert "type an instruction" in static_text(screen, "#dt-message")
 
         box.value = INSTRUCTION
         box.focus()
@@ -84,7 +78,7 @@ async def test_the_dt_acts_a_typed_instruction_on_the_grid(make_app, registry, d
         await pilot.pause()
         grid = screen.query_one("#dt-grid", CompactGridView)
         assert grid.display and len(grid.model.path) == len(result["path"]) and grid.model.agent == result["path"][-1]
-        shown = _text(screen, "#dt-result")
+        shown = static_text(screen, "#dt-result")
         assert "instruction order sofa > bed > fridge" in shown
         assert ("✓ order matches" in shown) == result["order_match"] and ("order" in shown)
         assert ("✗ order differs" in shown) != result["order_match"]
@@ -104,11 +98,11 @@ async def test_without_a_dt_run_the_screen_says_how_to_train_one(make_app, regis
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open_dt(app, pilot)
-        assert "`lactchain dt train --archive RUN` creates one" in _text(screen, "#dt-run")
+        assert "`lactchain dt train --archive RUN` creates one" in static_text(screen, "#dt-run")
         screen.query_one("#dt-instruction", Input).value = INSTRUCTION
         await pilot.press("enter")
         await settle(app, pilot)
-        assert screen.result is None and "lactchain dt train" in _text(screen, "#dt-message")
+        assert screen.result is None and "lactchain dt train" in static_text(screen, "#dt-message")
         assert isinstance(app.screen, DtInstructScreen)  # no crash
 
 
@@ -129,7 +123,7 @@ async def test_a_dt_run_trained_on_another_scene_is_refused_in_one_line(make_app
         screen.query_one("#dt-instruction", Input).value = "Stops at the goal."
         await pilot.press("enter")
         await settle(app, pilot)
-        message = _text(screen, "#dt-message")
+        message = static_text(screen, "#dt-message")
         assert screen.result is None
         assert "trained on scene 'flat', this archive is 'empty'" in message and "lactchain dt train" in message
         assert "\n" not in message.strip() and not screen.query_one("#dt-grid", CompactGridView).display

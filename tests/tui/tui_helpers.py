@@ -27,6 +27,23 @@ async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
         await pilot.pause()
 
 
+def static_text(screen: Any, selector: str) -> str:
+    """What a Static widget shows, as plain text."""
+    from textual.widgets import Static
+
+    return str(screen.query_one(selector, Static).render())
+
+
+async def open_archive(app: LactChainApp, pilot) -> Any:  # noqa: ANN001
+    """Key 5: the Archive screen, settled."""
+    from tui.screens.archive import ArchiveScreen
+
+    await pilot.press("5")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ArchiveScreen)
+    return app.screen
+
+
 def add_run(reg: Registry, kind: str, *, status: str = "FINISHED", params: dict | None = None,
             metrics: dict[str, list[float]] | None = None, offset_s: int = 0, duration_s: int = 60,
             log_lines: list[str] | None = None, adapter: bool = False, name: str | None = None) -> str:
