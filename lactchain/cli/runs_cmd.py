@@ -12,7 +12,7 @@ from rich import box
 from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
-from lactchain.jobs import ACTIVE, kill_run, reap_dead_runs, show_dead
+from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
 
@@ -195,6 +195,9 @@ def show(
         console.print(table)
 
 
+FORCE_REAP_S = 5.0  # how long `runs kill --force` waits for the killed process to be gone
+
+
 @app.command("kill")
 def kill(
     run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
@@ -215,7 +218,10 @@ def kill(
         deadline = time.time() + wait
         while time.time() < deadline and reg.get_run(run["id"])["status"] in ACTIVE:
             time.sleep(0.2)
-        if force:
+        if force:  # SIGKILL cannot be caught, but the process takes a moment to go: reap it once gone
+            gone_by = time.time() + max(wait, FORCE_REAP_S)
+            while time.time() < gone_by and pid_alive(run.get("pid")):
+                time.sleep(0.05)
             reap_dead_runs(reg)
         console.print(f"signalled {run['id']}; status {_status(reg.get_run(run['id'])['status'])}")
 
