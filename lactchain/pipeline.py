@@ -11,6 +11,10 @@ elite); all are executed from that exact state and scored by the labeler
 preference pairs (registry `pairs`, with their ranking accuracy against the
 oracle); the best becomes the state's new elite.
 
+The actor's generation (collect, the rollout labeler, evaluate) runs on the
+config's engine: transformers, or a vLLM engine beside the transformers model
+that trains (`rollout_engine`), given the new adapter after every train-actor.
+
 train-actor: `rft` (the default) fine-tunes on the elites (best-of-K rejection
 sampling with a memory: expert iteration / self-imitation), so a state's target
 only ever improves; `simpo` (optionally with an NLL term on chosen, CPO's alpha),
@@ -84,6 +88,9 @@ class PipelineConfig:
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True)
     rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True)
+    engine: str = _help("Rollout engine of collect and evaluate: hf (transformers) or vllm (the vllm extra; "
+                        "after every train-actor the adapter is merged and reloaded into it). auto: vllm where "
+                        "it is installed and can run the actor. Training always runs on transformers.", "hf")
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
@@ -109,6 +116,10 @@ class PipelineConfig:
             bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
         if self.loss not in LOSSES:
             bad("loss", f"must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        from lactchain.models.vllm_engine import ENGINES
+
+        if self.engine not in ENGINES:
+            bad("engine", f"must be one of {', '.join(ENGINES)}, not {self.engine!r}")
         if self.critic_scorer not in ("v", "q"):
             bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
         for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",
@@ -363,10 +374,53 @@ def run_pipeline(
     loaded with the state's adapter). `resume` is a killed run's state (`load_state`):
     its finished phases are kept (their child runs stay where they are) and the loop
     goes on at the first unfinished one, with its elites, critic and adapter."""
-    from lactchain.envs.catalog import actor_moves, make_env
+    from lactchain.envs.catalog import actor_moves
+    from lactchain.models.actor import Actor
+
+    progress = progress or (lambda step, fraction=None: None)
+    if actor is None:
+        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress, **actor_moves(cfg.env))
+    if cfg.rollout_bf16:
+        import torch
+
+        actor.inference_dtype = torch.bfloat16
+    generator = rollout_engine(cfg, actor, handle, progress)
+    try:
+        return _loop(handle, cfg, actor, generator, on_phase, resume)
+    finally:
+        if generator is not actor:
+            generator.close()
+
+
+def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = None,
+                   progress: Callable[[str, float | None], None] | None = None) -> Any:
+    """What generates in the loop: the actor itself (engine hf), or a vLLM engine on the
+    same base model serving the actor's current adapter (engine vllm). The engine stops
+    when the job is cancelled (and at exit), so it never outlives the run."""
+    from lactchain.models.vllm_engine import VLLMActor, resolve_engine
+
+    if resolve_engine(cfg.engine, model=cfg.actor if cfg.engine == "auto" else None) != "vllm":
+        return actor
+    generator = VLLMActor.load(cfg.actor, adapter=getattr(actor, "adapter", None), moves=actor.moves,
+                               max_moves=actor.max_moves, dtype="bfloat16" if cfg.rollout_bf16 else "float32",
+                               progress=progress)
+    if handle is not None:
+        handle.on_cancel(generator.close)
+    return generator
+
+
+def _sync_adapter(actor: Any, generator: Any) -> None:
+    """Hand the adapter train-actor just saved to a separate rollout engine."""
+    if generator is not actor and getattr(actor, "adapter", None) is not None:
+        generator.load_adapter(actor.adapter)
+
+
+def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
+          on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> dict[str, Any]:
+    """The phases; `actor` trains, `generator` (the actor, or a vLLM engine) generates."""
+    from lactchain.envs.catalog import make_env
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
-    from lactchain.models.actor import Actor
     from lactchain.preferences import PairBatch, add_exploration, draw_groups, pairs_from_groups
     from lactchain.prompts import PromptSpec
     from lactchain.train.actor import train_actor
@@ -381,13 +435,6 @@ def run_pipeline(
         result.t0 = time.time() - max(p["wall_s"] for p in result.phases)
         for p in result.phases:
             result.seconds_per_phase[p["phase"]] = result.seconds_per_phase.get(p["phase"], 0.0) + p["seconds"]
-    if actor is None:
-        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress or (lambda step, fraction=None: None),
-                           **actor_moves(cfg.env))
-    if cfg.rollout_bf16:
-        import torch
-
-        actor.inference_dtype = torch.bfloat16
     env = make_env(cfg.env, moves=actor.moves)
     prompt = PromptSpec.for_env(env, strategy=cfg.strategy, moves=actor.moves)
     oracle = OracleLabeler(env, cfg.gamma)
@@ -427,7 +474,7 @@ def run_pipeline(
 
     def evaluate(iteration: int) -> None:
         def body(h: RunHandle) -> dict[str, Any]:
-            out = evaluate_actor(actor, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
+            out = evaluate_actor(generator, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
                                  prompt=prompt,
                                  max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
                                  should_stop=h.cancelled.is_set, env=cfg.env)
@@ -491,7 +538,7 @@ def run_pipeline(
 
         def collect(h: RunHandle) -> dict[str, Any]:
             starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
-            groups = draw_groups(actor, starts, samples=cfg.samples, temperature=cfg.temperature,
+            groups = draw_groups(generator, starts, samples=cfg.samples, temperature=cfg.temperature,
                                  constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
                                  include_greedy=True, prompt=prompt, env=cfg.env, deals=cfg.deals)
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
@@ -499,7 +546,7 @@ def run_pipeline(
             elites.add_to(groups, env)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
-                                   actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+                                   actor=generator, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
             labeler.score(groups)
             batch = pairs_from_groups(groups, labeler, cfg.margin, PairBatch())
             batch.ranking = ranking_accuracy(batch.pairs, oracle)
@@ -529,14 +576,23 @@ def run_pipeline(
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
                   lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
         rows = elites.rows() if cfg.loss == "rft" else holder["pairs"]
+
+        def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
+            metrics = train_actor(actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
+                                  batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
+                                  seed=cfg.seed + it)
+            t0 = time.perf_counter()
+            _sync_adapter(actor, generator)
+            out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
+            if generator is not actor:
+                out["adapter_load_s"] = time.perf_counter() - t0
+            return out
+
         if rows:
             phase(it, "train-actor", "actor",
                   {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
                    "cpo_alpha": cfg.cpo_alpha},
-                  lambda h: {k: v for k, v in train_actor(
-                      actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
-                      batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
-                      seed=cfg.seed + it).items() if not isinstance(v, (dict, list))})
+                  lambda h: train_and_sync(h, rows, it))
             evaluate(it)
         longest_iteration = max(longest_iteration, time.time() - it_start)
     return result.summary()

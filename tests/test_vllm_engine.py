@@ -164,6 +164,8 @@ def test_engine_vllm_without_the_extra_is_one_line_and_creates_no_run(tmp_path, 
     assert not db.exists()
     code, _, err = run_cli(["bench", "rollout", "--actor", "tiny", "--engines", "hf,vllm"], capsys)
     assert code == 2 and err.strip() == f"error: {VLLM_MISSING}"
+    code, out, err = run_cli(["pipeline", "--actor", "tiny", "--engine", "vllm", "--db", db], capsys)
+    assert code == 2 and out == "" and err.strip() == f"error: {VLLM_MISSING}" and not db.exists()
     from lactchain.models.vllm_engine import EngineUnavailable, load_generator
 
     with pytest.raises(EngineUnavailable, match="pip install"):
@@ -181,6 +183,9 @@ def test_engine_option_bad_values_are_one_line(tmp_path, capsys):
     assert code == 2 and "unknown inference dtype" in err and not db.exists()
     code, _, err = run_cli(["bench", "rollout", "--actor", "tiny", "--engines", "hf,tgi"], capsys)
     assert code == 2 and "--engines" in err
+    for cmd in (["pipeline"], ["bench", "learn"]):
+        code, _, err = run_cli([*cmd, "--actor", "tiny", "--engine", "tgi", "--db", db], capsys)
+        assert code == 2 and "unknown engine 'tgi'" in err and err.count("\n") == 1 and not db.exists()
 
 
 # ---- with vLLM -------------------------------------------------------------------------------
@@ -377,8 +382,9 @@ def test_unservable_model_and_adapter_fail_before_a_run(h32, tmp_path, capsys, e
     from cli_helpers import run_cli
 
     db = tmp_path / "registry.db"
-    code, out, err = run_cli(["play", "--actor", "tiny", "--engine", "vllm", "--db", db], capsys)
-    assert code == 2 and "head size 16" in err and err.count("\n") == 1 and not db.exists()
+    for cmd in ("play", "pipeline"):
+        code, out, err = run_cli([cmd, "--actor", "tiny", "--engine", "vllm", "--db", db], capsys)
+        assert code == 2 and "head size 16" in err and err.count("\n") == 1 and not db.exists()
     big = tmp_path / "big"
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -498,3 +504,41 @@ def test_bench_rollout_engines_side_by_side_json(h32):
                     ("vllm", "float32", False)}
     assert all(r["env_steps_per_s"] > 0 and r["parse_failure_rate"] == 0.0 for r in out["settings"])
     assert out["vllm_over_best_hf"] > 0 and out["fp32_identical"] is True
+
+
+@needs_vllm
+def test_pipeline_on_vllm_evaluates_each_iterations_adapter_like_hf(h32, tmp_path):
+    """The loop with `engine vllm`: the transformers model trains, and after every
+    train-actor its new adapter reaches the vLLM engine, so each evaluation's greedy
+    answers (fp32) are the ones the hf engine gives with that iteration's adapter."""
+    from lactchain.evaluate import evaluate_actor
+    from lactchain.jobs import run_context
+    from lactchain.models.actor import Actor
+    from lactchain.pipeline import PipelineConfig, run_pipeline
+    from lactchain.registry import Registry
+
+    reg = Registry(tmp_path / "registry.db")
+    cfg = PipelineConfig(actor=str(h32), labeler="oracle", loss="rft", iterations=2, states=4, eval_states=4,
+                         explore=16, actor_lr=3e-2, rollout_bf16=False, train_bf16=False, engine="vllm")
+    with run_context(reg, "pipeline", name="vllm loop", params=cfg.params()) as handle:
+        out = run_pipeline(handle, cfg)
+    assert reg.params(handle.run_id)["engine"] == "vllm"
+    children = sorted(reg.list_runs(parent_id=handle.run_id), key=lambda r: r["created_ms"])
+    assert [c["status"] for c in children] == ["FINISHED"] * len(children)
+    evals = [c for c in children if c["kind"] == "eval"]
+    assert len(evals) == 3  # the baseline and one per iteration
+    trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
+    assert len(trains) == 2 and all(p["adapter_load_s"] > 0 for p in trains)
+
+    def steps(run_id):
+        return [(r["t"], r["completion"], r["reward"]) for r in reg.steps(run_id=run_id)]
+
+    answers = []
+    for ev, adapter in zip(evals, [None] + [p["adapter"] for p in trains]):
+        hf = Actor.load(str(h32), adapter=adapter, device="cpu")
+        with run_context(reg, "eval", name="hf reference") as ref:
+            evaluate_actor(hf, states=4, n_envs=cfg.n_envs, max_actions=cfg.eval_max_actions, seed=cfg.seed,
+                           registry=reg, run_id=ref.run_id)
+        assert steps(ev["id"]) and steps(ev["id"]) == steps(ref.run_id), f"evaluation {ev['name']}"
+        answers.append(steps(ev["id"]))
+    assert answers[-1] != answers[0], "training changed nothing: the test would not see a stale adapter"

@@ -87,6 +87,7 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "judge", "oracle"),
               help="judge = the actor judges its candidates; oracle = diagnostic upper bound"),
         Field("iterations", "Iterations", "2", check="int"),
+        ENGINE,
     )),
     JobForm("play", "Play episodes", (
         ACTOR, ADAPTER, STRATEGY, ENV,

@@ -33,7 +33,7 @@ from lactchain.cli.common import (
     run_job,
     strategy_of,
 )
-from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption
+from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, choose_engine
 from lactchain.pipeline import PipelineConfig
 
 _HELP = PipelineConfig.help()
@@ -50,6 +50,7 @@ ActorLrOption = Annotated[float, typer.Option("--actor-lr", callback=finite, hel
 EvalStatesOption = Annotated[str, typer.Option("--eval-states", help=_HELP["eval_states"])]
 SeedOption = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help=_HELP["seed"])]
 ExploreOption = Annotated[int, typer.Option("--explore", help=_HELP["explore"])]
+EngineOption = Annotated[str, typer.Option("--engine", help=_HELP["engine"])]
 CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ranking_accuracy", "top_answer_share",
               "elites_optimal")
 
@@ -110,6 +111,7 @@ def pipeline_cmd(
     td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = _D["td_lists_per_state"],
     explore: ExploreOption = _D["explore"],
         constrained: ConstrainedOption = True,
+    engine: EngineOption = _D["engine"],
     seed: SeedOption = _D["seed"],
     strategy: StrategyOption = None,
     resume_from: Annotated[Optional[str], typer.Option(
@@ -132,7 +134,8 @@ def pipeline_cmd(
     cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
                       states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
                       actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
-                      explore=explore, constrained=constrained, seed=seed, env=env, deals=deals)
+                      explore=explore, constrained=constrained, seed=seed, env=env, deals=deals,
+                      engine=choose_engine(engine, None, actor, adapter, db).engine)
 
     def body(handle) -> dict[str, Any]:
         from lactchain.pipeline import load_state, run_pipeline
@@ -191,6 +194,7 @@ def bench_learn(
     actor_epochs: ActorEpochsOption = _D["actor_epochs"],
     actor_lr: ActorLrOption = _D["actor_lr"],
     explore: ExploreOption = _D["explore"],
+    engine: EngineOption = _D["engine"],
         strategy: StrategyOption = None,
         transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
     seed: SeedOption = _D["seed"],
@@ -216,12 +220,13 @@ def bench_learn(
     t0 = time.time()
     cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
                       actor_epochs=actor_epochs, actor_lr=actor_lr, explore=explore, iterations=1000, seed=seed,
-                      deadline=t0 + budget_min * 60)
+                      deadline=t0 + budget_min * 60, engine=choose_engine(engine, None, actor, None, db).engine)
     check_models(cfg.actor, cfg.critic if cfg.labeler == "critic" else None)
     registry = open_registry(db)
     strat = check_references(registry, {"strategy": strategy})
     cfg = replace(cfg, strategy=strat.text if strategy else None)
-    name = f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {strat.label}" if strategy else "")
+    name = (f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {strat.label}" if strategy else "")
+            + (f" on {cfg.engine}" if cfg.engine != "hf" else ""))
     params = {**cfg.params(), "budget_min": budget_min, **strat.params()}
     with run_context(registry, "pipeline", name=name, params=params) as handle:
         model = Actor.load(cfg.actor)
