@@ -344,7 +344,7 @@ def test_seeded_sampling_repeats_and_does_not_depend_on_the_batch(vllm_h32):
 
 
 @needs_vllm
-def test_a_trained_adapter_changes_vllms_outputs_merged_like_peft(h32, vllm_h32, trained_adapter):
+def test_a_trained_adapter_changes_vllms_outputs_merged_like_peft(h32, vllm_h32, trained_adapter, tmp_path):
     from lactchain.models.actor import Actor
 
     prompts = _prompts(16)
@@ -358,6 +358,13 @@ def test_a_trained_adapter_changes_vllms_outputs_merged_like_peft(h32, vllm_h32,
         assert vllm_h32.adapter == trained_adapter
         assert sum(a.token_ids != b.token_ids for a, b in zip(base, tuned)) >= 4
         assert _report("adapter, merged", hf_tuned, tuned) == []
+        # the next iteration's adapter replaces the merged copy on disk (a loop keeps one)
+        import shutil
+
+        again = shutil.copytree(trained_adapter, tmp_path / "next-adapter")
+        vllm_h32.load_adapter(again)
+        assert [s.token_ids for s in vllm_h32.generate(prompts)] == [s.token_ids for s in tuned]
+        assert [d.name for d in Path(vllm_h32._tmp).iterdir()] == ["merged-2"]
     finally:
         vllm_h32.unload_adapter()
     assert [s.token_ids for s in vllm_h32.generate(prompts)] == [s.token_ids for s in base]

@@ -48,6 +48,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
+from lactchain.models.scoring import ScoringTokens
 from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
 from lactchain.prompts import check_prompt_length
 
@@ -255,7 +256,7 @@ class _Batch:
         return pos[:, self.prefix_len:]
 
 
-class Actor:
+class Actor(ScoringTokens):
     """An LLM that answers rendered strategy prompts with move lists."""
 
     def __init__(
@@ -551,14 +552,7 @@ class Actor:
     def choice_logprobs(self, prompts: list[str], options: Sequence[str], batch_size: int = 16) -> list[list[float]]:
         """log p(option's first token | chat prompt) for each prompt and option: a forced
         choice (a judge that must answer one of '1', '2', 'tie'), one forward pass per batch."""
-        firsts = []
-        for option in options:
-            ids = self._ids(option)
-            if not ids:
-                raise ValueError(f"option {option!r} has no tokens")
-            firsts.append(ids[0])
-        if len(set(firsts)) != len(firsts):
-            raise ValueError(f"options {list(options)} start with the same token: a first-token choice cannot tell them apart")
+        firsts = self._option_first_tokens(options)
         self._sync_caches()
         model = self._generation_model()
         out: list[list[float]] = []
@@ -727,14 +721,6 @@ class Actor:
                       logprob=float(token_lp[:n].sum()), n_tokens=n, token_ids=list(tokens[:n]))
 
     # ---- scoring ---------------------------------------------------------------------
-    def _completion_ids(self, completion: str | Sequence[int], add_eos: bool) -> list[int]:
-        ids = self._ids(completion) if isinstance(completion, str) else [int(t) for t in completion]
-        if add_eos and (not ids or ids[-1] != self.eos_token_id):
-            ids.append(self.eos_token_id)
-        if not ids:
-            raise ValueError("an empty completion has nothing to score (use add_eos=True)")
-        return ids
-
     def completion_logprobs(
         self,
         prompts: list[str],
