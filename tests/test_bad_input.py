@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -61,11 +62,13 @@ def templates(tmp_path_factory) -> dict[str, Path]:
     malformed = bytearray(blob)
     malformed[100:4096] = b"\xa5" * 3996  # the schema page overwritten after the file header
     (root / "malformed.db").write_bytes(bytes(malformed))
-    with sqlite3.connect(root / "foreign.db") as raw:
+    # closing() closes the connection (sqlite3's own `with` only commits): the close
+    # checkpoints a WAL into the .db file, which is all the tests copy.
+    with closing(sqlite3.connect(root / "foreign.db")) as raw, raw:
         raw.execute("CREATE TABLE notes (body TEXT)")
         raw.execute("INSERT INTO notes VALUES ('keep me')")
     shutil.copy(ok, root / "future.db")
-    with sqlite3.connect(root / "future.db") as raw:
+    with closing(sqlite3.connect(root / "future.db")) as raw:
         raw.execute("PRAGMA user_version = 99")
     (root / "empty.db").write_bytes(b"")
     return {p.stem: p for p in root.iterdir()}

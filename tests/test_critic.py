@@ -168,7 +168,7 @@ def test_causal_backbone_pools_the_last_token_and_tells_states_apart():
 
     # Why position 0 is forbidden: in a causal model it has seen nothing but itself,
     # so it is the same vector for every state (the first public attempt's bug).
-    enc = critic.tokenizer(critic.state_texts(all_states(4)[:8]), padding=True, return_tensors="pt")
+    enc = critic.tokenizer(critic.state_texts(all_states(4)[:8]), padding=True, return_tensors="pt").to(critic.device)
     with torch.no_grad():
         hidden = critic.backbone(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
     assert torch.allclose(hidden[:, 0], hidden[0, 0].expand_as(hidden[:, 0]), atol=1e-5)

@@ -253,6 +253,27 @@ def test_each_loss_trains_streams_metrics_and_saves_a_loadable_adapter(loss, reg
     assert actor.completion_logprobs(prompts, completions) == pytest.approx(lp_tuned, abs=1e-4)
 
 
+def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapter(registry):
+    """Trainer(bf16=True), the default on CUDA, wraps model.forward in accelerate's autocast;
+    left on, the in-memory actor scores unlike its adapter reloaded (CPU autocast shows it too)."""
+    from lactchain.models.actor import Actor
+
+    actor = tiny()
+    actor.model = actor.model.to(torch.bfloat16)
+    pairs = small_pairs(actor, 8)
+    res = train_actor(actor, pairs, loss="simpo", handle=make_handle(registry), max_steps=2, lr=1e-3, batch_size=4,
+                      bf16=True)
+    assert "_original_forward" not in actor.model.__dict__  # accelerate's autocast wrapper is off
+    assert actor.model.forward.__func__ is type(actor.model).forward
+    reloaded = tiny()
+    reloaded.model = reloaded.model.to(torch.bfloat16)
+    reloaded.load_adapter(res["adapter"])
+    prompts = [p["prompt"] for p in pairs[:3]]
+    completions = ["['move forward', 'turn left']"] * 3
+    assert actor.completion_logprobs(prompts, completions) == pytest.approx(
+        reloaded.completion_logprobs(prompts, completions), abs=1e-4)
+
+
 def test_continuing_from_an_earlier_adapter(tmp_path):
     from lactchain.models.actor import Actor
 

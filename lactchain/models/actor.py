@@ -455,7 +455,7 @@ class Actor(ScoringTokens):
         folder = resolve_actor(spec, progress)
         dev = torch.device(device) if device is not None else _default_device()
         dtype = torch.float32
-        if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+        if dev.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
             dtype = torch.bfloat16
         if progress is not None:
             progress(f"loading {spec} weights", None)

@@ -578,7 +578,7 @@ def build_trainer(
         dataset = build_dataset(actor, pairs, loss, seed=seed)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
     if bf16 is None:  # bf16 autocast: on a GPU that has it; on CPU only when asked (faster with AVX512-bf16)
-        bf16 = bool(use_cuda and torch.cuda.is_bf16_supported())
+        bf16 = bool(use_cuda and torch.cuda.is_bf16_supported(including_emulation=False))
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
         learning_rate=float(lr),
@@ -671,6 +671,12 @@ def _save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
 
 def _finish_actor(actor: Any, model: Any, adapter_dir: Path) -> None:
     """Leave the in-memory actor on the trained adapter, in eval mode."""
+    from accelerate.utils import extract_model_from_parallel
+
+    # A Trainer with bf16/fp16 (the default on CUDA) leaves accelerate's autocast +
+    # fp32-output wrapper on `model.forward`: the in-memory actor would then score and
+    # generate differently from the same adapter reloaded. accelerate takes it off.
+    model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
     peft_config = getattr(model, "peft_config", {})
     if "ref" in peft_config:  # DPO/KTO added a frozen copy of a continued adapter as reference
         try:
