@@ -44,6 +44,9 @@ DtypeOption = Annotated[Optional[str], typer.Option(
                     "(float32 on a CPU), vllm runs bfloat16.")]
 TensorParallelOption = Annotated[int, typer.Option(
     "--tensor-parallel-size", min=1, max=64, help="vllm only: GPUs one engine spreads the model over.")]
+DataParallelOption = Annotated[int, typer.Option(
+    "--data-parallel-size", min=1, max=64,
+    help="vllm only: engine replicas, prompts sharded across them; each replica takes --tensor-parallel-size devices.")]
 
 
 def check_engine(engine: str, dtype: Optional[str] = None, actor: Optional[str] = None) -> str:
@@ -90,6 +93,7 @@ class EngineChoice:
     engine: str = "hf"  # 'hf' or 'vllm' (auto decided)
     dtype: Optional[str] = None
     tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
 
     def params(self) -> dict[str, Any]:
         """What the run's params record: nothing for the default hf engine, so older and hf
@@ -99,19 +103,57 @@ class EngineChoice:
         out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
         if self.tensor_parallel_size != 1:
             out["tensor_parallel_size"] = self.tensor_parallel_size
+        if self.data_parallel_size != 1:
+            out["data_parallel_size"] = self.data_parallel_size
         return out
 
     def load_kw(self) -> dict[str, Any]:
+        vllm = self.engine == "vllm"
         return {"engine": self.engine, "dtype": self.dtype,
-                "tensor_parallel_size": self.tensor_parallel_size if self.engine == "vllm" else None}
+                "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
+                "data_parallel_size": self.data_parallel_size if vllm else None}
+
+
+def check_parallel(engine: str, tensor_parallel_size: int = 1, data_parallel_size: int = 1) -> None:
+    """Fail (one line) before any run exists when replicas x tensor-parallel ranks need more
+    devices than this machine has (GPUs on CUDA, cores on a CPU: one each at least) or
+    --data-parallel-size comes with the hf engine. No vLLM needed."""
+    if tensor_parallel_size == 1 and data_parallel_size == 1:
+        return
+    from lactchain.cli.common import fail
+
+    if (engine or "hf").lower() == "hf":
+        if data_parallel_size != 1:
+            fail(f"--data-parallel-size {data_parallel_size} runs vLLM engine replicas: use it with --engine vllm, "
+                 "not hf")
+        return  # --tensor-parallel-size means nothing to the hf engine (ignored, as before)
+    from lactchain.models.vllm_engine import EngineSettings
+    from lactchain.models.vllm_replicas import check_capacity
+
+    try:
+        check_capacity(EngineSettings(tensor_parallel_size=tensor_parallel_size,
+                                      data_parallel_size=data_parallel_size))
+    except ValueError as exc:
+        fail(f"{exc}: lower --data-parallel-size / --tensor-parallel-size")
 
 
 def choose_engine(engine: str, dtype: Optional[str], actor: str, adapter: Optional[str], db: Any,
-                  tensor_parallel_size: int = 1) -> EngineChoice:
-    """--engine / --dtype / --tensor-parallel-size checked (one line, before any run)."""
+                  tensor_parallel_size: int = 1, data_parallel_size: int = 1) -> EngineChoice:
+    """--engine / --dtype / --tensor-parallel-size / --data-parallel-size checked (one
+    line, before any run)."""
+    named = (engine or "hf").lower()
+    if named in ("hf", "vllm"):  # before vLLM is looked for: the refusal needs no vLLM
+        check_parallel(named, tensor_parallel_size, data_parallel_size)
     which = check_engine(engine, dtype, actor)
-    check_engine_adapter(which, adapter, db, tensor_parallel_size=tensor_parallel_size)
-    return EngineChoice(which, dtype, tensor_parallel_size)
+    if named == "auto":
+        if which == "hf" and data_parallel_size != 1:
+            from lactchain.cli.common import fail
+
+            fail(f"--data-parallel-size {data_parallel_size} needs the vllm engine; --engine auto chose hf here")
+        check_parallel(which, tensor_parallel_size, data_parallel_size)
+    check_engine_adapter(which, adapter, db, tensor_parallel_size=tensor_parallel_size,
+                         data_parallel_size=data_parallel_size)
+    return EngineChoice(which, dtype, tensor_parallel_size, data_parallel_size)
 
 
 @contextmanager
@@ -138,7 +180,8 @@ def load_actor(actor: str, adapter: Optional[str], registry: Any, quiet: bool = 
                engine: str = "hf", handle: Any = None, **engine_kw: Any):
     """Load an actor with a status spinner on stderr (model loads take seconds): a
     transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm; `engine_kw`: its
-    EngineSettings, e.g. dtype, tensor_parallel_size). A vLLM engine is shut down when
+    EngineSettings, e.g. dtype, tensor_parallel_size, data_parallel_size: a pool of engine
+    replicas when > 1). A vLLM engine (or replica pool) is shut down when
     the job is cancelled and at exit."""
     from lactchain.envs.catalog import actor_moves
     from lactchain.models.vllm_engine import load_generator
@@ -181,6 +224,7 @@ def play(
     engine: EngineOption = "hf",
     dtype: DtypeOption = None,
     tensor_parallel_size: TensorParallelOption = 1,
+    data_parallel_size: DataParallelOption = 1,
     strategy: StrategyOption = None,
     env: EnvOption = "grid",
     scene: SceneOption = None,
@@ -198,7 +242,7 @@ def play(
     if start not in ("fixed", "random"):
         raise typer.BadParameter("must be 'fixed' or 'random'", param_hint="--start")
     extra = scene_kwargs(env, scene)
-    choice = choose_engine(engine, dtype, actor, adapter, db, tensor_parallel_size)
+    choice = choose_engine(engine, dtype, actor, adapter, db, tensor_parallel_size, data_parallel_size)
     params = dict(actor=actor, adapter=adapter, episodes=episodes, envs=envs, constrained=constrained, start=start,
                   temperature=temperature, max_actions=max_actions, seed=seed, env=env, **extra, **choice.params())
 

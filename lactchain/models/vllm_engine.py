@@ -33,6 +33,13 @@ engine with `collective_rpc("reload_weights")` (about 1 s), then the prefix cach
 is reset. `adapter_mode="lora"` serves it per request with `LoRARequest` instead
 (3x slower on the CPU, measured; the only way to mix adapters in one batch).
 
+Data parallel: `data_parallel_size` > 1 (`VLLMActor.load`, `load_generator`) gives a
+`lactchain.models.vllm_replicas.ReplicaPool`: that many engines, each a `VLLMActor` in its
+own spawned worker process pinned to its own GPUs (or CPU cores), prompts sharded across
+them with the seeds a single engine would use, so sharding changes no sample (exactly at
+float32; at bfloat16 a replica's other thread count or batch can round differently). Its workers end with the job,
+kill -9 included (a death signal and their pipe's EOF).
+
 Lifecycle: the engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`
 unless the environment says otherwise; with one device, the uniprocess executor): no
 engine process exists that could outlive the job, even after kill -9. Tensor-parallel
@@ -139,9 +146,10 @@ def check_model_spec(model: str | Path, device: str | None = None) -> None:
 @dataclass(frozen=True)
 class EngineSettings:
     """How the vLLM engine is built. `data_parallel_size` > 1 means that many engine
-    replicas (each `tensor_parallel_size` devices), prompts sharded across them; with
-    `distributed_executor_backend="ray"` the replicas' workers are placed by Ray
-    (a Ray cluster for several machines)."""
+    replicas (each `tensor_parallel_size` devices), prompts sharded across them: run on
+    this machine by `vllm_replicas.ReplicaPool` (one worker process per replica).
+    `parallel_plan` names "ray" as the backend that would place replicas over several
+    machines (a Ray cluster: see vllm_replicas' docstring); that is not run here."""
 
     dtype: str = "bfloat16"  # "bfloat16" | "float32" | "float16" | "auto"
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -361,8 +369,10 @@ class VLLMActor(ScoringTokens):
 
     def __init__(self, folder: str | Path, *, name: str = "model", moves: Sequence[str] = DEFAULT_MOVES,
                  max_moves: int = 8, settings: EngineSettings = EngineSettings(), device: str = "cpu",
-                 adapter: str | Path | None = None, progress: Optional[Callable[[str, Optional[float]], None]] = None
-                 ) -> None:
+                 adapter: str | Path | None = None, progress: Optional[Callable[[str, Optional[float]], None]] = None,
+                 replica: int = 0) -> None:
+        """One engine. `replica`: its index in a ReplicaPool (seeds its default generator
+        like `parallel_plan`'s configs); data-parallel settings go through `VLLMActor.load`."""
         from transformers import AutoConfig, AutoTokenizer
 
         require_vllm()
@@ -390,8 +400,8 @@ class VLLMActor(ScoringTokens):
         if adapter is not None:
             check_adapter(adapter, settings)  # before the engine starts
         if settings.data_parallel_size > 1:
-            raise NotImplementedError("data-parallel replicas are planned (parallel_plan) but not run in-process yet; "
-                                      "start one engine per device group (see the README)")
+            raise ValueError(f"one VLLMActor is one engine; data_parallel_size={settings.data_parallel_size} runs "
+                             "replicas through VLLMActor.load / load_generator (vllm_replicas.ReplicaPool)")
         for key, value in engine_env(settings, device=device).items():
             os.environ.setdefault(key, value)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -403,7 +413,8 @@ class VLLMActor(ScoringTokens):
             from vllm import LLM
         except ImportError as exc:
             raise EngineUnavailable(f"{VLLM_MISSING} (import vllm failed: {exc})") from exc
-        self.config = engine_config(folder, settings, device=device)
+        self.replica = int(replica)
+        self.config = engine_config(folder, settings, device=device, replica=self.replica)
         self.llm = LLM(**self.config)
         self.startup_seconds = time.perf_counter() - t0
         _LIVE.add(self)
@@ -418,20 +429,28 @@ class VLLMActor(ScoringTokens):
     def load(cls, spec: str = "smollm2-135m", adapter: str | Path | None = None, *,
              moves: Sequence[str] = DEFAULT_MOVES, max_moves: int = 8, device: str | None = None,
              progress: Optional[Callable[[str, Optional[float]], None]] = None,
-             settings: EngineSettings | None = None, **overrides: Any) -> "VLLMActor":
-        """A preset, local folder or cached hub id on a vLLM engine (`overrides`: EngineSettings fields)."""
+             settings: EngineSettings | None = None, **overrides: Any) -> Any:
+        """A preset, local folder or cached hub id on a vLLM engine (`overrides`: EngineSettings fields).
+        `data_parallel_size` > 1: a `ReplicaPool` of that many engines (same contract)."""
         from lactchain.models.presets import resolve_actor
 
         require_vllm()
-        folder = resolve_actor(spec, progress)
-        device = _device(device)
         settings = replace(settings or EngineSettings(), **overrides)
+        device = _device(device)
+        folder = resolve_actor(spec, progress)
+        if settings.data_parallel_size > 1:
+            from lactchain.models.vllm_replicas import ReplicaPool
+
+            return ReplicaPool(folder, name=spec, moves=moves, max_moves=max_moves, settings=settings, device=device,
+                               adapter=adapter, progress=progress)
         return cls(folder, name=spec, moves=moves, max_moves=max_moves, settings=settings, device=device,
                    adapter=adapter, progress=progress)
 
-    def load_adapter(self, path: str | Path) -> None:
+    def load_adapter(self, path: str | Path, *, merged: str | Path | None = None) -> None:
         """Serve a LoRA adapter folder from now on (replacing any other): merged into the
-        weights and reloaded (adapter_mode 'merge'), or per request ('lora')."""
+        weights and reloaded (adapter_mode 'merge'), or per request ('lora'). `merged`: the
+        adapter already merged into this base elsewhere (a ReplicaPool merges once for all
+        its replicas); it is read, never deleted, by this engine."""
         path = Path(path).expanduser()
         check_adapter(path, self.settings)
         if self.settings.adapter_mode == "lora":
@@ -440,15 +459,17 @@ class VLLMActor(ScoringTokens):
             self._lora = LoRARequest(path.name or "adapter", len(self._merged) + 1, str(path))
             self._merged[path] = path
         else:
-            merged = self._merged.get(path)
-            if merged is None:
+            folder = Path(merged) if merged is not None else self._merged.get(path)
+            if folder is None:
                 self._merges += 1
-                merged = merge_adapter(self.folder, path, self._tmp / f"merged-{self._merges}")
-                self._merged[path] = merged
-            self._reload(merged)
+                folder = merge_adapter(self.folder, path, self._tmp / f"merged-{self._merges}")
+            self._merged[path] = folder
+            self._reload(folder)
             # One merged copy on disk at a time (a full model each: a long loop would fill the disk).
             for old in [a for a in self._merged if a != path]:
-                shutil.rmtree(self._merged.pop(old), ignore_errors=True)
+                copy = self._merged.pop(old)
+                if copy.is_relative_to(self._tmp):  # ours; a pool's shared copy is the pool's to delete
+                    shutil.rmtree(copy, ignore_errors=True)
         self.adapter = path
 
     def unload_adapter(self) -> None:
@@ -545,11 +566,13 @@ class VLLMActor(ScoringTokens):
 
     def generate(self, prompts: list[str], *, constrained: bool = True, temperature: float = 0.0,
                  max_new_tokens: int = 48, seed: int | None = None, num_samples: int = 1,
-                 seeds: Sequence[int] | None = None) -> list[Any]:
+                 seeds: Sequence[int] | None = None, row_offset: int = 0) -> list[Any]:
         """`num_samples` completions per user prompt, grouped per prompt, in one engine call.
         Every completion is its own request with its own seed: `seeds` (one per prompt) as on
         the HF path (prompt seed * 1009 + sample index), else derived from `seed` and its row.
-        The same seeds give the same samples whatever else is in the batch."""
+        The same seeds give the same samples whatever else is in the batch. `row_offset`: the
+        first prompt's row in a larger batch (a replica's shard), so a shard's seeds are the
+        ones one engine would give those rows."""
         from vllm.inputs import TokensPrompt
 
         from lactchain.models.actor import Sample
@@ -573,7 +596,7 @@ class VLLMActor(ScoringTokens):
                 if seeds is not None:
                     row_seed: Optional[int] = int(seeds[i]) * 1_009 + j
                 elif seed is not None:
-                    row_seed = int(seed) * 1_000_003 + i * num_samples + j
+                    row_seed = int(seed) * 1_000_003 + (int(row_offset) + i) * num_samples + j
                 else:
                     row_seed = None
                 requests.append(TokensPrompt(prompt_token_ids=ids))
