@@ -330,6 +330,19 @@ def check_adapter(path: str | Path, settings: EngineSettings = EngineSettings())
     return info
 
 
+def check_generate_args(prompts: Sequence[str], temperature: float, max_new_tokens: int, num_samples: int,
+                        seeds: Sequence[int] | None) -> None:
+    """ValueError (one line) for generate arguments no engine can honour."""
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+
+
 def merge_adapter(base_folder: str | Path, adapter: str | Path, out_dir: str | Path) -> Path:
     """Base weights + LoRA merged with peft, saved (safetensors) to `out_dir` with the
     base's tokenizer and config files: a folder vLLM loads weights from."""
@@ -577,14 +590,7 @@ class VLLMActor(ScoringTokens):
 
         from lactchain.models.actor import Sample
 
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        check_generate_args(prompts, temperature, max_new_tokens, num_samples, seeds)
         if not prompts:
             return []
         if self.llm is None:

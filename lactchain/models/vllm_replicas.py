@@ -81,6 +81,7 @@ from lactchain.models.vllm_engine import (
     VLLMActor,
     _device,
     check_adapter,
+    check_generate_args,
     check_model,
     parallel_plan,
     require_vllm,
@@ -487,14 +488,7 @@ class ReplicaPool:
                  seeds: Sequence[int] | None = None) -> list[Any]:
         """`VLLMActor.generate` over the replicas: contiguous shards, each with the seeds one
         engine would give its rows, gathered in prompt order (samples grouped per prompt)."""
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        check_generate_args(prompts, temperature, max_new_tokens, num_samples, seeds)
         if not prompts:
             return []
         calls = []
