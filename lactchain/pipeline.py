@@ -409,12 +409,6 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     return generator
 
 
-def _sync_adapter(actor: Any, generator: Any) -> None:
-    """Hand the adapter train-actor just saved to a separate rollout engine."""
-    if generator is not actor and getattr(actor, "adapter", None) is not None:
-        generator.load_adapter(actor.adapter)
-
-
 def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
           on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> dict[str, Any]:
     """The phases; `actor` trains, `generator` (the actor, or a vLLM engine) generates."""
@@ -525,6 +519,18 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                                              "lists_per_state": cfg.td_lists_per_state, "gamma": cfg.gamma},
               lambda h: fit(h, cfg.td_rounds, []))
 
+    def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
+        """train-actor, then the new adapter handed to a separate rollout engine (timed)."""
+        metrics = train_actor(actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
+                              batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
+                              seed=cfg.seed + it)
+        out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
+        if generator is not actor and getattr(actor, "adapter", None) is not None:
+            t0 = time.perf_counter()
+            generator.load_adapter(actor.adapter)
+            out["adapter_load_s"] = time.perf_counter() - t0
+        return out
+
     if cfg.baseline:
         evaluate(0)
     pool = eval_states(env, cfg.states, cfg.seed) if cfg.states == "all" else None
@@ -576,17 +582,6 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
                   lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
         rows = elites.rows() if cfg.loss == "rft" else holder["pairs"]
-
-        def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
-            metrics = train_actor(actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
-                                  batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
-                                  seed=cfg.seed + it)
-            t0 = time.perf_counter()
-            _sync_adapter(actor, generator)
-            out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
-            if generator is not actor:
-                out["adapter_load_s"] = time.perf_counter() - t0
-            return out
 
         if rows:
             phase(it, "train-actor", "actor",

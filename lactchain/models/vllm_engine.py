@@ -235,6 +235,18 @@ def engine_env(settings: EngineSettings = EngineSettings(), *, device: str = "cp
     return env
 
 
+def even_ranges(n: int, parts: int) -> list[range]:
+    """0..n-1 cut into `parts` contiguous ranges whose sizes differ by at most one (prompts
+    over replicas, cores over replicas and tensor-parallel ranks)."""
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for i in range(parts):
+        size = base + (i < extra)
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
 @dataclass(frozen=True)
 class ParallelPlan:
     """Data-parallel rollouts: `replicas` engines of `tensor_parallel_size` devices each;
@@ -249,13 +261,7 @@ class ParallelPlan:
 
     def shards(self, n_prompts: int) -> list[range]:
         """Contiguous prompt index ranges, one per replica (sizes differ by at most one)."""
-        base, extra = divmod(n_prompts, self.replicas)
-        out, start = [], 0
-        for r in range(self.replicas):
-            size = base + (r < extra)
-            out.append(range(start, start + size))
-            start += size
-        return out
+        return even_ranges(n_prompts, self.replicas)
 
 
 def parallel_plan(model: str | Path, settings: EngineSettings, *, device: str = "cuda") -> ParallelPlan:
@@ -593,8 +599,6 @@ class VLLMActor(ScoringTokens):
         check_generate_args(prompts, temperature, max_new_tokens, num_samples, seeds)
         if not prompts:
             return []
-        if self.llm is None:
-            raise RuntimeError("this vLLM engine was closed")
         rows = [self._prompt_ids(p, max_new_tokens) for p in prompts]
         requests, params = [], []
         for i, ids in enumerate(rows):
@@ -608,7 +612,7 @@ class VLLMActor(ScoringTokens):
                 requests.append(TokensPrompt(prompt_token_ids=ids))
                 params.append(self._params(constrained=constrained, temperature=temperature,
                                            max_new_tokens=max_new_tokens, seed=row_seed))
-        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self._lora)
+        outputs = self._engine_call(requests, params)
         samples = []
         for out in outputs:
             comp = out.outputs[0]
@@ -639,7 +643,7 @@ class VLLMActor(ScoringTokens):
         return sample
 
     # ---- scoring -------------------------------------------------------------------------
-    def _score(self, requests: list[Any], params: Any) -> list[Any]:
+    def _engine_call(self, requests: list[Any], params: Any) -> list[Any]:
         """One engine call under the current adapter (per-request LoRA; none when merged)."""
         if self.llm is None:
             raise RuntimeError("this vLLM engine was closed")
@@ -666,7 +670,7 @@ class VLLMActor(ScoringTokens):
         # vLLM 0.32): never read the prefix cache here (vLLM's default, made explicit).
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0, detokenize=False,
                                 skip_reading_prefix_cache=True)
-        outputs = self._score([TokensPrompt(prompt_token_ids=h + c) for h, c in zip(heads, comps)], params)
+        outputs = self._engine_call([TokensPrompt(prompt_token_ids=h + c) for h, c in zip(heads, comps)], params)
         # prompt_logprobs[i] is {token i: Logprob} given tokens < i (None at 0).
         return [float(sum(out.prompt_logprobs[len(h) + j][t].logprob for j, t in enumerate(c)))
                 for out, h, c in zip(outputs, heads, comps)]
@@ -683,7 +687,7 @@ class VLLMActor(ScoringTokens):
         if not rows:
             return []
         params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, logprob_token_ids=firsts)
-        outputs = self._score([TokensPrompt(prompt_token_ids=r) for r in rows], params)
+        outputs = self._engine_call([TokensPrompt(prompt_token_ids=r) for r in rows], params)
         return [[float(out.outputs[0].logprobs[0][t].logprob) for t in firsts] for out in outputs]
 
     def describe(self) -> dict[str, Any]:

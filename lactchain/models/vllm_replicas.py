@@ -83,6 +83,7 @@ from lactchain.models.vllm_engine import (
     check_adapter,
     check_generate_args,
     check_model,
+    even_ranges,
     parallel_plan,
     require_vllm,
 )
@@ -136,13 +137,9 @@ def device_slices(replicas: int, tensor_parallel_size: int, available: Sequence[
         raise ValueError(f"{engines} x {tensor_parallel_size} tensor-parallel rank"
                          f"{'s' if tensor_parallel_size != 1 else ''} need at least {want} CPU cores (one each); "
                          f"{n} here")
-    out, start = [], 0
-    base, extra = divmod(n, replicas)
-    for r in range(replicas):
-        size = per if per is not None else base + (r < extra)
-        out.append(list(available[start:start + size]))
-        start += size
-    return out
+    if per is not None:
+        return [list(available[r * per:(r + 1) * per]) for r in range(replicas)]
+    return [list(available[rows.start:rows.stop]) for rows in even_ranges(n, replicas)]
 
 
 def check_capacity(settings: EngineSettings, device: Optional[str] = None) -> list[list[int]]:
@@ -155,13 +152,8 @@ def check_capacity(settings: EngineSettings, device: Optional[str] = None) -> li
 
 def _cpu_bind(cores: Sequence[int], tensor_parallel_size: int) -> str:
     """VLLM_CPU_OMP_THREADS_BIND for a replica's cores: one list per tensor-parallel rank."""
-    base, extra = divmod(len(cores), tensor_parallel_size)
-    ranks, start = [], 0
-    for i in range(tensor_parallel_size):  # contiguous cores per rank
-        size = base + (i < extra)
-        ranks.append(cores[start:start + size])
-        start += size
-    return "|".join(",".join(map(str, r)) for r in ranks)
+    return "|".join(",".join(map(str, cores[rows.start:rows.stop]))
+                    for rows in even_ranges(len(cores), tensor_parallel_size))
 
 
 def replica_env(device: str, devices: Sequence[int], settings: EngineSettings) -> dict[str, str]:
