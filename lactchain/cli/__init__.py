@@ -22,13 +22,17 @@ def _register_optional_groups() -> None:
                                baselines_cmd, bench_cmd, bench_dt, bench_motif, critic_cmd, dt_cmd, loop_cmd, models_cmd,
                                motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
 
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import BY_COMMAND
+
     app.add_typer(runs_cmd.app, name="runs")
-    app.command("play")(play_cmd.play)
+    app.command("play")(make_command(BY_COMMAND["play"], render=play_cmd.render_summary))
     app.add_typer(models_cmd.app, name="models")
     app.command("train-critic")(critic_cmd.train_critic)
     app.command("collect-pairs")(loop_cmd.collect_pairs_cmd)
     app.command("train-actor")(actor_cmd.train_actor_cmd)
-    app.command("evaluate")(loop_cmd.evaluate_cmd)
+    app.command("evaluate")(make_command(BY_COMMAND["evaluate"],
+                                         render=lambda r: loop_cmd.result_table(f"evaluate {r['run_id']}", r)))
     app.command("pipeline")(pipeline_cmd.pipeline_cmd)
     bench_cmd.app.command("motif")(bench_motif.bench_motif)
     bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)

@@ -42,6 +42,7 @@ class RunHandle:
     dir: Path
     _on_cancel: list[Callable[[], None]] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    quiet: bool = False  # the caller prints JSON: progress bars leave nothing behind
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         self.registry.log_metrics(self.run_id, metrics, step=step)
@@ -81,13 +82,14 @@ def run_context(
     parent_id: str | None = None,
     run_id: str | None = None,
     cmd: Sequence[str] | None = None,
+    quiet: bool = False,
 ) -> Iterator[RunHandle]:
     """Create (or adopt, when launched detached) a run and keep its status true."""
     if run_id is None:
         run_id = registry.create_run(kind, name=name, params=params or {}, parent_id=parent_id, cmd=list(cmd or sys.argv))
     elif params:
         registry.log_params(run_id, params)
-    handle = RunHandle(registry, run_id, registry.run_dir(run_id))
+    handle = RunHandle(registry, run_id, registry.run_dir(run_id), quiet=quiet)
     registry.start_run(run_id, pid=os.getpid(), pgid=own_process_group())
 
     previous: dict[int, Any] = {}

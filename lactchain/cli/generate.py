@@ -1,0 +1,120 @@
+"""Typer commands generated from the job table: parse, check, call.
+
+Each job's options are its config's fields (`lactchain.config.option` metadata:
+flag, help, bounds, the off switch of a boolean), plus the options every job has:
+--db, --detach, --json and the hidden --run-id. Adding a field to a config adds the
+option to `--help`, to the console's form and to the run's params.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, fail, open_registry, print_json
+from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
+from lactchain.jobs.spec import Job
+
+COMMON = ("db", "detach", "run_id", "as_json")
+
+
+def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
+    """(typer annotation, default) of one config field."""
+    tp, optional = field_type(owner, f)
+    meta = f.metadata
+    names = [flag_of(f)]
+    if tp is bool:
+        names = [f"{flag_of(f)}/{meta['negative']}"] if meta.get("negative") else [flag_of(f)]
+        if meta.get("negative") is None:
+            names = [f"{flag_of(f)}/--no-{flag_of(f)[2:]}"]
+    if meta.get("short"):
+        names.append(meta["short"])
+    kwargs: dict[str, Any] = {"help": meta.get("help", "")}
+    if tp in (int, float):
+        if meta.get("min") is not None:
+            kwargs["min"] = meta["min"]
+        if meta.get("max") is not None:
+            kwargs["max"] = meta["max"]
+    default = default_of(f)
+    if is_list(tp):
+        py_type: Any = Optional[list[str]]
+        default = None
+    elif tp in (int, float, bool, str):
+        py_type = Optional[tp] if optional or default is None else tp
+    else:  # unions such as `str | int` (e.g. 'all' or a number): text, the config converts it
+        py_type = Optional[str] if optional or default is None else str
+        default = None if default is None else str(default)
+    if meta.get("hidden"):
+        kwargs["hidden"] = True
+    return Annotated[py_type, typer.Option(*names, **kwargs)], default
+
+
+def job_parameters(job: Job) -> list[inspect.Parameter]:
+    """The command's parameters: the config's CLI fields, then the common ones."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    for owner, f in flat_fields(job.config):
+        if not f.metadata.get("cli", True):
+            continue
+        annotation, default = _annotation(owner, f)
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+    common = {"db": DbOption, "detach": DetachOption, "run_id": RunIdOption, "as_json": JsonOption}
+    for name, annotation in common.items():
+        if name == "detach" and not job.detachable:
+            continue
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=None if name in ("db", "run_id") else False, annotation=annotation))
+    return params
+
+
+def command_line(ctx: typer.Context) -> list[str]:
+    from lactchain.cli.common import relaunch_argv
+
+    return ["lactchain", *relaunch_argv(ctx)]
+
+
+def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = None) -> Callable[..., None]:
+    """The typer command of a job: build the config (one-line error on a bad value),
+    check its references, then detach or run it here and print the result."""
+    from lactchain.jobs import launch
+
+    def command(ctx: typer.Context, **values: Any) -> None:
+        db, detach = values.pop("db", None), values.pop("detach", False)
+        run_id, as_json = values.pop("run_id", None), values.pop("as_json", False)
+        values = {k: v for k, v in values.items() if v is not None}
+        try:
+            config = job.config.from_params(values)
+        except ConfigError as exc:
+            fail(str(exc))
+        registry = open_registry(db)
+        cmd = command_line(ctx)
+        try:
+            params = registry.params(run_id) if run_id else launch.prepare(registry, job, config)
+            if detach:
+                rid = launch.detach(registry, job, config, params, cmd=cmd)
+            else:
+                result = launch.run_here(registry, job, config, params, run_id=run_id, cmd=cmd, quiet=as_json)
+        except ConfigError as exc:
+            fail(str(exc))
+        except launch.Cancelled:
+            fail("cancelled; the run is marked KILLED", code=130)
+        if detach:
+            if as_json:
+                print_json({"run_id": rid, "status": "SCHEDULED", "log": str(registry.run_dir(rid) / "log.txt")})
+            else:
+                console.print(f"started [bold]{rid}[/] in the background; follow it with "
+                              f"[cyan]lactchain runs logs {rid} --follow[/]")
+        elif as_json:
+            print_json(result)
+        elif render is not None:
+            render(result)
+        else:
+            console.print(result)
+
+    command.__signature__ = inspect.Signature(job_parameters(job))  # type: ignore[attr-defined]
+    command.__doc__ = job.doc
+    command.__name__ = job.command.split()[-1].replace("-", "_")
+    return command

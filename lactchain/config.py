@@ -1,0 +1,280 @@
+"""Config dataclasses: one per trainer and job, TRL-style.
+
+Every field carries its help text and its command-line spelling in `metadata`
+(`option(...)`), so the CLI's options, the console's Jobs forms and the run's
+recorded params are all derived from the one dataclass. Validation lives in one
+place (`Config.__post_init__`: bounds, choices, finiteness from the metadata, then
+the class's own `check`), and every refusal is a one-line `ConfigError` that
+names the option and the fix.
+
+    @dataclass
+    class CollectConfig(Config):
+        states: int = option(32, "Start states to sample.", min=1, max=100_000)
+
+A config round-trips through JSON (`to_params` / `from_params`): that is what a
+detached job reads back from its run folder and what `runs resume` re-reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Callable, Iterator, Mapping, TypeVar
+
+C = TypeVar("C", bound="Config")
+
+
+class ConfigError(ValueError):
+    """A bad config value: one line naming the option and what it must be."""
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    short: str | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    choices: Any = None,
+    check: str = "",
+    label: str | None = None,
+    cli: bool = True,
+    form: bool = False,
+    negative: str | None = None,
+) -> Any:
+    """A config field with its help text and how the CLI and the console show it.
+
+    flag: the CLI spelling (default `--field-name`); short: e.g. "-k".
+    min/max: inclusive bounds (numbers); choices: the allowed values, or a callable
+    returning them (evaluated late, e.g. the registered envs).
+    check: a reference the job checks before a run exists ("run:critic", "strategy",
+    "adapter", "engine", "states" ...).
+    label: the console form's label; form: shown in the console's Jobs form.
+    cli: False keeps it out of the command line (set by the code, e.g. a deadline).
+    negative: the off switch of a boolean (e.g. "--free" for --constrained).
+    """
+    meta = {"help": help, "flag": flag, "short": short, "min": min, "max": max, "choices": choices, "check": check,
+            "label": label, "cli": cli, "form": form, "negative": negative}
+    if isinstance(default, (list, dict, set)):
+        frozen = type(default)(default)
+        return field(default_factory=lambda: type(frozen)(frozen), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The field's command-line option, e.g. `--critic-run`."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def choices_of(f: dataclasses.Field) -> tuple[Any, ...]:
+    """The allowed values of a field (empty: any)."""
+    choices = f.metadata.get("choices")
+    if callable(choices):
+        choices = choices()
+    return tuple(choices or ())
+
+
+def _strip_none(tp: Any) -> tuple[Any, bool]:
+    """(the type without None, whether None is allowed)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(tp))
+        return (args[0] if len(args) == 1 else typing.Union[tuple(args)]), optional
+    return tp, False
+
+
+def field_type(cls: type, f: dataclasses.Field) -> tuple[Any, bool]:
+    """The field's resolved type (None stripped) and whether it may be None."""
+    hints = typing.get_type_hints(cls)
+    return _strip_none(hints[f.name])
+
+
+def is_list(tp: Any) -> bool:
+    return typing.get_origin(tp) in (list, tuple)
+
+
+def _coerce(cls: type, f: dataclasses.Field, value: Any) -> Any:
+    """A JSON or form value as the field's type (int for an int field given 3.0, etc.)."""
+    tp, optional = field_type(cls, f)
+    if value is None:
+        return None
+    name = flag_of(f)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{name} {value!r}: must be true or false")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name} {value!r}: must be a whole number")
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        if not isinstance(value, int):
+            raise ConfigError(f"{name} {value!r}: must be a whole number")
+        return value
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name} {value!r}: must be a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} {value!r}: must be a number") from None
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} {value!r}: must be text")
+        return value
+    if is_list(tp):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} {value!r}: must be a list")
+        return list(value)
+    return value  # unions such as `str | int` are checked by the class
+
+
+@dataclass
+class Config:
+    """Base of every trainer and job config: metadata-driven checks, JSON round trip."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            part = part_type(type(self), f)
+            if part is not None:  # a nested part (e.g. a loss's settings): built from a dict if given one
+                value = getattr(self, f.name)
+                if isinstance(value, Mapping):
+                    setattr(self, f.name, part.from_params(value))
+                continue
+            setattr(self, f.name, _coerce(type(self), f, getattr(self, f.name)))
+            self._check_field(f)
+        self.check()
+
+    def _check_field(self, f: dataclasses.Field) -> None:
+        value, name = getattr(self, f.name), flag_of(f)
+        if value is None:
+            return
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f"{name} {v} is not a finite number")
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                lo, hi = f.metadata.get("min"), f.metadata.get("max")
+                if lo is not None and v < lo:
+                    raise ConfigError(f"{name} {v}: must be at least {lo:g}")
+                if hi is not None and v > hi:
+                    raise ConfigError(f"{name} {v}: must be at most {hi:g}")
+            choices = choices_of(f)
+            if choices and v not in choices:
+                raise ConfigError(f"{name} {v!r}: must be one of {', '.join(map(str, choices))}")
+
+    def check(self) -> None:
+        """Cross-field checks of the subclass; raise ConfigError (use `self.refuse`)."""
+
+    def refuse(self, field_name: str, why: str) -> None:
+        """Raise the one-line error for a field: `--flag VALUE: why`."""
+        f = next(f for f in dataclasses.fields(self) if f.name == field_name)
+        raise ConfigError(f"{flag_of(f)} {getattr(self, field_name)!r}: {why}")
+
+    def to_params(self) -> dict[str, Any]:
+        """JSON-ready flat params (what the run records and a detached job reads back):
+        a nested part's fields sit beside the others, so the params stay one flat dict."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if part_type(type(self), f) is not None:
+                out.update(value.to_params())
+            else:
+                out[f.name] = _plain(value)
+        return out
+
+    def record_params(self) -> dict[str, Any]:
+        """What a run's params record: `to_params`, except where a part says less (the
+        default engine records nothing, so older runs' params read the same)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out.update(value.record_params() if part_type(type(self), f) is not None else {f.name: _plain(value)})
+        return out
+
+    @classmethod
+    def from_params(cls: type[C], params: Mapping[str, Any], *, strict: bool = True) -> C:
+        """The config of flat recorded params (parts gathered back); unknown keys are
+        refused when `strict` (a config file with a typo), ignored otherwise."""
+        known = set(flat_names(cls))
+        unknown = sorted(set(params) - known)
+        if strict and unknown:
+            raise ConfigError(f"unknown setting(s) {', '.join(unknown)} for {cls.__name__}; known: "
+                              f"{', '.join(sorted(known))}")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            part = part_type(cls, f)
+            if part is not None:
+                mine = {k: v for k, v in params.items() if k in set(flat_names(part))}
+                kwargs[f.name] = part.from_params(mine, strict=strict)
+            elif f.name in params:
+                kwargs[f.name] = params[f.name]
+        return cls(**kwargs)
+
+    def replace(self: C, **changes: Any) -> C:
+        return dataclasses.replace(self, **changes)
+
+
+def part_type(cls: type, f: dataclasses.Field) -> type | None:
+    """The Config class of a nested part field, else None."""
+    tp, _ = field_type(cls, f)
+    return tp if isinstance(tp, type) and issubclass(tp, Config) else None
+
+
+def flat_fields(cls: type) -> Iterator[tuple[type, dataclasses.Field]]:
+    """(owning class, field) for every leaf field, parts flattened in order: what the
+    CLI shows as options and the params record."""
+    for f in dataclasses.fields(cls):
+        part = part_type(cls, f)
+        if part is not None:
+            yield from flat_fields(part)
+        else:
+            yield cls, f
+
+
+def flat_names(cls: type) -> list[str]:
+    return [f.name for _, f in flat_fields(cls)]
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def config_fields(cls: type, *, where: Callable[[dataclasses.Field], bool] = lambda f: True) -> Iterator[dataclasses.Field]:
+    """The fields of a config class, in order."""
+    return (f for f in dataclasses.fields(cls) if where(f))
+
+
+def has_default(f: dataclasses.Field) -> bool:
+    return f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def build(cls: type[C], values: Mapping[str, Any]) -> C:
+    """A config from flat leaf values (the CLI's parsed options, a form's fields):
+    parts gathered, missing ones left at their defaults."""
+    return cls.from_params(values, strict=True)

@@ -1,0 +1,45 @@
+"""`python -m lactchain.jobs KIND CONFIG.json --run-id ID --db DB`: a detached job.
+
+What `--detach`, `runs resume` and the console start: the config comes from the
+run folder, the run row was created SCHEDULED by the launcher and is adopted here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lactchain.config import ConfigError
+    from lactchain.jobs.launch import load_config, prepare, run_here
+    from lactchain.jobs.table import JOBS
+    from lactchain.lifecycle import Cancelled
+    from lactchain.registry import Registry
+
+    parser = argparse.ArgumentParser(prog="python -m lactchain.jobs", description=__doc__)
+    parser.add_argument("kind", help=f"one of {', '.join(JOBS)}")
+    parser.add_argument("config", help="the job's config.json (written by --detach in the run folder)")
+    parser.add_argument("--run-id", help="adopt this SCHEDULED run (else a new run is created)")
+    parser.add_argument("--db", help="the run registry (default runs/registry.db or $LACTCHAIN_DB)")
+    args = parser.parse_args(argv)
+    job = JOBS.get(args.kind)
+    if job is None:
+        print(f"error: unknown job kind {args.kind!r}; one of {', '.join(JOBS)}", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(job, args.config)
+        with Registry(args.db) as registry:
+            params = registry.params(args.run_id) if args.run_id else prepare(registry, job, config)
+            run_here(registry, job, config, params, run_id=args.run_id)
+    except Cancelled:
+        print("cancelled; the run is marked KILLED", file=sys.stderr)
+        return 130
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

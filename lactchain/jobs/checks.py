@@ -1,0 +1,93 @@
+"""Checks made before a run exists: every reference a config makes (models, adapters,
+strategies, other runs) must name something usable. Each refusal is one ConfigError
+line naming the option and the fix; the CLI, the console and `python -m
+lactchain.jobs` share them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from lactchain.config import ConfigError
+
+
+def check_models(actor: str | None = None, critic: str | None = None) -> None:
+    """An unknown or wrong-kind --actor/--critic."""
+    from lactchain.models.presets import ACTOR, CRITIC, check_spec
+
+    for spec, role in ((actor, ACTOR), (critic, CRITIC)):
+        if spec is not None:
+            try:
+                check_spec(spec, role)
+            except ValueError as exc:
+                raise ConfigError(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc)) from None
+
+
+def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = (), what: str = "") -> dict[str, Any]:
+    """The run an option names: no such run, or a run of another kind, is refused
+    (`what` words the expected kind, e.g. 'a judge run')."""
+    from lactchain.registry import RunNotFound
+
+    try:
+        run = registry.get_run(spec)
+    except RunNotFound as exc:
+        raise ConfigError(f"{option} {spec}: {exc}") from None
+    if kinds and run["kind"] not in kinds:
+        raise ConfigError(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected "
+                          f"{what or ' or '.join(kinds)}")
+    return run
+
+
+def resolve_adapter(registry: Any, spec: str | None) -> str | None:
+    """An adapter folder from a path, or from a run id's latest `adapter` artifact."""
+    if not spec:
+        return None
+    if Path(spec).is_dir():
+        return str(Path(spec))
+    run = run_of_kind(registry, "--adapter", spec)
+    art = registry.latest_artifact(run["id"], "adapter")
+    if art is None:
+        raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
+    return art["path"]
+
+
+def check_references(registry: Any, params: Mapping[str, Any], kind: str | None = None) -> Any:
+    """--adapter, --strategy, --resume-from, --critic-run, --episodes-from and
+    --pairs-from must name something usable. Returns the resolved strategy (the env's
+    built-in one when none is given)."""
+    from lactchain.strategies import StrategyError, resolve_strategy
+
+    resolve_adapter(registry, params.get("adapter"))
+    for spec in params.get("pairs_from") or []:
+        run_of_kind(registry, "--pairs-from", spec)
+    try:
+        strategy = resolve_strategy(registry, params.get("strategy"), params.get("env"))
+    except StrategyError as exc:
+        raise ConfigError(str(exc)) from None
+    resume = params.get("resume_from")
+    if resume and kind and not Path(resume).is_dir():
+        run_of_kind(registry, "--resume-from", resume, (kind,))
+    if params.get("critic_run"):
+        run = run_of_kind(registry, "--critic-run", params["critic_run"], ("critic",))
+        if registry.latest_artifact(run["id"], "critic") is None:
+            raise ConfigError(f"--critic-run {params['critic_run']}: run {run['id']} has no critic checkpoint yet")
+    for spec in params.get("episodes_from") or []:
+        run = run_of_kind(registry, "--episodes-from", spec, ("play", "eval", "rollout"))
+        if not registry.counts(run["id"])["steps"]:
+            raise ConfigError(f"--episodes-from {spec}: run {run['id']} has no stored steps; play some episodes first")
+    return strategy
+
+
+def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
+    """A job only adopts a SCHEDULED run of its kind (the row a detach, a resume or the
+    console created for it); never a run that already ran."""
+    from lactchain.registry import RunNotFound
+
+    try:
+        run = registry.get_run(run_id)
+    except RunNotFound:
+        raise ConfigError(f"--run-id {run_id}: no such run; --run-id is set by --detach, leave it out to start "
+                          "a new run") from None
+    if run["id"] != run_id or run["status"] != "SCHEDULED" or run["kind"] != kind:
+        raise ConfigError(f"--run-id {run_id}: run {run['id']} is a {run['status']} {run['kind']} run; only a "
+                          f"SCHEDULED {kind} run can be adopted (leave --run-id out to start a new run)")

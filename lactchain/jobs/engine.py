@@ -1,0 +1,166 @@
+"""The generation engine of a job: ONE settings object (`EngineConfig`, a config part
+with --engine/--dtype/--tensor-parallel-size/--data-parallel-size), checked before the
+run exists (`choose`), and ONE actor loader (`actor_for_job`) used by every
+generating job."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from lactchain.config import Config, ConfigError, option
+from lactchain.jobs.checks import resolve_adapter
+from lactchain.jobs.output import err_console
+
+ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
+               "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
+
+
+@dataclass
+class EngineConfig(Config):
+    """Which engine generates, at which dtype, over how many devices."""
+
+    engine: str = option("hf", ENGINE_HELP, choices=("hf", "vllm", "auto"), check="engine", form=True,
+                         label="Engine")
+    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
+                                     "weights (float32 on a CPU), vllm runs bfloat16.")
+    tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
+    data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
+                                        "takes --tensor-parallel-size devices.", min=1, max=64)
+
+    def record_params(self) -> dict[str, Any]:
+        return self.params()
+
+    def params(self) -> dict[str, Any]:
+        """What a run records: nothing for the default hf engine (older and hf runs keep
+        their params as they were)."""
+        if self.engine == "hf" and self.dtype is None:
+            return {}
+        out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
+        if self.tensor_parallel_size != 1:
+            out["tensor_parallel_size"] = self.tensor_parallel_size
+        if self.data_parallel_size != 1:
+            out["data_parallel_size"] = self.data_parallel_size
+        return out
+
+    def load_kw(self) -> dict[str, Any]:
+        vllm = self.engine == "vllm"
+        return {"engine": self.engine, "dtype": self.dtype,
+                "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
+                "data_parallel_size": self.data_parallel_size if vllm else None}
+
+
+def check_engine(engine: str, dtype: str | None = None, actor: str | None = None) -> str:
+    """The engine that will run ('hf' or 'vllm'; auto decided), or a ConfigError when
+    --engine / --dtype name nothing usable (vllm not installed, a model vLLM cannot run)."""
+    from lactchain.models.vllm_engine import EngineUnavailable, check_model_spec, require_vllm, resolve_engine
+
+    try:
+        which = resolve_engine(engine, model=actor)
+        if which == "vllm":
+            require_vllm()
+            if actor is not None and engine == "vllm":
+                check_model_spec(actor)
+        if dtype is not None:
+            from lactchain.models.actor import _as_dtype
+
+            _as_dtype(dtype)
+    except (ValueError, EngineUnavailable, FileNotFoundError) as exc:
+        raise ConfigError(str(exc)) from None
+    return which
+
+
+def check_parallel(engine: str, tensor_parallel_size: int = 1, data_parallel_size: int = 1) -> None:
+    """Replicas x tensor-parallel ranks must fit this machine (GPUs on CUDA, cores on a
+    CPU), and --data-parallel-size needs vllm. No vLLM needed to refuse."""
+    if tensor_parallel_size == 1 and data_parallel_size == 1:
+        return
+    if (engine or "hf").lower() == "hf":
+        if data_parallel_size != 1:
+            raise ConfigError(f"--data-parallel-size {data_parallel_size} runs vLLM engine replicas: use it with "
+                              "--engine vllm, not hf")
+        return  # --tensor-parallel-size means nothing to the hf engine (ignored, as before)
+    from lactchain.models.vllm_engine import EngineSettings
+    from lactchain.models.vllm_replicas import check_capacity
+
+    try:
+        check_capacity(EngineSettings(tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size))
+    except ValueError as exc:
+        raise ConfigError(f"{exc}: lower --data-parallel-size / --tensor-parallel-size") from None
+
+
+def check_engine_adapter(engine: str, adapter_path: str | None, settings: EngineConfig) -> None:
+    """An adapter the vllm engine cannot serve."""
+    if engine != "vllm" or not adapter_path:
+        return
+    from lactchain.models.vllm_engine import AdapterNotServable, EngineSettings, check_adapter
+
+    try:
+        check_adapter(adapter_path, EngineSettings(tensor_parallel_size=settings.tensor_parallel_size,
+                                                   data_parallel_size=settings.data_parallel_size))
+    except (AdapterNotServable, FileNotFoundError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | None) -> EngineConfig:
+    """The settings checked before any run exists, with auto resolved to the engine that runs."""
+    named = (settings.engine or "hf").lower()
+    tp, dp = settings.tensor_parallel_size, settings.data_parallel_size
+    if named in ("hf", "vllm"):  # before vLLM is looked for: the refusal needs no vLLM
+        check_parallel(named, tp, dp)
+    which = check_engine(settings.engine, settings.dtype, actor)
+    if named == "auto":
+        if which == "hf" and dp != 1:
+            raise ConfigError(f"--data-parallel-size {dp} needs the vllm engine; --engine auto chose hf here")
+        check_parallel(which, tp, dp)
+    chosen = settings.replace(engine=which)
+    if registry is not None:
+        check_engine_adapter(which, resolve_adapter(registry, adapter), chosen)
+    return chosen
+
+
+def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = "grid",
+               settings: EngineConfig | None = None, handle: Any = None) -> Any:
+    """A transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm, a pool of replicas
+    when data_parallel_size > 1), with a status spinner on stderr; a vLLM engine is shut
+    down when the job is cancelled and at exit."""
+    from lactchain.envs.catalog import actor_moves
+    from lactchain.models.vllm_engine import load_generator
+
+    settings = settings or EngineConfig()
+    adapter_path = resolve_adapter(registry, adapter) if registry is not None else adapter
+    with err_console.status(f"loading actor {actor}" + (f" + adapter {adapter}" if adapter else ""),
+                            spinner="dots") as status:
+        def progress(step: str, fraction: float | None = None) -> None:
+            if not quiet:
+                status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
+
+        kw = {k: v for k, v in settings.load_kw().items() if v is not None}
+        engine = kw.pop("engine", "hf")
+        if engine != "vllm":
+            kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+        model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw, **actor_moves(env))
+    if handle is not None and hasattr(model, "close"):
+        handle.on_cancel(model.close)
+    return model
+
+
+@contextmanager
+def actor_for_job(actor: str, adapter: str | None, handle: Any, settings: EngineConfig, *, quiet: bool = False,
+                  env: str = "grid") -> Iterator[Any]:
+    """The job's actor on its engine, closed when the job ends (a vLLM engine never outlives
+    it). An engine error after a kill signal ends the run KILLED, not FAILED: `runs kill`
+    signals the whole group, so the engine may stop before generate returns."""
+    from lactchain.lifecycle import Cancelled
+
+    model = load_actor(actor, adapter, handle.registry, quiet=quiet, env=env, settings=settings, handle=handle)
+    try:
+        yield model
+    except Exception as exc:
+        if handle.cancelled.is_set():
+            raise Cancelled(f"stopped by a termination signal ({type(exc).__name__})") from exc
+        raise
+    finally:
+        if hasattr(model, "close"):
+            model.close()

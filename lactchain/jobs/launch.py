@@ -1,0 +1,102 @@
+"""Starting a job: checked first, then in the foreground or as a detached process.
+
+A detached job is `python -m lactchain.jobs KIND runs/<id>/config.json --run-id ID
+--db DB` in its own session (stdin /dev/null, output to runs/<id>/log.txt). The
+config saved in the run folder is what the child runs and what `runs resume`
+re-reads, so a job never depends on re-parsing a command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from lactchain.config import Config, ConfigError
+from lactchain.jobs.checks import check_adoptable, check_models, check_references
+from lactchain.jobs.spec import Job
+from lactchain.lifecycle import Cancelled, run_context
+
+CONFIG_FILE = "config.json"
+
+
+def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:
+    """Every check a job needs before its run exists; returns the params to record
+    (the config's, plus the strategy text actually rendered and the job's extras)."""
+    params = config.record_params()
+    check_models(params.get("actor"), params.get("critic"))
+    strategy = check_references(registry, params, job.kind)
+    if "strategy" in params:  # what the run renders, recorded (a file may change later)
+        params.update(strategy.params())
+    if job.prepare is not None:
+        params.update(job.prepare(registry, config) or {})
+    config.check()  # what prepare resolved (e.g. engine auto -> hf) is still a valid config
+    return params
+
+
+def save_config(folder: Path, job: Job, config: Config) -> Path:
+    """The config a detached job and a later resume read back."""
+    path = Path(folder) / CONFIG_FILE
+    path.write_text(json.dumps({"kind": job.kind, "config": config.to_params()}, indent=2, default=str))
+    return path
+
+
+def load_config(job: Job, path: str | os.PathLike) -> Config:
+    """The config saved by `save_config`, validated again (a hand-edited file is input)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable job config ({exc}); it is written by --detach") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise ConfigError(f"{path}: not a job config (expected {{\"kind\": ..., \"config\": {{...}}}})")
+    if data.get("kind") not in (None, job.kind):
+        raise ConfigError(f"{path}: a {data['kind']} config, not {job.kind}")
+    return job.config.from_params(data["config"])
+
+
+def detach(registry: Any, job: Job, config: Config, params: dict[str, Any], *, name: str | None = None,
+           parent_id: str | None = None, cmd: Sequence[str] | None = None) -> str:
+    """Create the SCHEDULED run, save its config, start the child in its own session;
+    returns the run id at once."""
+    run_id = registry.create_run(job.kind, name=name or job.name(config), params=params, parent_id=parent_id,
+                                 cmd=list(cmd or ["python", "-m", "lactchain.jobs", job.kind]))
+    folder = registry.run_dir(run_id)
+    config_path = save_config(folder, job, config)
+    log_path = folder / "log.txt"
+    argv = [sys.executable, "-m", "lactchain.jobs", job.kind, str(config_path), "--run-id", run_id,
+            "--db", str(registry.path)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=env, close_fds=True)
+    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid, log_path=str(log_path))
+    return run_id
+
+
+def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *, run_id: str | None = None,
+             name: str | None = None, cmd: Sequence[str] | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Run the job in this process inside a registry-tracked run (adopting `run_id`
+    when a detach scheduled it); returns {"run_id": ..., **result}."""
+    if run_id is not None:
+        check_adoptable(registry, run_id, job.kind)
+    with run_context(registry, job.kind, name=name or job.name(config), params=params, run_id=run_id,
+                     cmd=cmd, quiet=quiet) as handle:
+        if run_id is None:
+            save_config(handle.dir, job, config)
+        return {"run_id": handle.run_id, **job.run(handle, config)}
+
+
+def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:
+    """Start a detached child run that continues `run` from its config (the resume
+    field pointing at the old run); the new run's id."""
+    path = registry.run_dir(run["id"]) / CONFIG_FILE
+    config = load_config(job, path)
+    if job.resume_field is not None:
+        config = config.replace(**{job.resume_field: run["id"]})
+    params = prepare(registry, job, config)
+    return detach(registry, job, config, params, name=f"resume {run['id']}", parent_id=run["id"],
+                  cmd=[*(run.get("cmd") or ["lactchain", *job.command.split()]), "--resume-from", run["id"]]
+                  if job.resume_field else run.get("cmd"))

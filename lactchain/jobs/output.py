@@ -1,0 +1,28 @@
+"""What a running job shows: progress on stderr (a bar on a terminal, plain lines in a
+detached job's log), never on stdout, which carries the result (`--json`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class LineLog:
+    """Plain progress lines on stderr, for a detached job's log.txt (Rich draws no live
+    bar into a file, so the console's Log tab would stay empty until the end): at most
+    one per `every_s` seconds, plus forced ones. Silent on a terminal: the bar shows it."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s, self.last = every_s, float("-inf")
+        self.enabled = not sys.stderr.isatty()
+
+    def __call__(self, message: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.enabled and (force or now - self.last >= self.every_s):
+            self.last = now
+            print(message, file=sys.stderr, flush=True)
