@@ -180,7 +180,9 @@ class Config:
     def refuse(self, field_name: str, why: str) -> None:
         """Raise the one-line error for a field: `--flag VALUE: why`."""
         f = next(f for f in dataclasses.fields(self) if f.name == field_name)
-        raise ConfigError(f"{flag_of(f)} {getattr(self, field_name)!r}: {why}")
+        value = getattr(self, field_name)
+        shown = f" {value!r}" if value not in (None, [], "") else ""
+        raise ConfigError(f"{flag_of(f)}{shown}: {why}")
 
     def to_params(self) -> dict[str, Any]:
         """JSON-ready flat params (what the run records and a detached job reads back):

@@ -38,10 +38,9 @@ def _register_optional_groups() -> None:
     bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)
     bench_cmd.app.command("dt")(bench_dt.bench_dt)
     app.add_typer(bench_cmd.app, name="bench")
-    app.command("collect")(motif_cmd.collect_cmd)
-    app.command("judge")(motif_cmd.judge_cmd)
-    app.command("train-reward")(motif_cmd.train_reward_cmd)
-    app.command("reward-agents")(motif_cmd.reward_agents_cmd)
+    for command in ("collect", "judge", "train-reward"):
+        app.command(command)(make_command(BY_COMMAND[command], render=motif_cmd.render_table(command)))
+    app.command("reward-agents")(make_command(BY_COMMAND["reward-agents"], render=motif_cmd.render_agents))
     app.command("bandit")(bandit_cmd.bandit_cmd)
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)

@@ -258,6 +258,20 @@ def logs(
                 time.sleep(0.5)
 
 
+def _resume(reg: Any, run: dict[str, Any]) -> str:
+    """A job from the job table re-reads the config saved in its run folder; a run made
+    before the job layer (no config.json) re-runs its recorded command line."""
+    from lactchain import jobs
+    from lactchain.jobs.launch import CONFIG_FILE, resume
+    from lactchain.jobs.table import JOBS
+
+    job = JOBS.get(run["kind"])
+    if job is not None and (reg.run_dir(run["id"]) / CONFIG_FILE).exists():
+        return resume(reg, job, run)
+    argv = jobs.strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
+    return jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
+
+
 @app.command("resume")
 def resume(
     run_id: Annotated[str, typer.Argument(help="A KILLED or FAILED training run.")],
@@ -277,8 +291,7 @@ def resume(
             check_resumable(reg, run)
         except NotResumable as exc:
             fail(str(exc))
-        argv = jobs.strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
-        new_id = jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
+        new_id = _resume(reg, run)
     if as_json:
         print_json({"run_id": new_id, "resumes": run["id"]})
     else:
