@@ -45,6 +45,7 @@ def option(
     cli: bool = True,
     form: bool = False,
     negative: str | None = None,
+    suggest: Any = None,
 ) -> Any:
     """A config field with its help text and how the CLI and the console show it.
 
@@ -56,9 +57,10 @@ def option(
     label: the console form's label; form: shown in the console's Jobs form.
     cli: False keeps it out of the command line (set by the code, e.g. a deadline).
     negative: the off switch of a boolean (e.g. "--free" for --constrained).
+    suggest: values a form offers (a callable is evaluated late) without refusing others.
     """
     meta = {"help": help, "flag": flag, "short": short, "min": min, "max": max, "choices": choices, "check": check,
-            "label": label, "cli": cli, "form": form, "negative": negative}
+            "label": label, "cli": cli, "form": form, "negative": negative, "suggest": suggest}
     if isinstance(default, (list, dict, set)):
         frozen = type(default)(default)
         return field(default_factory=lambda: type(frozen)(frozen), metadata=meta)

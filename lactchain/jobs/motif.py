@@ -33,7 +33,7 @@ class CollectConfig(Config):
     train_episodes: int = option(50_000, "Training episodes for --policy q-learning.", min=1, max=10_000_000)
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
     env: str = option("blackjack", "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form=True, label="Environment")
+                      form=True, label="Environment", suggest=env_choices)
 
     def check(self) -> None:
         from lactchain.envs.catalog import env_name

@@ -33,6 +33,7 @@ class EnvPart(Config):
     """The environment (its short name or gymnasium id) and, for envs with scenes, the scene."""
 
     env: str = option("grid", "Environment: a short name (lactchain env list) or its gymnasium id.", form=True,
+                      suggest=env_choices,
                       label="Environment")
 
     def check(self) -> None:

@@ -211,7 +211,7 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
         await settle(app, pilot)
         shown = str(screen.query_one("#job-error").render())
         assert f"Adapter run: {play} is a play run, not actor" in shown
-        assert "Episodes: 'x' is not a whole number" in shown and "no strategy version 9" in shown
+        assert "Episodes: --episodes 'x': must be a whole number" in shown and "no strategy version 9" in shown
         assert screen.query_one("#play--episodes", Input).has_class("-invalid")
         assert launched == []  # nothing started
 
