@@ -41,9 +41,8 @@ def option(
     max: float | None = None,
     choices: Any = None,
     check: str = "",
-    label: str | None = None,
     cli: bool = True,
-    form: bool = False,
+    form: bool | str = False,
     negative: str | None = None,
     suggest: Any = None,
 ) -> Any:
@@ -54,13 +53,13 @@ def option(
     returning them (evaluated late, e.g. the registered envs).
     check: a reference the job checks before a run exists ("run:critic", "strategy",
     "adapter", "engine", "states" ...).
-    label: the console form's label; form: shown in the console's Jobs form.
+    form: shown in the console's Jobs form (a string: with that label).
     cli: False keeps it out of the command line (set by the code, e.g. a deadline).
     negative: the off switch of a boolean (e.g. "--free" for --constrained).
     suggest: values a form offers (a callable is evaluated late) without refusing others.
     """
     meta = {"help": help, "flag": flag, "short": short, "min": min, "max": max, "choices": choices, "check": check,
-            "label": label, "cli": cli, "form": form, "negative": negative, "suggest": suggest}
+            "label": form if isinstance(form, str) else None, "cli": cli, "form": bool(form), "negative": negative, "suggest": suggest}
     if isinstance(default, (list, dict, set)):
         frozen = type(default)(default)
         return field(default_factory=lambda: type(frozen)(frozen), metadata=meta)

@@ -21,8 +21,7 @@ ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm 
 class EngineConfig(Config):
     """Which engine generates, at which dtype, over how many devices."""
 
-    engine: str = option("hf", ENGINE_HELP, choices=("hf", "vllm", "auto"), check="engine", form=True,
-                         label="Engine")
+    engine: str = option("hf", ENGINE_HELP, choices=("hf", "vllm", "auto"), check="engine", form="Engine")
     dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
                                      "weights (float32 on a CPU), vllm runs bfloat16.")
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)

@@ -26,14 +26,12 @@ def policy_choices() -> tuple[str, ...]:
 @dataclass
 class CollectConfig(Config):
     policy: str = option("random", "random, optimal (the exact solver: an oracle, for reference) or q-learning "
-                                   "(trained first on the env's reward).", choices=policy_choices, form=True,
-                         label="Policy")
-    episodes: int = option(500, "Episodes to play and record.", short="-n", min=1, max=10_000_000, form=True,
-                           label="Episodes")
+                                   "(trained first on the env's reward).", choices=policy_choices, form="Policy")
+    episodes: int = option(500, "Episodes to play and record.", short="-n", min=1, max=10_000_000, form="Episodes")
     train_episodes: int = option(50_000, "Training episodes for --policy q-learning.", min=1, max=10_000_000)
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
     env: str = option("blackjack", "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form=True, label="Environment", suggest=env_choices)
+                      form="Environment", suggest=env_choices)
 
     def check(self) -> None:
         from lactchain.envs.catalog import env_name
@@ -83,12 +81,12 @@ def pairing_choices() -> tuple[str, ...]:
 @dataclass
 class JudgeConfig(Config):
     from_runs: list[str] = option([], "collect or play runs whose finished episodes are paired (repeat the option).",
-                                  flag="--from", check="run:", form=True, label="Episode runs")
+                                  flag="--from", check="run:", form="Episode runs")
     judge: str = option("rule", "'rule' (prefers the higher true return: the calibration reference) or an actor "
-                                "preset (tiny, smollm2-135m, ...) asked Motif's question.", form=True, label="Judge")
-    pairs: int = option(200, "Caption pairs to judge.", min=1, max=1_000_000, form=True, label="Pairs")
+                                "preset (tiny, smollm2-135m, ...) asked Motif's question.", form="Judge")
+    pairs: int = option(200, "Caption pairs to judge.", min=1, max=1_000_000, form="Pairs")
     pairing: str = option("state", "'state': two episodes from the same start state (same dealt hand); 'random': "
-                                   "any two.", choices=pairing_choices, form=True, label="Pairing")
+                                   "any two.", choices=pairing_choices, form="Pairing")
     retries: int = option(3, "Tries per pair before it is recorded as unknown (never as a label).", min=1, max=20)
     forced: bool = option(False, "LLM judges: --free generates an answer and parses it (Motif); --forced takes the "
                                  "likeliest of '1', '2', 'tie' as the next token (always answers).", negative="--free")
@@ -181,10 +179,10 @@ def run_judge(handle: Any, config: JudgeConfig) -> dict[str, Any]:
 @dataclass
 class TrainRewardConfig(Config):
     pairs_from: list[str] = option([], "judge runs whose labels train the model (repeat the option).",
-                                   check="run:judge", form=True, label="Judge runs")
+                                   check="run:judge", form="Judge runs")
     critic: str = option("minilm-l6", "Embedding backbone: a critic preset (tiny, minilm-l6, ...); frozen, with a "
-                                      "trained head.", form=True, label="Critic")
-    epochs: int = option(40, "Passes over the labelled pairs.", min=1, max=10_000, form=True, label="Epochs")
+                                      "trained head.", form="Critic")
+    epochs: int = option(40, "Passes over the labelled pairs.", min=1, max=10_000, form="Epochs")
     lr: float = option(1e-3, "Learning rate of the head.", min=1e-12)
     held_out: float = option(0.2, "Share of pairs held out for accuracy.", min=0.0, max=0.9)
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
@@ -253,12 +251,10 @@ def run_train_reward(handle: Any, config: TrainRewardConfig) -> dict[str, Any]:
 @dataclass
 class RewardAgentsConfig(Config):
     reward_run: str | None = option(None, "train-reward run whose model gives the intrinsic reward; without it, only "
-                                          "the extrinsic agent is trained.", check="run:reward", form=True,
-                                    label="Reward run")
-    train_episodes: int = option(100_000, "Training hands per agent.", min=1, max=100_000_000, form=True,
-                                 label="Training hands")
+                                          "the extrinsic agent is trained.", check="run:reward", form="Reward run")
+    train_episodes: int = option(100_000, "Training hands per agent.", min=1, max=100_000_000, form="Training hands")
     eval_episodes: int = option(100_000, "Seeded hands every agent is scored on (the same for all).", min=1,
-                                max=100_000_000, form=True, label="Scored hands")
+                                max=100_000_000, form="Scored hands")
     intrinsic_coef: float = option(1.0, "Weight of the standardised reward-model score.")
     extrinsic_coef: float = option(1.0, "Weight of the env's reward in the mixed agent.")
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)

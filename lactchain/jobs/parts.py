@@ -24,17 +24,16 @@ def env_choices() -> tuple[str, ...]:
 class ActorPart(Config):
     """The actor model and the adapter it starts from."""
 
-    actor: str = option("smollm2-135m", ACTOR_HELP, form=True, label="Actor")
-    adapter: str | None = option(None, ADAPTER_HELP, check="run:actor", form=True, label="Adapter run")
+    actor: str = option("smollm2-135m", ACTOR_HELP, form="Actor")
+    adapter: str | None = option(None, ADAPTER_HELP, check="run:actor", form="Adapter run")
 
 
 @dataclass
 class EnvPart(Config):
     """The environment (its short name or gymnasium id) and, for envs with scenes, the scene."""
 
-    env: str = option("grid", "Environment: a short name (lactchain env list) or its gymnasium id.", form=True,
-                      suggest=env_choices,
-                      label="Environment")
+    env: str = option("grid", "Environment: a short name (lactchain env list) or its gymnasium id.",
+                      form="Environment", suggest=env_choices)
 
     def check(self) -> None:
         from lactchain.envs.catalog import env_name
@@ -93,4 +92,4 @@ def env_takes_scenes(name: str) -> bool:
 class StrategyPart(Config):
     """The strategy prompt the actor reads."""
 
-    strategy: str | None = option(None, STRATEGY_HELP, check="strategy", form=True, label="Strategy")
+    strategy: str | None = option(None, STRATEGY_HELP, check="strategy", form="Strategy")

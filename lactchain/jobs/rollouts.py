@@ -17,12 +17,12 @@ CONSTRAINED_HELP = "Grammar-constrained move lists (default), or free text + len
 @dataclass
 class PlayConfig(Config):
     model: ActorPart = field(default_factory=ActorPart)
-    episodes: int = option(8, "Episodes to play.", short="-n", min=1, max=10_000_000, form=True, label="Episodes")
+    episodes: int = option(8, "Episodes to play.", short="-n", min=1, max=10_000_000, form="Episodes")
     envs: int = option(8, "Envs stepped in lock-step (the generate batch size).", short="-b", min=1, max=4096)
     constrained: bool = option(True, CONSTRAINED_HELP, negative="--free")
     start: str = option("fixed", "Start state: 'fixed' (the grid's (0,0) east; Blackjack: the hand the seed deals) "
                                  "or 'random' (uniform over the env's start states).", choices=("fixed", "random"),
-                        form=True, label="Start")
+                        form="Start")
     temperature: float = option(0.0, "Sampling temperature; 0 = greedy.", short="-t", min=0.0)
     max_actions: int = option(10, "Actions per episode before truncation.", min=1, max=1000)
     seed: int = option(0, "Seed for start states and sampling.", min=0, max=SEED_MAX)
@@ -94,7 +94,7 @@ def outcome_words(env: Any) -> tuple[str, str]:
 class EvaluateConfig(Config):
     model: ActorPart = field(default_factory=ActorPart)
     states: str = option("all", "'all' start states of the env (the grid's non-goal poses, Blackjack's 270 deals), "
-                                "or a number to sample.", check="states", form=True, label="Start states")
+                                "or a number to sample.", check="states", form="Start states")
     constrained: bool = option(True, CONSTRAINED_HELP, negative="--free")
     envs: int = option(16, "Batch size of lock-step envs.", short="-b", min=1, max=4096)
     max_actions: int = option(10, "Actions per episode before truncation.", min=1, max=1000)

@@ -1,0 +1,163 @@
+"""The job layer: one table of jobs from which the CLI commands, the console's forms
+and detached processes (`python -m lactchain.jobs KIND config.json`) are derived."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from lactchain.config import Config, ConfigError, flag_of, flat_fields, option
+from lactchain.jobs.launch import CONFIG_FILE, load_config
+from lactchain.jobs.spec import Job
+from lactchain.jobs.table import BY_COMMAND, JOBS
+from lactchain.registry import Registry
+
+
+def test_every_job_command_is_generated_from_its_config():
+    """Each job's CLI options are exactly its config's command-line fields plus the common ones."""
+    import typer.main
+
+    from lactchain.cli import app
+
+    group = typer.main.get_command(app)
+    for job in JOBS.values():
+        command = group.commands[job.command]
+        options = {opt for p in command.params for opt in p.opts}
+        wanted = {flag_of(f) for _, f in flat_fields(job.config) if f.metadata.get("cli", True)}
+        assert wanted <= options, (job.command, wanted - options)
+        assert options - wanted <= {"--db", "--detach", "--run-id", "--json"} | {
+            o for p in command.params for o in p.opts if o.startswith("-") and not o.startswith("--")} | {
+            p.secondary_opts[0] for p in command.params if getattr(p, "secondary_opts", None)}, job.command
+
+
+def test_a_new_config_field_shows_up_in_help_in_the_form_and_in_the_params(tmp_path):
+    """Adding a field to a config is all it takes: --help lists it, the console's form
+    shows it, a run records it and the detached config round-trips it."""
+    from lactchain.cli.generate import make_command
+    from tui.jobs_bridge import form_of
+
+    base = BY_COMMAND["collect"]
+
+    @dataclass
+    class Wider(base.config):  # type: ignore[misc, valid-type]
+        shuffle_hands: int = option(3, "Shuffle the hands this many times (a field added for the test).", min=1,
+                                    form=True, label="Shuffles")
+
+    seen: list[Wider] = []
+
+    def run(handle, config):  # noqa: ANN001, ANN202
+        seen.append(config)
+        return {"shuffles": config.shuffle_hands}
+
+    job = dataclasses.replace(base, config=Wider, run=run)
+    app = typer.Typer()
+    app.command("collect")(make_command(job))
+    app.command("other")(lambda: None)
+    runner = CliRunner()
+
+    shown = runner.invoke(app, ["collect", "--help"], env={"COLUMNS": "200"})
+    assert "--shuffle-hands" in shown.output and "a field added for the test" in shown.output
+
+    assert [f.name for f in form_of(job).fields][-1] == "shuffle-hands"
+
+    db = tmp_path / "registry.db"
+    result = runner.invoke(app, ["collect", "--shuffle-hands", "5", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert seen and seen[0].shuffle_hands == 5
+    with Registry(db) as reg:
+        run_row = reg.list_runs()[0]
+        assert reg.params(run_row["id"])["shuffle_hands"] == 5
+        assert load_config(job, reg.run_dir(run_row["id"]) / CONFIG_FILE) == seen[0]
+
+    refused = runner.invoke(app, ["collect", "--shuffle-hands", "0", "--db", str(db)])
+    assert refused.exit_code != 0
+
+
+def test_config_round_trip_and_one_line_refusals():
+    config = BY_COMMAND["evaluate"].config.from_params({"actor": "tiny", "states": "12", "engine": "hf"})
+    again = type(config).from_params(json.loads(json.dumps(config.to_params())))
+    assert again == config and again.states == "12"
+    for bad, words in (({"states": "0"}, "--states '0'"), ({"envs": 0}, "--envs 0: must be at least 1"),
+                       ({"env": "chess"}, "--env 'chess': unknown env"), ({"temperature": float("nan")}, "unknown"),
+                       ({"engine": "tgi"}, "--engine 'tgi': must be one of hf, vllm, auto")):
+        with pytest.raises(ConfigError) as err:
+            type(config).from_params(bad)
+        assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@dataclass
+class _Part(Config):
+    beta: float | None = option(None, "beta", min=0.0)
+
+
+@dataclass
+class _Whole(Config):
+    loss: str = option("simpo", "loss", choices=("simpo", "dpo"))
+    lists: list[str] = option([], "lists")
+    part: _Part = field(default_factory=_Part)
+
+
+def test_nested_parts_are_flat_in_params():
+    whole = _Whole.from_params({"loss": "dpo", "beta": 2, "lists": "a, b"})
+    assert whole.part.beta == 2.0 and whole.lists == ["a", "b"]
+    assert whole.to_params() == {"loss": "dpo", "lists": ["a", "b"], "beta": 2.0}
+    with pytest.raises(ConfigError, match="--beta -1.0: must be at least 0"):
+        _Whole.from_params({"beta": -1})
+
+
+def _wait_done(db, run_id, timeout=120.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        with Registry.open_for_reading(db) as reg:
+            run = reg.get_run(run_id)
+        if run["status"] not in ("SCHEDULED", "RUNNING"):
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"{run_id} still {run['status']} after {timeout} s")
+
+
+def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp_path, capsys):
+    """Each kind of the table runs detached as `python -m lactchain.jobs KIND config.json`,
+    and `runs resume` starts the next run from the saved config."""
+    from cli_helpers import run_cli
+
+    db = tmp_path / "registry.db"
+
+    def cli(*args):
+        code, out, err = run_cli([*args, "--db", str(db)], capsys)
+        assert code == 0, err
+        return json.loads(out) if out.strip().startswith("{") else out
+
+    def detached(*args):
+        run_id = cli(*args, "--detach", "--json")["run_id"]
+        run = _wait_done(db, run_id)
+        log = (tmp_path / run_id / "log.txt").read_text()
+        assert run["status"] == "FINISHED", log
+        with Registry.open_for_reading(db) as reg:
+            assert reg.get_run(run_id)["pid"]
+        assert (tmp_path / run_id / CONFIG_FILE).exists()
+        return run_id
+
+    play = detached("play", "--actor", "tiny", "--episodes", "2", "--max-actions", "2")
+    detached("evaluate", "--actor", "tiny", "--states", "3", "--max-actions", "2")
+    collect = detached("collect", "--episodes", "40")
+    judge = detached("judge", "--from", collect, "--pairs", "10")
+    reward = detached("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "2")
+    detached("reward-agents", "--reward-run", reward, "--train-episodes", "200", "--eval-episodes", "200")
+    detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
+    assert set(JOBS) == {"play", "eval", "collect", "judge", "reward", "agents"} | set(JOBS)
+
+    with Registry(db) as reg:  # a judge run that died: resumed from its saved config
+        reg.update_run(judge, status="FAILED")
+    resumed = cli("runs", "resume", judge, "--json")["run_id"]
+    assert _wait_done(db, resumed)["status"] == "FINISHED"
+    with Registry.open_for_reading(db) as reg:
+        assert reg.params(resumed)["resume_from"] == judge
+        assert reg.get_run(resumed)["parent_id"] == judge
+        assert len(reg.pairs(resumed)) == 0  # every pair of the lineage was already labelled
