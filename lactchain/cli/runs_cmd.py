@@ -262,11 +262,11 @@ def _resume(reg: Any, run: dict[str, Any]) -> str:
     """A job from the job table re-reads the config saved in its run folder; a run made
     before the job layer (no config.json) re-runs its recorded command line."""
     from lactchain import jobs
-    from lactchain.jobs.launch import CONFIG_FILE, resume
-    from lactchain.jobs.table import JOBS
+    from lactchain.jobs.launch import resume
+    from lactchain.jobs.table import job_of_run
 
-    job = JOBS.get(run["kind"])
-    if job is not None and (reg.run_dir(run["id"]) / CONFIG_FILE).exists():
+    job = job_of_run(reg, run)
+    if job is not None:
         return resume(reg, job, run)
     argv = jobs.strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
     return jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])

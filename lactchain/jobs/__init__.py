@@ -1,8 +1,8 @@
 """The job layer: every long task as a library function over a run handle and a config.
 
-`JOBS` (lactchain.jobs.table) maps a run kind to its config dataclass and its
+`JOBS` (lactchain.jobs.table) maps a job (its CLI command) to its config dataclass and its
 function; the CLI's commands, the console's Jobs forms and detaching
-(`python -m lactchain.jobs KIND config.json`) are all derived from it.
+(`python -m lactchain.jobs JOB config.json`) are all derived from it.
 The run lifecycle itself (registry row, heartbeat, SIGTERM -> KILLED) lives one
 layer down in `lactchain.lifecycle`, so library code (the pipeline) can use it.
 """

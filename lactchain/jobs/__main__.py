@@ -1,4 +1,4 @@
-"""`python -m lactchain.jobs KIND CONFIG.json --run-id ID --db DB`: a detached job.
+"""`python -m lactchain.jobs JOB CONFIG.json --run-id ID --db DB`: a detached job.
 
 What `--detach`, `runs resume` and the console start: the config comes from the
 run folder, the run row was created SCHEDULED by the launcher and is adopted here.
@@ -18,14 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     from lactchain.registry import Registry
 
     parser = argparse.ArgumentParser(prog="python -m lactchain.jobs", description=__doc__)
-    parser.add_argument("kind", help=f"one of {', '.join(JOBS)}")
+    parser.add_argument("job", help=f"one of {', '.join(JOBS)}")
     parser.add_argument("config", help="the job's config.json (written by --detach in the run folder)")
     parser.add_argument("--run-id", help="adopt this SCHEDULED run (else a new run is created)")
     parser.add_argument("--db", help="the run registry (default runs/registry.db or $LACTCHAIN_DB)")
     args = parser.parse_args(argv)
-    job = JOBS.get(args.kind)
+    job = JOBS.get(args.job)
     if job is None:
-        print(f"error: unknown job kind {args.kind!r}; one of {', '.join(JOBS)}", file=sys.stderr)
+        print(f"error: unknown job {args.job!r}; one of {', '.join(JOBS)}", file=sys.stderr)
         return 2
     try:
         config = load_config(job, args.config)

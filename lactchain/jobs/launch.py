@@ -1,6 +1,6 @@
 """Starting a job: checked first, then in the foreground or as a detached process.
 
-A detached job is `python -m lactchain.jobs KIND runs/<id>/config.json --run-id ID
+A detached job is `python -m lactchain.jobs JOB runs/<id>/config.json --run-id ID
 --db DB` in its own session (stdin /dev/null, output to runs/<id>/log.txt). The
 config saved in the run folder is what the child runs and what `runs resume`
 re-reads, so a job never depends on re-parsing a command line.
@@ -40,7 +40,8 @@ def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:
 def save_config(folder: Path, job: Job, config: Config) -> Path:
     """The config a detached job and a later resume read back."""
     path = Path(folder) / CONFIG_FILE
-    path.write_text(json.dumps({"kind": job.kind, "config": config.to_params()}, indent=2, default=str))
+    path.write_text(json.dumps({"job": job.command, "kind": job.kind, "config": config.to_params()}, indent=2,
+                               default=str))
     return path
 
 
@@ -51,9 +52,9 @@ def load_config(job: Job, path: str | os.PathLike) -> Config:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: not a readable job config ({exc}); it is written by --detach") from None
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-        raise ConfigError(f"{path}: not a job config (expected {{\"kind\": ..., \"config\": {{...}}}})")
-    if data.get("kind") not in (None, job.kind):
-        raise ConfigError(f"{path}: a {data['kind']} config, not {job.kind}")
+        raise ConfigError(f"{path}: not a job config (expected {{\"job\": ..., \"config\": {{...}}}})")
+    if data.get("job") not in (None, job.command):
+        raise ConfigError(f"{path}: a {data['job']} config, not {job.command}")
     return job.config.from_params(data["config"])
 
 
@@ -62,11 +63,11 @@ def detach(registry: Any, job: Job, config: Config, params: dict[str, Any], *, n
     """Create the SCHEDULED run, save its config, start the child in its own session;
     returns the run id at once."""
     run_id = registry.create_run(job.kind, name=name or job.name(config), params=params, parent_id=parent_id,
-                                 cmd=list(cmd or ["python", "-m", "lactchain.jobs", job.kind]))
+                                 cmd=list(cmd or ["python", "-m", "lactchain.jobs", job.command]))
     folder = registry.run_dir(run_id)
     config_path = save_config(folder, job, config)
     log_path = folder / "log.txt"
-    argv = [sys.executable, "-m", "lactchain.jobs", job.kind, str(config_path), "--run-id", run_id,
+    argv = [sys.executable, "-m", "lactchain.jobs", job.command, str(config_path), "--run-id", run_id,
             "--db", str(registry.path)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:

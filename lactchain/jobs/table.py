@@ -7,5 +7,23 @@ from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 from lactchain.jobs.rollouts import EVALUATE, PLAY
 from lactchain.jobs.spec import Job
 
-JOBS: dict[str, Job] = {job.kind: job for job in (PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS)}
-BY_COMMAND: dict[str, Job] = {job.command: job for job in JOBS.values()}
+# Keyed by command: two commands may share a run kind (bandit and baselines train are both
+# `baseline` runs).
+JOBS: dict[str, Job] = {job.command: job for job in (PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS)}
+BY_COMMAND = JOBS
+
+
+def job_of_run(registry: object, run: dict) -> Job | None:
+    """The job that made a run, from the config saved in its folder (None: a run made
+    before the job layer, or by a command outside the table)."""
+    import json
+
+    from lactchain.jobs.launch import CONFIG_FILE
+
+    path = registry.run_dir(run["id"]) / CONFIG_FILE  # type: ignore[attr-defined]
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    job = JOBS.get(saved.get("job")) if isinstance(saved, dict) else None
+    return job if job is not None and job.kind == run["kind"] else None
