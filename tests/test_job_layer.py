@@ -151,7 +151,8 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
     reward = detached("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "2")
     detached("reward-agents", "--reward-run", reward, "--train-episodes", "200", "--eval-episodes", "200")
     detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
-    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents"} <= set(JOBS)
+    detached("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1")
+    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
         reg.update_run(judge, status="FAILED")

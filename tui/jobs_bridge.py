@@ -85,13 +85,6 @@ JOB_FORMS: tuple[JobForm, ...] = (
         Field("iterations", "Iterations", "2", check="int"),
         ENGINE,
     )),
-    # Classic RL (seed 004): the k-armed bandit testbed's curves land in the Runs chart.
-    JobForm("bandit", "Bandit testbed", (
-        Field("agents", "Agents", "eps:0.1,eps:0.01,optimistic:5,ucb:2,gradient:0.1",
-              help="random, eps:EPS, eps-const:EPS:ALPHA, optimistic:Q0, ucb:C, gradient:ALPHA"),
-        Field("runs", "Runs", "200", check="int"),
-        Field("steps", "Steps", "1000", check="int"),
-    )),
 )
 
 
@@ -119,7 +112,7 @@ def form_of(job: Any) -> JobForm:
 def _generated_forms() -> tuple[JobForm, ...]:
     from lactchain.jobs.table import BY_COMMAND
 
-    order = ("evaluate", "play", "collect", "judge", "train-reward")
+    order = ("evaluate", "play", "collect", "judge", "train-reward", "bandit")
     return tuple(form_of(BY_COMMAND[c]) for c in order) + (form_of(BY_COMMAND["reward-agents"]),)
 
 

@@ -41,7 +41,7 @@ def _register_optional_groups() -> None:
     for command in ("collect", "judge", "train-reward"):
         app.command(command)(make_command(BY_COMMAND[command], render=motif_cmd.render_table(command)))
     app.command("reward-agents")(make_command(BY_COMMAND["reward-agents"], render=motif_cmd.render_agents))
-    app.command("bandit")(bandit_cmd.bandit_cmd)
+    app.command("bandit")(make_command(BY_COMMAND["bandit"], render=bandit_cmd.render_table))
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
     app.add_typer(archive_cmd.app, name="archive")

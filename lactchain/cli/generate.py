@@ -27,10 +27,8 @@ def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
     tp, optional = field_type(owner, f)
     meta = f.metadata
     names = [flag_of(f)]
-    if tp is bool:
-        names = [f"{flag_of(f)}/{meta['negative']}"] if meta.get("negative") else [flag_of(f)]
-        if meta.get("negative") is None:
-            names = [f"{flag_of(f)}/--no-{flag_of(f)[2:]}"]
+    if tp is bool and meta.get("negative"):  # an on/off pair; without one, a plain flag
+        names = [f"{flag_of(f)}/{meta['negative']}"]
     if meta.get("short"):
         names.append(meta["short"])
     kwargs: dict[str, Any] = {"help": meta.get("help", "")}
