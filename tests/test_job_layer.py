@@ -152,7 +152,8 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
     detached("reward-agents", "--reward-run", reward, "--train-episodes", "200", "--eval-episodes", "200")
     detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
     detached("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1")
-    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit"} <= set(JOBS)
+    detached("baselines", "train", "--episodes", "20")
+    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
         reg.update_run(judge, status="FAILED")

@@ -57,7 +57,7 @@ def test_blackjack_rows_carry_the_exact_expected_return(tmp_path, lc):
 
 @pytest.mark.parametrize("argv, message", [
     (["leaderboard"], "no agents evaluated on grid in this registry"),
-    (["baselines", "train", "--agent", "dqn"], "unknown agent 'dqn'; known agents: random, value-iteration"),
+    (["baselines", "train", "--agent", "dqn"], "--agent 'dqn': must be one of random, value-iteration"),
     (["baselines", "train", "--epsilon", "fast"], "give VALUE, START:END:STEPS"),
     (["baselines", "train", "-n", "0"], "greater than or equal to 1"),
 ])

@@ -42,6 +42,7 @@ def _register_optional_groups() -> None:
         app.command(command)(make_command(BY_COMMAND[command], render=motif_cmd.render_table(command)))
     app.command("reward-agents")(make_command(BY_COMMAND["reward-agents"], render=motif_cmd.render_agents))
     app.command("bandit")(make_command(BY_COMMAND["bandit"], render=bandit_cmd.render_table))
+    baselines_cmd._register_train()
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
     app.add_typer(archive_cmd.app, name="archive")

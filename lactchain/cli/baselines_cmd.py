@@ -7,79 +7,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import (
-    DbOption,
-    DetachOption,
-    EnvOption,
-    JsonOption,
-    LineLog,
-    RunIdOption,
-    console,
-    fail,
-    finite,
-    open_registry,
-    print_json,
-    run_job,
-)
+from lactchain.cli.common import DbOption, EnvOption, JsonOption, console, fail, open_registry, print_json
 
 app = typer.Typer(help="Classic RL agents (tabular, policy gradient) on the lab's envs, one move per action.",
                   no_args_is_help=True)
 
 
-def _known_agent(value: str) -> str:
-    from lactchain.baselines.train import AGENTS
+def _register_train() -> None:
+    """`baselines train`: generated from the job's config (lactchain.jobs.baselines)."""
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
 
-    if value not in AGENTS:
-        raise typer.BadParameter(f"unknown agent {value!r}; known agents: {', '.join(AGENTS)}")
-    return value
-
-
-@app.command("train")
-def train_cmd(
-    ctx: typer.Context,
-    agent: Annotated[str, typer.Option("--agent", "-a", callback=_known_agent,
-                                       help="random, value-iteration (exact DP), q-learning, sarsa, mc (Monte-Carlo "
-                                            "control), reinforce or actor-critic.")] = "q-learning",
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=10_000_000,
-                                          help="Training episodes, from uniformly random start states.")] = 3000,
-    gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=1.0, help="Discount per move.")] = 0.9,
-    alpha: Annotated[str, typer.Option("--alpha", help="Tabular step size: VALUE or START:END:STEPS[:exp].")] = "0.5",
-    epsilon: Annotated[str, typer.Option("--epsilon", help="Tabular exploration: VALUE or START:END:STEPS[:exp] "
-                                                           "over the agent's steps.")] = "1:0.05:20000",
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
-    env: EnvOption = "grid",
-    db: DbOption = None,
-    detach: DetachOption = False,
-    run_id: RunIdOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Train a classic agent (one move per action) and evaluate it greedily from every
-    start state of the env; the run (kind baseline) feeds `lactchain leaderboard`."""
-    from lactchain.baselines.td import Schedule
-
-    for name, value in (("--alpha", alpha), ("--epsilon", epsilon)):
-        try:
-            Schedule.parse(value)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint=name) from None
-    params = dict(agent=agent, episodes=episodes, gamma=gamma, alpha=alpha, epsilon=epsilon, seed=seed, env=env)
-
-    def body(handle) -> dict[str, Any]:
-        from lactchain.baselines.train import train_baseline
-
-        line = LineLog()
-        line(f"baselines train: {agent} on {env}, {episodes} episodes", force=True)
-        try:
-            return train_baseline(handle, env, agent, episodes, seed=seed, gamma=gamma, alpha=alpha, epsilon=epsilon,
-                                  on_progress=lambda i, m: line(
-                                      f"episode {i}/{episodes}: env steps {int(m['train/env_steps'])}, "
-                                      f"mean return {m['train/mean_return']:.2f}"))
-        except ModuleNotFoundError as exc:  # pragma: no cover - an agent whose module is missing
-            fail(f"--agent {agent}: {exc}")
-            raise
-
-    run_job(ctx, kind="baseline", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"{agent} on {env}", render=_render_train)
+    app.command("train")(make_command(JOBS["baselines train"], render=_render_train))
 
 
 def _render_train(result: dict[str, Any]) -> None:

@@ -118,7 +118,7 @@ def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False, emoji=False)
     raise typer.Exit(code)
 
 
