@@ -153,7 +153,8 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
     detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
     detached("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1")
     detached("baselines", "train", "--episodes", "20")
-    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train"} <= set(JOBS)
+    detached("archive", "fill", "--scene", "empty", "--behaviours", "30")
+    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
         reg.update_run(judge, status="FAILED")

@@ -45,6 +45,7 @@ def _register_optional_groups() -> None:
     baselines_cmd._register_train()
     app.add_typer(baselines_cmd.app, name="baselines")
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
+    archive_cmd._register_fill()
     app.add_typer(archive_cmd.app, name="archive")
     app.add_typer(dt_cmd.app, name="dt")
     archive_cmd.app.command("annotate")(archive_describe_cmd.annotate_cmd)

@@ -15,64 +15,27 @@ from rich.table import Table
 
 from lactchain.cli.common import (
     DbOption,
-    DetachOption,
     JsonOption,
-    LineLog,
     RunIdOption,
     console,
     fail,
-    known_scene,
     open_registry,
     print_json,
     run_job,
     run_of_kind,
 )
 
+from lactchain.jobs.archive import record_archive
+
 app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
 
 
-@app.command("fill")
-def fill_cmd(
-    ctx: typer.Context,
-    scene: Annotated[str, typer.Option("--scene", callback=known_scene, help="The grid's scene (empty, flat).")] = "flat",
-    behaviours: Annotated[int, typer.Option("--behaviours", "-n", min=1, max=10_000_000,
-                                            help="Trajectories to generate (random walks, the planner to random "
-                                                 "targets and through random landmark sequences, in turn).")] = 2000,
-    max_landmarks: Annotated[int, typer.Option("--max-landmarks", min=0, max=6,
-                                               help="Coverage counts BDs with at most this many landmarks.")] = 2,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1)] = 0,
-    db: DbOption = None,
-    detach: DetachOption = False,
-    run_id: RunIdOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Fill an archive MAP-Elites style: one elite (the shortest) per behaviour descriptor
-    (final cell + landmarks visited, in order); reports coverage = distinct BDs /
-    reachable BDs (exact, by BFS over the scene)."""
-    params = dict(scene=scene, behaviours=behaviours, max_landmarks=max_landmarks, seed=seed, env="grid")
+def _register_fill() -> None:
+    """`archive fill`: generated from the job's config (lactchain.jobs.archive)."""
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
 
-    def body(handle) -> dict[str, Any]:
-        from lactchain.archive import fill, reachable_bds
-
-        line = LineLog()
-        reachable = reachable_bds(scene, max_landmarks)
-        line(f"archive fill: {behaviours} behaviours on {scene} ({len(reachable)} reachable BDs)", force=True)
-
-        def on_progress(i: int, archive: Any) -> None:
-            if i % 200 == 0 or i == behaviours:
-                cov = archive.coverage(reachable)
-                handle.log_metrics({"coverage": cov["coverage"], "elites": cov["elites"]}, step=i)
-                line(f"{i}/{behaviours}: {cov['elites']} elites, coverage {cov['coverage']:.3f}")
-                handle.check_cancelled()
-
-        archive = fill(scene, behaviours, seed=seed, on_progress=on_progress)
-        path = record_archive(handle, [{"key": key, **t.as_dict()} for key, t in archive.elites.items()])
-        cov = archive.coverage(reachable)
-        handle.log_metrics({f"final/{k}": float(v) for k, v in cov.items()})
-        return {**cov, "by_source": archive.by_source, "archive": str(path)}
-
-    run_job(ctx, kind="archive", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"archive {scene} x{behaviours}", render=_render)
+    app.command("fill")(make_command(JOBS["archive fill"], render=_render))
 
 
 @app.command("add")
@@ -135,21 +98,6 @@ def add_cmd(
 
     run_job(ctx, kind="archive", db=db, detach=False, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"archive add {' '.join(r['id'] for r in sources)}", render=_render)
-
-
-def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
-    """Store trajectory rows as this archive run's file and episodes (start, seed,
-    return, length): what fill, add and import share."""
-    from lactchain.archive import ARCHIVE_FILE, write_rows
-
-    path = write_rows(handle.dir / ARCHIVE_FILE, rows)
-    for i, row in enumerate(rows):
-        rewards = row["rewards"]
-        handle.registry.add_episode(handle.run_id, idx=i, seed=row["seed"], start_state=row["start"],
-                                    return_=sum(rewards), length=len(row["actions"]),
-                                    success=bool(rewards) and rewards[-1] > 0, moves_used=len(row["path"]) - 1)
-    handle.registry.add_artifact(handle.run_id, "archive", path, meta={"elites": len(rows)})
-    return path
 
 
 def _render(result: dict[str, Any]) -> None:

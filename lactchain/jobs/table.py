@@ -3,6 +3,7 @@ the console's Jobs forms and `python -m lactchain.jobs` are generated from it.""
 
 from __future__ import annotations
 
+from lactchain.jobs.archive import ARCHIVE_FILL
 from lactchain.jobs.bandit import BANDIT
 from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
@@ -12,7 +13,7 @@ from lactchain.jobs.spec import Job
 # Keyed by command: two commands may share a run kind (bandit and baselines train are both
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-                                                     BASELINES_TRAIN)}
+                                                     BASELINES_TRAIN, ARCHIVE_FILL)}
 BY_COMMAND = JOBS
 
 
