@@ -1,6 +1,9 @@
 """The trajectory archive, MAP-Elites style (issue 12, seed 003): diverse, replayable
 behaviours on a scene, one elite per behaviour descriptor (the shortest).
 
+Grid-only by nature: behaviours are paths over a scene's cells and landmarks, so this
+module uses the grid's poses, moves and planner directly (not the generic TextEnv seam).
+
 Behaviours come from random walks and from the exact planner driven to random target
 cells and through random landmark sequences, from random start poses. Coverage is
 measured against every BD the scene allows with at most `max_landmarks` landmarks

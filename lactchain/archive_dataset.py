@@ -1,5 +1,6 @@
 """A trajectory archive as a Hugging Face dataset (issue 12): Parquet plus a dataset
 card, so an archive can be shared (a folder, the Hub) and brought back losslessly.
+Grid-only by nature, as the archive is (its rows are grid trajectories on scenes).
 
 Layout of an export folder (what `load_dataset("parquet", data_dir=DIR)`,
 `load_dataset(DIR)` and the Hub understand):

@@ -65,12 +65,12 @@ def collect_episodes(env: Any, policy: Policy, episodes: int, *, seed: int = 0, 
 
 
 def collect_runs(registry: Any, env: Any, policies: Sequence[str], episodes: int, seed: int = 0,
-                 env_name: str = "blackjack") -> list[str]:
+                 env_name: str | None = None) -> list[str]:
     """One collect run per policy, all dealt the same seeded episodes (so episodes pair by
-    start state); returns the run ids."""
+    start state); returns the run ids. The runs' `env` param is `env_name`, else the env's own name."""
     runs = []
     for policy in policies:
-        run = registry.create_run("collect", params={"env": env_name, "policy": policy})
+        run = registry.create_run("collect", params={"env": env_name or env.name, "policy": policy})
         collect_episodes(env, make_policy(policy, env), episodes, seed=seed, registry=registry, run_id=run)
         runs.append(run)
     return runs

@@ -1,5 +1,5 @@
 """Descriptions of archived trajectories (issue 12, seed 003) and the measure they are
-held to: landmark-order accuracy.
+held to: landmark-order accuracy. Grid-only by nature (the landmarks of the grid's scenes).
 
 The landmark order of a trajectory is what a description must get right: the landmarks
 its BD visited, in order, then the landmark it stops nearest to when that is not the

@@ -14,18 +14,25 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from lactchain.captions import CaptionedEpisode
+from lactchain.envs.catalog import env_class
 from lactchain.prompts import PromptError, template_slots
 
 FIRST, SECOND, TIE = "1", "2", "tie"
 PAIRINGS = ("random", "state")
 
-ENV_DESCRIPTIONS = {
-    "blackjack": "Blackjack against a dealer. You see your sum, whether you hold an ace that counts as 11, and one "
-                 "of the dealer's cards. Hit draws a card; going over 21 is a bust and loses. Stick ends your turn: "
-                 "the dealer draws until reaching 17 or more, and the higher total without going over wins.",
-    "grid": "A grid world: you move forward or turn, and want to reach the goal cell in as few moves as possible.",
-}
-GOALS = {"blackjack": "win the hand", "grid": "reach the goal quickly"}
+
+def env_texts(env: Any) -> tuple[str, str]:
+    """(description, goal) the judge reads for an env: the env's own `judge_description`
+    and `judge_goal` (an env, its short name or gymnasium id); any other text is taken
+    as the description itself, with a generic goal."""
+    cls = env
+    if isinstance(env, str):
+        try:
+            cls = env_class(env)
+        except ValueError:
+            return env, "do well"
+    return cls.judge_description, cls.judge_goal
+
 
 # Motif's prompt shape: system-style context, the two observations, then a constrained answer format.
 JUDGE_TEMPLATE = """You are judging two episodes of {env_description}
@@ -55,10 +62,10 @@ def check_judge_template(template: str) -> str:
     return template
 
 
-def render_judge_prompt(env: str, first: str, second: str, template: str = JUDGE_TEMPLATE) -> str:
-    return check_judge_template(template).format(
-        env_description=ENV_DESCRIPTIONS.get(env, env), goal=GOALS.get(env, "do well"), caption_1=first,
-        caption_2=second)
+def render_judge_prompt(env: Any, first: str, second: str, template: str = JUDGE_TEMPLATE) -> str:
+    description, goal = env_texts(env)
+    return check_judge_template(template).format(env_description=description, goal=goal, caption_1=first,
+                                                 caption_2=second)
 
 
 _ANSWER_RE = re.compile(r"^\W*(?:episode\s*)?(1|2|one|two|tie|neither|equal|same|draw)\b", re.IGNORECASE)

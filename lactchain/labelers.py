@@ -32,7 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from lactchain.envs import State
+from lactchain.envs.catalog import EnvState
+# Moving and replaying envs lives in lactchain.envs.replay; the names stay importable from here.
+from lactchain.envs.replay import EndState, deal_seeds, execute_from, random_moves, stored_state  # noqa: F401
 
 LABELERS = ("critic", "rollout", "oracle", "judge")
 
@@ -45,7 +47,7 @@ class Candidate:
     text: str
     mode: str
     reward: float
-    next_state: State
+    next_state: EnvState
     done: bool
     advantage: float = 0.0
     # Where it came from: "sample" (temperature), "greedy" (so a target is never worse
@@ -68,24 +70,6 @@ class Group:
     candidates: list[Candidate] = field(default_factory=list)
     baseline: float = 0.0
     seeds: tuple[int | None, ...] = (None,)  # the deals every candidate is executed on (see deal_seeds)
-
-
-@dataclass(frozen=True)
-class EndState:
-    """A stored state the env cannot act in (a bust hand): kept as its registry dict."""
-
-    items: tuple[tuple[str, Any], ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.items)
-
-
-def stored_state(env: Any, value: Any) -> Any:
-    """A state from its registry dict; one the env rejects (only ever an end state) as `EndState`."""
-    try:
-        return env.parse_state(value)
-    except ValueError:
-        return EndState(tuple(sorted(dict(value).items())))
 
 
 class Labeler(Protocol):
@@ -175,7 +159,7 @@ class RolloutLabeler(ValueLabeler):
         self.prompt, self.constrained = prompt, constrained
         super().__init__("rollout", self.greedy_returns, gamma)
 
-    def greedy_policy(self, states: Sequence[State]) -> dict[State, list[str]]:
+    def greedy_policy(self, states: Sequence[EnvState]) -> dict[EnvState, list[str]]:
         """The actor's greedy move list for each state (one batched generate)."""
         from lactchain.prompts import PromptSpec
 
@@ -185,10 +169,10 @@ class RolloutLabeler(ValueLabeler):
                                       constrained=self.constrained, temperature=0.0)
         return {s: list(x.moves) for s, x in zip(todo, samples)}
 
-    def greedy_returns(self, states: Sequence[State]) -> list[float]:
+    def greedy_returns(self, states: Sequence[EnvState]) -> list[float]:
         """G_H(s): discounted return of the greedy actor from each state, simulated in the env
         (on a stochastic env, on one seeded deal per state: reproducible, noisy)."""
-        policy: dict[State, list[str]] = {}
+        policy: dict[EnvState, list[str]] = {}
         frontier = [s for s in states if not self._is_goal(s)]
         # The states greedy play can visit within the horizon, asked for level by level.
         for _ in range(self.horizon):
@@ -227,11 +211,12 @@ class JudgeLabeler:
 
     gamma = 0.0
 
-    def __init__(self, judge: Any, env: Any, env_name: str = "grid", batch_size: int = 16,
+    def __init__(self, judge: Any, env: Any, env_name: str | None = None, batch_size: int = 16,
                  opponents: int = 3) -> None:
         if opponents < 1:
             raise ValueError(f"opponents must be >= 1, got {opponents}")
-        self.judge, self.env, self.env_name, self.batch_size = judge, env, env_name, batch_size
+        self.judge, self.env, self.batch_size = judge, env, batch_size
+        self.env_name = env_name or env.name  # the judge's prompt reads this env's description and goal
         self.opponents = opponents
         self.name = getattr(judge, "labeler", "llm")  # the registry's labeler for its pairs
 
@@ -268,31 +253,6 @@ class JudgeLabeler:
         for g, scores, counts in zip(groups, tally, count):
             for c, score, n in zip(g.candidates, scores, counts):
                 c.advantage = score / max(1, n)
-
-
-def random_moves(env: Any, rng: Any) -> tuple[str, ...]:
-    """A random move list: uniform length 1..moves per action, uniform moves."""
-    return tuple(rng.choice(env.moves) for _ in range(rng.randint(1, env.max_moves_per_action)))
-
-
-def execute_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[float, Any, bool]:
-    """Reset the env to exactly `state` (on deal `seed` where the env is stochastic), run
-    one action, return (reward, s', done)."""
-    env.reset(seed=seed, options={"state": state.as_dict()})
-    if env.state != state:
-        raise RuntimeError(f"the env did not reset to {state}")
-    _, reward, terminated, _, _ = env.step(list(moves))
-    return float(reward), env.state, bool(terminated)
-
-
-def deal_seeds(env: Any, seed: int, deals: int) -> tuple[int | None, ...]:
-    """The deals a group's candidates are all executed on: `deals` seeds on a stochastic
-    env (common random numbers), one unseeded run on a deterministic one."""
-    if not getattr(env, "stochastic", False):
-        return (None,)
-    if deals < 1:
-        raise ValueError(f"deals must be >= 1, got {deals}")
-    return tuple(seed * 1009 + d for d in range(deals))
 
 
 def execute_candidate(env: Any, group: Group, moves: Sequence[str], text: str = "", mode: str = "strict",

@@ -17,41 +17,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lactchain.baselines.agent import RandomAgent, SolverAgent, run_agent
-from lactchain.envs.catalog import env_name, make_env
+from lactchain.baselines.agent import RandomAgent, SolverAgent
+from lactchain.baselines.protocol import (  # noqa: F401  (re-exported: the leaderboard's protocol)
+    classic_env,
+    evaluate_agent,
+    greedy_policy_return,
+)
+from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
 
 # (column title, row key): the CLI's table and the console's Board tab.
 COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
            ("optimal ratio", "mean_optimal_ratio"), ("exact E(return)", "greedy_expected_return"),
            ("train env steps", "train_env_steps"), ("actions", "max_actions"), ("run", "run_id"))
-CLASSIC_KWARGS = {"grid": {"max_moves_per_action": 1, "max_actions": 30}}  # one move per action
-
-
-def classic_env(name: str) -> Any:
-    """The env a classic agent plays: one move per action (and room for the moves on the grid)."""
-    name = env_name(name)
-    return make_env(name, **CLASSIC_KWARGS.get(name, {}))
-
-
-def greedy_policy_return(env: Any, agent: Any) -> float | None:
-    """The exact expected return of an agent's greedy move in every start state, where the
-    env's solver can value a fixed answer per state (Blackjack); else None."""
-    solver = env.solver()
-    exact = getattr(solver, "policy_return", None)
-    if exact is None:
-        return None
-    agent.training = False
-    starts = list(env.start_states())
-    answers = {s: [agent.get_action(s)] for s in starts}
-    return sum(exact(s, answers, env.max_actions, env.max_moves_per_action) for s in starts) / len(starts)
-
-
-def evaluate_agent(env: Any, agent: Any, seed: int = 0) -> dict[str, Any]:
-    """Greedy from every start state of `env` (the leaderboard's protocol)."""
-    starts = list(env.start_states())
-    out = run_agent(env, agent, len(starts), seed=seed, learn=False, starts=starts).as_dict()
-    exact = greedy_policy_return(env, agent)
-    return {**out, "states": len(starts), **({"greedy_expected_return": exact} if exact is not None else {})}
 
 
 def _row(agent: str, kind: str, metrics: dict[str, Any], run_id: str | None, train_env_steps: Any,
@@ -79,7 +56,7 @@ def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) 
         return 0
     candidates = sum(m["value"] for m in registry.metric_history(run["parent_id"], "collect/candidates")
                      if m["step"] is not None and m["step"] <= iteration)
-    deals = int(parent.get("deals") or 1) if parent.get("env") == "blackjack" else 1
+    deals = int(parent.get("deals") or 1) if env_class(parent.get("env") or DEFAULT_ENV).stochastic else 1
     random_lists = next((m["value"] for m in registry.metric_history(run["parent_id"], "train-critic/transitions")
                          if m["step"] == 0), 0)
     return int(random_lists + candidates * deals)
@@ -92,7 +69,7 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for run in registry.list_runs(kind="baseline", status="FINISHED"):
         params = registry.params(run["id"])
-        if params.get("env", "grid") != name or params.get("agent") in (None, "random"):  # random: the reference row
+        if params.get("env", DEFAULT_ENV) != name or params.get("agent") in (None, "random"):  # random: the reference row
             continue
         m = registry.latest_metrics(run["id"])
         metrics = {k.removeprefix("eval/"): v for k, v in m.items() if k.startswith("eval/")}
@@ -102,7 +79,7 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
     for run in registry.list_runs(kind="eval", status="FINISHED"):
         params = registry.params(run["id"])
         parent = registry.params(run["parent_id"]) if run.get("parent_id") else None
-        if (params.get("env") or (parent or {}).get("env") or "grid") != name or str(params.get("states")) != "all":
+        if (params.get("env") or (parent or {}).get("env") or DEFAULT_ENV) != name or str(params.get("states")) != "all":
             continue
         if params.get("scene") not in (None, "empty"):  # another grid: its own start states and optimum
             continue

@@ -7,6 +7,7 @@ literal (which evaluates no calls or names) and otherwise a phrase scan.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -39,13 +40,27 @@ _PHRASE_ALIASES: dict[str, str] = {
     "stick": STICK,
     "stand": STICK,
 }
-_SCAN_RE = re.compile(
-    "|".join(
-        r"\b" + re.escape(p).replace(r"\ ", r"[\s_\-]+") + r"\b"
-        for p in sorted(_PHRASE_ALIASES, key=len, reverse=True)
-    ),
-    re.IGNORECASE,
-)
+
+
+def _scan_pattern(phrases: Iterable[str]) -> re.Pattern:
+    return re.compile(
+        "|".join(
+            r"\b" + re.escape(p).replace(r"\ ", r"[\s_\-]+") + r"\b"
+            for p in sorted(phrases, key=len, reverse=True)
+        ),
+        re.IGNORECASE,
+    )
+
+
+_SCAN_RE = _scan_pattern(_PHRASE_ALIASES)
+
+
+@functools.lru_cache(maxsize=64)
+def _scan_for(allowed: tuple[str, ...]) -> re.Pattern:
+    """The phrase scan for a vocabulary: the known aliases plus the vocabulary's own moves
+    (any env's: a move that is no alias is found by its own words)."""
+    extra = {normalize_move(m) for m in allowed} - set(_PHRASE_ALIASES)
+    return _scan_pattern([*_PHRASE_ALIASES, *extra]) if extra else _SCAN_RE
 
 
 @dataclass(frozen=True)
@@ -121,8 +136,8 @@ def _strict(text: str, allowed: Sequence[str]) -> list[str] | None:
 
 
 def _lenient(text: str, allowed: Sequence[str]) -> list[str]:
-    found = (_PHRASE_ALIASES[normalize_move(m.group(0))] for m in _SCAN_RE.finditer(text))
-    return [m for m in found if m in allowed]
+    found = (normalize_move(m.group(0)) for m in _scan_for(tuple(allowed)).finditer(text))
+    return [m for m in (_PHRASE_ALIASES.get(f, f) for f in found) if m in allowed]
 
 
 def parse_moves(text: str, allowed: Sequence[str] = DEFAULT_MOVES) -> ParsedMoves:

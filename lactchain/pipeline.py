@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from lactchain.jobs import RunHandle, run_context
+from lactchain.envs.catalog import DEFAULT_ENV, ENVS
+from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
@@ -60,7 +61,8 @@ class PipelineConfig:
     from this one dataclass (`asdict`), so names and defaults agree everywhere."""
 
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m")
-    env: str = _help("Environment: grid or blackjack (lactchain.envs.catalog.ENVS).", "grid")
+    env: str = _help(f"Environment: {' or '.join(ENVS)} (lactchain.envs.catalog.ENVS), or its gymnasium id.",
+                     DEFAULT_ENV)
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
                        "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
     adapter: str | None = _help("LoRA adapter folder to start from.", None)
@@ -246,7 +248,7 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
 
 
 def _candidate_from_json(row: dict[str, Any], env: Any) -> Candidate:
-    from lactchain.labelers import stored_state
+    from lactchain.envs.replay import stored_state
 
     return Candidate(list(row["moves"]), row["text"], row["mode"], row["reward"],
                      stored_state(env, row["next_state"]), row["done"], row["advantage"], row["source"])
@@ -264,7 +266,7 @@ def _transitions_json(transitions: list[Any]) -> list[dict[str, Any]]:
 
 
 def _transitions_from_json(rows: list[dict[str, Any]], env: Any) -> list[Any]:
-    from lactchain.labelers import stored_state
+    from lactchain.envs.replay import stored_state
     from lactchain.train.critic_td import Transition
 
     return [Transition(env.parse_state(r["state"]), tuple(r["moves"]), r["reward"],
@@ -415,9 +417,9 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     from lactchain.envs.catalog import make_env
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
-    from lactchain.preferences import PairBatch, add_exploration, draw_groups, pairs_from_groups
+    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_from_groups
     from lactchain.prompts import PromptSpec
-    from lactchain.train.actor import train_actor
+    from lactchain.train.actor import TrainActorConfig, train_actor
     from lactchain.train.critic_td import Transition
 
     reg = handle.registry
@@ -521,9 +523,11 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
 
     def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
         """train-actor, then the new adapter handed to a separate rollout engine (timed)."""
-        metrics = train_actor(actor, rows, loss=cfg.loss, handle=h, epochs=cfg.actor_epochs, lr=cfg.actor_lr,
-                              batch_size=cfg.actor_batch_size, cpo_alpha=cfg.cpo_alpha, bf16=cfg.train_bf16,
-                              seed=cfg.seed + it)
+        trainer = TrainActorConfig.from_params(dict(
+            loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
+            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it,
+            bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
+        metrics = train_actor(actor, rows, trainer, handle=h)
         out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
         if generator is not actor and getattr(actor, "adapter", None) is not None:
             t0 = time.perf_counter()
@@ -544,9 +548,10 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
 
         def collect(h: RunHandle) -> dict[str, Any]:
             starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
-            groups = draw_groups(generator, starts, samples=cfg.samples, temperature=cfg.temperature,
-                                 constrained=cfg.constrained, seed=cfg.seed * 7919 + it, batch_states=8,
-                                 include_greedy=True, prompt=prompt, env=cfg.env, deals=cfg.deals)
+            sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
+                                  seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
+                                  deals=cfg.deals)
+            groups = draw_groups(generator, starts, sampling, prompt=prompt)
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups, env)

@@ -15,20 +15,18 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from lactchain.envs import State
-from lactchain.envs.catalog import DEFAULT_ENV, TextEnv, make_env
+from lactchain.config import Config, option
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, env_name, make_env
+from lactchain.envs.replay import deal_seeds, random_moves, stored_state
 from lactchain.labelers import (
     Candidate,
     CriticLabeler,
     Group,
     Labeler,
     OracleLabeler,
-    deal_seeds,
     execute_candidate,
     one_step_advantage,
-    random_moves,
     ranking_accuracy,
-    stored_state,
 )
 from lactchain.moves import FAILED, format_moves
 from lactchain.prompts import PromptSpec
@@ -39,8 +37,52 @@ MIN_TEMPERATURE = 0.7
 DROP_REASONS = ("parse_failure", "identical_lists", "margin_too_small", "too_few_candidates")
 
 
+@dataclass
+class DrawConfig(Config):
+    """How `draw_groups` samples candidates: k move lists per start state, each executed
+    from that exact state (on a stochastic env, on the same seeded deals)."""
+
+    samples: int = option(4, "Move lists drawn per state (k >= 2).", short="-k", min=1, max=256,
+                          form="Samples per state")
+    temperature: float = option(1.0, f"Sampling temperature (>= {MIN_TEMPERATURE} for diversity).", short="-t",
+                                min=MIN_TEMPERATURE)
+    constrained: bool = option(True, "Grammar-constrained move lists (default), or free text + lenient parsing.",
+                               flag="--constrained", negative="--free")
+    seed: int = option(0, "Seed of the samples and the deals.", min=0)
+    env: str = option(DEFAULT_ENV, "Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), "
+                      "or its gymnasium id.", form="Environment")
+    deals: int = option(16, "Stochastic envs (blackjack): deals every candidate of a start state is played on (the "
+                        "same cards for all of them); the labeler averages over them. The grid is deterministic and "
+                        "plays once.", min=1, max=1024)
+    # Not command-line options today.
+    batch_states: int = option(8, "Start states per batched generate call.", min=1, cli=False)
+    include_greedy: bool = option(False, "Add each state's greedy answer as one more candidate.", cli=False)
+
+    def check(self) -> None:
+        try:
+            self.env = env_name(self.env)
+        except ValueError as exc:
+            self.refuse("env", str(exc))
+
+
+@dataclass
+class CollectConfig(DrawConfig):
+    """`collect_pairs`: sampling as `DrawConfig` (at least 2 lists per state: a pair needs
+    two), then best vs worst by the labeler's advantage when they differ by the margin."""
+
+    samples: int = option(4, "Move lists drawn per state (k >= 2).", short="-k", min=2, max=256,
+                          form="Samples per state")
+    seed: int = option(0, "Seed of the samples and the deals.", min=0, max=2**32 - 1)
+    gamma: float | None = option(None, "Discount in A = R + gamma V(s') - V(s); default: the critic's.", min=0.0,
+                                 max=0.999999)
+    margin: float = option(0.5, "Minimum advantage gap between chosen and rejected.", min=0.0)
+
+
+DEFAULT_GAMMA = 0.9  # collect_pairs' discount when neither the config nor the labeler gives one
+
+
 class ValueFn(Protocol):
-    def values(self, states: list[State]) -> list[float]: ...
+    def values(self, states: list[EnvState]) -> list[float]: ...
 
 
 @dataclass
@@ -102,28 +144,19 @@ def best_vs_worst(cands: list[Candidate], margin: float, dropped: Counter) -> tu
 
 def draw_groups(
     actor: Any,
-    states: Sequence[State],
+    states: Sequence[EnvState],
+    config: DrawConfig,
     *,
-    samples: int = 4,
-    temperature: float = 1.0,
-    constrained: bool = True,
     prompt: PromptSpec | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    seed: int = 0,
-    batch_states: int = 8,
-    include_greedy: bool = False,
     on_progress: Callable[[int], None] | None = None,
-    env: str = DEFAULT_ENV,
-    deals: int = 1,
 ) -> list[Group]:
-    """Sample `samples` move lists per start state (plus the greedy answer when
-    `include_greedy`) and execute each from that exact state (on a stochastic env, on
-    the same `deals` seeded deals for every candidate of a state)."""
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
-    if temperature < MIN_TEMPERATURE:
-        raise ValueError(f"temperature {temperature} is too low to get different move lists; use >= {MIN_TEMPERATURE}")
-    env = make_env(env, **{"moves": tuple(actor.moves), **(env_kwargs or {})})
+    """Sample `config.samples` move lists per start state (plus the greedy answer when
+    `config.include_greedy`) and execute each from that exact state (on a stochastic
+    env, on the same `config.deals` seeded deals for every candidate of a state)."""
+    samples, temperature, constrained, seed = config.samples, config.temperature, config.constrained, config.seed
+    batch_states, include_greedy, deals = config.batch_states, config.include_greedy, config.deals
+    env = make_env(config.env, **{"moves": tuple(actor.moves), **(env_kwargs or {})})
     prompt = prompt or PromptSpec.for_env(env, moves=actor.moves)
     groups: list[Group] = []
     for start in range(0, len(states), batch_states):
@@ -185,36 +218,23 @@ def pairs_from_groups(groups: Sequence[Group], labeler: Labeler, margin: float, 
 def collect_pairs(
     actor: Any,
     labeler: Labeler | ValueFn,
-    states: Sequence[State],
+    states: Sequence[EnvState],
+    config: CollectConfig,
     *,
-    samples: int = 4,
-    temperature: float = 1.0,
-    gamma: float = 0.9,
-    margin: float = 0.5,
-    constrained: bool = True,
     prompt: PromptSpec | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    seed: int = 0,
-    batch_states: int = 8,
-    include_greedy: bool = False,
     oracle: OracleLabeler | None = None,
     on_progress: Callable[[int], None] | None = None,
-    env: str = DEFAULT_ENV,
-    deals: int = 1,
 ) -> PairBatch:
-    """Sample `samples` move lists per start state, execute each from that exact
-    state, score them with `labeler` (a critic given bare is the critic labeler)
-    and keep best vs worst. With `oracle`, the pairs' ranking accuracy against it
-    is measured too."""
-    if samples + int(include_greedy) < 2:
-        raise ValueError(f"need at least 2 samples per state to form a pair, got {samples}")
+    """Sample `config.samples` move lists per start state, execute each from that exact
+    state, score them with `labeler` (a critic given bare is the critic labeler, with
+    `config.gamma`) and keep best vs worst. With `oracle`, the pairs' ranking accuracy
+    against it is measured too."""
     if not hasattr(labeler, "score"):
-        labeler = CriticLabeler(labeler, gamma)
-    groups = draw_groups(actor, states, samples=samples, temperature=temperature, constrained=constrained,
-                         prompt=prompt, env_kwargs=env_kwargs, seed=seed, batch_states=batch_states,
-                         include_greedy=include_greedy, on_progress=on_progress, env=env, deals=deals)
+        labeler = CriticLabeler(labeler, DEFAULT_GAMMA if config.gamma is None else config.gamma)
+    groups = draw_groups(actor, states, config, prompt=prompt, env_kwargs=env_kwargs, on_progress=on_progress)
     labeler.score(groups)
-    out = pairs_from_groups(groups, labeler, margin, PairBatch())
+    out = pairs_from_groups(groups, labeler, config.margin, PairBatch())
     if oracle is not None:
         out.ranking = ranking_accuracy(out.pairs, oracle)
     return out

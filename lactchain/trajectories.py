@@ -1,5 +1,6 @@
 """Replayable trajectories on the grid's scenes: behaviour descriptors, coarse semantic
-annotations and replay verification (issue 12, seed 003).
+annotations and replay verification (issue 12, seed 003). Grid-only by nature: a
+trajectory is a path of poses over a scene's cells and landmarks.
 
 A `Trajectory` is everything a replay needs: the env id and kwargs (the scene as a
 dict, so a later change to a bundled scene cannot silently change it), the start

@@ -193,7 +193,7 @@ def test_position_zero_pooling_of_a_causal_model_is_refused():
 def trained(tmp_path_factory):
     """Two epochs of V training on ~560 random-walk steps (2 episodes from each start)."""
     from lactchain.models.critic import Critic
-    from lactchain.train.critic import spearman_vs_optimal, train_critic
+    from lactchain.train.critic import TrainCriticConfig, spearman_vs_optimal, train_critic
 
     reg = Registry(tmp_path_factory.mktemp("trained") / "registry.db")
     play = random_walk_run(reg, episodes_per_start=2)
@@ -201,8 +201,9 @@ def trained(tmp_path_factory):
     before = spearman_vs_optimal(Critic.load("tiny"), GAMMA)
     epochs_seen = []
     with jobs.run_context(reg, "critic", params={"episodes_from": [play]}) as handle:
-        result = train_critic(handle, episodes_from=[play], critic="tiny", epochs=2, gamma=GAMMA, lr=3e-3,
-                              batch_size=32, seed=0, q_weight=0.0, on_epoch=lambda e, m: epochs_seen.append(e))
+        config = TrainCriticConfig(episodes_from=[play], critic="tiny", epochs=2, gamma=GAMMA, lr=3e-3,
+                                   batch_size=32, seed=0, q_weight=0.0)
+        result = train_critic(handle, config, on_epoch=lambda e, m: epochs_seen.append(e))
     yield {"registry": reg, "run_id": handle.run_id, "result": result, "before": before, "epochs_seen": epochs_seen}
     reg.close()
 
@@ -253,7 +254,7 @@ def test_save_load_round_trip_gives_identical_values(trained, tmp_path):
 
 
 def test_cancel_checkpoints_and_resume_continues(registry):
-    from lactchain.train.critic import train_critic
+    from lactchain.train.critic import TrainCriticConfig, train_critic
 
     play = random_walk_run(registry, max_actions=3, seed=1)
     params = dict(episodes_from=[play], critic="tiny", epochs=3, gamma=GAMMA, lr=3e-3, batch_size=32, seed=0,
@@ -269,7 +270,7 @@ def test_cancel_checkpoints_and_resume_continues(registry):
 
     with pytest.raises(jobs.Cancelled):
         with jobs.run_context(registry, "critic", params=params) as handle:
-            train_critic(handle, **params, on_batch=on_batch, on_epoch=on_epoch)
+            train_critic(handle, TrainCriticConfig(**params), on_batch=on_batch, on_epoch=on_epoch)
     rid = handle.run_id
     assert registry.get_run(rid)["status"] == "KILLED"
     arts = registry.artifacts(rid, "critic")
@@ -278,7 +279,7 @@ def test_cancel_checkpoints_and_resume_continues(registry):
 
     # `lactchain runs resume` re-enters the same run with its stored params
     with jobs.run_context(registry, "critic", params=registry.params(rid), run_id=rid) as handle:
-        result = train_critic(handle, **registry.params(rid), resume=True)
+        result = train_critic(handle, TrainCriticConfig.from_params(registry.params(rid)), resume=True)
     assert result["start_epoch"] == 1 and registry.get_run(rid)["status"] == "FINISHED"
     assert [a["step"] for a in registry.artifacts(rid, "critic")] == [1, 1, 2, 3]
     assert [h["step"] for h in registry.metric_history(rid, "spearman_vstar")] == [1, 2, 3]
@@ -289,7 +290,7 @@ def test_cancel_checkpoints_and_resume_continues(registry):
 
     # a new run can continue another's checkpoint
     with jobs.run_context(registry, "critic") as handle:
-        more = train_critic(handle, **{**params, "epochs": 4}, resume_from=rid)
+        more = train_critic(handle, TrainCriticConfig(**{**params, "epochs": 4}, resume_from=rid))
     assert more["start_epoch"] == 3 and [a["step"] for a in registry.artifacts(handle.run_id, "critic")] == [4]
 
 

@@ -359,11 +359,11 @@ def test_killed_dt_training_resumes_from_its_checkpoint(archive_db, capsys, monk
     db, archive = archive_db
     real = dt_train.train_dt
 
-    def sigterm_at_step_13(handle, **kw):
+    def sigterm_at_step_13(handle, config, **kw):
         def on_step(step):
             if step == 13:
                 os.kill(os.getpid(), signal.SIGTERM)
-        return real(handle, **kw, on_step=on_step)
+        return real(handle, config, **kw, on_step=on_step)
 
     monkeypatch.setattr(dt_train, "train_dt", sigterm_at_step_13)
     code, out, err = run_cli(["dt", "train", "--archive", archive, "--steps", "25", *TINY, "--db", db], capsys)

@@ -203,3 +203,77 @@ def test_play_and_evaluate_take_a_scene(tmp_path, lc):
         code, _, err = lc("play", "--actor", "tiny", *argv, "--db", db)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
         assert len(reg.list_runs()) == before
+
+
+# ---- the seam's members: every env of the catalog offers them (a new env is checked by registering it)
+def _catalog():
+    from lactchain.envs.catalog import ENVS
+
+    return list(ENVS)
+
+
+@pytest.mark.parametrize("name", _catalog())
+def test_every_env_offers_the_seam_members(name):
+    from lactchain.envs.catalog import TextEnv, env_class, make_env
+    from lactchain.envs.replay import EndState, execute_from, stored_state
+    from lactchain.judge import render_judge_prompt
+    from lactchain.prompts import PromptSpec
+
+    cls, env = env_class(name), make_env(name)
+    assert isinstance(env, TextEnv) and isinstance(env, cls) and env.name == name
+    for text in (cls.judge_description, cls.judge_goal, cls.lab_blurb, *cls.outcome_words):
+        assert isinstance(text, str) and text.strip()
+    assert len(cls.outcome_words) == 2 and cls.console_view in ("grid", "cards", "text")
+    assert isinstance(cls.has_scenes, bool) and isinstance(cls.classic_kwargs, dict)
+    assert cls.transfer is None or (isinstance(cls.transfer[0], str) and isinstance(cls.transfer[1], dict))
+    assert set(env.moves) <= set(cls.all_moves)
+    assert cls.judge_description in render_judge_prompt(name, "a", "b")
+    env.reset(seed=0)
+    starts = list(env.start_states())
+    widths = {len(env.state_features(s)) for s in starts[:: max(1, len(starts) // 20)]}
+    assert len(widths) == 1 and widths.pop() > 0
+    assert env.state_features(starts[0]).dtype.name == "float32"
+    texts = env.vocabulary_texts()
+    assert texts and all(isinstance(t, str) for t in texts)
+    assert env.render_text().strip() and env.headline(env.state).strip()
+    plan = cls.plan_from_prompt(PromptSpec.for_env(env).render(env.describe()))
+    assert plan is not None and set(plan) <= set(cls.all_moves)  # it reads its own prompt
+    assert cls.plan_from_prompt("Nothing to see here.") is None
+    seed = 3 if env.stochastic else None
+    reward, nxt, done = execute_from(env, starts[0], [env.moves[0]], seed)
+    assert execute_from(env, starts[0], [env.moves[0]], seed) == (reward, nxt, done)  # replays exactly
+    back = stored_state(env, nxt.as_dict())
+    assert back == nxt or isinstance(back, EndState)
+    assert env.parse_state(starts[0].as_dict()) == starts[0]
+
+
+def test_the_tiny_vocabulary_has_every_envs_moves_and_prompt_words():
+    """Every env's prompt words are tiny tokens, except the pieces that would let a
+    constrained answer begin a move it cannot finish (a proper prefix of a move's word)."""
+    from lactchain.envs.catalog import ENVS, make_env
+    from lactchain.models.tiny import _pre_tokenizer, build_vocab, move_prefixes
+    from lactchain.prompts import PromptSpec
+
+    vocab, pre, hazards = build_vocab(), _pre_tokenizer(), move_prefixes()
+    assert not hazards & set(vocab)
+    for name in ENVS:
+        env = make_env(name)
+        env.reset(seed=0)
+        assert all(p in vocab for m in env.moves for p, _ in pre.pre_tokenize_str(format_moves([m])))
+        text = PromptSpec.for_env(env).render(env.describe())
+        missing = {p for p, _ in pre.pre_tokenize_str(text) if p not in vocab} - hazards
+        assert not missing, f"{name}: {sorted(missing)}"
+
+
+def test_the_oracle_reads_every_envs_prompt():
+    from lactchain.envs.catalog import make_env, oracle_plan
+    from lactchain.prompts import PromptSpec
+
+    grid = make_env("grid")
+    grid.reset()
+    assert oracle_plan(PromptSpec.for_env(grid).render(grid.describe()))[0] == grid.solver().plan(grid.state)
+    bj = make_env("blackjack")
+    bj.reset(options={"state": {"player_sum": 12, "dealer_card": 10, "usable_ace": False}})
+    moves, known = oracle_plan(PromptSpec.for_env(bj).render(bj.describe()))
+    assert moves == [BlackjackSolver().action(Hand(12, 10, False))] and known == BLACKJACK_MOVES
+    assert oracle_plan("no env says this") is None

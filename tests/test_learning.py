@@ -24,6 +24,7 @@ from lactchain.moves import MOVE_FORWARD as F
 from lactchain.moves import TURN_LEFT as L
 from lactchain.pipeline import EliteBuffer, PipelineConfig
 from lactchain.prompts import PromptSpec
+from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.critic_td import TDConfig, bellman_targets, fit_critic_td, random_transitions
 from lactchain.train.rft import encode_rows, nll_loss, train_rft
 
@@ -202,7 +203,7 @@ def test_rft_teaches_the_tiny_actor_its_targets(tmp_path):
         return sum(actor.completion_logprobs(prompts, [e.completion for e in encode_rows(actor, rows)])) / len(rows)
 
     before = target_logprob()
-    out = train_rft(actor, rows, output_dir=tmp_path, epochs=40, lr=3e-3, batch_size=4)
+    out = train_rft(actor, rows, TrainActorConfig(loss="rft", epochs=40, lr=3e-3, batch_size=4), output_dir=tmp_path)
     after = target_logprob()
     assert after > before + 20  # nats per target list: from near-random to likely
     assert out["final_loss"] < out["train_loss"] and (tmp_path / "adapter" / "adapter_config.json").is_file()
@@ -211,9 +212,32 @@ def test_rft_teaches_the_tiny_actor_its_targets(tmp_path):
 
 def test_rft_refuses_empty_or_bad_rows(tmp_path, tiny_actor):
     with pytest.raises(ValueError, match="no rft rows"):
-        train_rft(tiny_actor, [], output_dir=tmp_path)
+        train_rft(tiny_actor, [], TrainActorConfig(loss="rft"), output_dir=tmp_path)
     with pytest.raises(ValueError, match="non-empty 'chosen'"):
-        train_rft(tiny_actor, [{"prompt": "p", "chosen": []}], output_dir=tmp_path)
+        train_rft(tiny_actor, [{"prompt": "p", "chosen": []}], TrainActorConfig(loss="rft"), output_dir=tmp_path)
+    with pytest.raises(ValueError, match="trains loss 'rft'"):
+        train_rft(tiny_actor, [{"prompt": "p", "chosen": ["turn left"]}], TrainActorConfig(), output_dir=tmp_path)
+
+
+def test_rft_through_train_actor_reads_max_steps_and_lora_settings(tmp_path):
+    """train_actor(loss="rft") hands the whole config to train_rft: max_steps caps the
+    steps (it was dropped before) and the LoRA settings reach the adapter."""
+    import json
+
+    from lactchain.models.actor import Actor
+    from lactchain.train.actor import train_actor
+
+    actor = Actor.load("tiny", device="cpu")
+    env = GridWorldEnv(moves=actor.moves)
+    rows = rows_from_planner(env, [State(0, 0, "east"), State(3, 0, "north")])
+    config = TrainActorConfig(loss="rft", epochs=50.0, max_steps=2, batch_size=1, lr=1e-3, lora_r=4,
+                              target_modules=["q_proj", "v_proj"])
+    out = train_actor(actor, rows, config, output_dir=tmp_path)
+    assert out["steps"] == 2 and out["loss_type"] == "rft"
+    saved = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert saved["r"] == 4 and set(saved["target_modules"]) == {"q_proj", "v_proj"}
+    with pytest.raises(ValueError, match="do not checkpoint"):
+        train_actor(actor, rows, config, output_dir=tmp_path, resume_from_checkpoint=tmp_path)
 
 
 # ---- elites, collapse alarm, config -----------------------------------------------------------

@@ -224,3 +224,11 @@ def test_grammar_limits():
         move_list_grammar(max_moves=0)
     with pytest.raises(ValueError):
         move_list_grammar(allowed=())
+
+
+def test_lenient_parse_finds_any_vocabularys_own_moves():
+    """A vocabulary whose moves are no known alias (a new env's) is still scanned for."""
+    taxi_like = ("south", "north", "east", "west", "pickup", "dropoff")
+    parsed = parse_moves("First go south, then pickup and head east.", taxi_like)
+    assert parsed.mode == "lenient" and parsed.moves == ["south", "pickup", "east"]
+    assert parse_moves("go forward", ("hit", "stick")).mode == "failed"  # aliases of other vocabularies stay out

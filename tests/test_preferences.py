@@ -12,6 +12,7 @@ from lactchain.preferences import (
     Candidate,
     advantage,
     best_vs_worst,
+    CollectConfig,
     collect_pairs,
     pairs_from_steps,
     sample_start_states,
@@ -87,8 +88,8 @@ def test_collect_pairs_resets_to_each_sampled_state(tiny_actor):
     env = GridWorldEnv()
     states = sample_start_states(env, 12, seed=0)
     assert all((s.x, s.y) != env.goal for s in states)
-    batch = collect_pairs(tiny_actor, ExactCritic(env, 0.9), states, samples=4, temperature=1.0, gamma=0.9,
-                          margin=0.1, seed=0)
+    batch = collect_pairs(tiny_actor, ExactCritic(env, 0.9), states,
+                          CollectConfig(samples=4, temperature=1.0, gamma=0.9, margin=0.1, seed=0))
     assert batch.pairs, batch.stats()
     assert batch.candidates == 48
     kept = 2 * len(batch.pairs)
@@ -100,13 +101,11 @@ def test_collect_pairs_resets_to_each_sampled_state(tiny_actor):
         assert nxt.as_dict() == p["meta"]["chosen_next_state"] and reward == p["meta"]["chosen_reward"]
 
 
-def test_collect_pairs_refuses_settings_that_cannot_make_pairs(tiny_actor):
-    env = GridWorldEnv()
-    critic = ExactCritic(env, 0.9)
+def test_collect_pairs_refuses_settings_that_cannot_make_pairs():
     with pytest.raises(ValueError, match="at least 2"):
-        collect_pairs(tiny_actor, critic, [env.start], samples=1)
+        CollectConfig(samples=1)
     with pytest.raises(ValueError, match="temperature"):
-        collect_pairs(tiny_actor, critic, [env.start], samples=4, temperature=0.2)
+        CollectConfig(samples=4, temperature=0.2)
 
 
 def test_dataset_completions_end_with_eos_and_skip_empty_pairs(tiny_actor):

@@ -25,6 +25,7 @@ from lactchain.jobs import RunHandle
 from lactchain.labelers import execute_from
 from lactchain.prompts import PromptSpec
 from lactchain.registry import Registry
+from lactchain.config import ConfigError
 from lactchain.train.actor import (
     ActorTrainingCallback,
     FailureDetector,
@@ -35,6 +36,12 @@ from lactchain.train.actor import (
     tokenized_completions,
     train_actor,
 )
+from lactchain.train.actor_config import TrainActorConfig, TrainActorJobConfig
+
+
+def cfg(**settings) -> TrainActorConfig:
+    """The trainer's config from flat settings (beta, simpo_gamma, cpo_alpha sit in parts)."""
+    return TrainActorConfig.from_params(settings)
 
 GAMMA = 0.9
 # The first four moves of the optimal plan from six start states; repeated as a
@@ -141,7 +148,7 @@ def test_insane_simpo_values_are_refused(beta, gamma):
 def test_first_attempts_simpo_settings_fail_before_any_model_work(tmp_path):
     # beta 0.1 / gamma 0.5 is what the first public attempt ran; it must not start.
     with pytest.raises(ValueError, match="first LactChain attempt"):
-        train_actor(object(), [], loss="simpo", beta=0.1, simpo_gamma=0.5, output_dir=tmp_path)
+        train_actor(object(), [], cfg(loss="simpo", beta=0.1, simpo_gamma=0.5), output_dir=tmp_path)
 
 
 def test_values_outside_the_recommended_range_warn():
@@ -183,7 +190,7 @@ def test_every_tokenized_completion_ends_with_exactly_one_eos(loss, tmp_path):
     tok = actor.tokenizer
     assert tok.pad_token_id is not None and tok.pad_token_id != tok.eos_token_id
     pairs = small_pairs(actor, 4)
-    trainer, info = build_trainer(actor, pairs, loss=loss, output_dir=tmp_path, max_steps=1, batch_size=2)
+    trainer, info = build_trainer(actor, pairs, cfg(loss=loss, max_steps=1, batch_size=2), output_dir=tmp_path)
     comps = tokenized_completions(trainer)
     assert len(comps) == 2 * len(pairs) == info["completions"]
     for ids in comps:
@@ -221,7 +228,7 @@ def test_each_loss_trains_streams_metrics_and_saves_a_loadable_adapter(loss, reg
         if "loss" in metrics:  # the registry already holds this step's row
             rows_during_training.append(len(registry.metric_history(handle.run_id, "loss")))
 
-    res = train_actor(actor, pairs, loss=loss, handle=handle, max_steps=3, lr=1e-3, batch_size=4, save_steps=2,
+    res = train_actor(actor, pairs, cfg(loss=loss, max_steps=3, lr=1e-3, batch_size=4, save_steps=2), handle=handle,
                       on_log=on_log)
     assert res["steps"] == 3 and res["pairs"] == 8
     assert rows_during_training == [1, 2, 3]
@@ -261,8 +268,8 @@ def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapte
     actor = tiny()
     actor.model = actor.model.to(torch.bfloat16)
     pairs = small_pairs(actor, 8)
-    res = train_actor(actor, pairs, loss="simpo", handle=make_handle(registry), max_steps=2, lr=1e-3, batch_size=4,
-                      bf16=True)
+    res = train_actor(actor, pairs, cfg(loss="simpo", max_steps=2, lr=1e-3, batch_size=4, bf16=True),
+                      handle=make_handle(registry))
     assert "_original_forward" not in actor.model.__dict__  # accelerate's autocast wrapper is off
     assert actor.model.forward.__func__ is type(actor.model).forward
     reloaded = tiny()
@@ -279,9 +286,9 @@ def test_continuing_from_an_earlier_adapter(tmp_path):
 
     first = tiny()
     pairs = small_pairs(first, 8)
-    a = train_actor(first, pairs, loss="simpo", output_dir=tmp_path / "a", max_steps=2, lr=1e-3, batch_size=4)
+    a = train_actor(first, pairs, cfg(loss="simpo", max_steps=2, lr=1e-3, batch_size=4), output_dir=tmp_path / "a")
     start = Actor.load("tiny", adapter=a["adapter"])
-    b = train_actor(start, pairs, loss="dpo", output_dir=tmp_path / "b", max_steps=2, lr=1e-3, batch_size=4)
+    b = train_actor(start, pairs, cfg(loss="dpo", max_steps=2, lr=1e-3, batch_size=4), output_dir=tmp_path / "b")
     before, after = _adapter_tensors(Path(a["adapter"])), _adapter_tensors(Path(b["adapter"]))
     assert set(before) == set(after)  # the same adapter, trained further (no "ref" copy saved)
     assert any(not torch.equal(before[k], after[k]) for k in before)
@@ -347,23 +354,22 @@ def test_checkpoints_the_trainer_rotated_away_leave_no_artifact_rows(registry):
     so `runs show` and resume never point at a folder that is gone."""
     actor = tiny()
     handle = make_handle(registry)
-    train_actor(actor, small_pairs(actor, 8), loss="simpo", handle=handle, max_steps=6, lr=1e-3, batch_size=4,
-                save_steps=2)
+    train_actor(actor, small_pairs(actor, 8), cfg(loss="simpo", max_steps=6, lr=1e-3, batch_size=4, save_steps=2),
+                handle=handle)
     ckpts = registry.artifacts(handle.run_id, "checkpoint")
     assert [c["step"] for c in ckpts] == [4, 6] and all(Path(c["path"]).is_dir() for c in ckpts)
     assert not (handle.dir / "checkpoint-2").exists()
 
 
 def test_resume_from_checkpoint_continues_at_its_step(registry, tmp_path):
-    full = train_actor(tiny(), small_pairs(tiny(), 8), loss="simpo", output_dir=tmp_path / "full", max_steps=4,
-                       lr=1e-3, batch_size=4, save_steps=2, seed=3)
+    settings = cfg(loss="simpo", max_steps=4, lr=1e-3, batch_size=4, save_steps=2, seed=3)
+    full = train_actor(tiny(), small_pairs(tiny(), 8), settings, output_dir=tmp_path / "full")
     ckpt2 = Path(full["checkpoints"][0])
     assert ckpt2.name == "checkpoint-2" and ckpt2.is_dir()
 
     handle = make_handle(registry)
     actor = tiny()
-    res = train_actor(actor, small_pairs(actor, 8), loss="simpo", handle=handle, max_steps=4, lr=1e-3,
-                      batch_size=4, save_steps=2, seed=3, resume_from_checkpoint=ckpt2)
+    res = train_actor(actor, small_pairs(actor, 8), settings, handle=handle, resume_from_checkpoint=ckpt2)
     assert res["steps"] == 4 and res["resumed_from"] == str(ckpt2)
     assert [r["step"] for r in registry.metric_history(handle.run_id, "loss")] == [3, 4]
     # Same data order, optimizer and scheduler state: the same adapter as one uninterrupted run.
@@ -372,7 +378,7 @@ def test_resume_from_checkpoint_continues_at_its_step(registry, tmp_path):
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
     with pytest.raises(FileNotFoundError):
-        train_actor(tiny(), [], output_dir=tmp_path / "x", resume_from_checkpoint=tmp_path / "nope")
+        train_actor(tiny(), [], cfg(), output_dir=tmp_path / "x", resume_from_checkpoint=tmp_path / "nope")
 
 
 def test_cancellation_saves_a_checkpoint_and_stops(registry):
@@ -382,8 +388,8 @@ def test_cancellation_saves_a_checkpoint_and_stops(registry):
         if step == 2:
             handle.cancelled.set()  # what SIGTERM does in lactchain.jobs
 
-    res = train_actor(tiny(), small_pairs(tiny(), 8), loss="simpo", handle=handle, max_steps=20, lr=1e-3,
-                      batch_size=4, save_steps=100, on_log=on_log)
+    res = train_actor(tiny(), small_pairs(tiny(), 8), cfg(loss="simpo", max_steps=20, lr=1e-3, batch_size=4,
+                                                          save_steps=100), handle=handle, on_log=on_log)
     assert res["cancelled"] and res["steps"] == 3
     ckpt = registry.latest_artifact(handle.run_id, "checkpoint")
     assert ckpt["step"] == 3 and ckpt["meta"]["cancelled"] and Path(ckpt["path"]).is_dir()
@@ -430,8 +436,8 @@ def test_simpo_makes_the_tiny_actor_follow_the_optimal_moves(tmp_path):
     before_follow = follows(actor)
     gap_before = optimality_gap(actor)
     before = evaluate_actor(actor, states="all", max_actions=10, seed=0)
-    res = train_actor(actor, pairs, loss="simpo", output_dir=tmp_path,
-                      max_steps=45, lr=5e-3, batch_size=8, seed=0, save_steps=1000)
+    res = train_actor(actor, pairs, cfg(loss="simpo", max_steps=45, lr=5e-3, batch_size=8, seed=0, save_steps=1000),
+                      output_dir=tmp_path)
     assert res["final_metrics"]["accuracy"] == 1.0
     trained = Actor.load("tiny", adapter=res["adapter"])
     after_follow = follows(trained)

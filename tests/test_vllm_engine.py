@@ -267,7 +267,7 @@ def trained_adapter(h32, tmp_path_factory):
     from lactchain.envs import Planner
     from lactchain.models.actor import Actor
     from lactchain.prompts import PromptSpec
-    from lactchain.train.actor import train_actor
+    from lactchain.train.actor import TrainActorConfig, train_actor
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     env, states = _states(16)
@@ -282,8 +282,9 @@ def trained_adapter(h32, tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = train_actor(Actor.load(str(h32), device="cpu"), pairs, loss="simpo",
-                          output_dir=tmp_path_factory.mktemp("adapter"), max_steps=8, lr=3e-2, batch_size=8)
+        res = train_actor(Actor.load(str(h32), device="cpu"), pairs,
+                          TrainActorConfig(loss="simpo", max_steps=8, lr=3e-2, batch_size=8),
+                          output_dir=tmp_path_factory.mktemp("adapter"))
     finally:
         torch.set_num_threads(threads)
     return Path(res["adapter"])

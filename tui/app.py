@@ -22,6 +22,7 @@ from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
 
+from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
@@ -85,7 +86,7 @@ class LactChainApp(App):
         load_models: bool = True,
         launcher: Callable[..., Any] | None = None,
         env_kwargs: dict[str, Any] | None = None,
-        env: str = "grid",
+        env: str = DEFAULT_ENV,
     ) -> None:
         super().__init__()
         self.db_path = Path(db_path) if db_path is not None else None
@@ -329,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "planner, no model; 'none' = do not load)")
     p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path")
     p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: none)")
-    p.add_argument("--env", default="grid",
-                   help="the env the Lab plays: grid (default) or blackjack; the palette switches "
+    p.add_argument("--env", default=DEFAULT_ENV,
+                   help=f"the env the Lab plays: {', '.join(ENVS)} (default {DEFAULT_ENV}); the palette switches "
                    "(ctrl+p, 'Lab: play ...')")
     p.add_argument("--scene", default=None,
                    help="the grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a bathtub, a sofa "
@@ -361,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     args = build_parser().parse_args(argv)
-    from lactchain.envs.catalog import env_name
+    from lactchain.envs.catalog import env_class, env_name
 
     try:
         env = env_name(args.env)
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scene is not None:
         from lactchain.envs.scenes import get_scene
 
-        if env != "grid":
+        if not env_class(env).has_scenes:
             sys.stderr.write(f"error: --scene: scenes are the grid's; --env {env} has none\n")
             return 2
         try:

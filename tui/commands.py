@@ -112,18 +112,14 @@ PALETTE_ONLY: tuple[Command, ...] = (
 )
 
 
-ENV_BLURBS = {
-    "grid": "The Lab plays the GridWorld: choose the start on the grid",
-    "blackjack": "The Lab plays Blackjack: seeded deals, the exact solver as the oracle (no critic)",
-}
-
-
 def env_commands() -> list[tuple[str, str, str]]:
     """(title, help, env) of the palette entries "Lab: play <env>", one per env of the
-    catalog. Palette only, no key: switching env is rare, and the footer has no room."""
-    from lactchain.envs.catalog import ENVS
+    catalog (its help: the env's `lab_blurb`). Palette only, no key: switching env is
+    rare, and the footer has no room."""
+    from lactchain.envs.catalog import ENVS, env_class
 
-    return [(f"Lab: play {name}", ENV_BLURBS.get(name, f"The Lab plays {name}"), name) for name in ENVS]
+    return [(f"Lab: play {name}", getattr(env_class(name), "lab_blurb", f"The Lab plays {name}"), name)
+            for name in ENVS]
 
 
 def commands_for(scope: str) -> list[Command]:

@@ -6,8 +6,6 @@ import time
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
-from lactchain.envs import State
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -125,17 +123,13 @@ SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R", "hit": 
 
 
 def short_moves(moves: Sequence[str]) -> str:
-    """A move list in one glance: ['move forward', 'turn left'] -> 'FL' (empty -> '∅')."""
-    return "".join(SHORT_MOVES.get(m, "?") for m in moves) or "∅"
+    """A move list in one glance: ['move forward', 'turn left'] -> 'FL' (empty -> '∅'); a
+    move of another env's vocabulary by its first letter, upper case ('pickup' -> 'P')."""
+    return "".join(SHORT_MOVES.get(m, m[:1].upper() or "?") for m in moves) or "∅"
 
 
 def short_state(s: Any) -> str:
-    """A state in a table cell: the grid's (x,y) and the first letter of the orientation,
-    '(0,3)E'; a Blackjack hand as its sum against the dealer's card, '15 v 10', 'soft 17 v A'
-    (a usable ace); anything else as its str."""
-    if isinstance(s, State):
-        return f"({s.x},{s.y}){s.orientation[0].upper()}"
-    if hasattr(s, "player_sum") and hasattr(s, "dealer_card"):
-        dealer = "A" if s.dealer_card == 1 else str(s.dealer_card)
-        return f"{'soft ' if s.usable_ace else ''}{s.player_sum} v {dealer}"
-    return str(s)
+    """A state in a table cell: its own `short()` where it has one (the grid's pose
+    '(0,3)E', a Blackjack hand '15 v 10', 'soft 17 v A'); anything else as its str."""
+    short = getattr(s, "short", None)
+    return str(short()) if callable(short) else str(s)

@@ -1,6 +1,9 @@
 """The Lab's model of an episode: env + strategy prompt + actor calls (no widgets).
 
-Any env of the catalog (`lactchain.envs.catalog.make_env`): the grid, Blackjack.
+Any env of the catalog (`lactchain.envs.catalog.make_env`): the grid, Blackjack, any
+other text env. What the Lab shows comes from the env's members (`headline`,
+`render_text`, `console_view`, its solver); only the grid's view fields (size, goal,
+landmarks, for `GridView`) and its V* overlay are the grid's own.
 A worker thread calls `step(actor, on_text)`; the UI receives plain, immutable
 records (`Snapshot`, `StepRecord`) in messages, so no widget ever reads the env
 while a thread mutates it. `reset()` bumps an epoch under the lock, so a step that
@@ -19,9 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
-from lactchain.envs import Planner, State
-from lactchain.envs.catalog import DEFAULT_ENV, env_name, make_env
-from lactchain.envs.gridworld import goal_direction
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_name, make_env
 from lactchain.prompts import PromptSpec
 
 from tui.models import sample_fields
@@ -38,7 +39,7 @@ class StepCancelled(Exception):
 @dataclass(frozen=True)
 class Snapshot:
     """The episode as the views draw it. `state`/`start`/`path` are the env's own states
-    (a grid `State`, a Blackjack `Hand`); the env-specific fields are empty elsewhere."""
+    (a grid `State`, a Blackjack `Hand`, ...); the env-specific fields are empty elsewhere."""
 
     env: str
     state: Any
@@ -57,7 +58,7 @@ class Snapshot:
     outcome: str = ""  # blackjack: won / lost / draw once the hand is over
     deal: int | None = None  # the deal's number, for envs whose seed deals the start
     seed: int | None = None  # the seed that dealt it
-    rendered: str = ""  # the env's text render (envs without a view of their own)
+    rendered: str = ""  # the env's `render_text()` (envs drawn by the text view)
     landmarks: tuple[Any, ...] = ()  # grid: the scene's landmarks (lactchain.envs.scenes.Landmark)
 
 
@@ -110,14 +111,14 @@ class LabSession:
     def __post_init__(self) -> None:
         self.env_name = env_name(self.env_name)
         self.env = make_env(self.env_name, **self.env_kwargs)
-        self.is_grid = self.env_name == "grid"
+        self.is_grid = self.env.console_view == "grid"  # drawn on the GridView (its cells, V* overlay)
         self.deals = self.env.fixed_start is None  # the seed deals each episode's start
         self.strategy = self.strategy or self.env.default_strategy
         self.spec = PromptSpec(strategy=self.strategy, moves=self.env.moves,
                                observation_label=self.env.observation_label)
-        self.planner = Planner(self.env) if self.is_grid else None
+        self.planner = self.env.solver() if self.is_grid else None  # the grid's exact planner
         self._solver: Any | None = None
-        self._v_star: dict[State, float] | None = None
+        self._v_star: dict[EnvState, float] | None = None
         self._lock = threading.RLock()
         # One model call at a time: a step, a candidate sample and a critic query may come
         # from different workers; on a CPU box running them together only thrashes.
@@ -135,7 +136,7 @@ class LabSession:
 
     def critic_fits(self, critic: Any) -> bool:
         """A critic gives values only for the env it was trained on (its `env_name`)."""
-        return critic is not None and getattr(critic, "env_name", "grid") == self.env_name
+        return critic is not None and getattr(critic, "env_name", DEFAULT_ENV) == self.env_name
 
     @property
     def episode_seed(self) -> int | None:
@@ -155,11 +156,10 @@ class LabSession:
             return self.spec.render(self.env.describe(state))
 
     def headline(self, state: Any) -> str:
-        """The state in one line, pinned above the prompt (the grid: pose and goal direction)."""
-        if self.is_grid:
-            return f"at {state} · {goal_direction(state, self.env.goal)}"
-        with self._lock:  # the live state in the env's own words (Blackjack names a natural)
-            return self.env.describe(None if state == self.env.state else state)
+        """The state in one line, pinned above the prompt: the env's own `headline` (the
+        grid: pose and goal direction; Blackjack names a natural as dealt)."""
+        with self._lock:
+            return self.env.headline(state)
 
     @staticmethod
     def model_prompt(actor: Any, user_text: str) -> str:
@@ -175,9 +175,7 @@ class LabSession:
             if "player_cards" in info:
                 cards = dict(player_cards=tuple(info["player_cards"]), dealer_cards=tuple(info["dealer_cards"]),
                              outcome=str(info.get("outcome") or ""))
-            rendered = ""
-            if not self.is_grid and not cards and getattr(env, "render_mode", None) == "ansi":
-                rendered = str(env.render() or "")
+            rendered = str(env.render_text() or "") if env.console_view == "text" else ""
             return Snapshot(
                 self.env_name, env.state, self.start, tuple(env.path), env.actions_taken, env.max_actions,
                 self.total_return, self.done, self.caption, success=self.success, **grid, **cards,
@@ -274,13 +272,13 @@ class LabSession:
             self._solver = self.planner if self.is_grid else self.env.solver()
         return self._solver
 
-    def v_star(self) -> dict[State, float]:
+    def v_star(self) -> dict[EnvState, float]:
         """Exact V* for every grid state (value iteration: ~0.1-0.5 s the first time, then cached)."""
         if self._v_star is None:
             self._v_star = self.planner.values(self.gamma)
         return self._v_star
 
-    def v_star_ready(self) -> dict[State, float] | None:
+    def v_star_ready(self) -> dict[EnvState, float] | None:
         """V* if it was computed already (never blocks)."""
         return self._v_star
 
@@ -354,7 +352,7 @@ class LabSession:
             ]
         return v_s, rows
 
-    def critic_values(self, critic: Any, states: Sequence[State]) -> list[float]:
+    def critic_values(self, critic: Any, states: Sequence[EnvState]) -> list[float]:
         with self.model_lock:
             return critic_values(critic, states)
 
@@ -374,7 +372,7 @@ def actor_moves(actor: Any, moves: Sequence[str]) -> Iterator[None]:
         actor.moves = old
 
 
-def critic_values(critic: Any, states: Sequence[State]) -> list[float]:
+def critic_values(critic: Any, states: Sequence[EnvState]) -> list[float]:
     """V(s) from a critic (`lactchain.models.critic.Critic.values` takes states)."""
     return [float(v) for v in critic.values(list(states))]
 

@@ -9,7 +9,8 @@ The TUI talks to an actor through the shape of `lactchain.models.actor.Actor`:
 
 where a Sample has `text`, `moves`, `mode`, `logprob`, `n_tokens`. `OracleActor`
 has that shape too: it answers with the exact optimal move list read off the
-prompt (the grid: BFS plan; Blackjack: the solver's move), no model at all, which
+prompt (each env's `plan_from_prompt`: the grid's BFS plan, Blackjack's solver
+move, ...), no model at all, which
 makes a fast, deterministic stand-in for demos, snapshots and the tmux test
 (`--actor oracle`).
 """
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lactchain.moves import ALL_MOVES, FAILED, HIT, STICK, format_moves, parse_moves
+from lactchain.envs.catalog import oracle_plan
+from lactchain.moves import ALL_MOVES, FAILED, format_moves, parse_moves
 
 ORACLE = "oracle"
 ProgressFn = Callable[[str, "float | None"], None]
@@ -38,39 +40,12 @@ class OracleSample:
     n_tokens: int = 0
 
 
-_SIZE_RE = re.compile(r"grid world is (\d+)x(\d+)", re.I)
-_GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)  # absolute, if a prompt says so
-_AHEAD_RE = re.compile(r"(\d+) steps? (ahead|behind you)", re.I)  # the env's egocentric text
-_SIDE_RE = re.compile(r"(\d+) steps? to your (left|right)", re.I)
-_STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
-_POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
-_MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
-# Blackjack's text (lactchain.envs.blackjack.Hand.describe and the natural's own line)
-_HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|an? (\d+))", re.I)
-_NATURAL_RE = re.compile(r"You have a natural blackjack", re.I)
-BLACKJACK_MOVES = (HIT, STICK)
+_MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)  # the prompt's move menu: "1. hit"
 
 
 def _chunks(text: str) -> list[str]:
     """Split text into word-ish pieces, the way a tokenizer would stream it."""
     return re.findall(r"\s*\S+?(?=\s|'|,|\]|$)|\s*[',\]\[]", text) or [text]
-
-
-def _goal_from(prompt: str, state: Any) -> tuple[int, int] | None:
-    """The goal cell a prompt describes: absolute "(x=.., y=..)" or the env's egocentric
-    "N steps ahead/behind you and M steps to your left/right" from `state`."""
-    absolute = _GOAL_RE.search(prompt)
-    if absolute:
-        return int(absolute.group(1)), int(absolute.group(2))
-    if "you are on the goal" in prompt.lower():
-        return state.x, state.y
-    ahead, side = _AHEAD_RE.search(prompt), _SIDE_RE.search(prompt)
-    if not (ahead or side):
-        return None
-    a = int(ahead.group(1)) * (1 if ahead.group(2).lower() == "ahead" else -1) if ahead else 0
-    left = int(side.group(1)) * (1 if side.group(2).lower() == "left" else -1) if side else 0
-    fx, fy = _STEP[state.orientation]
-    return state.x + a * fx - left * fy, state.y + a * fy + left * fx
 
 
 class OracleActor:
@@ -85,41 +60,18 @@ class OracleActor:
     def chat_prompt(self, user_text: str) -> str:
         return user_text
 
-    def _plan(self, prompt: str) -> list[str]:
-        if _NATURAL_RE.search(prompt):
-            return [STICK]
-        hand = _HAND_RE.search(prompt)
-        if hand:
-            return self._blackjack(hand)
-        from lactchain.envs import GridWorldEnv, Planner, State
-
-        size, pose = _SIZE_RE.search(prompt), _POSE_RE.search(prompt)
-        if not (size and pose) or pose.group(3).lower() not in _STEP:
-            return []
-        state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
-        goal = _goal_from(prompt, state)
-        if goal is None:
-            return []
-        menu = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or None
-        env = GridWorldEnv(size=int(size.group(1)), goal=goal, moves=menu or ALL_MOVES[:2])
-        try:
-            return Planner(env).plan(state)[: self.max_moves]
-        except ValueError:
-            return []
-
-    _solver: Any = None  # Blackjack's solver, built on first use and shared
-
-    def _blackjack(self, match: re.Match) -> list[str]:
-        from lactchain.envs.blackjack import BlackjackSolver, Hand
-
-        if OracleActor._solver is None:
-            OracleActor._solver = BlackjackSolver()
-        dealer = 1 if match.group(3).lower() == "an ace" else int(match.group(4))
-        return [OracleActor._solver.action(Hand(int(match.group(1)), dealer, bool(match.group(2))))]
+    def _plan(self, prompt: str) -> tuple[list[str], tuple[str, ...]]:
+        """(the optimal move list, the env's moves) for the state the prompt describes: the
+        catalog env that reads it plans (`plan_from_prompt`); ([], the grid's moves) when
+        none does."""
+        found = oracle_plan(prompt)
+        if found is None:
+            return [], ALL_MOVES
+        moves, known = found
+        return moves[: self.max_moves], known
 
     def _sample(self, prompt: str, temperature: float, seed: int | None, index: int) -> OracleSample:
-        moves = self._plan(prompt)
-        known = BLACKJACK_MOVES if _HAND_RE.search(prompt) or _NATURAL_RE.search(prompt) else ALL_MOVES
+        moves, known = self._plan(prompt)
         if temperature > 0 and index > 0:
             rng = random.Random((seed or 0) * 1000 + index)
             vocab = [m for m in _MENU_RE.findall(prompt) if m in known] or list(known[:2])

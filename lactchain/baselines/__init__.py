@@ -5,4 +5,5 @@
 - `pg`: REINFORCE with a baseline and one-step actor-critic (small torch MLPs).
 - `bandits`: the k-armed testbed's agents and the vectorised `simulate`.
 - `train`: a classic agent trained and evaluated as a registry run (the leaderboard's rows).
+- `protocol`: the leaderboard's protocol (the env a classic agent plays, greedy evaluation).
 - `tabular`: the Motif line's Q-learner with learned rewards (Blackjack, one move per action)."""

@@ -44,33 +44,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from lactchain.envs.gridworld import ORIENTATIONS, _STEP
-
 BASELINES = ("value", "mean", "none")
 
 
 def state_features(env: Any, state: Any) -> np.ndarray:
-    """The state as a float32 vector for the nets.
-
-    grid (11): x, y (/(size-1)); orientation one-hot (north, east, south, west); goal
-    dx, dy (/(size-1)); the goal in the agent's frame, ahead and to its left
-    (/(size-1)); 1 if the cell ahead is off the grid (a forward move would bump).
-    blackjack (3): player_sum/21, dealer_card/10, usable_ace."""
+    """The state as a float32 vector for the nets: the env's own `state_features` (the
+    grid's 11 numbers: position, orientation, the goal in the agent's frame, blocked
+    ahead; Blackjack's 3: sum, dealer card, usable ace)."""
     env = getattr(env, "unwrapped", env)
-    name = getattr(env, "name", type(env).__name__)
-    if name == "grid":
-        span = max(env.size - 1, 1)
-        fx, fy = _STEP[state.orientation]
-        dx, dy = env.goal[0] - state.x, env.goal[1] - state.y
-        ahead, left = dx * fx + dy * fy, dy * fx - dx * fy  # left of (fx, fy) is (-fy, fx)
-        nx, ny = state.x + fx, state.y + fy
-        blocked = not (0 <= nx < env.size and 0 <= ny < env.size)
-        onehot = [float(state.orientation == o) for o in ORIENTATIONS]
-        return np.array([state.x / span, state.y / span, *onehot, dx / span, dy / span,
-                         ahead / span, left / span, float(blocked)], dtype=np.float32)
-    if name == "blackjack":
-        return np.array([state.player_sum / 21, state.dealer_card / 10, float(state.usable_ace)], dtype=np.float32)
-    raise ValueError(f"state_features knows the grid and blackjack envs, not {name!r}")
+    features = getattr(env, "state_features", None)
+    if features is None:
+        raise ValueError(f"state_features: the env {getattr(env, 'name', type(env).__name__)!r} has no "
+                         "state_features (lactchain.envs.catalog.TextEnv)")
+    return np.asarray(features(state), dtype=np.float32)
 
 
 def mlp(n_in: int, n_out: int, hidden: int = 64) -> nn.Sequential:

@@ -18,6 +18,8 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from lactchain.envs.replay import execute_from, reachable_states
+
 METHODS = ("q-learning", "sarsa", "mc")
 
 
@@ -62,11 +64,9 @@ class Schedule:
 def value_iteration(env: Any, gamma: float = 0.9, tol: float = 1e-9) -> tuple[dict[Hashable, float], dict]:
     """V*(s) and a greedy move per state, one move per action, the env as its own model
     (each (state, move) executed once: deterministic envs only). Returns (V, policy)."""
-    from lactchain.labelers import execute_from
-
     if getattr(env, "stochastic", False):
         raise ValueError(f"value_iteration executes each move once: {env.name} is stochastic (use its solver)")
-    states = list(env.start_states())
+    states = reachable_states(env)  # the start states, then any other state a move reaches (the grid: none)
     model = {s: [(m, *execute_from(env, s, [m])) for m in env.moves] for s in states}
     v: dict[Hashable, float] = {s: 0.0 for s in states}
     for _ in range(100_000):

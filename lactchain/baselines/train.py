@@ -2,7 +2,7 @@
 it greedily from every start state: the numbers the leaderboard reads.
 
 Training episodes start from uniformly random start states (seeded); the evaluation is
-the leaderboard's protocol (`leaderboard.evaluate_agent`), so every agent's row is
+the leaderboard's protocol (`baselines.protocol.evaluate_agent`), so every agent's row is
 measured the same way. Metrics: `train/*` every `log_every` episodes, `eval/*` at the end.
 """
 
@@ -40,7 +40,7 @@ def make_agent(name: str, env: Any, seed: int = 0, gamma: float = 0.9, alpha: st
 def train_baseline(handle: Any, env: str, agent: str, episodes: int, seed: int = 0, log_every: int = 250,
                    on_progress: Callable[[int, dict[str, Any]], None] | None = None, **hyper: Any) -> dict[str, Any]:
     """Train `agent` for `episodes` episodes under run `handle`, evaluate it, save what it learned."""
-    from lactchain.leaderboard import classic_env, evaluate_agent
+    from lactchain.baselines.protocol import classic_env, evaluate_agent
 
     text_env = classic_env(env)
     learner = make_agent(agent, text_env, seed=seed, **hyper)

@@ -143,6 +143,7 @@ def train_actor_cmd(
 
     def body(handle) -> dict[str, Any]:
         from lactchain.train.actor import train_actor
+        from lactchain.train.actor_config import TrainActorJobConfig
 
         selection = select_pairs(handle.registry, pairs_from, labeler)
         stats = selection.stats()
@@ -162,12 +163,8 @@ def train_actor_cmd(
                 bar.update(task, completed=step, total=total or None, stats="  ".join(shown))
                 line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
 
-            result = train_actor(
-                model, selection, loss=loss, handle=handle, epochs=epochs, max_steps=max_steps, lr=lr,
-                batch_size=batch_size, beta=beta, simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha, lora_r=lora_r,
-                lora_alpha=lora_alpha,
-                seed=seed, resume_from_checkpoint=checkpoint, save_steps=save_steps, on_log=on_log,
-            )
+            result = train_actor(model, selection, TrainActorJobConfig.from_params(params), handle=handle,
+                                 resume_from_checkpoint=checkpoint, on_log=on_log)
         result["pair_stats"] = stats
         if result["cancelled"]:
             err_console.print(f"stopped at step {result['steps']}; checkpoint saved, resume with "

@@ -84,7 +84,7 @@ def train_critic(
                   batch_size=batch_size, seed=seed, lora_r=lora_r, q_weight=q_weight, resume_from=resume_from, env=env)
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.train.critic import train_critic as fit
+        from lactchain.train.critic import TrainCriticConfig, train_critic as fit
 
         with Progress(TextColumn("[bold]train-critic"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                       TimeElapsedColumn(), console=err_console, transient=as_json) as bar:
@@ -104,7 +104,7 @@ def train_critic(
                 bar.update(task, completed=epoch, last=last, stats=last)
                 line(f"epoch {epoch}/{epochs}: {last}")
 
-            return fit(handle, **params, on_epoch=on_epoch, on_batch=on_batch)
+            return fit(handle, TrainCriticConfig.from_params(params), on_epoch=on_epoch, on_batch=on_batch)
 
     run_job(ctx, kind="critic", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"train-critic {critic}", render=render_summary)

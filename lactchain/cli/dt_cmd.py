@@ -148,7 +148,7 @@ def train_cmd(
                   checkpoint_every=checkpoint_every, threads=threads, resume_from=resume_from)
 
     def body(handle) -> dict[str, Any]:
-        from lactchain.dt.train import train_dt
+        from lactchain.dt.train import DTTrainConfig, train_dt
 
         line = LineLog(every_s=0.0)
         line(f"dt train: archive {archive_id}, text {text_encoder}, {steps} steps"
@@ -159,7 +159,7 @@ def train_cmd(
                  + (f"  val {m['val_loss']:.4f}  acc {m['val_accuracy']:.3f}" if "val_loss" in m else "")
                  + f"  {m['steps_per_s']:.1f} steps/s")
 
-        return train_dt(handle, **params, on_log=on_log)
+        return train_dt(handle, DTTrainConfig.from_params(params), on_log=on_log)
 
     run_job(ctx, kind="dt", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
             name=f"dt {text_encoder} on {archive_id}", render=_render_train)

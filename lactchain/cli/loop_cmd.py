@@ -90,7 +90,8 @@ def collect_pairs_cmd(
 
     def body(handle) -> dict[str, Any]:
         from lactchain.envs.catalog import make_env
-        from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
+        from lactchain.preferences import (CollectConfig, PairBatch, collect_pairs, pairs_from_steps,
+                                           sample_start_states, to_dataset)
 
         reg = handle.registry
         with actor_for_job(actor, adapter, handle, choice, quiet=as_json, env=env) as model:
@@ -119,10 +120,10 @@ def collect_pairs_cmd(
                         line(f"states {done}/{len(start_states)} sampled and scored", force=done == len(start_states))
                         handle.check_cancelled()
 
-                    batch = collect_pairs(model, critic, start_states, samples=samples, temperature=temperature, gamma=g,
-                                          margin=margin, constrained=constrained, seed=seed,
-                                          prompt=strat.prompt(model.moves, text_env), on_progress=on_progress,
-                                          env=env, deals=deals)
+                    sampling = CollectConfig(samples=samples, temperature=temperature, gamma=g, margin=margin,
+                                             constrained=constrained, seed=seed, env=env, deals=deals)
+                    batch = collect_pairs(model, critic, start_states, sampling,
+                                          prompt=strat.prompt(model.moves, text_env), on_progress=on_progress)
             for play_run in episodes_from or []:
                 extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=g or 0.9, margin=margin,
                                          env=env)

@@ -29,13 +29,18 @@ description; training draws such windows of the TRAINING trajectories, so the mo
 sees many more (start, BD, STOP) combinations than the archive's elites. A window whose
 BD key or instruction belongs to the held-out (or model-selection) trajectories is never
 used (`Relabeler`).
+
+`archive_rows` + `prepare`: an archive run's rows -> the episodes and their splits
+(`Dataset`), what training and `dt eval` both start from.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -316,3 +321,55 @@ class Tensors:
         idx = torch.as_tensor(idx, dtype=torch.long)
         t = int(self.lengths[idx].max())
         return {"obs": self.obs[idx, :t], "bd": self.bd[idx, :t], "act": self.act[idx, :t], "rtg": self.rtg[idx, :t]}
+
+
+# ---- an archive run's trajectories, split -------------------------------------------------
+
+def archive_rows(registry: Any, archive: str) -> tuple[str, list[dict[str, Any]]]:
+    """(run id, trajectory rows) of an archive run."""
+    from lactchain.archive import read_rows
+
+    run_id = registry.resolve_run_id(archive)
+    art = registry.latest_artifact(run_id, "archive")
+    if art is None or not Path(art["path"]).is_file():
+        raise FileNotFoundError(f"run {run_id} has no archive file; fill one with `lactchain archive fill`")
+    return run_id, read_rows(art["path"])
+
+
+@dataclass
+class Dataset:
+    codec: SceneCodec
+    episodes: list[Episode]  # the described trajectories, in archive order
+    train: list[int]
+    val: list[int]  # held out: what `dt eval` reports on
+    undescribed: int  # trajectories without a description by the describer: left out
+    select: list[int] = field(default_factory=list)  # carved out of train: picks the best checkpoint
+
+    def texts(self, idx: Sequence[int]) -> list[str]:
+        return [self.episodes[i].text for i in idx]
+
+
+def prepare(rows: Sequence[Mapping[str, Any]], *, describer: str = "rule", max_visits: int = 6,
+            bd_to_go: bool = True, val_fraction: float = 0.1, seed: int = 0,
+            select_fraction: float = 0.0) -> Dataset:
+    """Episodes of the described rows of one scene and their seeded split by trajectory
+    (train, held-out val, and `select_fraction` of train carved out for model selection)."""
+    if not rows:
+        raise ValueError("the archive has no trajectories")
+    scenes = {json.dumps((r.get("env_kwargs") or {}).get("scene"), sort_keys=True) for r in rows}
+    if len(scenes) != 1:
+        raise ValueError(f"the archive mixes {len(scenes)} scenes; a decision transformer learns one")
+    codec = SceneCodec((rows[0].get("env_kwargs") or {}).get("scene"), max_visits)
+    episodes, undescribed = [], 0
+    for row in rows:
+        text = instruction(row, describer, codec.scene)
+        if text is None:
+            undescribed += 1
+            continue
+        episodes.append(episode(row, text, codec, bd_to_go))
+    if len(episodes) < 2:
+        raise ValueError(f"only {len(episodes)} trajectory(ies) have a {describer!r} description; "
+                         "at least 2 are needed (one to train on, one to hold out)")
+    train, val = split(len(episodes), val_fraction, seed)
+    train, select = carve(train, select_fraction, seed)
+    return Dataset(codec, episodes, train, val, undescribed, select)

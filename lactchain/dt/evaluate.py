@@ -35,7 +35,9 @@ import numpy as np
 import torch
 
 from lactchain.describe import mentioned_order, reference_order
-from lactchain.dt.data import ACTIONS, STOP_ID, Episode, SceneCodec, Tracker, move_rewards, remaining
+from lactchain.dt.checkpoints import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
+from lactchain.dt.data import (ACTIONS, STOP_ID, Episode, SceneCodec, Tracker, archive_rows, move_rewards, prepare,
+                               remaining)
 from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, State, apply_move
 from lactchain.envs.scenes import Scene
 from lactchain.trajectories import behaviour_descriptor
@@ -273,7 +275,6 @@ def load_run(registry: Any, run: str, checkpoint: str = "best") -> tuple[str, di
     """(run id, checkpoint artifact, model, text encoder, checkpoint meta) of a dt run:
     the best checkpoint of its lineage by model selection (`checkpoint="best"`; the
     newest one for runs trained without a selection split) or the newest (`"last"`)."""
-    from lactchain.dt.train import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
     from lactchain.resume import latest_checkpoint
 
     if checkpoint not in CHECKPOINTS:
@@ -308,8 +309,6 @@ def evaluate_run(registry: Any, run: str, *, baseline: str | None = None, limit:
                  goal: bool = True, goal_starts: int | None = None, checkpoint: str = "best") -> dict[str, Any]:
     """The DT of `run` (and the no-text `baseline` run, trained on the same split) on the
     held-out trajectories of its training split, plus the planner oracle."""
-    from lactchain.dt.train import archive_rows, prepare
-
     run_id, art, model, text, meta = load_run(registry, run, checkpoint)
     cfg = model.cfg
     archive_id, rows = archive_rows(registry, meta["archive"])

@@ -34,144 +34,50 @@
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from lactchain.dt.data import IGNORE, Episode, Relabeler, SceneCodec, Tensors, carve, episode, instruction, split
+from lactchain.dt.checkpoints import (  # noqa: F401  (re-exported: the names callers know)
+    BEST_KIND,
+    CHECKPOINT_KIND,
+    CONFIG_FILE,
+    KEEP_CHECKPOINTS,
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    keep_newest,
+    load_checkpoint,
+    read_tensors,
+    save_checkpoint,
+    text_side,
+    text_tensors,
+)
+from lactchain.dt.data import (  # noqa: F401  (archive_rows, Dataset and prepare re-exported)
+    IGNORE,
+    Dataset,
+    Episode,
+    Relabeler,
+    SceneCodec,
+    Tensors,
+    archive_rows,
+    prepare,
+)
+from lactchain.dt.evaluate import Task, evaluate_model
 from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
-from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
+from lactchain.dt.tokenizer import FrozenText, LearnedText
+from lactchain.dt.train_config import DTTrainConfig
+from lactchain.resume import latest_checkpoint
 
-CHECKPOINT_KIND = "dt"
-BEST_KIND = "dt-best"
 LENGTH_BUCKETS = 2  # length-sorted sub-batches per step (`bucketed_loss`): 1.9x the steps/s on CPU
-KEEP_CHECKPOINTS = 2
-MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
-
-
-# ---- 1. data ----------------------------------------------------------------------------
-
-def archive_rows(registry: Any, archive: str) -> tuple[str, list[dict[str, Any]]]:
-    """(run id, trajectory rows) of an archive run."""
-    from lactchain.archive import read_rows
-
-    run_id = registry.resolve_run_id(archive)
-    art = registry.latest_artifact(run_id, "archive")
-    if art is None or not Path(art["path"]).is_file():
-        raise FileNotFoundError(f"run {run_id} has no archive file; fill one with `lactchain archive fill`")
-    return run_id, read_rows(art["path"])
-
-
-@dataclass
-class Dataset:
-    codec: SceneCodec
-    episodes: list[Episode]  # the described trajectories, in archive order
-    train: list[int]
-    val: list[int]  # held out: what `dt eval` reports on
-    undescribed: int  # trajectories without a description by the describer: left out
-    select: list[int] = field(default_factory=list)  # carved out of train: picks the best checkpoint
-
-    def texts(self, idx: Sequence[int]) -> list[str]:
-        return [self.episodes[i].text for i in idx]
-
-
-def prepare(rows: Sequence[Mapping[str, Any]], *, describer: str = "rule", max_visits: int = 6,
-            bd_to_go: bool = True, val_fraction: float = 0.1, seed: int = 0,
-            select_fraction: float = 0.0) -> Dataset:
-    """Episodes of the described rows of one scene and their seeded split by trajectory
-    (train, held-out val, and `select_fraction` of train carved out for model selection)."""
-    if not rows:
-        raise ValueError("the archive has no trajectories")
-    scenes = {json.dumps((r.get("env_kwargs") or {}).get("scene"), sort_keys=True) for r in rows}
-    if len(scenes) != 1:
-        raise ValueError(f"the archive mixes {len(scenes)} scenes; a decision transformer learns one")
-    codec = SceneCodec((rows[0].get("env_kwargs") or {}).get("scene"), max_visits)
-    episodes, undescribed = [], 0
-    for row in rows:
-        text = instruction(row, describer, codec.scene)
-        if text is None:
-            undescribed += 1
-            continue
-        episodes.append(episode(row, text, codec, bd_to_go))
-    if len(episodes) < 2:
-        raise ValueError(f"only {len(episodes)} trajectory(ies) have a {describer!r} description; "
-                         "at least 2 are needed (one to train on, one to hold out)")
-    train, val = split(len(episodes), val_fraction, seed)
-    train, select = carve(train, select_fraction, seed)
-    return Dataset(codec, episodes, train, val, undescribed, select)
-
-
-def text_side(spec: str, train_texts: Sequence[str], folder: Path | None = None, max_len: int = 0) -> Any:
-    """The text encoder: learned (from a checkpoint folder, else on `train_texts`), frozen, or None."""
-    if spec == NO_TEXT:
-        return None
-    if spec == LEARNED:
-        return LearnedText.load(folder, max_len) if folder is not None else LearnedText.learn(train_texts)
-    return FrozenText(spec)
-
-
-def text_tensors(text: Any, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-    return {} if text is None else text.encode(list(texts))
-
-
-# ---- checkpoints -----------------------------------------------------------------------------
-
-def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimizer: Any = None,
-                    **meta: Any) -> Path:
-    """Write a checkpoint folder whole (a temporary folder renamed into place)."""
-    folder = Path(folder)
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save(model.state_dict(), tmp / MODEL_FILE)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
-    (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
-    if text is not None:
-        text.save(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
-    return folder
-
-
-def _tensors(path: Path) -> Any:
-    from lactchain.train.critic import load_tensors
-
-    return load_tensors(path, "cpu")
-
-
-def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[str, Any]]:
-    """(model in eval mode, its text encoder or None, the checkpoint's meta)."""
-    folder = Path(folder)
-    if not (folder / CONFIG_FILE).is_file():
-        raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
-    meta = json.loads((folder / CONFIG_FILE).read_text())
-    cfg = DTConfig.from_dict(meta["config"])
-    model = DecisionTransformer(cfg)
-    model.load_state_dict(_tensors(folder / MODEL_FILE))
-    model.eval()
-    return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
-
-
-def keep_newest(registry: Any, run_id: str, kind: str, keep: int) -> None:
-    """Delete all but the newest `keep` checkpoint folders of `kind`, and their rows."""
-    for old in registry.artifacts(run_id, kind)[:-keep]:
-        shutil.rmtree(old["path"], ignore_errors=True)
-    registry.prune_artifacts(run_id, kind)
 
 
 def _resume_point(registry: Any, resume_from: str | None) -> dict[str, Any] | None:
     if not resume_from:
         return None
-    from lactchain.resume import latest_checkpoint
-
     source = registry.resolve_run_id(resume_from)
     art = latest_checkpoint(registry, source, CHECKPOINT_KIND)
     if art is None:
@@ -248,45 +154,23 @@ def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Epi
 
 def train_dt(
     handle: Any,
+    config: DTTrainConfig,
     *,
-    archive: str,
-    describer: str = "rule",
-    text_encoder: str = LEARNED,
-    n_layer: int = 2,
-    n_head: int = 4,
-    n_embd: int = 128,
-    dropout: float = 0.1,
-    steps: int = 3000,
-    minutes: float | None = None,
-    batch_size: int = 32,
-    lr: float = 1e-3,
-    weight_decay: float = 0.1,
-    warmup: float = 0.05,
-    val_fraction: float = 0.1,
-    select_fraction: float = 0.1,
-    select_every: int = 250,
-    seed: int = 0,
-    text_dropout: float = 0.2,
-    bd_dropout: float = 0.7,
-    relabel: float = 0.5,
-    max_visits: int = 6,
-    rtg: bool = False,
-    bd_to_go: bool = True,
-    tie_actions: bool = False,
-    absolute_cells: bool = True,
-    eval_every: int = 100,
-    checkpoint_every: int = 500,
-    threads: int | None = None,
-    resume_from: str | None = None,
     on_log: Callable[[int, dict[str, float]], None] | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Train a decision transformer on an archive run's trajectories (see the module doc).
 
-    `handle` is a `lactchain.jobs.RunHandle`; every other argument but the callbacks is a
-    plain JSON-able param (the CLI records them). `text_encoder`: "learned", a frozen
-    sentence encoder spec ("minilm-l6") or "none" (the no-text baseline).
+    `handle` is a `lactchain.jobs.RunHandle`; `config` is the run's recorded params.
+    `config.text_encoder`: "learned", a frozen sentence encoder spec ("minilm-l6") or
+    "none" (the no-text baseline).
     """
+    c = config
+    archive, describer, text_encoder, seed = c.archive, c.describer, c.text_encoder, c.seed
+    steps, minutes, batch_size, lr, val_fraction = c.steps, c.minutes, c.batch_size, c.lr, c.val_fraction
+    select_fraction, select_every, relabel = c.select_fraction, c.select_every, c.relabel
+    text_dropout, bd_dropout, max_visits, bd_to_go = c.text_dropout, c.bd_dropout, c.max_visits, c.bd_to_go
+    eval_every, checkpoint_every, threads = c.eval_every, c.checkpoint_every, c.threads
     t_start = time.perf_counter()
     registry = handle.registry
     if threads:
@@ -294,7 +178,7 @@ def train_dt(
     torch.manual_seed(seed)
     archive_id, rows = archive_rows(registry, archive)
 
-    start = _resume_point(registry, resume_from)
+    start = _resume_point(registry, c.resume_from)
     if start is not None:
         model, text, meta = load_checkpoint(start["path"])
         cfg = model.cfg
@@ -311,9 +195,9 @@ def train_dt(
                        val_fraction=val_fraction, seed=seed, select_fraction=select_fraction)
         text = text_side(text_encoder, data.texts(data.train))
         longest_train = max(data.episodes[i].steps for i in data.train)
-        cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                       dropout=dropout, text_encoder=text_encoder, max_visits=max_visits, rtg=rtg,
-                       bd_to_go=bd_to_go, tie_actions=tie_actions, absolute_cells=absolute_cells,
+        cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd,
+                       dropout=c.dropout, text_encoder=text_encoder, max_visits=max_visits, rtg=c.rtg,
+                       bd_to_go=bd_to_go, tie_actions=c.tie_actions, absolute_cells=c.absolute_cells,
                        max_steps=longest_train + 8,
                        text_vocab=getattr(text, "vocab_size", 0), text_len=getattr(text, "length", 1),
                        text_dim=text.dim if isinstance(text, FrozenText) else 0)
@@ -325,10 +209,10 @@ def train_dt(
     texts = text_tensors(text, [e.text for e in data.episodes])
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
     if start is not None and (Path(start["path"]) / OPTIMIZER_FILE).is_file():
-        optimizer.load_state_dict(_tensors(Path(start["path"]) / OPTIMIZER_FILE))
+        optimizer.load_state_dict(read_tensors(Path(start["path"]) / OPTIMIZER_FILE))
 
     budget_s = minutes * 60.0 if minutes else None
     state = {"step": done, "saved_step": done if start else -1, "last_path": start["path"] if start else None,
@@ -395,7 +279,7 @@ def train_dt(
         bd_on = torch.from_numpy(rng.random(batch_size) >= bd_dropout)
         progress = step / steps if budget_s is None else max(step / steps, seconds() / budget_s)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(progress, lr, warmup)
+            group["lr"] = lr_at(progress, lr, c.warmup)
         optimizer.zero_grad(set_to_none=True)
         loss = bucketed_loss(model, data.codec, text, eps, text_on, bd_on)
         loss.backward()

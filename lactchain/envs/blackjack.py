@@ -14,6 +14,7 @@ replays exactly from its seed.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -31,6 +32,12 @@ DEFAULT_STRATEGY = (
     "Get closer to 21 than the dealer without going over."
 )
 OBSERVATION_LABEL = "Blackjack"
+
+
+# The hand as `Hand.describe` and the natural's own line put it (read back by `plan_from_prompt`).
+_HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|an? (\d+))", re.I)
+_NATURAL_RE = re.compile(r"You have a natural blackjack", re.I)
+_ORACLE_SOLVER: "BlackjackSolver | None" = None
 
 
 def card_name(card: int) -> str:
@@ -52,6 +59,11 @@ class Hand:
     def __str__(self) -> str:
         ace = " (usable ace)" if self.usable_ace else ""
         return f"sum {self.player_sum}{ace} vs dealer {self.dealer_card}"
+
+    def short(self) -> str:
+        """The hand in a table cell: '15 v 10', 'soft 17 v A' (a usable ace)."""
+        dealer = "A" if self.dealer_card == 1 else str(self.dealer_card)
+        return f"{'soft ' if self.usable_ace else ''}{self.player_sum} v {dealer}"
 
     def describe(self) -> str:
         ace = " with a usable ace" if self.usable_ace else ""
@@ -157,6 +169,65 @@ class BlackjackTextEnv(gym.Env):
     fixed_start = None  # a 'fixed' start is the hand the seed deals
     name = "blackjack"  # its key in lactchain.envs.catalog.ENVS
     stochastic = True  # the same move list from the same hand meets different cards
+    judge_description = (
+        "Blackjack against a dealer. You see your sum, whether you hold an ace that counts as 11, and one "
+        "of the dealer's cards. Hit draws a card; going over 21 is a bust and loses. Stick ends your turn: "
+        "the dealer draws until reaching 17 or more, and the higher total without going over wins.")
+    judge_goal = "win the hand"
+    outcome_words = ("won the hand", "did not win")
+    has_scenes = False
+    classic_kwargs: dict[str, Any] = {}  # a move per action is already how a hand is played
+    transfer = None
+    console_view = "cards"  # the console's BlackjackView (the hands as cards, the hole card face down)
+    lab_blurb = "The Lab plays Blackjack: seeded deals, the exact solver as the oracle (no critic)"
+
+    def state_features(self, state: Hand) -> np.ndarray:
+        """3 numbers for the classic agents: player_sum/21, dealer_card/10, usable_ace."""
+        return np.array([state.player_sum / 21, state.dealer_card / 10, float(state.usable_ace)], dtype=np.float32)
+
+    def vocabulary_texts(self) -> list[str]:
+        """Blackjack's prompt, move list, hand descriptions and caption words (the tiny
+        tokenizer's): a fresh env's captions of 40 seeded deals cover every kind of event."""
+        from lactchain.moves import format_moves
+        from lactchain.prompts import render_prompt
+
+        env = BlackjackTextEnv()
+        texts = [render_prompt(DEFAULT_STRATEGY, "", BLACKJACK_MOVES, observation_label=OBSERVATION_LABEL),
+                 format_moves(list(BLACKJACK_MOVES))]
+        texts.extend(h.describe() for h in start_hands())
+        for seed in range(40):  # hits, busts, sticks, dealer totals, results
+            env.reset(seed=seed)
+            _, _, _, _, info = env.step(["hit", "stick"] if seed % 2 else ["stick"])
+            texts.append(info["caption"])
+        env.reset(seed=0)
+        texts.append(env.describe() + " You have a natural blackjack (an ace and a 10)")
+        return texts
+
+    all_moves = BLACKJACK_MOVES
+
+    @classmethod
+    def plan_from_prompt(cls, prompt: str) -> list[str] | None:
+        """The exact solver's move for the hand a prompt describes (a natural sticks), for
+        the console's model-free oracle actor; None when the prompt is not Blackjack's."""
+        if _NATURAL_RE.search(prompt):
+            return [STICK]
+        match = _HAND_RE.search(prompt)
+        if match is None:
+            return None
+        global _ORACLE_SOLVER  # noqa: PLW0603 - built on first use, shared
+        if _ORACLE_SOLVER is None:
+            _ORACLE_SOLVER = BlackjackSolver()
+        dealer = 1 if match.group(3).lower() == "an ace" else int(match.group(4))
+        return [_ORACLE_SOLVER.action(Hand(int(match.group(1)), dealer, bool(match.group(2))))]
+
+    def render_text(self) -> str:
+        """Both hands as text (what `render()` gives in 'ansi' mode, any render_mode)."""
+        return render_ansi(self.game.player, self.game.dealer, self.finished)
+
+    def headline(self, state: Hand) -> str:
+        """The hand in one line for the console; the live hand in the env's own words (a
+        natural as dealt is named)."""
+        return self.describe(None if state == self.state else state)
 
     def canonical_moves(self, moves: Iterable[str]) -> tuple[str, ...]:
         """The moves this env actually reads: up to the first stick, within the limit."""

@@ -12,45 +12,30 @@ scene: no landmarks, and every text and render exactly as without scenes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+# The rules (poses, one move, rewards) are grid_rules', shared with the planner; the names
+# stay importable from here.
+from lactchain.envs.grid_rules import (  # noqa: F401 - re-exported
+    _STEP,
+    GLYPHS,
+    GOAL_REWARD,
+    MOVE_COST,
+    ORIENTATIONS,
+    STEP,
+    MoveOutcome,
+    State,
+    all_states,
+    apply_move,
+)
+from lactchain.envs.planning import Planner
 from lactchain.envs.scenes import Landmark, Scene, get_scene
-from lactchain.moves import DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, validate_moves
-
-ORIENTATIONS: tuple[str, ...] = ("north", "east", "south", "west")
-_STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
-GLYPHS = {"north": "^", "east": ">", "south": "v", "west": "<"}
-GOAL_REWARD = 100.0
-MOVE_COST = -1.0
-
-
-@dataclass(frozen=True)
-class State:
-    """Agent pose. Hashable, so planners and samplers can key on it."""
-
-    x: int
-    y: int
-    orientation: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "y": self.y, "orientation": self.orientation}
-
-    def __str__(self) -> str:
-        return f"(x={self.x}, y={self.y}, facing {self.orientation})"
-
-
-@dataclass(frozen=True)
-class MoveOutcome:
-    """The result of one move: where the agent ends up and what got in its way."""
-
-    state: State
-    bumped: str | None = None  # the wall hit while clamping, e.g. "north"
-    exited: bool = False  # left the grid (terminate-on-exit mode)
+from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, validate_moves
 
 
 def _steps(n: int) -> str:
@@ -85,24 +70,6 @@ def goal_direction(state: State, goal: tuple[int, int]) -> str:
     if left:
         parts.append(steps(left, "to your left" if left > 0 else "to your right"))
     return f"The goal is {' and '.join(parts)}." if parts else "You are on the goal."
-
-
-def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = False) -> MoveOutcome:
-    """Pure transition of one move; shared by the env and the exact planner."""
-    idx = ORIENTATIONS.index(state.orientation)
-    if move == TURN_LEFT:
-        return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx - 1) % 4]))
-    if move == TURN_RIGHT:
-        return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx + 1) % 4]))
-    if move != MOVE_FORWARD:
-        raise ValueError(f"unknown move {move!r}")
-    dx, dy = _STEP[state.orientation]
-    nx, ny = state.x + dx, state.y + dy
-    if 0 <= nx < size and 0 <= ny < size:
-        return MoveOutcome(State(nx, ny, state.orientation))
-    if terminate_on_exit:
-        return MoveOutcome(state, exited=True)
-    return MoveOutcome(state, bumped=state.orientation)
 
 
 def _as_int(v: Any) -> int:
@@ -232,6 +199,81 @@ class GridWorldEnv(gym.Env):
     # ---- the text-env seam (lactchain.envs.catalog.TextEnv) ---------------------
     name = "grid"  # its key in lactchain.envs.catalog.ENVS
     stochastic = False  # a move list from a state always has the same outcome
+    judge_description = "A grid world: you move forward or turn, and want to reach the goal cell in as few moves " \
+                        "as possible."
+    judge_goal = "reach the goal quickly"
+    outcome_words = ("reached the goal", "did not reach the goal")
+    has_scenes = True  # takes `scene=` (lactchain.envs.scenes)
+    classic_kwargs = {"max_moves_per_action": 1, "max_actions": 30}  # one move per action, room for the moves
+    transfer = ("5x5", {"size": 5, "goal": (4, 4)})  # zero-shot transfer: the 4x4's actor on a 5x5 grid
+    console_view = "grid"  # the console's GridView (cells, goal, landmarks, value overlay)
+    lab_blurb = "The Lab plays the GridWorld: choose the start on the grid"
+
+    def state_features(self, state: State) -> np.ndarray:
+        """11 numbers for the classic agents: x, y (/(size-1)); orientation one-hot (north,
+        east, south, west); goal dx, dy (/(size-1)); the goal in the agent's frame, ahead and
+        to its left (/(size-1)); 1 if the cell ahead is off the grid (a forward move would bump)."""
+        span = max(self.size - 1, 1)
+        fx, fy = _STEP[state.orientation]
+        dx, dy = self.goal[0] - state.x, self.goal[1] - state.y
+        ahead, left = dx * fx + dy * fy, dy * fx - dx * fy  # left of (fx, fy) is (-fy, fx)
+        nx, ny = state.x + fx, state.y + fy
+        blocked = not (0 <= nx < self.size and 0 <= ny < self.size)
+        onehot = [float(state.orientation == o) for o in ORIENTATIONS]
+        return np.array([state.x / span, state.y / span, *onehot, dx / span, dy / span,
+                         ahead / span, left / span, float(blocked)], dtype=np.float32)
+
+    def vocabulary_texts(self) -> list[str]:
+        """The grid's prompts (every move menu), descriptions (every size 2..16, every goal
+        direction phrase), coordinates and move words: the tiny tokenizer's grid words."""
+        from lactchain.moves import format_moves
+        from lactchain.prompts import DEFAULT_STRATEGY, render_prompt
+
+        texts = [DEFAULT_STRATEGY]
+        for moves in (DEFAULT_MOVES, ALL_MOVES, ALL_MOVES[:1]):
+            texts.append(render_prompt(DEFAULT_STRATEGY, "", moves))
+            texts.append(format_moves(list(moves)))
+        for size in range(2, 17):
+            env = GridWorldEnv(size=size, goal=(size - 1, size - 1))
+            env.reset()
+            texts.append(env.describe())
+        texts.extend(GridWorldEnv().describe(s) for s in all_states(4))  # every goal direction phrase
+        texts.append(" ".join(ORIENTATIONS) + " " + " ".join(o.capitalize() for o in ORIENTATIONS))
+        words = [w for m in ALL_MOVES for w in m.split()]
+        texts.append(" ".join(words) + " " + " ".join(w.capitalize() for w in words))
+        texts.append(" ".join(f"(x={n}, y={n})" for n in range(100)))  # coordinates without a space
+        texts.append(" ".join(f"{n}x{n}" for n in range(1, 33)))
+        return texts
+
+    def render_text(self) -> str:
+        """The live episode as text (what `render()` gives in 'ansi' mode, any render_mode)."""
+        return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks)
+
+    def headline(self, state: State) -> str:
+        """The state in one line for the console: the pose and where the goal is."""
+        return f"at {state} · {goal_direction(state, self.goal)}"
+
+    all_moves = ALL_MOVES  # every move a grid can be given (an instance plays `moves`, a subset)
+
+    @classmethod
+    def plan_from_prompt(cls, prompt: str) -> list[str] | None:
+        """The planner's optimal move list for the pose and goal a prompt describes (its
+        size, pose, egocentric goal text and move menu), for the console's model-free
+        oracle actor; [] when the goal cannot be read or reached; None when the prompt
+        is not a grid's."""
+        size, pose = _SIZE_RE.search(prompt), _POSE_RE.search(prompt)
+        if not (size and pose) or pose.group(3).lower() not in _STEP:
+            return None
+        state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
+        goal = _goal_from(prompt, state)
+        if goal is None:
+            return []
+        menu = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or None
+        env = cls(size=int(size.group(1)), goal=goal, moves=menu or ALL_MOVES[:2])
+        try:
+            return Planner(env).plan(state)
+        except ValueError:
+            return []
 
     def critic_text(self, state: State) -> str:
         """The critic's compact state text: only what tells states apart, so mean pooling
@@ -255,8 +297,6 @@ class GridWorldEnv(gym.Env):
 
     def start_states(self) -> list[State]:
         """Every non-goal pose (a start on the goal would be a free success)."""
-        from lactchain.envs.planning import all_states
-
         return [s for s in all_states(self.size) if not self.is_terminal(s)]
 
     def parse_state(self, value: Any) -> State:
@@ -265,9 +305,7 @@ class GridWorldEnv(gym.Env):
     def is_terminal(self, state: State) -> bool:
         return (state.x, state.y) == tuple(self.goal)
 
-    def solver(self):  # noqa: ANN201 - a Planner (imported late: planning imports this module)
-        from lactchain.envs.planning import Planner
-
+    def solver(self) -> Planner:
         return Planner(self)
 
     # ---- gymnasium API ----------------------------------------------------------
@@ -359,6 +397,31 @@ class GridWorldEnv(gym.Env):
         if self.render_mode == "rgb_array":
             return render_rgb(self.size, self.state, self.goal, self.path, landmarks=self.scene.landmarks)
         return None
+
+
+_SIZE_RE = re.compile(r"grid world is (\d+)x(\d+)", re.I)
+_GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)  # absolute, if a prompt says so
+_AHEAD_RE = re.compile(r"(\d+) steps? (ahead|behind you)", re.I)  # the env's egocentric text
+_SIDE_RE = re.compile(r"(\d+) steps? to your (left|right)", re.I)
+_POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
+_MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
+
+
+def _goal_from(prompt: str, state: State) -> tuple[int, int] | None:
+    """The goal cell a prompt describes: absolute "(x=.., y=..)" or the env's egocentric
+    "N steps ahead/behind you and M steps to your left/right" from `state`."""
+    absolute = _GOAL_RE.search(prompt)
+    if absolute:
+        return int(absolute.group(1)), int(absolute.group(2))
+    if "you are on the goal" in prompt.lower():
+        return state.x, state.y
+    ahead, side = _AHEAD_RE.search(prompt), _SIDE_RE.search(prompt)
+    if not (ahead or side):
+        return None
+    a = int(ahead.group(1)) * (1 if ahead.group(2).lower() == "ahead" else -1) if ahead else 0
+    left = int(side.group(1)) * (1 if side.group(2).lower() == "left" else -1) if side else 0
+    fx, fy = _STEP[state.orientation]
+    return state.x + a * fx - left * fy, state.y + a * fy + left * fx
 
 
 def _caption(events: list[str]) -> str:

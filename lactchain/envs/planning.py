@@ -1,4 +1,4 @@
-"""Exact ground truth for a GridWorld: BFS move distances, optimal move lists and V*.
+"""Exact ground truth for a GridWorld (grid-only): BFS move distances, optimal move lists and V*.
 
 V* is computed over the env's real action space (a list of up to
 `max_moves_per_action` moves earns one reward, and the discount applies per
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
-from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, ORIENTATIONS, GridWorldEnv, State, apply_move
+# The grid's rules live in grid_rules, which imports neither this module nor the env:
+# the env builds its Planner, the Planner reads the rules (no import cycle).
+from lactchain.envs.grid_rules import GOAL_REWARD, MOVE_COST, State, all_states, apply_move
 
-
-def all_states(size: int) -> list[State]:
-    """Every (x, y, orientation) of a size x size grid, in a fixed order."""
-    return [State(x, y, o) for y in range(size) for x in range(size) for o in ORIENTATIONS]
+__all__ = ["Planner", "all_states"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ _VALUES_MEMO: dict[tuple, dict[State, float]] = {}
 class Planner:
     """Exact solver for one env configuration (size, goal, moves, limits)."""
 
-    def __init__(self, env: GridWorldEnv):
+    def __init__(self, env: Any):  # a GridWorldEnv (or a wrapper of one)
         env = getattr(env, "unwrapped", env)
         self.cfg = _Config(
             env.size, tuple(env.goal), tuple(env.moves), env.max_moves_per_action, env.terminate_on_exit, env.exit_penalty

@@ -47,12 +47,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
 from lactchain.models.scoring import ScoringTokens
 from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
 from lactchain.prompts import check_prompt_length
 
-PAD_CANDIDATES = ("<|endoftext|>", "<pad>", "<|pad|>", "<unk>")
 FALLBACK_CONTEXT = 2048
 # A shared prefix shorter than this is not worth a separate forward pass and a cache entry.
 MIN_SHARED_PREFIX = 16
@@ -73,36 +73,6 @@ class Sample:
     # BPE model into a non-canonical tokenization of `text`; scoring these ids (not
     # the re-tokenized text) reproduces `logprob` exactly.
     token_ids: list[int] = field(default_factory=list)
-
-
-def ensure_distinct_pad(tokenizer: Any, model: Any = None) -> None:
-    """Give the tokenizer a pad token that is not EOS (padding with EOS hides the
-    end of every completion from training), pad on the left, and tell the model.
-    Prefers an existing non-EOS special token (unk, <|endoftext|>, <pad>); adds a
-    new `<|pad|>` token (and resizes the embeddings) only as a last resort."""
-    eos_id = tokenizer.eos_token_id
-    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == eos_id:
-        vocab = tokenizer.get_vocab()
-        choice = None
-        if tokenizer.unk_token is not None and tokenizer.unk_token_id not in (None, eos_id):
-            choice = tokenizer.unk_token
-        else:
-            for tok in PAD_CANDIDATES:
-                if tok in vocab and vocab[tok] != eos_id:
-                    choice = tok
-                    break
-        if choice is not None:
-            tokenizer.pad_token = choice
-        else:
-            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
-            if model is not None:
-                model.resize_token_embeddings(len(tokenizer))
-    tokenizer.padding_side = "left"
-    if model is not None:
-        model.config.pad_token_id = tokenizer.pad_token_id
-        if getattr(model, "generation_config", None) is not None:
-            model.generation_config.pad_token_id = tokenizer.pad_token_id
-            model.generation_config.eos_token_id = eos_id
 
 
 class _LogprobRecorder:

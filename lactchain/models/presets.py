@@ -157,9 +157,11 @@ def _clean_stale_tmp(root: Path, name: str, max_age_s: float = 6 * 3600) -> None
 
 
 def _tiny_version() -> str:
-    from lactchain.models.tiny import TINY_VERSION
+    """The tiny build's version: its code version and its vocabulary's fingerprint (every
+    env's words: registering an env rebuilds it)."""
+    from lactchain.models.tiny import TINY_VERSION, vocabulary_fingerprint
 
-    return "tiny-" + TINY_VERSION
+    return f"tiny-{TINY_VERSION}-{vocabulary_fingerprint()}"
 
 
 def _tiny_status() -> tuple[bool, str]:
@@ -256,7 +258,7 @@ def _gguf_progress(progress: Optional[Progress], start: float, stop: float) -> I
 def _convert_smollm2(folder: Path, progress: Optional[Progress]) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lactchain.models.actor import ensure_distinct_pad
+    from lactchain.models.padding import ensure_distinct_pad
 
     gguf = smollm2_gguf_path()
     _say(progress, f"reading tokenizer from {gguf.name}", 0.02)

@@ -1,9 +1,11 @@
 """The `tiny` actor: a seeded random Llama with a word-level tokenizer, built offline in seconds.
 
 It exists for tests and CPU smoke runs. Its vocabulary is the prompt vocabulary
-(conversion template, default strategy, GridWorld descriptions, numbers,
-punctuation, moves) so every rendered prompt tokenizes without surprises and the
-move-list grammar can be written with its tokens.
+(conversion template, numbers, punctuation, and every env's `vocabulary_texts()`:
+its strategy, descriptions, moves and captions) so every rendered prompt tokenizes
+without surprises and the move-list grammar can be written with its tokens. A new
+env's words join the vocabulary by themselves; `vocabulary_fingerprint()` names the
+built model's folder, so a cached build with another vocabulary is never reused.
 
 Tokenization: a regex pre-tokenizer splits text into ` ?word`, ` ?punct` (one
 character) and whitespace runs; each piece is one token of a WordLevel model and
@@ -16,6 +18,8 @@ sampled ones exactly).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import string
 from pathlib import Path
 
@@ -54,47 +58,16 @@ def _pre_tokenizer():
 
 
 def corpus_texts() -> list[str]:
-    """Every text whose pieces go into the tiny vocabulary."""
-    from lactchain.envs.gridworld import ORIENTATIONS, GridWorldEnv
-    from lactchain.envs.planning import all_states
-    from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
-    from lactchain.prompts import CONVERSION_TEMPLATE, DEFAULT_STRATEGY, render_prompt
+    """Every text whose pieces go into the tiny vocabulary: the conversion template,
+    numbers, and each env's own `vocabulary_texts()` (its prompts, descriptions, moves
+    and captions), for every env of the catalog."""
+    from lactchain.envs.catalog import ENVS, make_env
+    from lactchain.prompts import CONVERSION_TEMPLATE
 
-    texts = [CONVERSION_TEMPLATE, DEFAULT_STRATEGY]
-    for moves in (DEFAULT_MOVES, ALL_MOVES, ALL_MOVES[:1]):
-        texts.append(render_prompt(DEFAULT_STRATEGY, "", moves))
-        texts.append(format_moves(list(moves)))
-    for size in range(2, 17):
-        env = GridWorldEnv(size=size, goal=(size - 1, size - 1))
-        env.reset()
-        texts.append(env.describe())
-    texts.extend(GridWorldEnv().describe(s) for s in all_states(4))  # every goal direction phrase
-    texts.append(" ".join(ORIENTATIONS) + " " + " ".join(o.capitalize() for o in ORIENTATIONS))
-    words = [w for m in ALL_MOVES for w in m.split()]
-    texts.append(" ".join(words) + " " + " ".join(w.capitalize() for w in words))
+    texts = [CONVERSION_TEMPLATE]
     texts.append(" ".join(str(n) for n in range(100)))
-    texts.append(" ".join(f"(x={n}, y={n})" for n in range(100)))  # coordinates without a space
-    texts.append(" ".join(f"{n}x{n}" for n in range(1, 33)))
-    texts.extend(_blackjack_texts())
-    return texts
-
-
-def _blackjack_texts() -> list[str]:
-    """Blackjack's prompt, move list, hand descriptions and caption words."""
-    from lactchain.envs.blackjack import BLACKJACK_MOVES, DEFAULT_STRATEGY, OBSERVATION_LABEL, BlackjackTextEnv, start_hands
-    from lactchain.moves import format_moves
-    from lactchain.prompts import render_prompt
-
-    env = BlackjackTextEnv()
-    texts = [render_prompt(DEFAULT_STRATEGY, "", BLACKJACK_MOVES, observation_label=OBSERVATION_LABEL),
-             format_moves(list(BLACKJACK_MOVES))]
-    texts.extend(h.describe() for h in start_hands())
-    for seed in range(40):  # captions of every kind of event: hits, busts, sticks, dealer totals, results
-        env.reset(seed=seed)
-        _, _, _, _, info = env.step(["hit", "stick"] if seed % 2 else ["stick"])
-        texts.append(info["caption"])
-    env.reset(seed=0)
-    texts.append(env.describe() + " You have a natural blackjack (an ace and a 10)")
+    for name in ENVS:
+        texts.extend(make_env(name).vocabulary_texts())
     return texts
 
 
@@ -110,11 +83,34 @@ def build_vocab() -> dict[str, int]:
     vocab: dict[str, int] = {}
     for tok in (PAD, BOS, EOS, UNK, *ROLE_TOKENS):
         vocab[tok] = len(vocab)
+    hazards = move_prefixes()
     for piece in sorted(set(pieces)):
-        if piece == " " or piece in vocab:
+        if piece == " " or piece in vocab or piece in hazards:
             continue
         vocab[piece] = len(vocab)
     return vocab
+
+
+def move_prefixes() -> set[str]:
+    """Pieces the vocabulary leaves out (they read as <unk>): a proper prefix of a word of
+    any env's moves ("drop" of "dropoff", "s" of "south"), with or without its space.
+    Constrained decoding accepts any tokens that spell the grammar's text, and a move begun
+    with such a piece could only be finished by pieces that may not exist ("drop" + "of" +
+    "f"): without them, a move is spelled by its own token alone, so the grammar can never
+    dead-end and every constrained answer tokenizes back to the tokens sampled."""
+    from lactchain.envs.catalog import ENVS, env_class
+
+    words = {w for name in ENVS for move in env_class(name).all_moves for w in move.split()}
+    prefixes = {p for w in words for k in range(1, len(w)) for p in (w[:k], " " + w[:k])}
+    return prefixes - words - {" " + w for w in words}
+
+
+@functools.lru_cache(maxsize=1)
+def vocabulary_fingerprint() -> str:
+    """A short hash of the vocabulary: part of the tiny model's cache key (a new env's
+    words change the vocabulary and so the model)."""
+    vocab = build_vocab()
+    return hashlib.sha1("\n".join(sorted(vocab, key=vocab.__getitem__)).encode()).hexdigest()[:8]
 
 
 def build_tiny_tokenizer():

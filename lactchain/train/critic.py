@@ -23,7 +23,7 @@
    artifact of kind "critic" with step = epoch (1-based). On SIGTERM the job's
    `on_cancel` hook saves one more (meta complete=False) if any batch ran since.
 6. Resume: `resume=True` continues from this run's latest critic checkpoint,
-   `resume_from=RUN_ID` from another run's; epochs already done are skipped and
+   `config.resume_from=RUN_ID` from another run's; epochs already done are skipped and
    the optimizer state is restored. Splits and shuffles are functions of the
    seed and the epoch number, so a resumed run sees the same batches.
 """
@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from lactchain.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
+from lactchain.train.critic_config import TrainCriticConfig
 
 CHECKPOINT_KIND = "critic"
 OPTIMIZER_NAME = "optimizer.pt"
@@ -136,31 +137,19 @@ def load_tensors(path: Path, device: Any) -> Any:
 
 def train_critic(
     handle: Any,
+    config: TrainCriticConfig,
     *,
-    episodes_from: Sequence[str],
-    critic: str = "minilm-l6",
-    epochs: int = 5,
-    gamma: float = 0.9,
-    lr: float = 5e-4,
-    batch_size: int = 64,
-    seed: int = 0,
-    val_fraction: float = 0.2,
-    lora_r: int = 8,
-    q_weight: float = 1.0,
-    weight_decay: float = 0.01,
-    env_kwargs: Mapping[str, Any] | None = None,
-    env: str = "grid",
     resume: bool = False,
-    resume_from: str | None = None,
     device: str | None = None,
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Fit V and Q of a critic to Monte-Carlo returns of the steps of `episodes_from` runs.
+    """Fit V and Q of a critic to Monte-Carlo returns of the steps of `config.episodes_from` runs.
 
     `handle` is a `lactchain.jobs.RunHandle` (registry, run_id, dir, log_metrics,
-    on_cancel, check_cancelled). Every other argument is a plain, JSON-able param,
-    so `lactchain runs resume` can call `train_critic(handle, **params, resume=True)`.
+    on_cancel, check_cancelled). `config` is the run's recorded params, so
+    `lactchain runs resume` can call
+    `train_critic(handle, TrainCriticConfig.from_params(params), resume=True)`.
     `on_epoch(epoch, metrics)` / `on_batch(done, total)` feed progress displays.
     Returns the final metrics, the checkpoint path and data sizes.
     """
@@ -168,19 +157,21 @@ def train_critic(
 
     t_start = time.perf_counter()
     registry = handle.registry
+    c = config
+    epochs, gamma, lr, batch_size, seed, q_weight = c.epochs, c.gamma, c.lr, c.batch_size, c.seed, c.q_weight
     torch.manual_seed(seed)
 
     # 1-2. data
-    run_ids = [registry.resolve_run_id(r) for r in episodes_from]
+    run_ids = [registry.resolve_run_id(r) for r in c.episodes_from]
     samples = load_samples(registry, run_ids, gamma)
     if not samples:
         raise ValueError(f"runs {', '.join(run_ids) or '(none)'} have no steps to learn from")
-    train, val = split_by_episode(samples, val_fraction, seed)
+    train, val = split_by_episode(samples, c.val_fraction, seed)
     if len(train) < 2:
         raise ValueError(f"only {len(train)} training step(s) in runs {', '.join(run_ids)}; play more episodes")
 
     # 3. model: fresh, or from the checkpoint we resume
-    start = _resume_point(registry, handle.run_id, resume, resume_from)
+    start = _resume_point(registry, handle.run_id, resume, c.resume_from)
     skip_batches = 0  # batches of the next epoch a partial (SIGTERM) checkpoint already trained on
     if start is not None:
         model = Critic.load(checkpoint=start["path"], device=device)
@@ -188,12 +179,12 @@ def train_critic(
         meta = start.get("meta") or {}
         skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
     else:
-        model = Critic.load(critic, lora_r=lora_r, device=device, env_kwargs=env_kwargs, env=env)
+        model = Critic.load(c.critic, lora_r=c.lora_r, device=device, env_kwargs=c.env_kwargs, env=c.env)
         rets = np.asarray([s.ret for s in train])
         model.set_target_stats(rets.mean(), rets.std())
         done_epochs = 0
     model.batch_size = max(batch_size, 1)
-    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=c.weight_decay)
     if start is not None and (Path(start["path"]) / OPTIMIZER_NAME).is_file():
         optimizer.load_state_dict(load_tensors(Path(start["path"]) / OPTIMIZER_NAME, model.device))
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from lactchain.labelers import execute_from, random_moves
+from lactchain.envs.replay import execute_from, random_moves
 
 
 @dataclass(frozen=True)

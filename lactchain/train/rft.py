@@ -11,6 +11,11 @@ move list + EOS), i.e. SFT on the labeler's best candidate per state.
 Read top to bottom: `encode_rows` (token ids, shared prefix), `nll_loss` (one
 batch), `train_rft` (epochs, LoRA, metrics to the registry, SIGTERM -> save and
 stop, adapter saved like the TRL trainers' so every loader reads it).
+
+Its settings are the `TrainActorConfig` of every actor trainer with loss "rft": it
+reads epochs, max_steps, lr, batch_size, lora_r, lora_alpha, lora_dropout,
+target_modules and seed (`actor_config.LOSS_SETTINGS["rft"]`); the config refuses
+the preference losses' settings with rft rather than dropping them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from lactchain.models.actor import _common_prefix_len, ensure_distinct_pad
 from lactchain.moves import format_moves
+from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.lora import ADAPTER_KIND, finish_actor, lora_targets, save_adapter
 
 
 @dataclass
@@ -45,8 +53,6 @@ def encode_rows(actor: Any, rows: Sequence[Mapping[str, Any]]) -> list[EncodedRo
 
 def _common_prefix(rows: Sequence[EncodedRow]) -> int:
     """Prompt tokens all rows share, keeping >= 1 prompt token per row in the suffix."""
-    from lactchain.models.actor import _common_prefix_len
-
     return max(_common_prefix_len([r.prompt for r in rows]) - 1, 0)
 
 
@@ -93,29 +99,25 @@ def completion_logps(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> tup
 def train_rft(
     actor: Any,
     rows: Sequence[Mapping[str, Any]],
+    config: TrainActorConfig,
     *,
     handle: Any = None,
     output_dir: str | Path | None = None,
-    epochs: float = 1.0,
-    lr: float = 5e-4,
-    batch_size: int = 8,
-    lora_r: int = 8,
-    lora_alpha: int = 16,
-    seed: int = 0,
     on_log: Callable[[int, int, dict[str, float]], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `actor` (LoRA, continued if it already has one) on `rows` of
     {"prompt": user text, "chosen": move list}; save the adapter to
     `<output_dir>/adapter`. After the call `actor.model` carries it.
+    `config.max_steps`, when set, is the number of steps (else `config.epochs` passes).
     The learning rate is constant: the pipeline calls this once per iteration on a
     continued adapter, and a schedule that decays to 0 every call wastes half of
     every call. (bf16 autocast was measured: 5.6 vs 5.9 s per SmolLM2 step on CPU,
     with a worse loss, so training stays fp32.)"""
     from peft import LoraConfig, PeftModel, get_peft_model
 
-    from lactchain.models.actor import ensure_distinct_pad
-    from lactchain.train.actor import ADAPTER_KIND, _finish_actor, _save_adapter, lora_targets
-
+    if config.loss != "rft":
+        raise ValueError(f"train_rft trains loss 'rft', not {config.loss!r} (use lactchain.train.actor.train_actor)")
+    epochs, lr, batch_size, seed = config.epochs, config.lr, config.batch_size, config.seed
     if not rows:
         raise ValueError("no rft rows to train on")
     if batch_size < 1 or not lr > 0 or not epochs > 0:
@@ -134,13 +136,15 @@ def train_rft(
             param.requires_grad_("lora_" in name and ".default." in name)
     else:
         torch.manual_seed(seed)
-        model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=0.0, bias="none",
-                                                 target_modules=lora_targets(model), task_type="CAUSAL_LM"))
+        targets = list(config.target_modules) if config.target_modules else lora_targets(model)
+        model = get_peft_model(model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                                                 lora_dropout=config.lora_dropout, bias="none",
+                                                 target_modules=targets, task_type="CAUSAL_LM"))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
     order = list(range(len(encoded)))
-    total_steps = max(1, round(epochs * len(encoded) / batch_size))
+    total_steps = int(config.max_steps) if config.max_steps else max(1, round(epochs * len(encoded) / batch_size))
     model.train()
     t0 = time.perf_counter()
     losses: list[float] = []
@@ -169,12 +173,12 @@ def train_rft(
         if cancelled:
             break
     seconds = time.perf_counter() - t0
-    meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": lora_r, "lora_alpha": lora_alpha,
+    meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": config.lora_r, "lora_alpha": config.lora_alpha,
             "step": step, "rows": len(rows), "complete": not cancelled, "started_from": started_from}
-    adapter_dir = _save_adapter(model, out / "adapter", meta)
+    adapter_dir = save_adapter(model, out / "adapter", meta)
     if handle is not None:
         handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
-    _finish_actor(actor, model, adapter_dir)
+    finish_actor(actor, model, adapter_dir)
     return {"loss_type": "rft", "steps": step, "rows": len(rows), "pairs": len(rows),
             "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},

@@ -31,6 +31,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static
 
 from lactchain.envs import State
+from tui.annotations import append_annotations, current_annotation  # noqa: F401  (re-exported)
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 from tui.screens.base import BaseScreen
@@ -125,35 +126,6 @@ def row_matches(row: dict, terms: list[str], fields: list[tuple[str, str]], verd
                 return False
     hay = " ".join([key, " ".join(marks), policy, *descs])
     return all(t in hay for t in terms)
-
-
-def current_annotation(annotations: list[dict], t: int) -> int | None:
-    """Index of the annotation in force at step t: the last one with its t <= t."""
-    found = None
-    for i, a in enumerate(annotations):
-        try:
-            if int(a.get("t", 0)) <= t:
-                found = i
-        except (TypeError, ValueError):
-            continue
-    return found
-
-
-def append_annotations(out: Text, annotations: list[dict], t: int) -> int | None:
-    """The annotations under a bold heading, the one in force at step t highlighted, those
-    before it plain and those to come dim; returns the highlighted index."""
-    current = current_annotation(annotations, t)
-    out.append("\nannotations" if out.plain else "annotations", style="bold underline")
-    for i, a in enumerate(annotations):
-        text = a.get("text") or f"{a.get('relation', '')} the {a.get('landmark', '')}"
-        line = f"t={a.get('t')} {text}"
-        if i == current:
-            out.append(f"\n▸ {line}", style="bold reverse")
-        else:
-            out.append(f"\n  {line}", style="" if current is not None and i < current else "dim")
-    if not annotations:
-        out.append("\n(none: a scene without landmarks)", style="dim")
-    return current
 
 
 def _state(pose: Any) -> State:

@@ -22,6 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from lactchain.envs import State
+from tui.annotations import append_annotations
 from tui.screens.replay import StepReplay
 from tui.widgets.compact_grid import CompactGridView
 from tui.widgets.grid import GridModel, fit_cell_width
@@ -254,8 +255,6 @@ class DtInstructScreen(StepReplay, ModalScreen[None]):
         out.append(" > ".join(rs["reference"]) or "(none)", style="bold")
         mark, style = MARKS[bool(rs["order_match"])]
         out.append(f"\n{mark}", style=style)
-        from tui.screens.archive import append_annotations
-
         append_annotations(out, rs["annotations"], t)
         self.query_one("#dt-result", Static).update(out)
 

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, ProgressBar, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from lactchain.envs import State
+from lactchain.envs.catalog import EnvState
 from tui.commands import bindings_for
 from tui.lab_session import Snapshot, StepCancelled
 from tui.messages import ActorText, CandidatesReady, EpisodeStopped, StepFinished, StepStarted
@@ -64,7 +64,7 @@ class LabScreen(BaseScreen):
     def env_view(self):  # noqa: ANN201 - a GridView, or the env's own view
         if self.session.is_grid:
             return GridView(id="lab-grid", cell_width=self._cell_width(self.app.size.width))
-        return view_for(self.session.env_name, id="lab-env")
+        return view_for(self.session.env.console_view, id="lab-env")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """'n' (next deal) only where the seed deals the start: hidden from the grid's footer."""
@@ -208,7 +208,7 @@ class LabScreen(BaseScreen):
         snap = snap or self.session.snapshot()
         app = self.app
         grid = self.grid
-        if grid is None or snap.env != "grid":
+        if grid is None or snap.env != self.session.env_name or not self.session.is_grid:
             self.query_one("#lab-status", Static).update(deal_status(
                 snap, app.actor_status, self.running, self.session.constrained, self.session.temperature))
             self.query_one("#model-progress", ProgressBar).display = bool(app.models_loading)
@@ -264,7 +264,7 @@ class LabScreen(BaseScreen):
                 self.draw(session.snapshot())
 
     @work(thread=True, exclusive=True, group="critic-v", exit_on_error=False, name="critic V(s)")
-    def critic_state_value(self, state: State) -> None:
+    def critic_state_value(self, state: EnvState) -> None:
         try:
             value = self.session.critic_values(self.app.critic, [state])[0]
         except Exception as exc:  # noqa: BLE001
@@ -272,7 +272,7 @@ class LabScreen(BaseScreen):
             return
         self.app.call_from_thread(self._show_state_value, state, value)
 
-    def _show_state_value(self, state: State, value: float) -> None:
+    def _show_state_value(self, state: EnvState, value: float) -> None:
         if self.session.snapshot().state == state:
             self._update_critic_header(value)
 
@@ -437,7 +437,7 @@ class LabScreen(BaseScreen):
             self._record(record)
             done_steps += 1
             if record.terminated or record.truncated:
-                reason = _end_reason(record, session.deals)
+                reason = _end_reason(record, session.deals, session.env.outcome_words[0])
                 break
             if max_steps is not None and done_steps >= max_steps:
                 break
@@ -469,10 +469,8 @@ class LabScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, group="critic-grid", exit_on_error=False, name="critic values")
     def critic_grid_values(self) -> None:
-        from lactchain.envs import all_states
-
         session, critic = self.session, self.app.critic
-        states = all_states(session.env.size)
+        states = list(session.planner.states)  # every pose of the grid (its planner's states)
         try:
             values = session.critic_values(critic, states)
         except Exception as exc:  # noqa: BLE001
@@ -553,10 +551,10 @@ class LabScreen(BaseScreen):
         self._update_critic_header()
 
 
-def _end_reason(record: Any, deals: bool) -> str:
-    """Why the episode stopped, for the toast."""
+def _end_reason(record: Any, deals: bool, success: str = "reached the goal") -> str:
+    """Why the episode stopped, for the toast (`success`: the env's words for a success)."""
     if deals:
         outcome = record.snapshot.outcome or ("out of actions" if record.truncated else "over")
         return f"hand over: {outcome} · n deals the next hand"
-    return "reached the goal" if record.terminated and "goal" in record.caption else (
+    return success if record.terminated and record.success else (
         "out of actions" if record.truncated else "episode over")

@@ -33,7 +33,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
-from lactchain.envs import GridWorldEnv, State
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_class, make_env
 from lactchain.moves import format_moves
 from lactchain.registry import now_ms
 from tui.commands import bindings_for
@@ -59,7 +59,7 @@ def state_text(value: Any, env: str | None) -> str:
 
 
 def _pair_env(pair: dict) -> str:
-    """Which env a pair's start state belongs to (grid when it cannot tell)."""
+    """Which env a pair's start state belongs to (the default env when it cannot tell)."""
     from lactchain.envs.catalog import env_of_state
 
     meta = pair.get("meta") if isinstance(pair.get("meta"), dict) else {}
@@ -68,7 +68,7 @@ def _pair_env(pair: dict) -> str:
     try:
         return env_of_state(pair.get("state"))
     except ValueError:
-        return "grid"
+        return DEFAULT_ENV
 
 
 def _caption_of(env: str, state: Any, moves: list[str], seed: int | None) -> tuple[str, float]:
@@ -79,12 +79,6 @@ def _caption_of(env: str, state: Any, moves: list[str], seed: int | None) -> tup
     text_env.reset(seed=seed, options={"state": state})
     _, reward, _, _, info = text_env.step(list(moves))
     return str(info.get("caption", "")), float(reward)
-
-
-def as_state(value: Any) -> State:
-    if isinstance(value, State):
-        return value
-    return State(int(value["x"]), int(value["y"]), str(value["orientation"]))
 
 
 def a_is_chosen(pair_id: Any) -> bool:
@@ -232,7 +226,7 @@ class LabellingScreen(BaseScreen):
         self.skipped = 0
         self.blind = False
         self.agreement: dict[str, tuple[int, int]] = {}  # source labeler -> (human agreed, human labelled)
-        self._env = GridWorldEnv()
+        self._env = make_env(DEFAULT_ENV)  # replays grid pairs on the GridViews (see `_grid_env`)
         self._loaded = False
 
     def compose(self) -> ComposeResult:
@@ -279,7 +273,13 @@ class LabellingScreen(BaseScreen):
     def current(self) -> Item | None:
         return self.queue[self.index] if 0 <= self.index < len(self.queue) else None
 
-    def _path(self, start: State, moves: list[str]) -> tuple[State, float, tuple[State, ...]]:
+    def _grid_env(self, env: str) -> Any:
+        """The env a pair drawn on the GridViews is replayed in (kept while pairs share it)."""
+        if self._env.name != env:
+            self._env = make_env(env)
+        return self._env
+
+    def _path(self, start: EnvState, moves: list[str]) -> tuple[EnvState, float, tuple[EnvState, ...]]:
         env = self._env
         env.reset(options={"state": start.as_dict()})
         _, reward, _, _, _ = env.step(moves)
@@ -314,12 +314,12 @@ class LabellingScreen(BaseScreen):
             return
         pair = item.pair
         env = _pair_env(pair)
-        if env != "grid":
+        if env_class(env).console_view != "grid":
             for side in ("a", "b"):
                 self.query_one(f"#label-grid-{side}", GridView).display = False
             self._show_env_pair(item, env)
             return
-        start = as_state(pair["state"])
+        start = self._grid_env(env).parse_state(pair["state"])
         head = Text()
         head.append(f" pair #{pair['id']}", style="bold")
         head.append(f" · from {pair.get('labeler')} · start {start}", style="")

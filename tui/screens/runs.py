@@ -318,9 +318,11 @@ class RunsScreen(BaseScreen):
             self.load_board()
 
     def board_env(self) -> str:
-        """The env whose leaderboard the Board tab shows: the selected run's, else the grid."""
+        """The env whose leaderboard the Board tab shows: the selected run's, else the default env."""
+        from lactchain.envs.catalog import DEFAULT_ENV
+
         params = (self.detail or {}).get("params") or {}
-        return str(params.get("env") or "grid")
+        return str(params.get("env") or DEFAULT_ENV)
 
     @work(exclusive=True, group="runs-board", exit_on_error=False, name="leaderboard")
     async def load_board(self) -> None:

@@ -23,6 +23,14 @@ ORACLE_LEGEND = "k: sample · H=hit S=stick · Q* = exact E[return] (oracle)"
 ORACLE_NOTE = "same cards · ★ = best Q* (oracle)"
 
 
+def oracle_legend(moves: Sequence[str], stochastic: bool) -> str:
+    """The legend for an env without the grid's view: its move letters and what Q* is
+    (Blackjack's is ORACLE_LEGEND)."""
+    letters = " ".join(f"{short_moves([m])}={m}" for m in moves)
+    q_star = "exact E[return]" if stochastic else "r + V*(s')"
+    return f"k: sample · {letters} · Q* = {q_star} (oracle)"
+
+
 def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:+.2f}"
 
@@ -42,9 +50,13 @@ class CriticPane(Vertical):
     def set_env(self, env: str, critic_ok: bool, critic_env: str | None = None) -> None:
         """Say what the pane can show for `env` with a critic trained on `critic_env` (None:
         no critic loaded); clears the table."""
-        grid = env == "grid"
-        self.legend = GRID_LEGEND if grid else ORACLE_LEGEND
-        self.note = (GRID_NOTE if grid else f"same cards · {GRID_NOTE}") if critic_ok else ORACLE_NOTE
+        from lactchain.envs.catalog import env_class
+
+        cls = env_class(env)
+        grid = cls.console_view == "grid"
+        self.legend = GRID_LEGEND if grid else oracle_legend(cls.all_moves, cls.stochastic)
+        same = "same cards · " if cls.stochastic else ""
+        self.note = (GRID_NOTE if grid else f"{same}{GRID_NOTE}") if critic_ok else f"{same}★ = best Q* (oracle)"
         fix = f"load one trained with --env {env}"
         self.critic_note = None if critic_ok else (
             f"no critic loaded: no values for {env} ({fix})" if critic_env is None

@@ -82,7 +82,7 @@ class BlackjackView(Static):
 
 
 class TextEnvView(Static):
-    """Any other text env: its `render()` text (render_mode 'ansi') and the last caption."""
+    """Any other text env: its `render_text()` lines and the last caption."""
 
     DEFAULT_CSS = """
     TextEnvView { width: 100%; height: auto; padding: 0 1; }
@@ -132,6 +132,7 @@ def deal_status(snap: Any, actor_status: str, running: bool, constrained: bool, 
     return t
 
 
-def view_for(env: str, **kwargs: Any) -> Static:
-    """The pane that draws `env` (not the grid: the Lab keeps its GridView for that)."""
-    return BlackjackView(**kwargs) if env == "blackjack" else TextEnvView(**kwargs)
+def view_for(view: str, **kwargs: Any) -> Static:
+    """The pane for an env's `console_view` other than "grid" (the Lab keeps its GridView
+    for that): "cards" (Blackjack's hands), else its `render_text()` lines."""
+    return BlackjackView(**kwargs) if view == "cards" else TextEnvView(**kwargs)

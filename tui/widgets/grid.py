@@ -2,7 +2,7 @@
 the orientation, the goal, the episode's path, the scene's landmarks (their colour as
 the cell's background, their letter at its left edge, a legend line), an optional
 value overlay, and a cursor to choose a start state (arrows + o + enter, or a mouse
-click)."""
+click). Grid-only by nature: the view of envs whose `console_view` is "grid"."""
 
 from __future__ import annotations
 

@@ -1,0 +1,84 @@
+"""Decision-transformer checkpoints: a folder with model.pt, optimizer.pt, config.json (the
+model config, step, training seconds, the data split) and the text encoder's files.
+
+Shared by training (`lactchain.dt.train` writes them, resumes from them) and evaluation
+(`lactchain.dt.evaluate` loads a run's best or newest one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig
+from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
+from lactchain.train.critic import load_tensors
+
+CHECKPOINT_KIND = "dt"
+BEST_KIND = "dt-best"
+KEEP_CHECKPOINTS = 2
+MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
+
+
+# ---- the text side ---------------------------------------------------------------------------
+
+def text_side(spec: str, train_texts: Sequence[str], folder: Path | None = None, max_len: int = 0) -> Any:
+    """The text encoder: learned (from a checkpoint folder, else on `train_texts`), frozen, or None."""
+    if spec == NO_TEXT:
+        return None
+    if spec == LEARNED:
+        return LearnedText.load(folder, max_len) if folder is not None else LearnedText.learn(train_texts)
+    return FrozenText(spec)
+
+
+def text_tensors(text: Any, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+    return {} if text is None else text.encode(list(texts))
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+
+def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimizer: Any = None,
+                    **meta: Any) -> Path:
+    """Write a checkpoint folder whole (a temporary folder renamed into place)."""
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(model.state_dict(), tmp / MODEL_FILE)
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+    (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
+    if text is not None:
+        text.save(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+def read_tensors(path: Path) -> Any:
+    """A tensor file of a checkpoint, on the CPU (plain tensors only: never a pickle that runs code)."""
+    return load_tensors(path, "cpu")
+
+
+def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[str, Any]]:
+    """(model in eval mode, its text encoder or None, the checkpoint's meta)."""
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
+    meta = json.loads((folder / CONFIG_FILE).read_text())
+    cfg = DTConfig.from_dict(meta["config"])
+    model = DecisionTransformer(cfg)
+    model.load_state_dict(read_tensors(folder / MODEL_FILE))
+    model.eval()
+    return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
+
+
+def keep_newest(registry: Any, run_id: str, kind: str, keep: int) -> None:
+    """Delete all but the newest `keep` checkpoint folders of `kind`, and their rows."""
+    for old in registry.artifacts(run_id, kind)[:-keep]:
+        shutil.rmtree(old["path"], ignore_errors=True)
+    registry.prune_artifacts(run_id, kind)

@@ -1,0 +1,234 @@
+"""The actor trainers' configs (TRL-style): `TrainActorConfig` for `train_actor` /
+`build_trainer` / `train_rft`, and `TrainActorJobConfig` for the `train-actor` job.
+
+Light on purpose (no torch, no transformers): the CLI and the console build their
+options and forms from these classes before any model is loaded.
+
+Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
+
+    all losses    epochs, max_steps, lr, batch_size, lora_r, lora_alpha, lora_dropout,
+                  target_modules, seed
+    simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
+                  save_total_limit, logging_steps, max_length (TRL's Trainer)
+    simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
+
+`rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
+a setting it does not read is refused, as is cpo_alpha / simpo_gamma with dpo or kto,
+rather than dropped silently.
+
+SimPO's parameters, as TRL 1.16 implements them (cpo_trainer.cpo_loss):
+loss = -log sigmoid(beta * (avg_logp(chosen) - avg_logp(rejected)) - simpo_gamma),
+so `simpo_gamma` is the paper's gamma itself (the target reward margin), not
+gamma/beta. The SimPO authors use beta 2-10 and gamma/beta 0.25-0.5; the defaults
+here are beta 2.5 and gamma 1.25 (gamma/beta = 0.5). The first public LactChain
+attempt ran beta 0.1 / gamma 0.5 and learnt nothing; such values are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
+
+LOSSES = ("simpo", "dpo", "kto", "rft")
+PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
+JOB_LABELERS = ("critic", "human", "llm", "episodes", "any")  # `train-actor --labeler`
+
+DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None}
+SIMPO_GAMMA_RATIO = 0.5  # default gamma / beta
+# The SimPO authors' range, and the wider range outside which values are refused.
+SIMPO_BETA_RECOMMENDED = (2.0, 10.0)
+SIMPO_BETA_ALLOWED = (1.0, 20.0)
+SIMPO_RATIO_RECOMMENDED = (0.25, 0.5)
+SIMPO_RATIO_ALLOWED = (0.0, 1.0)
+KL_BETA_RECOMMENDED = (0.01, 1.0)  # DPO / KTO
+
+_ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora_dropout", "target_modules", "seed")
+_TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
+# loss -> the TrainActorConfig settings it reads (`loss` itself aside)
+LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
+    "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha"),
+    "dpo": _ALL + _TRL,
+    "kto": _ALL + _TRL,
+    "rft": _ALL,
+}
+
+
+def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) -> tuple[float, float | None, list[str]]:
+    """(beta, simpo_gamma, warnings) with per-loss defaults; ValueError for values
+    outside sane ranges, a warning for values outside the recommended ones."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    notes: list[str] = []
+    if loss == "rft":
+        if beta is not None or simpo_gamma is not None:
+            raise ValueError("beta and simpo_gamma do not apply to loss='rft' (supervised best-of-K fine-tuning)")
+        return 0.0, None, notes
+    beta = DEFAULT_BETA[loss] if beta is None else float(beta)
+    if not beta > 0 or math.isinf(beta):
+        raise ValueError(f"beta must be a positive number, got {beta}")
+    if loss != "simpo":
+        if simpo_gamma is not None:
+            raise ValueError(f"simpo_gamma only applies to loss='simpo', not {loss!r}")
+        lo, hi = KL_BETA_RECOMMENDED
+        if not lo <= beta <= hi:
+            notes.append(f"{loss} beta {beta} is outside the usual range {lo}-{hi}")
+        return beta, None, notes
+    lo, hi = SIMPO_BETA_ALLOWED
+    if not lo <= beta <= hi:
+        raise ValueError(
+            f"SimPO beta {beta} is outside {lo}-{hi}. SimPO's reward is beta x the AVERAGE per-token log-prob, "
+            f"so beta must be large (the SimPO authors use {SIMPO_BETA_RECOMMENDED[0]:g}-{SIMPO_BETA_RECOMMENDED[1]:g}; "
+            f"default {DEFAULT_BETA['simpo']}). A DPO-style beta such as 0.1 makes the loss flat: the first "
+            "LactChain attempt ran SimPO with beta 0.1 / gamma 0.5 and learnt nothing.")
+    gamma = SIMPO_GAMMA_RATIO * beta if simpo_gamma is None else float(simpo_gamma)
+    if gamma < 0 or math.isnan(gamma):
+        raise ValueError(f"simpo_gamma (the target reward margin) must be >= 0, got {gamma}")
+    ratio = gamma / beta
+    lo, hi = SIMPO_RATIO_ALLOWED
+    if not lo <= ratio <= hi:
+        raise ValueError(
+            f"SimPO gamma/beta = {gamma}/{beta} = {ratio:.3g} is outside {lo}-{hi}. In TRL, simpo_gamma is the margin "
+            f"gamma itself (loss = -log sigmoid(beta * delta_avg_logp - gamma)); the SimPO authors keep gamma/beta in "
+            f"{SIMPO_RATIO_RECOMMENDED[0]}-{SIMPO_RATIO_RECOMMENDED[1]}, e.g. beta 2.5, gamma 1.25.")
+    if not SIMPO_BETA_RECOMMENDED[0] <= beta <= SIMPO_BETA_RECOMMENDED[1]:
+        notes.append(f"SimPO beta {beta} is outside the recommended {SIMPO_BETA_RECOMMENDED[0]:g}-"
+                     f"{SIMPO_BETA_RECOMMENDED[1]:g}")
+    if not SIMPO_RATIO_RECOMMENDED[0] <= ratio <= SIMPO_RATIO_RECOMMENDED[1]:
+        notes.append(f"SimPO gamma/beta {ratio:.3g} is outside the recommended {SIMPO_RATIO_RECOMMENDED[0]}-"
+                     f"{SIMPO_RATIO_RECOMMENDED[1]}")
+    return beta, gamma, notes
+
+
+# ---- the per-loss parts ---------------------------------------------------------------
+
+@dataclass
+class PreferenceSettings(Config):
+    """The preference losses' own setting (simpo, dpo, kto; not rft)."""
+
+    beta: float | None = option(
+        None, "Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1.")
+
+
+@dataclass
+class SimPOSettings(Config):
+    """SimPO's own settings (CPO trainer, loss_type=simpo)."""
+
+    simpo_gamma: float | None = option(
+        None, "SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1).")
+    cpo_alpha: float = option(
+        0.0, "SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).", min=0.0)
+
+
+# ---- the trainer's config -----------------------------------------------------------------
+
+@dataclass
+class TrainActorConfig(Config):
+    """Everything `train_actor` / `build_trainer` / `train_rft` read. Which loss reads
+    which setting: `LOSS_SETTINGS` (and each field's help); a non-default value of a
+    setting the chosen loss does not read is refused."""
+
+    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, or rft (fine-tune on the chosen "
+                       "side only: best-of-K).", choices=LOSSES, form="Loss")
+    epochs: float = option(1.0, "Passes over the pairs (ignored with --max-steps).", form="Epochs")
+    max_steps: int | None = option(None, "Stop after this many optimizer steps.", min=1)
+    lr: float = option(5e-5, "Learning rate of the LoRA weights.")
+    batch_size: int = option(8, "Pairs per optimizer step.", short="-b", min=1)
+    preference: PreferenceSettings = field(default_factory=PreferenceSettings)
+    simpo: SimPOSettings = field(default_factory=SimPOSettings)
+    lora_r: int = option(8, "LoRA rank.", min=1, max=1024)
+    lora_alpha: int = option(16, "LoRA alpha.", min=1, max=4096)
+    save_steps: int = option(25, "Checkpoint every N steps (and on SIGTERM). simpo, dpo, kto; rft runs are short "
+                             "and do not checkpoint.", min=1)
+    seed: int = option(0, "Seed for LoRA init, data order and dropout.", min=0, max=2**32 - 1)
+    # Not command-line options today (library callers and the pipeline set them).
+    grad_accum: int = option(1, "Gradient accumulation steps (simpo, dpo, kto).", min=1, cli=False)
+    bf16: bool | None = option(None, "bf16 autocast (simpo, dpo, kto; rft trains fp32). Default: on a CUDA GPU "
+                               "that has bf16, off on CPU.", cli=False)
+    lora_dropout: float = option(0.0, "LoRA dropout.", min=0.0, max=0.9, cli=False)
+    target_modules: list[str] | None = option(None, "Layers to put LoRA on. Default: the attention and MLP "
+                                              "projections found in the model.", cli=False)
+    save_total_limit: int = option(2, "Checkpoints kept (older ones are deleted; 0 keeps all). simpo, dpo, kto.",
+                                   min=0, cli=False)
+    logging_steps: int = option(1, "Log metrics every N steps (simpo, dpo, kto; rft logs every step).", min=1,
+                                cli=False)
+    max_length: int = option(1024, "Longest prompt + completion in tokens (simpo, dpo, kto).", min=1, cli=False)
+
+    # -- what the trainers read
+    @property
+    def beta(self) -> float | None:
+        return self.preference.beta
+
+    @property
+    def simpo_gamma(self) -> float | None:
+        return self.simpo.simpo_gamma
+
+    @property
+    def cpo_alpha(self) -> float:
+        return self.simpo.cpo_alpha
+
+    def hparams(self) -> tuple[float, float | None, list[str]]:
+        """(beta, simpo_gamma, notes) resolved for the loss (lactchain.train.actor_config.resolve_hparams)."""
+        return resolve_hparams(self.loss, self.beta, self.simpo_gamma)
+
+    def check(self) -> None:
+        for name in ("epochs", "lr"):
+            if not getattr(self, name) > 0:
+                self.refuse(name, "must be above 0")
+        uses = ("loss", *LOSS_SETTINGS[self.loss])
+        mine = set(flat_names(TrainActorConfig))  # a subclass's own fields (the job's) are its to check
+        for _, f in flat_fields(type(self)):
+            if f.name not in mine or f.name in uses:
+                continue
+            holder = self._holder(f.name)
+            value = getattr(holder, f.name)
+            if value != default_of(f):
+                who = [loss for loss, names in LOSS_SETTINGS.items() if f.name in names]
+                why = ("rft is supervised best-of-K fine-tuning" if self.loss == "rft"
+                       else f"--loss {self.loss} does not use it")
+                holder.refuse(f.name, f"only applies to --loss {'/'.join(who)} ({why}); leave it out")
+        try:
+            self.hparams()
+        except ValueError as exc:
+            raise ConfigError(f"--beta/--simpo-gamma: {exc}") from None
+
+    def _holder(self, name: str) -> Config:
+        """The config (self or a part) that holds the flat setting `name`."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Config) and name in {g.name for g in dataclasses.fields(value)}:
+                return value
+        return self
+
+
+# ---- the job: `lactchain train-actor` ---------------------------------------------------------
+
+@dataclass
+class TrainActorJobConfig(TrainActorConfig):
+    """`lactchain train-actor`: the trainer's settings plus where the pairs and the actor
+    come from. Its params are the command's recorded params (plus the trainer settings
+    the command does not expose, at their defaults)."""
+
+    pairs_from: list[str] = option([], "Take pairs from this run (repeatable). Default: every run in the registry.",
+                                   check="run:", form="Pairs runs")
+    labeler: str = option("any", "Only pairs from this labeler: critic, human, llm, episodes or any.",
+                          choices=JOB_LABELERS, form="Labeler")
+    actor: str = option("smollm2-135m", "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id.",
+                        form="Actor")
+    adapter: str | None = option(None, "LoRA adapter: a train-actor run id or an adapter folder.", check="run:actor",
+                                 form="Adapter run")
+    resume: str | None = option(None, "Continue from a checkpoint folder, or a train-actor run id's latest checkpoint "
+                                "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from",
+                                check="run:actor")
+
+    def check(self) -> None:
+        super().check()
+        if self.loss == "rft" and self.resume:
+            self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
+
+    def trainer(self) -> TrainActorConfig:
+        """The trainer's part alone."""
+        names = {f.name for f in dataclasses.fields(TrainActorConfig)}
+        return TrainActorConfig(**{k: getattr(self, k) for k in names})
+
