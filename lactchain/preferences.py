@@ -37,6 +37,14 @@ MIN_TEMPERATURE = 0.7
 DROP_REASONS = ("parse_failure", "identical_lists", "margin_too_small", "too_few_candidates")
 
 
+
+def env_names() -> tuple[str, ...]:
+    """The registered envs, offered by the console's forms."""
+    from lactchain.envs.catalog import ENVS
+
+    return tuple(ENVS)
+
+
 @dataclass
 class DrawConfig(Config):
     """How `draw_groups` samples candidates: k move lists per start state, each executed
@@ -49,8 +57,8 @@ class DrawConfig(Config):
     constrained: bool = option(True, "Grammar-constrained move lists (default), or free text + lenient parsing.",
                                flag="--constrained", negative="--free")
     seed: int = option(0, "Seed of the samples and the deals.", min=0)
-    env: str = option(DEFAULT_ENV, "Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), "
-                      "or its gymnasium id.", form="Environment")
+    env: str = option(DEFAULT_ENV, "Environment: a short name (lactchain env list) or its gymnasium id.",
+                      form="Environment", suggest=env_names)
     deals: int = option(16, "Stochastic envs (blackjack): deals every candidate of a start state is played on (the "
                         "same cards for all of them); the labeler averages over them. The grid is deterministic and "
                         "plays once.", min=1, max=1024)

@@ -295,7 +295,10 @@ def test_cancel_checkpoints_and_resume_continues(registry):
 
 
 def test_cli_train_critic_json(registry):
-    from lactchain.cli.critic_cmd import train_critic
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
+
+    train_critic = make_command(JOBS["train-critic"])
 
     app = typer.Typer()
     app.callback()(lambda: None)

@@ -456,7 +456,10 @@ def test_simpo_makes_the_tiny_actor_follow_the_optimal_moves(tmp_path):
 # ---- CLI -------------------------------------------------------------------------------
 
 def _cli_app():
-    from lactchain.cli.actor_cmd import train_actor_cmd
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
+
+    train_actor_cmd = make_command(JOBS["train-actor"])
 
     app = typer.Typer()
 
@@ -507,7 +510,9 @@ def test_cli_refuses_without_usable_pairs_or_with_the_first_attempts_simpo(tmp_p
 
 SIGTERM_SCRIPT = """
 import sys, typer
-from lactchain.cli.actor_cmd import train_actor_cmd
+from lactchain.cli.generate import make_command
+from lactchain.jobs.table import JOBS
+train_actor_cmd = make_command(JOBS["train-actor"])
 app = typer.Typer()
 @app.callback()
 def _root() -> None:

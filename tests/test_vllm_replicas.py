@@ -60,7 +60,7 @@ def test_each_replica_gets_its_own_devices(monkeypatch):
 
 
 def test_engine_choice_records_data_parallel_only_when_asked():
-    from lactchain.cli.play_cmd import EngineChoice
+    from lactchain.jobs.engine import EngineConfig as EngineChoice
 
     assert EngineChoice("vllm", None, 1, 2).params() == {"engine": "vllm", "dtype": None, "data_parallel_size": 2}
     assert "data_parallel_size" not in EngineChoice("vllm", None, 2, 1).params()

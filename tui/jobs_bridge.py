@@ -58,25 +58,6 @@ ENGINE = Field("engine", "Engine", "hf", choices=("hf", "vllm", "auto"),
 # Option names are the CLI's own (`lactchain <command> --help`); a test checks each
 # field against the typer app so the forms cannot drift from the commands.
 JOB_FORMS: tuple[JobForm, ...] = (
-    JobForm("train-critic", "Train critic", (
-        CRITIC, ENV, Field("episodes-from", "Episode runs", "", help="play run ids, comma separated", multi=True, check="run:play"),
-        Field("epochs", "Epochs", "3", check="int"),
-        Field("gamma", "Gamma", "0.9", check="gamma"),
-    )),
-    JobForm("collect-pairs", "Collect pairs", (
-        ACTOR, ADAPTER, STRATEGY, ENV,
-        Field("critic-run", "Critic run", "", help="train-critic run id", check="run:critic"),
-        Field("states", "Start states", "32", check="int"),
-        Field("samples", "Samples per state", "4", check="int"),
-        ENGINE,
-    )),
-    JobForm("train-actor", "Train actor", (
-        ACTOR, ADAPTER, LOSS,
-        Field("pairs-from", "Pairs runs", "", help="collect-pairs run id(s), comma separated", multi=True,
-              check="run:"),
-        Field("labeler", "Labeler", "any", choices=("any", "critic", "human", "llm", "episodes")),
-        Field("epochs", "Epochs", "1", check="float"),
-    )),
     JobForm("pipeline", "Pipeline", (
         ACTOR, CRITIC, STRATEGY, ENV,
         Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
@@ -112,8 +93,9 @@ def form_of(job: Any) -> JobForm:
 def _generated_forms() -> tuple[JobForm, ...]:
     from lactchain.jobs.table import BY_COMMAND
 
-    order = ("evaluate", "play", "collect", "judge", "train-reward", "bandit")
-    return tuple(form_of(BY_COMMAND[c]) for c in order) + (form_of(BY_COMMAND["reward-agents"]),)
+    order = ("train-critic", "collect-pairs", "train-actor", "evaluate", "play", "collect", "judge", "train-reward",
+             "bandit", "reward-agents")
+    return tuple(form_of(BY_COMMAND[c]) for c in order)
 
 
 # Forms of the job table's jobs are generated from their configs; the hand-written ones

@@ -28,9 +28,10 @@ def _register_optional_groups() -> None:
     app.add_typer(runs_cmd.app, name="runs")
     app.command("play")(make_command(BY_COMMAND["play"], render=play_cmd.render_summary))
     app.add_typer(models_cmd.app, name="models")
-    app.command("train-critic")(critic_cmd.train_critic)
-    app.command("collect-pairs")(loop_cmd.collect_pairs_cmd)
-    app.command("train-actor")(actor_cmd.train_actor_cmd)
+    app.command("train-critic")(make_command(BY_COMMAND["train-critic"], render=critic_cmd.render_summary))
+    app.command("collect-pairs")(make_command(BY_COMMAND["collect-pairs"],
+                                              render=lambda r: loop_cmd.result_table(f"collect-pairs {r['run_id']}", r)))
+    app.command("train-actor")(make_command(BY_COMMAND["train-actor"], render=actor_cmd.render_summary))
     app.command("evaluate")(make_command(BY_COMMAND["evaluate"],
                                          render=lambda r: loop_cmd.result_table(f"evaluate {r['run_id']}", r)))
     app.command("pipeline")(pipeline_cmd.pipeline_cmd)

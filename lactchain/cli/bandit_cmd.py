@@ -8,7 +8,6 @@ reaches about 1.4 average reward and 80 % optimal actions after 1000 steps.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer

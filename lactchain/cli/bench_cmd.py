@@ -85,7 +85,7 @@ def rollout(
     prefix_cache_speedup = a / a-uncached; bf16_speedup = a-bf16 / a. The *_identical /
     *_agreement keys compare the completions (token ids) of those runs step by step.
     """
-    from lactchain.cli.play_cmd import check_engine, load_actor
+    from lactchain.jobs.engine import check_engine, load_actor
 
     names = [e.strip().lower() for e in engines.split(",") if e.strip()]
     if not names or any(e not in ("hf", "vllm") for e in names):
@@ -99,7 +99,7 @@ def rollout(
         else:
             _print_rows(result)
         return
-    model = load_actor(actor, None, registry=None, quiet=as_json)
+    model = load_actor(actor, None, None, quiet=as_json)
     _generate_rate(model, min(envs, 2), 1, constrained, temperature, seed)  # warm-up: grammar compile, caches
     with err_console.status("(a) batched lock-step rollouts"):
         batched = _rollout_rate(model, envs, steps, constrained, temperature, seed)
@@ -197,7 +197,7 @@ def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrain
     import torch
 
     from lactchain.cli.common import open_registry, resolve_adapter
-    from lactchain.cli.play_cmd import load_actor
+    from lactchain.jobs.engine import EngineConfig, load_actor
 
     tmp = tempfile.TemporaryDirectory(prefix="lactchain-bench-")
     adapter_path = None
@@ -218,7 +218,7 @@ def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrain
 
     try:
         if "hf" in names:
-            model = load_actor(actor, None, registry=None, quiet=quiet)
+            model = load_actor(actor, None, None, quiet=quiet)
             for dtype in dtypes:
                 model.inference_dtype = None if dtype == "float32" else torch.bfloat16
                 for cache in (True, False):
@@ -242,8 +242,9 @@ def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrain
                     if not cache and dtype != dtypes[-1]:
                         continue
                     t0 = time.perf_counter()
-                    model = load_actor(actor, None, registry=None, quiet=quiet, engine="vllm", dtype=dtype,
-                                       prefix_caching=cache)
+                    model = load_actor(actor, None, None, quiet=quiet,
+                                       settings=EngineConfig(engine="vllm", dtype=dtype),
+                                       extra={"prefix_caching": cache})
                     startup = time.perf_counter() - t0
                     try:
                         with err_console.status(f"vllm {dtype} prefix cache {'on' if cache else 'off'}"):
@@ -261,8 +262,8 @@ def _side_by_side(actor: str, names: list[str], envs: int, steps: int, constrain
                     finally:
                         model.close()
             if adapter_path:
-                model = load_actor(actor, None, registry=None, quiet=quiet, engine="vllm", dtype=dtypes[-1],
-                                   adapter_mode="lora", max_lora_rank=16)
+                model = load_actor(actor, None, None, quiet=quiet, settings=EngineConfig(engine="vllm", dtype=dtypes[-1]),
+                                   extra={"adapter_mode": "lora", "max_lora_rank": 16})
                 try:
                     model.load_adapter(adapter_path)
                     with err_console.status(f"vllm {dtypes[-1]} + LoRARequest adapter"):

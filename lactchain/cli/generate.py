@@ -9,8 +9,6 @@ option to `--help`, to the console's form and to the run's params.
 from __future__ import annotations
 
 import inspect
-import typing
-from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -18,6 +16,7 @@ import typer
 from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, fail, open_registry, print_json
 from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
 from lactchain.jobs.spec import Job
+from lactchain.lifecycle import Cancelled
 
 COMMON = ("db", "detach", "run_id", "as_json")
 
@@ -85,6 +84,7 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
         values = {k: v for k, v in values.items() if v is not None}
         try:
             config = job.config.from_params(values)
+            launch.precheck(job, config)
         except ConfigError as exc:
             fail(str(exc))
         registry = open_registry(db)
@@ -97,7 +97,7 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
                 result = launch.run_here(registry, job, config, params, run_id=run_id, cmd=cmd, quiet=as_json)
         except ConfigError as exc:
             fail(str(exc))
-        except launch.Cancelled:
+        except Cancelled:
             fail("cancelled; the run is marked KILLED", code=130)
         if detach:
             if as_json:

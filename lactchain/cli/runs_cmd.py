@@ -280,8 +280,6 @@ def resume(
 ) -> None:
     """Continue a killed or failed training run from its last checkpoint, as a new
     background run (child of the old one) with the same parameters."""
-    from lactchain import jobs
-
     from lactchain.resume import NotResumable, check_resumable
 
     with _open_existing(db) as reg:

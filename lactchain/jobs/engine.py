@@ -21,12 +21,19 @@ ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm 
 class EngineConfig(Config):
     """Which engine generates, at which dtype, over how many devices."""
 
-    engine: str = option("hf", ENGINE_HELP, choices=("hf", "vllm", "auto"), check="engine", form="Engine")
+    engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
     dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
                                      "weights (float32 on a CPU), vllm runs bfloat16.")
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
+
+    def check(self) -> None:
+        from lactchain.models.vllm_single import ENGINES
+
+        self.engine = str(self.engine).lower()
+        if self.engine not in ENGINES:
+            self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
 
     def record_params(self) -> dict[str, Any]:
         return self.params()
@@ -120,10 +127,11 @@ def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | Non
 
 
 def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = "grid",
-               settings: EngineConfig | None = None, handle: Any = None) -> Any:
+               settings: EngineConfig | None = None, handle: Any = None, extra: dict[str, Any] | None = None) -> Any:
     """A transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm, a pool of replicas
     when data_parallel_size > 1), with a status spinner on stderr; a vLLM engine is shut
-    down when the job is cancelled and at exit."""
+    down when the job is cancelled and at exit. `extra`: more vLLM engine settings (a
+    benchmark's prefix_caching, adapter_mode, max_lora_rank)."""
     from lactchain.envs.catalog import actor_moves
     from lactchain.models.vllm_engine import load_generator
 
@@ -139,6 +147,8 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
         engine = kw.pop("engine", "hf")
         if engine != "vllm":
             kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+        else:
+            kw.update(extra or {})
         model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw, **actor_moves(env))
     if handle is not None and hasattr(model, "close"):
         handle.on_cancel(model.close)

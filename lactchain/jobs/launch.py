@@ -18,9 +18,18 @@ from typing import Any, Sequence
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
 from lactchain.jobs.spec import Job
-from lactchain.lifecycle import Cancelled, run_context
+from lactchain.lifecycle import run_context
 
 CONFIG_FILE = "config.json"
+
+
+def precheck(job: Job, config: Config) -> None:
+    """The checks that need no registry (models, an engine), so a refusal leaves no
+    registry file behind."""
+    params = config.to_params()
+    check_models(params.get("actor"), params.get("critic"))
+    if job.precheck is not None:
+        job.precheck(config)
 
 
 def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:

@@ -39,7 +39,7 @@ class CollectConfig(Config):
         try:
             self.env = env_name(self.env)
         except ValueError as exc:
-            self.refuse("env", "unknown env; " + str(exc).split("; ", 1)[-1])
+            self.refuse("env", str(exc))
         if self.policy == "optimal":
             from lactchain.envs.catalog import make_env
 

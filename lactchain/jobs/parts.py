@@ -41,7 +41,7 @@ class EnvPart(Config):
         try:
             self.env = env_name(self.env)
         except ValueError as exc:
-            self.refuse("env", "unknown env; " + str(exc).split("; ", 1)[-1])
+            self.refuse("env", str(exc))
 
 
 @dataclass

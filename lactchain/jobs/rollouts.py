@@ -41,6 +41,11 @@ def _prepare(registry: Any, config: Any) -> dict[str, Any]:
     return _prepare_engine(registry, config)
 
 
+def _precheck(config: Any) -> None:
+    """The engine (installed, able to run the actor) before the registry is opened."""
+    choose(None, config.engine, config.model.actor, config.model.adapter)
+
+
 def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     """Play episodes with an LLM actor and record every step in the registry."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -142,7 +147,7 @@ def _name(prefix: str) -> Any:
 
 
 PLAY = Job(kind="play", command="play", config=PlayConfig, run=run_play, title="Play episodes", name=_name("play"),
-           prepare=_prepare,
+           precheck=_precheck, prepare=_prepare,
            doc="""Play episodes with an LLM actor and record every step in the registry.
 
     Each lock-step renders one prompt per live env and makes ONE batched generate
@@ -150,7 +155,7 @@ PLAY = Job(kind="play", command="play", config=PlayConfig, run=run_play, title="
     moves used, over successful episodes), parse-failure rate and env-steps/s.
     """)
 EVALUATE = Job(kind="eval", command="evaluate", config=EvaluateConfig, run=run_evaluate, title="Evaluate",
-               name=_name("eval"), prepare=_prepare,
+               name=_name("eval"), precheck=_precheck, prepare=_prepare,
                doc="""Score an actor greedily from every start state: success rate, mean return,
     optimal ratio (BFS-optimal moves / moves used) and parse-failure rate. On
     Blackjack: win rate, how often the first move is the exact optimum's, and the

@@ -20,6 +20,8 @@ class Job:
         the run's params.
     run: `run(handle, config) -> result dict`, the job body (library code only).
     name: the run's name from its config.
+    precheck: `precheck(config)`, checks that need no registry (an engine that is not
+        installed), made before the registry is even opened; raises ConfigError.
     prepare: `prepare(registry, config) -> extra params`, checks made before a run
         exists (references to other runs, models, engines); raises ConfigError.
     resume_field: the config field a resume sets to the old run id (None: the job is
@@ -34,6 +36,7 @@ class Job:
     title: str
     doc: str
     name: Callable[[Any], str] = lambda config: ""
+    precheck: Callable[[Any], None] | None = None
     prepare: Callable[[Any, Any], dict[str, Any]] | None = None
     resume_field: str | None = None
     detachable: bool = True

@@ -8,12 +8,14 @@ from lactchain.jobs.bandit import BANDIT
 from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 from lactchain.jobs.rollouts import EVALUATE, PLAY
+from lactchain.jobs.training import COLLECT_PAIRS, TRAIN_ACTOR, TRAIN_CRITIC
 from lactchain.jobs.spec import Job
 
 # Keyed by command: two commands may share a run kind (bandit and baselines train are both
 # `baseline` runs).
-JOBS: dict[str, Job] = {job.command: job for job in (PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-                                                     BASELINES_TRAIN, ARCHIVE_FILL)}
+JOBS: dict[str, Job] = {job.command: job for job in (
+    TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
+    BASELINES_TRAIN, ARCHIVE_FILL)}
 BY_COMMAND = JOBS
 
 

@@ -219,7 +219,7 @@ class TrainActorJobConfig(TrainActorConfig):
     adapter: str | None = option(None, "LoRA adapter: a train-actor run id or an adapter folder.", check="run:actor",
                                  form="Adapter run")
     resume: str | None = option(None, "Continue from a checkpoint folder, or a train-actor run id's latest checkpoint "
-                                "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from",
+                                "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from", short="--resume",
                                 check="run:actor")
 
     def check(self) -> None:

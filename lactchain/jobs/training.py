@@ -1,0 +1,255 @@
+"""The loop's training jobs: train-critic, collect-pairs and train-actor. Their trainer
+settings are the library's own configs (lactchain.train.*_config, lactchain.preferences);
+the job adds where the data and the models come from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lactchain.config import ConfigError, option
+from lactchain.jobs.engine import EngineConfig, actor_for_job, choose, load_actor
+from lactchain.jobs.output import LineLog, err_console
+from lactchain.jobs.parts import ActorPart, StrategyPart
+from lactchain.jobs.spec import Job
+from lactchain.preferences import CollectConfig
+from lactchain.train.actor_config import TrainActorJobConfig
+from lactchain.train.critic_config import TrainCriticConfig
+
+
+def _bar(label: str, total: int | None, quiet: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+                    TimeElapsedColumn(), console=err_console, transient=quiet)
+
+
+# ---- train-critic --------------------------------------------------------------------------------
+
+def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
+    """Play runs resolved, of the config's env, with enough finished steps."""
+    from lactchain.returns import usable_steps
+
+    config.episodes_from = [registry.resolve_run_id(r) for r in config.episodes_from]
+    if config.resume_from:
+        config.resume_from = registry.resolve_run_id(config.resume_from)
+    usable, stored = usable_steps(registry, config.episodes_from)
+    played = {r: registry.params(r).get("env", "grid") for r in config.episodes_from}
+    other = {r: e for r, e in played.items() if e != config.env}
+    if other:
+        raise ConfigError(f"--episodes-from {' '.join(other)} played {', '.join(sorted(set(other.values())))}, not "
+                          f"{config.env}; pass play runs of --env {config.env} (or --env {next(iter(other.values()))})")
+    if usable < 2:
+        raise ConfigError(f"--episodes-from {' '.join(config.episodes_from)}: {usable} step(s) of finished episodes "
+                          f"({stored} stored; episodes cut off by a kill have no return); play more episodes")
+    return {"episodes_from": config.episodes_from, "resume_from": config.resume_from}
+
+
+def run_train_critic(handle: Any, config: TrainCriticConfig) -> dict[str, Any]:
+    from lactchain.train.critic import train_critic
+
+    with _bar("train-critic", config.epochs, handle.quiet) as bar:
+        task = bar.add_task("epochs", total=config.epochs, stats="loading data and model")
+        line = LineLog(every_s=0.0)
+
+        def on_batch(done: int, total: int) -> None:
+            stats = bar.tasks[0].fields.get("last", "")
+            bar.update(task, stats=f"batch {done}/{total}" + (f"  {stats}" if stats else ""))
+
+        def on_epoch(epoch: int, m: dict[str, float]) -> None:
+            last = f"loss {m['train_loss']:.3f}"
+            if "val_loss" in m:
+                last += f"  val {m['val_loss']:.3f}  EV {m['val_explained_variance']:.2f}"
+            last += f"  spearman(V, V*) {m['spearman_vstar']:.2f}"
+            bar.update(task, completed=epoch, last=last, stats=last)
+            line(f"epoch {epoch}/{config.epochs}: {last}")
+
+        return train_critic(handle, config, on_epoch=on_epoch, on_batch=on_batch)
+
+
+TRAIN_CRITIC = Job(kind="critic", command="train-critic", config=TrainCriticConfig, run=run_train_critic,
+                   title="Train critic", name=lambda c: f"train-critic {c.critic}", prepare=_prepare_critic,
+                   resume_field="resume_from",
+                   doc="""Train the critic (V(s) and Q(s, moves)) on the steps of play runs.
+
+    Monte-Carlo discounted returns per episode; train/validation split by episode;
+    per epoch: train/val loss, explained variance on val and the Spearman rank
+    correlation of V with the exact V* over the env's start states. A checkpoint
+    (artifact kind "critic") is saved every epoch and on SIGTERM. The play runs must
+    have played --env.
+    """)
+
+
+# ---- collect-pairs -------------------------------------------------------------------------------
+
+@dataclass
+class CollectPairsConfig(CollectConfig):
+    """`collect-pairs`: the sampling and ranking of `CollectConfig`, plus the actor, the
+    critic that scores, the start states and play runs to pair."""
+
+    model: ActorPart = field(default_factory=ActorPart)
+    critic_run: str | None = option(None, "train-critic run whose checkpoint scores candidates.", check="run:critic",
+                                    form="Critic run")
+    states: int = option(32, "Start states to sample (uniform over the env's start states: the grid's poses, "
+                             "Blackjack's deals).", min=1, max=100_000, form="Start states")
+    episodes_from: list[str] = option([], "Also pair steps of these play runs whose states match.")
+    strategy: StrategyPart = field(default_factory=StrategyPart)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def check(self) -> None:
+        super().check()
+        if self.critic_run is None and not self.episodes_from:
+            self.refuse("critic_run", "give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from "
+                                      "play runs)")
+
+    def sampling(self, gamma: float | None) -> CollectConfig:
+        names = {f for f in CollectConfig.__dataclass_fields__}
+        return CollectConfig(**{**{k: getattr(self, k) for k in names}, "gamma": gamma})
+
+
+def _engine_only(registry: Any, config: Any) -> dict[str, Any]:
+    config.engine = choose(registry, config.engine, config.model.actor, config.model.adapter)
+    return config.engine.params()
+
+
+def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]:
+    from lactchain.envs.catalog import make_env
+    from lactchain.models.critic import load_from_run
+    from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
+    from lactchain.strategies import resolve_strategy
+
+    reg, env = handle.registry, config.env
+    with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
+                       env=env) as model:
+        text_env = make_env(env, moves=model.moves)
+        batch = PairBatch()
+        gamma = config.gamma
+        if config.critic_run is not None:
+            with err_console.status(f"loading critic from {config.critic_run}"):
+                critic = load_from_run(reg, config.critic_run)
+            if critic.env_name != text_env.name:
+                raise ConfigError(f"--critic-run {config.critic_run}: it trained a critic for {critic.env_name}, not "
+                                  f"{env}; train one with `lactchain train-critic --env {env}`")
+            critic_params = reg.params(reg.resolve_run_id(config.critic_run))
+            gamma = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
+            start_states = sample_start_states(text_env, config.states, seed=config.seed)
+            strat = resolve_strategy(reg, config.strategy.strategy, env)
+            line = LineLog()
+            line(f"collect-pairs: {len(start_states)} start states x {config.samples} samples, strategy "
+                 f"{strat.label}", force=True)
+            with _bar("pairs", len(start_states), handle.quiet) as bar:
+                task = bar.add_task("states", total=len(start_states), stats="")
+
+                def on_progress(n: int) -> None:
+                    bar.advance(task, n)
+                    done = int(bar.tasks[0].completed)
+                    line(f"states {done}/{len(start_states)} sampled and scored", force=done == len(start_states))
+                    handle.check_cancelled()
+
+                batch = collect_pairs(model, critic, start_states, config.sampling(gamma),
+                                      prompt=strat.prompt(model.moves, text_env), on_progress=on_progress)
+        for play_run in config.episodes_from:
+            extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=gamma or 0.9,
+                                     margin=config.margin, env=env)
+            batch.pairs += extra.pairs
+            batch.dropped.update(extra.dropped)
+            batch.candidates += extra.candidates
+        reg.add_pairs(handle.run_id, batch.pairs)
+        dataset_dir = handle.dir / "dataset"
+        to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
+        reg.add_artifact(handle.run_id, "dataset", str(dataset_dir), meta={"rows": len(batch.pairs)})
+        stats = batch.stats()
+        handle.log_metrics({k: float(v) for k, v in stats.items()})
+        return {**stats, "dataset": str(dataset_dir)}
+
+
+COLLECT_PAIRS = Job(kind="pairs", command="collect-pairs", config=CollectPairsConfig, run=run_collect_pairs,
+                    title="Collect pairs", name=lambda c: f"pairs {c.model.actor}",
+                    precheck=lambda c: choose(None, c.engine, c.model.actor, c.model.adapter) and None,
+                    prepare=_engine_only,
+                    doc="""Build chosen/rejected pairs: sample start states, reset the env to each exact
+    state, draw k move lists, execute each from that state and rank them by the
+    critic's advantage; keep best vs worst when they differ by more than --margin.
+
+    Every dropped candidate is counted by reason. Pairs go to the registry and a
+    `datasets` dataset (prompt/chosen/rejected) is saved under the run folder.
+    """)
+
+
+# ---- train-actor ---------------------------------------------------------------------------------
+
+def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
+    """A checkpoint folder from a path, or from a run id's latest `checkpoint` artifact
+    (back through earlier resumes if needed)."""
+    if not spec:
+        return None
+    if Path(spec).is_dir():
+        return str(Path(spec))
+    from lactchain.resume import latest_checkpoint
+
+    try:
+        run = registry.get_run(spec)
+    except KeyError as exc:
+        raise ConfigError(f"--resume-from {spec}: neither a checkpoint folder nor a run id ({exc})") from None
+    if run["kind"] != "actor":
+        raise ConfigError(f"--resume-from {spec}: run {run['id']} is a {run['kind']} run; expected actor")
+    art = latest_checkpoint(registry, run["id"], "checkpoint")
+    if art is None:
+        raise ConfigError(f"--resume-from {spec}: run {run['id']} (and the runs it resumed) kept no checkpoint on "
+                          "disk")
+    return art["path"]
+
+
+def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]:
+    """A resumable checkpoint and pairs to train on, before a run exists."""
+    from lactchain.train.actor import NoUsablePairs, select_pairs
+
+    resolve_checkpoint(registry, config.resume)
+    try:
+        select_pairs(registry, config.pairs_from, config.labeler)
+    except NoUsablePairs as exc:
+        raise ConfigError(str(exc)) from None
+    return {}
+
+
+def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
+    from lactchain.train.actor import select_pairs, train_actor
+
+    selection = select_pairs(handle.registry, config.pairs_from, config.labeler)
+    stats = selection.stats()
+    handle.log_metrics({"pairs_used": stats["pairs"], "pairs_dropped_identical": stats["dropped_identical"],
+                        "pairs_dropped_unlabeled": stats["dropped_unlabeled"]}, step=0)
+    err_console.print(f"{stats['pairs']} pairs ({stats['found']} found, {stats['dropped_identical']} with "
+                      f"chosen == rejected, {stats['dropped_unlabeled']} unlabeled dropped)")
+    checkpoint = resolve_checkpoint(handle.registry, config.resume)
+    model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
+    with _bar(config.loss, config.max_steps, handle.quiet) as bar:
+        task = bar.add_task("steps", total=config.max_steps, stats="")
+        line = LineLog()
+
+        def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
+            shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "margin", "accuracy") if k in metrics]
+            bar.update(task, completed=step, total=total or None, stats="  ".join(shown))
+            line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
+
+        result = train_actor(model, selection, config, handle=handle, resume_from_checkpoint=checkpoint, on_log=on_log)
+    result["pair_stats"] = stats
+    if result["cancelled"]:
+        err_console.print(f"stopped at step {result['steps']}; checkpoint saved, resume with "
+                          f"`lactchain runs resume {handle.run_id}`")
+    return result
+
+
+TRAIN_ACTOR = Job(kind="actor", command="train-actor", config=TrainActorJobConfig, run=run_train_actor,
+                  title="Train actor", name=lambda c: f"train-actor {c.loss} {c.actor}", prepare=_prepare_actor,
+                  resume_field="resume",
+                  doc="""Tune an actor on preference pairs (SimPO by default) and save a LoRA adapter.
+
+    Pairs come from the registry (`--pairs-from RUN_ID`, `--labeler`); pairs with
+    chosen == rejected or not yet labeled are dropped and counted. Metrics stream
+    to the registry every step, checkpoints every --save-steps and on SIGTERM,
+    and known failure signatures (loss stuck at ln 2, accuracy 1.0 from the
+    start, chosen log-prob falling) are recorded as warnings. The adapter (LoRA
+    weights only) is saved to runs/<id>/adapter; use it with `--adapter <id>`.
+    """)
