@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
@@ -51,33 +52,38 @@ _MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "td_lists_per
          "n_envs": 4096, "states": 100_000, "eval_states": 100_000}
 
 
-def _help(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
+def _help(text: str, default: Any, **how: Any) -> Any:
+    """A config field with its help text (and, in `how`, its command-line spelling)."""
+    return option(default, text, **how)
 
 
 @dataclass
-class PipelineConfig:
+class PipelineConfig(Config):
     """Every knob of the loop. The CLI, the registry params and bench learn all come
     from this one dataclass (`asdict`), so names and defaults agree everywhere."""
 
-    actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m")
-    env: str = _help(f"Environment: {' or '.join(ENVS)} (lactchain.envs.catalog.ENVS), or its gymnasium id.",
-                     DEFAULT_ENV)
+    actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m", form="Actor")
+    env: str = _help("Environment: a short name (lactchain env list) or its gymnasium id.", DEFAULT_ENV,
+                     suggest=lambda: tuple(ENVS), form="Environment")
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
                        "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
     adapter: str | None = _help("LoRA adapter folder to start from.", None)
-    critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6")
+    critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6", form="Critic")
     labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
-                         "captions, Motif-style), or oracle (diagnostic only).", "critic")
-    loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft")
-    iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1)
+                         "captions, Motif-style), or oracle (diagnostic only).", "critic", suggest=LABELERS,
+                         form="Labeler")
+    loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft", suggest=LOSSES,
+                      form="Loss")
+    iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1, short="-i",
+                           form="Iterations")
     states: str | int = _help("Start states per iteration: 'all' the env's start states or a number sampled.", "all")
-    samples: int = _help("Move lists sampled per start state.", 4)
+    samples: int = _help("Move lists sampled per start state.", 4, short="-k")
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
     margin: float = _help("Minimum score gap for a pair.", 0.5)
     horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
-    stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True)
+    stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True,
+                         negative="--no-stitch")
     explore: int = _help("Random move lists per start state added as candidates (env steps, no LLM): the labeler "
                          "searches beyond the actor's own samples. 0 = only the actor's lists.", 256)
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
@@ -88,25 +94,32 @@ class PipelineConfig:
     actor_lr: float = _help("Actor learning rate (LoRA).", 1e-3)
     actor_batch_size: int = _help("Actor batch size.", 8)
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
-    train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True)
-    rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True)
+    train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
+                             negative="--no-train-bf16")
+    rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True,
+                               negative="--no-rollout-bf16")
     engine: str = _help("Rollout engine of collect and evaluate: hf (transformers) or vllm (the vllm extra; "
                         "after every train-actor the adapter is merged and reloaded into it). auto: vllm where "
-                        "it is installed and can run the actor. Training always runs on transformers.", "hf")
+                        "it is installed and can run the actor. Training always runs on transformers.", "hf",
+                        suggest=("hf", "vllm", "auto"), form="Engine")
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
                         "1.75x faster than 16 on 2 CPU cores).", 64)
-    constrained: bool = _help("Grammar-constrained decoding of move lists.", True)
-    strategy: str | None = _help("Strategy prompt text (the CLI's --strategy VERSION|FILE fills it); None: the "
-                                 "built-in strategy.", None)
+    constrained: bool = _help("Grammar-constrained decoding of move lists (--free: free text + lenient parsing).", True,
+                              negative="--free")
+    strategy: str | None = _help("Strategy prompt: a version saved in the registry or a text file (the job reads "
+                                 "its text into this field when it starts); None: the built-in strategy.", None,
+                                 check="strategy", form="Strategy")
     seed: int = _help("Seed.", 0)
-    baseline: bool = _help("Evaluate once before the first iteration.", True)
-    deadline: float | None = _help("time.time() by which the last iteration should end (bench learn).", None)
+    baseline: bool = _help("Evaluate once before the first iteration.", True,
+                           negative="--no-baseline")
+    deadline: float | None = _help("time.time() by which the last iteration should end (bench learn).", None,
+                                   cli=False)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         def bad(name: str, why: str) -> None:
-            raise ValueError(f"{name.replace('_', '-')} {why}")
+            raise ConfigError(f"{name.replace('_', '-')} {why}")
 
         from lactchain.envs.catalog import env_name
 
@@ -158,6 +171,9 @@ class PipelineConfig:
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "deadline"}
+
+    def record_params(self) -> dict[str, Any]:
+        return self.params()
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:

@@ -127,11 +127,18 @@ def test_unknown_env_fails_in_one_line(tmp_path, lc):
     assert len(err.strip().splitlines()) == 1 and not db.exists()
 
 
-def test_bench_learn_refuses_blackjack_in_one_line(tmp_path, lc):
+def test_bench_learn_takes_every_env_and_refuses_an_unknown_one(tmp_path, lc):
+    """bench learn runs on any registered env (its transfer target is the env's own);
+    an unknown env is one line before any run exists."""
+    from lactchain.envs.catalog import ENVS, env_class
+
     db = tmp_path / "registry.db"
-    code, _, err = lc("bench", "learn", "--env", "blackjack", "--db", db)
-    assert code == 2 and "bench learn measures the grid" in err and "pipeline --env blackjack" in err
+    code, _, err = lc("bench", "learn", "--env", "chess", "--db", db)
+    assert code == 2 and "unknown env 'chess'" in err
     assert len(err.strip().splitlines()) == 1 and not db.exists()
+    for name in ENVS:  # a transfer target, where there is one, is an evaluation of the same env
+        target = env_class(name).transfer
+        assert target is None or (isinstance(target[0], str) and isinstance(target[1], dict))
 
 
 def test_train_critic_refuses_play_runs_of_another_env_in_one_line(tmp_path, lc):

@@ -6,7 +6,8 @@ and records pid/pgid/log in the registry, so jobs outlive the TUI and the TUI
 re-attaches by reading the registry. `launch_job` and `kill_job` are the two
 functions the jobs wiring replaces (`lactchain.jobs` lands in a later issue).
 
-JOB_FORMS mirrors the CLI's main options; keep it in sync with `lactchain.cli`.
+JOB_FORMS is generated from the job table's configs (`lactchain.jobs.JOBS`): the
+fields a config marks `form=...`, with their flag, label, default, choices and help.
 """
 
 from __future__ import annotations
@@ -45,30 +46,6 @@ class JobForm:
     fields: tuple[Field, ...]
 
 
-ACTOR = Field("actor", "Actor", "smollm2-135m", help="preset, path or hub id")
-STRATEGY = Field("strategy", "Strategy", "", help="saved version number or text file; empty: built-in",
-                 check="strategy")
-ADAPTER = Field("adapter", "Adapter run", "", help="train-actor run id or adapter folder", check="run:actor")
-CRITIC = Field("critic", "Critic", "minilm-l6", help="critic backbone preset or path")
-LOSS = Field("loss", "Loss", "simpo", choices=("simpo", "dpo", "kto", "rft"))
-ENV = Field("env", "Environment", "grid", choices=("grid", "blackjack"))
-ENGINE = Field("engine", "Engine", "hf", choices=("hf", "vllm", "auto"),
-               help="generation: transformers, vLLM (the vllm extra), or vLLM when it can", check="engine")
-
-# Option names are the CLI's own (`lactchain <command> --help`); a test checks each
-# field against the typer app so the forms cannot drift from the commands.
-JOB_FORMS: tuple[JobForm, ...] = (
-    JobForm("pipeline", "Pipeline", (
-        ACTOR, CRITIC, STRATEGY, ENV,
-        Field("loss", "Loss", "rft", choices=("rft", "simpo", "dpo", "kto")),
-        Field("labeler", "Labeler", "critic", choices=("critic", "rollout", "judge", "oracle"),
-              help="judge = the actor judges its candidates; oracle = diagnostic upper bound"),
-        Field("iterations", "Iterations", "2", check="int"),
-        ENGINE,
-    )),
-)
-
-
 def form_of(job: Any) -> JobForm:
     """A job's form, generated from its config: the fields marked `form=True`, with
     their flag, label, default, choices, help and check."""
@@ -90,21 +67,18 @@ def form_of(job: Any) -> JobForm:
     return JobForm(job.command, job.title, tuple(fields))
 
 
-def _generated_forms() -> tuple[JobForm, ...]:
+# The console's job menu, in this order; every form is generated from its job's config.
+FORM_ORDER = ("train-critic", "collect-pairs", "train-actor", "evaluate", "pipeline", "play", "collect", "judge",
+              "train-reward", "bandit", "reward-agents")
+
+
+def _forms() -> tuple[JobForm, ...]:
     from lactchain.jobs.table import BY_COMMAND
 
-    order = ("train-critic", "collect-pairs", "train-actor", "evaluate", "play", "collect", "judge", "train-reward",
-             "bandit", "reward-agents")
-    return tuple(form_of(BY_COMMAND[c]) for c in order)
+    return tuple(form_of(BY_COMMAND[c]) for c in FORM_ORDER)
 
 
-# Forms of the job table's jobs are generated from their configs; the hand-written ones
-# above are the jobs still waiting to move into lactchain.jobs.
-_HAND = {f.command: f for f in JOB_FORMS}
-_GEN = {f.command: f for f in _generated_forms()}
-_ORDER = ("train-critic", "collect-pairs", "train-actor", "evaluate", "pipeline", "play", "collect", "judge",
-          "train-reward", "bandit", "reward-agents")
-JOB_FORMS = tuple(_GEN.get(c) or _HAND[c] for c in _ORDER)
+JOB_FORMS = _forms()
 FORMS_BY_COMMAND = {f.command: f for f in JOB_FORMS}
 JOB_KINDS = tuple(f.command for f in JOB_FORMS)
 
@@ -117,7 +91,9 @@ def cli_actor(console_actor: str | None) -> tuple[str, str]:
     form default, and why)."""
     if console_actor and console_actor not in CONSOLE_ONLY_ACTORS:
         return console_actor, ""
-    return ACTOR.default, f" (the console's actor {console_actor or 'none'} is not a model)"
+    from lactchain.jobs.parts import ActorPart
+
+    return ActorPart().actor, f" (the console's actor {console_actor or 'none'} is not a model)"
 
 
 def cli_prefix() -> list[str]:
@@ -159,8 +135,7 @@ def check_form(registry: Any, command: str, values: Mapping[str, Any]) -> list[t
     so the form can point at the field (the CLI still checks everything itself).
     Runs on the registry thread: run-id fields are looked up there."""
     problems = []
-    if command in _GEN:
-        problems += _config_problems(command, values)
+    problems += _config_problems(command, values)
     for field in FORMS_BY_COMMAND[command].fields:
         text = str(values.get(field.name, "") or "").strip()
         if not text or not field.check:

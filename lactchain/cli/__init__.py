@@ -34,7 +34,7 @@ def _register_optional_groups() -> None:
     app.command("train-actor")(make_command(BY_COMMAND["train-actor"], render=actor_cmd.render_summary))
     app.command("evaluate")(make_command(BY_COMMAND["evaluate"],
                                          render=lambda r: loop_cmd.result_table(f"evaluate {r['run_id']}", r)))
-    app.command("pipeline")(pipeline_cmd.pipeline_cmd)
+    app.command("pipeline")(make_command(BY_COMMAND["pipeline"], render=pipeline_cmd.render_pipeline))
     bench_cmd.app.command("motif")(bench_motif.bench_motif)
     bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)
     bench_cmd.app.command("dt")(bench_dt.bench_dt)

@@ -61,7 +61,7 @@ def known_env(value: Any) -> Any:
 
 EnvOption = Annotated[str, typer.Option(
     "--env", callback=known_env,
-    help="Environment: grid (LactChain/GridWorld-v0) or blackjack (LactChain/Blackjack-v0), or its gymnasium id.")]
+    help="Environment: a short name (lactchain env list: grid, blackjack, ...) or its gymnasium id.")]
 
 
 def known_scene(value: Any) -> Any:
@@ -85,8 +85,10 @@ def scene_kwargs(env: str, scene: str | None) -> dict[str, Any]:
     """The env kwargs a --scene adds (refused, one line, on an env without scenes)."""
     if scene is None:
         return {}
-    if env != "grid":
-        fail(f"--scene {scene}: scenes are the grid's; drop --scene or use --env grid")
+    from lactchain.envs.catalog import env_class
+
+    if not getattr(env_class(env), "has_scenes", False):
+        fail(f"--scene {scene}: {env} has no scenes; drop --scene or use --env grid")
     return {"scene": scene}
 
 

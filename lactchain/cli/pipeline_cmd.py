@@ -1,4 +1,5 @@
-"""`lactchain pipeline` and `lactchain bench learn`: the whole loop, end to end.
+"""`lactchain bench learn` (the loop in a time budget) and how `lactchain pipeline` prints
+(the job itself: lactchain.jobs.loop).
 
 Both build one `PipelineConfig` (lactchain.pipeline); its fields are the registry
 params, so the CLI, the pipeline and the registry agree on names and defaults.
@@ -9,18 +10,15 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from lactchain.cli.common import (
     DbOption,
-    DealsOption,
-    DetachOption,
     EnvOption,
     JsonOption,
-    RunIdOption,
     StrategyOption,
     check_models,
     check_references,
@@ -29,11 +27,8 @@ from lactchain.cli.common import (
     fail,
     finite,
     print_json,
-    resolve_adapter,
-    run_job,
-    strategy_of,
 )
-from lactchain.cli.play_cmd import ActorOption, AdapterOption, ConstrainedOption, choose_engine
+from lactchain.cli.play_cmd import ActorOption, choose_engine
 from lactchain.pipeline import PipelineConfig
 
 _HELP = PipelineConfig.help()
@@ -94,69 +89,6 @@ def render_summary(result: dict[str, Any]) -> None:
         console.print(f"learning curve: {result['curve_png']}")
 
 
-def pipeline_cmd(
-    ctx: typer.Context,
-        actor: ActorOption = "smollm2-135m",
-        adapter: AdapterOption = None,
-    critic: CriticOption = _D["critic"],
-    labeler: LabelerOption = _D["labeler"],
-    loss: LossOption = _D["loss"],
-    iterations: Annotated[int, typer.Option("--iterations", "-i", help=_HELP["iterations"])] = _D["iterations"],
-    states: StatesOption = _D["states"],
-    samples: SamplesOption = _D["samples"],
-    cpo_alpha: CpoAlphaOption = _D["cpo_alpha"],
-    actor_epochs: ActorEpochsOption = _D["actor_epochs"],
-    actor_lr: ActorLrOption = _D["actor_lr"],
-    eval_states: EvalStatesOption = _D["eval_states"],
-    td_lists_per_state: Annotated[int, typer.Option("--td-lists-per-state", help=_HELP["td_lists_per_state"])] = _D["td_lists_per_state"],
-    explore: ExploreOption = _D["explore"],
-        constrained: ConstrainedOption = True,
-    engine: EngineOption = _D["engine"],
-    seed: SeedOption = _D["seed"],
-    strategy: StrategyOption = None,
-    resume_from: Annotated[Optional[str], typer.Option(
-        "--resume-from", help="Continue this killed or failed pipeline run at its first unfinished phase: its "
-                              "finished phases (and their child runs) are kept, with their elites, critic and "
-                              "adapter. `lactchain runs resume RUN` passes it.")] = None,
-        env: EnvOption = "grid",
-        deals: DealsOption = _D["deals"],
-        db: DbOption = None,
-        detach: DetachOption = False,
-        run_id: RunIdOption = None,
-        as_json: JsonOption = False,
-) -> None:
-    """Run the loop: train a critic by TD on random move lists, then repeat
-    collect (K samples + greedy + elite per start state, ranked by the labeler)
-    -> train-actor -> evaluate. Each phase is a child run of one pipeline run; the
-    LoRA adapter continues across iterations. A baseline evaluation comes first,
-    so the result says before and after. On a stochastic env (--env blackjack) every
-    candidate of a start state is played on the same --deals deals."""
-    cfg = make_config(actor=actor, adapter=adapter, critic=critic, labeler=labeler, loss=loss, iterations=iterations,
-                      states=states, samples=samples, cpo_alpha=cpo_alpha, actor_epochs=actor_epochs,
-                      actor_lr=actor_lr, eval_states=eval_states, td_lists_per_state=td_lists_per_state,
-                      explore=explore, constrained=constrained, seed=seed, env=env, deals=deals,
-                      engine=choose_engine(engine, None, actor, adapter, db).engine)
-
-    def body(handle) -> dict[str, Any]:
-        from lactchain.pipeline import load_state, run_pipeline
-
-        state = load_state(handle.registry, resume_from) if resume_from else None
-        if resume_from:
-            kept = len(state["phases"]) if state else 0
-            err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
-                              f"resuming {resume_from}: no phase had finished; starting from the beginning")
-        start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, adapter)
-        text = strategy_of(handle, strategy, env).text if strategy else None
-        run_cfg = replace(cfg, adapter=start_adapter, strategy=text)
-        with err_console.status("pipeline") as status:
-            return run_pipeline(handle, run_cfg, resume=state,
-                                on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
-
-    run_job(ctx, kind="pipeline", db=db, detach=detach, run_id=run_id,
-            params={**cfg.params(), **({"resume_from": resume_from} if resume_from else {})}, body=body,
-            as_json=as_json, name=f"pipeline {actor} x{iterations}", render=render_pipeline)
-
-
 def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:
     """The learning curve (success, optimal ratio, critic and ranking quality, collapse
     share per iteration, against wall time) as a PNG."""
@@ -196,22 +128,20 @@ def bench_learn(
     explore: ExploreOption = _D["explore"],
     engine: EngineOption = _D["engine"],
         strategy: StrategyOption = None,
-        transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the 5x5 grid (all its start states).")] = True,
+        transfer: Annotated[bool, typer.Option("--transfer/--no-transfer", help="Also evaluate the trained adapter zero-shot on the env's transfer target (the grid's: the 5x5 grid, all its start states), where the env has one.")] = True,
     seed: SeedOption = _D["seed"],
         env: EnvOption = "grid",
         db: DbOption = None,
         as_json: JsonOption = False,
 ) -> None:
     """The loop on the default CPU models within a time budget, evaluated greedily on
-    every non-goal start state of the 4x4 grid (at most 5 actions) after every
-    iteration: the learning curve (success, optimal-move ratio, critic Spearman vs
-    V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it in the
-    run folder, and zero-shot transfer to the 5x5 grid. `--labeler oracle` is the
-    diagnostic upper bound, not a result."""
-    if env != "grid":
-        fail(f"--env {env}: bench learn measures the grid (its learning curve and the 5x5 transfer); "
-             f"run `lactchain pipeline --env {env}` for the loop on {env}")
+    every start state of the env (the 4x4 grid's non-goal poses; at most 5 actions)
+    after every iteration: the learning curve (success, optimal-move ratio, critic
+    Spearman vs V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it
+    in the run folder, and zero-shot transfer where the env has a target (the grid:
+    5x5). `--labeler oracle` is the diagnostic upper bound, not a result."""
     from lactchain.cli.common import open_registry
+    from lactchain.envs.catalog import actor_moves, env_class, make_env
     from lactchain.evaluate import evaluate_actor
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
@@ -220,30 +150,35 @@ def bench_learn(
     t0 = time.time()
     cfg = make_config(actor=actor, critic=critic, labeler=labeler, loss=loss, samples=samples, cpo_alpha=cpo_alpha,
                       actor_epochs=actor_epochs, actor_lr=actor_lr, explore=explore, iterations=1000, seed=seed,
-                      deadline=t0 + budget_min * 60, engine=choose_engine(engine, None, actor, None, db).engine)
+                      deadline=t0 + budget_min * 60, engine=choose_engine(engine, None, actor, None, db).engine,
+                      env=env)
     check_models(cfg.actor, cfg.critic if cfg.labeler == "critic" else None)
     registry = open_registry(db)
-    strat = check_references(registry, {"strategy": strategy})
+    strat = check_references(registry, {"strategy": strategy, "env": cfg.env})
     cfg = replace(cfg, strategy=strat.text if strategy else None)
     name = (f"bench learn {labeler}/{loss} {budget_min:g} min" + (f" strategy {strat.label}" if strategy else "")
             + (f" on {cfg.engine}" if cfg.engine != "hf" else ""))
     params = {**cfg.params(), "budget_min": budget_min, **strat.params()}
     with run_context(registry, "pipeline", name=name, params=params) as handle:
-        model = Actor.load(cfg.actor)
+        model = Actor.load(cfg.actor, **actor_moves(cfg.env))
         with err_console.status("bench learn") as status:
             out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
                 f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {budget_min:g} min)"))
             result = {"run_id": handle.run_id, "budget_min": budget_min, "wall_min": (time.time() - t0) / 60,
                       "actor": actor, "critic": critic, "labeler": labeler, "loss": loss,
                       **{k: v for k, v in out.items() if k != "phases"}}
-            if transfer:
-                status.update("transfer: 5x5 grid")
+            target = env_class(cfg.env).transfer if transfer else None
+            if target is not None:
+                label, env_kwargs = target
+                status.update(f"transfer: {label}")
                 t = evaluate_actor(model, states="all", max_actions=cfg.eval_max_actions, n_envs=cfg.n_envs,
-                                   env_kwargs={"size": 5, "goal": (4, 4)}, seed=seed,
-                                   prompt=strat.prompt(model.moves))
-                result["transfer"] = {"grid": "5x5", **{k: t[k] for k in ("states", "success_rate", "mean_optimal_ratio",
-                                                                           "mean_return", "top_answer_share")}}
-                handle.log_metrics({f"transfer_5x5/{k}": float(t[k]) for k in ("success_rate", "mean_optimal_ratio")})
+                                   env_kwargs=env_kwargs, seed=seed, env=cfg.env,
+                                   prompt=strat.prompt(model.moves, make_env(cfg.env)))
+                result["transfer"] = {"grid": label, **{k: t[k] for k in ("states", "success_rate",
+                                                                          "mean_optimal_ratio", "mean_return",
+                                                                          "top_answer_share")}}
+                handle.log_metrics({f"transfer_{label}/{k}": float(t[k]) for k in ("success_rate",
+                                                                                   "mean_optimal_ratio")})
         png = plot_curve(out["curve"], Path(handle.dir) / "learning_curve.png", name)
         registry.add_artifact(handle.run_id, "plot", png, meta={"what": "learning curve"})
         result["curve_png"] = str(png)

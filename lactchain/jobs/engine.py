@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from lactchain.config import Config, ConfigError, option
+from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
 
@@ -126,7 +127,7 @@ def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | Non
     return chosen
 
 
-def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = "grid",
+def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = DEFAULT_ENV,
                settings: EngineConfig | None = None, handle: Any = None, extra: dict[str, Any] | None = None) -> Any:
     """A transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm, a pool of replicas
     when data_parallel_size > 1), with a status spinner on stderr; a vLLM engine is shut
@@ -157,7 +158,7 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
 
 @contextmanager
 def actor_for_job(actor: str, adapter: str | None, handle: Any, settings: EngineConfig, *, quiet: bool = False,
-                  env: str = "grid") -> Iterator[Any]:
+                  env: str = DEFAULT_ENV) -> Iterator[Any]:
     """The job's actor on its engine, closed when the job ends (a vLLM engine never outlives
     it). An engine error after a kill signal ends the run KILLED, not FAILED: `runs kill`
     signals the whole group, so the engine may stop before generate returns."""

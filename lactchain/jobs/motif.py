@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
+from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import check_models, run_of_kind
 from lactchain.jobs.engine import load_actor
 from lactchain.jobs.output import LineLog, err_console
@@ -109,7 +110,7 @@ def _prepare_judge(registry: Any, config: JudgeConfig) -> dict[str, Any]:
     for spec in config.from_runs:
         run = run_of_kind(registry, "--from", spec, ("collect", "play"))
         ids.append(run["id"])
-        envs.add(registry.params(run["id"]).get("env") or "grid")
+        envs.add(registry.params(run["id"]).get("env") or DEFAULT_ENV)
     if len(envs) > 1:
         raise ConfigError(f"--from: the runs are of different envs ({', '.join(sorted(envs))}); judge one env at a "
                           "time")
@@ -202,7 +203,7 @@ def _prepare_reward(registry: Any, config: TrainRewardConfig) -> dict[str, Any]:
     for spec in config.pairs_from:
         run = run_of_kind(registry, "--pairs-from", spec, ("judge",), "a judge run")
         ids.extend(r["id"] for r in lineage(registry, run["id"]) if r["id"] not in ids)
-        envs.add(registry.params(run["id"]).get("env") or "grid")
+        envs.add(registry.params(run["id"]).get("env") or DEFAULT_ENV)
     if len(envs) > 1:
         raise ConfigError(f"--pairs-from: the judge runs are of different envs ({', '.join(sorted(envs))})")
     usable = labelled_pairs(registry.pairs(ids))
@@ -276,9 +277,11 @@ def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]
     _reward_folder(registry, config)
     if config.reward_run is not None:
         config.env = registry.params(registry.get_run(config.reward_run)["id"]).get("env") or "blackjack"
-    if config.env != "blackjack":
-        raise ConfigError(f"--reward-run {config.reward_run}: its env is {config.env}; the tabular agents play "
-                          "blackjack")
+    from lactchain.envs.catalog import make_env
+
+    if not hasattr(make_env(config.env).solver(), "win_rate"):
+        raise ConfigError(f"--reward-run {config.reward_run}: its env is {config.env}; the reward agents are scored "
+                          "by win rate against an exact solver (blackjack)")
     return {"env": config.env}
 
 

@@ -72,20 +72,10 @@ class SceneEnvPart(EnvPart):
 
 
 def env_takes_scenes(name: str) -> bool:
-    """Whether an env's constructor takes a `scene` (asked of the env itself)."""
-    import inspect
+    """Whether an env takes a `scene` (asked of the env's class)."""
+    from lactchain.envs.catalog import env_class
 
-    import gymnasium as gym
-
-    from lactchain.envs.catalog import env_id
-
-    entry = gym.spec(env_id(name)).entry_point
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        import importlib
-
-        entry = getattr(importlib.import_module(module), attr)
-    return "scene" in inspect.signature(entry).parameters
+    return bool(getattr(env_class(name), "has_scenes", False))
 
 
 @dataclass

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lactchain.config import Config, option
+from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.engine import EngineConfig, actor_for_job, choose
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
@@ -88,11 +89,7 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
 
 def outcome_words(env: Any) -> tuple[str, str]:
     """How an episode's end reads ('reached the goal' / 'won the hand'), from the env."""
-    words = getattr(env, "outcome_words", None)
-    if words:
-        return tuple(words)  # type: ignore[return-value]
-    return ("won the hand", "did not win") if env.name == "blackjack" else ("reached the goal",
-                                                                              "did not reach the goal")
+    return tuple(env.outcome_words)  # type: ignore[return-value]
 
 
 @dataclass
@@ -140,7 +137,7 @@ def _name(prefix: str) -> Any:
     def name(config: Any) -> str:
         text = f"{prefix} {config.model.actor}"
         if prefix == "play":
-            return text + (f" {config.world.env}" if config.world.env != "grid" else "")
+            return text + (f" {config.world.env}" if config.world.env != DEFAULT_ENV else "")
         return (text + (f"+{config.model.adapter}" if config.model.adapter else "")
                 + (f" strategy {config.strategy.strategy}" if config.strategy.strategy else ""))
     return name

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lactchain.jobs.archive import ARCHIVE_FILL
 from lactchain.jobs.bandit import BANDIT
 from lactchain.jobs.baselines import BASELINES_TRAIN
+from lactchain.jobs.loop import PIPELINE
 from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 from lactchain.jobs.rollouts import EVALUATE, PLAY
 from lactchain.jobs.training import COLLECT_PAIRS, TRAIN_ACTOR, TRAIN_CRITIC
@@ -14,7 +15,7 @@ from lactchain.jobs.spec import Job
 # Keyed by command: two commands may share a run kind (bandit and baselines train are both
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (
-    TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
+    TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
     BASELINES_TRAIN, ARCHIVE_FILL)}
 BY_COMMAND = JOBS
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.config import ConfigError, option
+from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.engine import EngineConfig, actor_for_job, choose, load_actor
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import ActorPart, StrategyPart
@@ -35,7 +36,7 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
     if config.resume_from:
         config.resume_from = registry.resolve_run_id(config.resume_from)
     usable, stored = usable_steps(registry, config.episodes_from)
-    played = {r: registry.params(r).get("env", "grid") for r in config.episodes_from}
+    played = {r: registry.params(r).get("env", DEFAULT_ENV) for r in config.episodes_from}
     other = {r: e for r, e in played.items() if e != config.env}
     if other:
         raise ConfigError(f"--episodes-from {' '.join(other)} played {', '.join(sorted(set(other.values())))}, not "
