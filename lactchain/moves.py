@@ -10,7 +10,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 MOVE_FORWARD = "move forward"
 TURN_LEFT = "turn left"
@@ -90,6 +90,22 @@ def validate_moves(moves: Iterable[str], allowed: Sequence[str] = ALL_MOVES) -> 
         if move not in allowed:
             raise ValueError(f"unknown move {raw!r}; allowed moves: {', '.join(allowed)}")
         out.append(move)
+    return out
+
+
+def action_moves(action: Iterable[Any], moves: Sequence[str]) -> list[str]:
+    """An env action (a list of move names, or of indices into `moves`) as move names;
+    ValueError names the bad item. A bare string is refused: an action is a list."""
+    if isinstance(action, str):
+        raise ValueError(f"an action is a list of moves, got the string {action!r}")
+    out: list[str] = []
+    for item in action:
+        if isinstance(item, int) or (hasattr(item, "dtype") and getattr(item.dtype, "kind", "") in "iu"):
+            if not 0 <= int(item) < len(moves):
+                raise ValueError(f"move index {item} is out of range 0..{len(moves) - 1}")
+            out.append(moves[int(item)])
+        else:
+            out.extend(validate_moves([item], moves))
     return out
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, env_name, make_env
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, make_env, normalize_env_field
 from lactchain.envs.replay import deal_seeds, random_moves, stored_state
 from lactchain.labelers import (
     Candidate,
@@ -67,10 +67,7 @@ class DrawConfig(Config):
     include_greedy: bool = option(False, "Add each state's greedy answer as one more candidate.", cli=False)
 
     def check(self) -> None:
-        try:
-            self.env = env_name(self.env)
-        except ValueError as exc:
-            self.refuse("env", str(exc))
+        normalize_env_field(self)
 
 
 @dataclass

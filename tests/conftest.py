@@ -26,6 +26,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
 
 
+@pytest.fixture
+def lc(capsys):
+    """`lactchain ...` in this process: (exit code, stdout, stderr)."""
+    from cli_helpers import run_cli
+
+    return lambda *argv: run_cli([str(a) for a in argv], capsys)
+
+
 @pytest.fixture(scope="session")
 def tiny_actor():
     """The seeded `tiny` actor (DEFAULT_MOVES, max_moves 8). Shared by the session:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from lactchain.archive import fill, reachable_bds
 from lactchain.envs.scenes import get_scene
@@ -34,13 +33,6 @@ def test_fill_keeps_the_shortest_elite_per_bd_and_covers_a_small_scene():
     cov = flat.coverage(reachable_bds("flat", 2))
     assert 0.1 < cov["coverage"] < 1.0 and cov["tried"] == 300
     assert set(flat.by_source) == {"random-walk", "planner-target", "planner-landmarks"}
-
-
-@pytest.fixture
-def lc(capsys):
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli([str(a) for a in argv], capsys)
 
 
 def test_fill_then_verify_and_a_corrupted_row_is_caught(tmp_path, lc):

@@ -15,13 +15,6 @@ from lactchain.registry import Registry
 
 
 @pytest.fixture
-def lc(capsys):
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli([str(a) for a in argv], capsys)
-
-
-@pytest.fixture
 def filled(tmp_path, lc):
     """(db, run id, rows): a small flat archive whose row 0 carries descriptions and an
     unknown key, and whose row 1 has a hand-written policy (a null, floats)."""

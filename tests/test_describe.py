@@ -41,13 +41,6 @@ def test_mentioned_order_on_hand_written_texts():
 
 
 @pytest.fixture
-def lc(capsys):
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli([str(a) for a in argv], capsys)
-
-
-@pytest.fixture
 def archive_run(tmp_path, lc):
     """(db, run id, archive file) of a small filled archive on the flat scene."""
     db = tmp_path / "registry.db"

@@ -90,14 +90,6 @@ def solver_hands():
     return start_hands()
 
 
-@pytest.fixture
-def lc(capsys):
-    """`lactchain ...` in this process: (exit code, stdout, stderr)."""
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli(list(argv), capsys)
-
-
 def test_play_and_evaluate_take_env_blackjack_with_the_tiny_actor(tmp_path, lc):
     db = tmp_path / "registry.db"
     code, stdout, err = lc("play", "--actor", "tiny", "--env", "blackjack", "--episodes", "4", "--envs", "2",

@@ -123,14 +123,6 @@ def test_llm_judge_retries_unparsable_answers_and_never_labels_unknown(collected
     assert all(p["meta"]["prompt_version"] == "motif-v1" for p in stored)
 
 
-@pytest.fixture
-def lc(capsys):
-    """`lactchain ...` in this process: (exit code, stdout, stderr)."""
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli(list(argv), capsys)
-
-
 def _ok(result) -> dict:  # noqa: ANN001
     code, out, err = result
     assert code == 0, err

@@ -10,13 +10,6 @@ import pytest
 from lactchain.registry import Registry
 
 
-@pytest.fixture
-def lc(capsys):
-    from cli_helpers import run_cli
-
-    return lambda *argv: run_cli([str(a) for a in argv], capsys)
-
-
 def test_the_leaderboard_ranks_classic_agents_and_the_llm_on_the_grid(tmp_path, lc):
     db = tmp_path / "registry.db"
     for agent, episodes in (("q-learning", 3000), ("value-iteration", 1)):

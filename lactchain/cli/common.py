@@ -9,10 +9,8 @@ from typing import Annotated, Any, Callable, Optional
 
 import click
 import typer
-from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+from lactchain.jobs.output import LineLog, console, err_console  # noqa: F401 - the commands' shared output
 
 DbOption = Annotated[
     Optional[Path],
@@ -98,24 +96,6 @@ DealsOption = Annotated[int, typer.Option(
          "all of them); the labeler averages over them. The grid is deterministic and plays once.")]
 
 
-class LineLog:
-    """Plain progress lines on stderr, for a detached job's log.txt (Rich draws no live
-    bar into a file, so the console's Log tab would stay empty until the end): at most
-    one per `every_s` seconds, plus forced ones. Silent on a terminal: the bar shows it."""
-
-    def __init__(self, every_s: float = 2.0) -> None:
-        self.every_s, self.last = every_s, float("-inf")
-        self.enabled = not sys.stderr.isatty()
-
-    def __call__(self, message: str, force: bool = False) -> None:
-        import time
-
-        now = time.monotonic()
-        if self.enabled and (force or now - self.last >= self.every_s):
-            self.last = now
-            print(message, file=sys.stderr, flush=True)
-
-
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
@@ -179,16 +159,21 @@ def open_registry(db: Optional[Path]):
     return Registry(db)
 
 
+def _one_line(check: Callable[..., Any], *args: Any) -> Any:
+    """A job-layer check (lactchain.jobs.checks) whose refusal ends the command in one line."""
+    from lactchain.config import ConfigError
+
+    try:
+        return check(*args)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
 def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> None:
     """Fail (one line) on an unknown or wrong-kind --actor/--critic before any run exists."""
-    from lactchain.models.presets import ACTOR, CRITIC, check_spec
+    from lactchain.jobs import checks
 
-    for spec, role in ((actor, ACTOR), (critic, CRITIC)):
-        if spec is not None:
-            try:
-                check_spec(spec, role)
-            except ValueError as exc:
-                fail(f"--{role} {spec}: {exc}" if spec not in str(exc) else str(exc))
+    _one_line(checks.check_models, actor, critic)
 
 
 def strategy_of(handle: Any, strategy: Optional[str], env: Optional[str] = None) -> Any:
@@ -199,80 +184,51 @@ def strategy_of(handle: Any, strategy: Optional[str], env: Optional[str] = None)
 
 
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
-    """An adapter folder from a path, or from a run id's latest `adapter` artifact
-    (a one-line error when it is neither)."""
-    from lactchain.registry import RunNotFound
+    """An adapter folder from a path or a run id's latest adapter (one line when neither)."""
+    from lactchain.jobs import checks
 
-    if not spec:
-        return None
-    if Path(spec).is_dir():
-        return str(Path(spec))
-    try:
-        run = registry.get_run(spec)
-    except RunNotFound as exc:
-        fail(f"--adapter {spec}: {exc}")
-    art = registry.latest_artifact(run["id"], "adapter")
-    if art is None:
-        fail(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
-    return art["path"]
+    return _one_line(checks.resolve_adapter, registry, spec)
 
 
 def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = (), what: str = "") -> dict[str, Any]:
-    """The run an option names, or a one-line failure: no such run, or a run of another kind
-    (`what` words the expected kind, e.g. 'a judge run')."""
-    from lactchain.registry import RunNotFound
+    """The run an option names, or a one-line failure (no such run, or another kind)."""
+    from lactchain.jobs import checks
 
-    try:
-        run = registry.get_run(spec)
-    except RunNotFound as exc:
-        fail(f"{option} {spec}: {exc}")
-    if kinds and run["kind"] not in kinds:
-        fail(f"{option} {spec}: run {run['id']} is a {run['kind']} run; expected {what or ' or '.join(kinds)}")
-    return run
+    return _one_line(checks.run_of_kind, registry, option, spec, kinds, what)
 
 
 def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> Any:
-    """Fail (one line) when --adapter, --strategy, --resume-from, --critic-run or
-    --episodes-from name nothing usable, before a run is created for the command.
-    Returns the resolved --strategy (the built-in one when none is given)."""
-    def run_of(option: str, spec: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
-        return run_of_kind(registry, option, spec, kinds)
+    """--adapter, --strategy, --resume-from, --critic-run, --episodes-from, --pairs-from
+    must name something usable (one line otherwise); returns the resolved strategy."""
+    from lactchain.jobs import checks
 
-    resolve_adapter(registry, params.get("adapter"))
-    for spec in params.get("pairs_from") or []:
-        run_of("--pairs-from", spec)
-    from lactchain.strategies import StrategyError, resolve_strategy
-
-    try:
-        strategy = resolve_strategy(registry, params.get("strategy"), params.get("env"))
-    except StrategyError as exc:
-        fail(str(exc))
-    resume = params.get("resume_from")
-    if resume and kind and not Path(resume).is_dir():
-        run_of("--resume-from", resume, (kind,))
-    if params.get("critic_run"):
-        run = run_of("--critic-run", params["critic_run"], ("critic",))
-        if registry.latest_artifact(run["id"], "critic") is None:
-            fail(f"--critic-run {params['critic_run']}: run {run['id']} has no critic checkpoint yet")
-    for spec in params.get("episodes_from") or []:
-        run = run_of("--episodes-from", spec, ("play", "eval", "rollout"))
-        if not registry.counts(run["id"])["steps"]:
-            fail(f"--episodes-from {spec}: run {run['id']} has no stored steps; play some episodes first")
-    return strategy
+    return _one_line(checks.check_references, registry, params, kind)
 
 
 def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
-    """`--run-id` only adopts a SCHEDULED run of this command's kind (the row `--detach`,
-    `runs resume` or the console created for it); never a run that already ran."""
-    from lactchain.registry import RunNotFound
+    """`--run-id` only adopts a SCHEDULED run of this command's kind."""
+    from lactchain.jobs import checks
 
-    try:
-        run = registry.get_run(run_id)
-    except RunNotFound:
-        fail(f"--run-id {run_id}: no such run; --run-id is set by --detach, leave it out to start a new run")
-    if run["id"] != run_id or run["status"] != "SCHEDULED" or run["kind"] != kind:
-        fail(f"--run-id {run_id}: run {run['id']} is a {run['status']} {run['kind']} run; only a SCHEDULED {kind} "
-             "run can be adopted (leave --run-id out to start a new run)")
+    _one_line(checks.check_adoptable, registry, run_id, kind)
+
+
+def print_started(registry: Any, run_id: str, as_json: bool) -> None:
+    """What `--detach` prints: the run id (and where its log goes)."""
+    if as_json:
+        print_json({"run_id": run_id, "status": "SCHEDULED", "log": str(registry.run_dir(run_id) / "log.txt")})
+    else:
+        console.print(f"started [bold]{run_id}[/] in the background; follow it with "
+                      f"[cyan]lactchain runs logs {run_id} --follow[/]")
+
+
+def print_result(result: dict[str, Any], as_json: bool, render: Optional[Callable[[dict[str, Any]], None]]) -> None:
+    """A finished job's result: JSON, the command's own rendering, or as it is."""
+    if as_json:
+        print_json(result)
+    elif render is not None:
+        render(result)
+    else:
+        console.print(result)
 
 
 def run_job(
@@ -298,11 +254,7 @@ def run_job(
     if "strategy" in ctx.params:  # what the run renders, recorded (a file may change later)
         params = {**params, **strategy.params()}
     if detach:
-        rid = jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params)
-        if as_json:
-            print_json({"run_id": rid, "status": "SCHEDULED", "log": str(registry.run_dir(rid) / "log.txt")})
-        else:
-            console.print(f"started [bold]{rid}[/] in the background; follow it with [cyan]lactchain runs logs {rid} --follow[/]")
+        print_started(registry, jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params), as_json)
         return
     if run_id is not None:
         check_adoptable(registry, run_id, kind)
@@ -312,9 +264,4 @@ def run_job(
             result = {"run_id": handle.run_id, **body(handle)}
     except jobs.Cancelled:
         fail("cancelled; the run is marked KILLED", code=130)
-    if as_json:
-        print_json(result)
-    elif render is not None:
-        render(result)
-    else:
-        console.print(result)
+    print_result(result, as_json, render)

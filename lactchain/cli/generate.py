@@ -13,7 +13,8 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from lactchain.cli.common import DbOption, DetachOption, JsonOption, RunIdOption, console, fail, open_registry, print_json
+from lactchain.cli.common import (DbOption, DetachOption, JsonOption, RunIdOption, fail, open_registry, print_result,
+                                  print_started)
 from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
 from lactchain.jobs.spec import Job
 from lactchain.lifecycle import Cancelled
@@ -100,17 +101,9 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
         except Cancelled:
             fail("cancelled; the run is marked KILLED", code=130)
         if detach:
-            if as_json:
-                print_json({"run_id": rid, "status": "SCHEDULED", "log": str(registry.run_dir(rid) / "log.txt")})
-            else:
-                console.print(f"started [bold]{rid}[/] in the background; follow it with "
-                              f"[cyan]lactchain runs logs {rid} --follow[/]")
-        elif as_json:
-            print_json(result)
-        elif render is not None:
-            render(result)
+            print_started(registry, rid, as_json)
         else:
-            console.print(result)
+            print_result(result, as_json, render)
 
     command.__signature__ = inspect.Signature(job_parameters(job))  # type: ignore[attr-defined]
     command.__doc__ = job.doc

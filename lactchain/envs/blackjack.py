@@ -24,7 +24,7 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.blackjack import BlackjackEnv as _GymBlackjack
 from gymnasium.envs.toy_text.blackjack import is_bust, is_natural, sum_hand, usable_ace
 
-from lactchain.moves import HIT, STICK, validate_moves
+from lactchain.moves import HIT, STICK, action_moves, validate_moves
 
 BLACKJACK_MOVES: tuple[str, ...] = (HIT, STICK)
 DEFAULT_STRATEGY = (
@@ -288,17 +288,7 @@ class BlackjackTextEnv(gym.Env):
         return self._obs(), self._info(caption)
 
     def _to_moves(self, action: Iterable[Any]) -> list[str]:
-        if isinstance(action, str):
-            raise ValueError(f"an action is a list of moves, got the string {action!r}")
-        out = []
-        for item in action:
-            if isinstance(item, (int, np.integer)):
-                if not 0 <= int(item) < len(self.moves):
-                    raise ValueError(f"move index {item} is out of range 0..{len(self.moves) - 1}")
-                out.append(self.moves[int(item)])
-            else:
-                out.extend(validate_moves([item], self.moves))
-        return out
+        return action_moves(action, self.moves)
 
     def step(self, action: Iterable[Any]):
         moves = self._to_moves(action)

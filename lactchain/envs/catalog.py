@@ -126,6 +126,15 @@ def env_name(name: str) -> str:
     return next(short for short, i in ENVS.items() if i == full)
 
 
+def normalize_env_field(config: Any, field: str = "env") -> None:
+    """A config's env field as its short name, or the config's one-line refusal naming
+    the known envs (every job config that takes --env checks it this way)."""
+    try:
+        setattr(config, field, env_name(getattr(config, field)))
+    except ValueError as exc:
+        config.refuse(field, str(exc))
+
+
 def env_class(name: str) -> type:
     """The class of an env (short name or id): its class-level facts without making one."""
     module, _, attr = REGISTRY[env_name(name)][1].partition(":")

@@ -35,7 +35,7 @@ from lactchain.envs.grid_rules import (  # noqa: F401 - re-exported
 )
 from lactchain.envs.planning import Planner
 from lactchain.envs.scenes import Landmark, Scene, get_scene
-from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, validate_moves
+from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, action_moves, validate_moves
 
 
 def _steps(n: int) -> str:
@@ -184,17 +184,7 @@ class GridWorldEnv(gym.Env):
         return State(x, y, orientation)
 
     def _to_moves(self, action: Iterable[Any]) -> list[str]:
-        if isinstance(action, str):
-            raise ValueError(f"an action is a list of moves, got the string {action!r}")
-        moves = []
-        for item in action:
-            if isinstance(item, (int, np.integer)):
-                if not 0 <= int(item) < len(self.moves):
-                    raise ValueError(f"move index {item} is out of range 0..{len(self.moves) - 1}")
-                moves.append(self.moves[int(item)])
-            else:
-                moves.extend(validate_moves([item], self.moves))
-        return moves
+        return action_moves(action, self.moves)
 
     # ---- the text-env seam (lactchain.envs.catalog.TextEnv) ---------------------
     name = "grid"  # its key in lactchain.envs.catalog.ENVS

@@ -36,12 +36,9 @@ class BaselineConfig(Config):
 
     def check(self) -> None:
         from lactchain.baselines.td import Schedule
-        from lactchain.envs.catalog import env_name
+        from lactchain.envs.catalog import normalize_env_field
 
-        try:
-            self.env = env_name(self.env)
-        except ValueError as exc:
-            self.refuse("env", str(exc))
+        normalize_env_field(self)
         for name, low_open, text in (("alpha", True, self.alpha), ("epsilon", False, self.epsilon)):
             try:
                 schedule = Schedule.parse(text)

@@ -35,12 +35,9 @@ class CollectConfig(Config):
                       form="Environment", suggest=env_choices)
 
     def check(self) -> None:
-        from lactchain.envs.catalog import env_name
+        from lactchain.envs.catalog import normalize_env_field
 
-        try:
-            self.env = env_name(self.env)
-        except ValueError as exc:
-            self.refuse("env", str(exc))
+        normalize_env_field(self)
         if self.policy == "optimal":
             from lactchain.envs.catalog import make_env
 

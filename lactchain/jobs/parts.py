@@ -36,12 +36,9 @@ class EnvPart(Config):
                       form="Environment", suggest=env_choices)
 
     def check(self) -> None:
-        from lactchain.envs.catalog import env_name
+        from lactchain.envs.catalog import normalize_env_field
 
-        try:
-            self.env = env_name(self.env)
-        except ValueError as exc:
-            self.refuse("env", str(exc))
+        normalize_env_field(self)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import DEFAULT_ENV, env_name
+from lactchain.envs.catalog import DEFAULT_ENV, normalize_env_field
 
 
 
@@ -50,7 +50,4 @@ class TrainCriticConfig(Config):
             self.refuse("episodes_from", "give at least one play run whose stored steps to learn from")
         if not self.lr > 0:
             self.refuse("lr", "must be above 0")
-        try:
-            self.env = env_name(self.env)
-        except ValueError as exc:
-            self.refuse("env", str(exc))
+        normalize_env_field(self)
