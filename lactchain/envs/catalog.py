@@ -19,6 +19,7 @@ import gymnasium as gym
 REGISTRY: dict[str, tuple[str, str]] = {
     "grid": ("LactChain/GridWorld-v0", "lactchain.envs.gridworld:GridWorldEnv"),
     "blackjack": ("LactChain/Blackjack-v0", "lactchain.envs.blackjack:BlackjackTextEnv"),
+    "taxi": ("LactChain/Taxi-v0", "lactchain.envs.taxi:TaxiTextEnv"),
 }
 ENVS: dict[str, str] = {name: gid for name, (gid, _) in REGISTRY.items()}
 DEFAULT_ENV = "grid"
