@@ -48,7 +48,8 @@ def option(
 ) -> Any:
     """A config field with its help text and how the CLI and the console show it.
 
-    flag: the CLI spelling (default `--field-name`); short: e.g. "-k".
+    flag: the CLI spelling (default `--field-name`); without dashes (e.g. "RUN") the
+    field is the command's positional argument of that name; short: e.g. "-k".
     min/max: inclusive bounds (numbers); choices: the allowed values, or a callable
     returning them (evaluated late, e.g. the registered envs).
     check: a reference the job checks before a run exists ("run:critic", "strategy",

@@ -134,7 +134,7 @@ class PipelineConfig(Config):
         from lactchain.models.vllm_engine import ENGINES
 
         if self.engine not in ENGINES:
-            bad("engine", f"must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+            raise ConfigError(f"--engine {self.engine}: unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
         if self.critic_scorer not in ("v", "q"):
             bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
         for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",

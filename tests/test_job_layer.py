@@ -30,11 +30,14 @@ def test_every_job_command_is_generated_from_its_config():
         command = group
         for word in job.command.split():  # "baselines train": a sub-command of a group
             command = command.commands[word]
-        options = {opt for p in command.params for opt in p.opts}
+        options = {opt for p in command.params if p.param_type_name == "option" for opt in p.opts}
+        arguments = {p.name for p in command.params if p.param_type_name == "argument"}
         mine = [f for _, f in flat_fields(job.config) if f.metadata.get("cli", True)]
-        wanted = {flag_of(f) for f in mine} | {f.metadata["short"] for f in mine if f.metadata.get("short")}
+        flags = [f for f in mine if flag_of(f).startswith("-")]
+        wanted = {flag_of(f) for f in flags} | {f.metadata["short"] for f in flags if f.metadata.get("short")}
         assert wanted <= options, (job.command, wanted - options)
         assert options - wanted <= {"--db", "--detach", "--run-id", "--json"}, job.command
+        assert arguments == {f.name for f in mine if not flag_of(f).startswith("-")}, job.command
 
 
 def test_a_new_config_field_shows_up_in_help_in_the_form_and_in_the_params(tmp_path):
@@ -154,8 +157,11 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
     detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
     detached("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1")
     detached("baselines", "train", "--episodes", "20")
-    detached("archive", "fill", "--scene", "empty", "--behaviours", "30")
-    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill"} <= set(JOBS)
+    archive = detached("archive", "fill", "--scene", "empty", "--behaviours", "60")
+    dt = detached("dt", "train", "--archive", archive, "--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd",
+                  "16", "--eval-every", "2", "--checkpoint-every", "2", "--select-fraction", "0")
+    detached("dt", "eval", dt, "--limit", "2", "--goal-starts", "2")
+    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill", "dt train", "dt eval"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
         reg.update_run(judge, status="FAILED")

@@ -139,7 +139,7 @@ def test_two_replicas_answer_exactly_like_one_engine(pool, vllm_h32):
     two = pool.generate(prompts, temperature=1.0, seed=5, num_samples=2)
     assert len(two) == 32 and [s.token_ids for s in two] == [s.token_ids for s in one]
     assert [s.logprob for s in two] == pytest.approx([s.logprob for s in one], abs=1e-5)
-    assert len({s.text for s in two}) > 4
+    assert len({s.text for s in two}) > 1  # sampled, not greedy (how many differ is the random model's)
     seeds = [11, 12, 13, 14, 15]  # uneven shards (3 + 2), explicit per-prompt seeds
     one = vllm_h32.generate(prompts[:5], temperature=1.0, seeds=seeds, num_samples=2)
     assert [s.token_ids for s in pool.generate(prompts[:5], temperature=1.0, seeds=seeds, num_samples=2)] == \

@@ -48,6 +48,7 @@ def _register_optional_groups() -> None:
     app.command("leaderboard")(baselines_cmd.leaderboard_cmd)
     archive_cmd._register_fill()
     app.add_typer(archive_cmd.app, name="archive")
+    dt_cmd._register()
     app.add_typer(dt_cmd.app, name="dt")
     archive_cmd.app.command("annotate")(archive_describe_cmd.annotate_cmd)
     archive_cmd.app.command("describe")(archive_describe_cmd.describe_cmd)

@@ -115,24 +115,19 @@ def _render(result: dict[str, Any]) -> None:
 
 
 def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
-    """(run id, trajectory rows) of an archive run; one-line errors for a run without one
-    or a file that is not an archive."""
-    from lactchain.archive import read_rows
+    """(run id, trajectory rows) of an archive run, or a one-line failure."""
+    from lactchain.cli.common import _one_line
+    from lactchain.jobs import archive
 
-    found = run_of_kind(registry, "RUN", run, ("archive",), "an archive run (lactchain archive fill)")
-    art = archive_artifact(registry, found)
-    try:
-        return found["id"], read_rows(art)
-    except ValueError as exc:
-        fail(str(exc))
+    return _one_line(archive.load_archive, registry, run)
 
 
 def archive_artifact(registry: Any, run: Any) -> Path:
-    """The archive file of an archive run (a one-line error when it has none)."""
-    art = registry.latest_artifact(run["id"], "archive")
-    if art is None or not Path(art["path"]).is_file():
-        fail(f"run {run['id']} ({run['kind']}) has no archive file; fill one with `lactchain archive fill`")
-    return Path(art["path"])
+    """The archive file of an archive run, or a one-line failure."""
+    from lactchain.cli.common import _one_line
+    from lactchain.jobs import archive
+
+    return _one_line(archive.archive_artifact, registry, run)
 
 
 @app.command("verify")

@@ -5,17 +5,14 @@ the no-text baseline, optionally the frozen MiniLM) for the same time budget on 
 seed's split, evaluate each on its held-out trajectories, and print one JSON object:
 per seed and encoder the steps trained, the selected checkpoint and the headline
 rates; the mean over seeds; the targets and whether each is met. Every step is the
-real command (`archive fill`, `dt train`, `dt eval`) in a subprocess, each a run in
-the registry (`--db` keeps them; default: a temporary one).
+real job (`archive fill`, `dt train`, `dt eval`, lactchain.jobs), run in this process
+with its command's own parsing and checks, each a run in the registry (`--db` keeps
+them; default: a temporary one).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -29,13 +26,18 @@ ENCODERS = ("learned", "none", "minilm-l6")
 
 
 def _lactchain(args: list[str], db: Path, what: str) -> dict[str, Any]:
-    """Run `lactchain ARGS --db DB --json`; its JSON, or the bench ends with its one-line error."""
-    proc = subprocess.run([sys.executable, "-m", "lactchain.cli", *args, "--db", str(db), "--json"],
-                          capture_output=True, text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        fail(f"bench dt: {what} failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
-    return json.loads(proc.stdout)
+    """Run the job `args` names (archive fill, dt train, dt eval) in this process, parsed as
+    its command parses it; its result, or the bench ends with the job's one-line error."""
+    from lactchain.cli.generate import call_job
+    from lactchain.config import ConfigError
+    from lactchain.jobs.table import JOBS
+
+    job = JOBS[" ".join(args[:2])]
+    try:
+        return call_job(job, args[2:], db)
+    except ConfigError as exc:
+        fail(f"bench dt: {what} failed: {exc}")
+        raise
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -26,6 +26,9 @@ def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
     """(typer annotation, default) of one config field."""
     tp, optional = field_type(owner, f)
     meta = f.metadata
+    if not flag_of(f).startswith("-"):  # a positional argument, e.g. RUN
+        py_type = list[str] if is_list(tp) else str
+        return Annotated[py_type, typer.Argument(metavar=flag_of(f), help=meta.get("help", ""))], ...
     names = [flag_of(f)]
     if tp is bool and meta.get("negative"):  # an on/off pair; without one, a plain flag
         names = [f"{flag_of(f)}/{meta['negative']}"]
@@ -58,7 +61,11 @@ def job_parameters(job: Job) -> list[inspect.Parameter]:
         if not f.metadata.get("cli", True):
             continue
         annotation, default = _annotation(owner, f)
-        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+        if default is ...:  # a required positional argument
+            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
+        else:
+            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=annotation))
     common = {"db": DbOption, "detach": DetachOption, "run_id": RunIdOption, "as_json": JsonOption}
     for name, annotation in common.items():
         if name == "detach" and not job.detachable:
@@ -109,3 +116,27 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
     command.__doc__ = job.doc
     command.__name__ = job.command.split()[-1].replace("-", "_")
     return command
+
+
+def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[str, Any]:
+    """Run a job in this process from command-line arguments (parsed exactly as its
+    command parses them) and return its result: what benchmarks use to chain jobs.
+    Raises ConfigError (a bad argument or reference) and Cancelled."""
+    import typer.main
+
+    from lactchain.jobs import launch
+    from lactchain.registry import Registry
+
+    app = typer.Typer()
+    app.command(job.command.split()[-1])(make_command(job))
+    command = typer.main.get_command(app)
+    try:
+        ctx = command.make_context(job.command, list(argv))
+    except typer.TyperException as exc:
+        raise ConfigError(f"{job.command}: {exc.format_message()}") from None
+    values = {k: v for k, v in ctx.params.items() if k not in COMMON and v is not None}
+    config = job.config.from_params(values)
+    launch.precheck(job, config)
+    with Registry(db) as registry:
+        params = launch.prepare(registry, job, config)
+        return launch.run_here(registry, job, config, params, quiet=quiet)

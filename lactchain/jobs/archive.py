@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lactchain.config import Config, option
+from lactchain.config import Config, ConfigError, option
+from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.output import LineLog
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
@@ -26,6 +27,28 @@ def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
                                     success=bool(rewards) and rewards[-1] > 0, moves_used=len(row["path"]) - 1)
     handle.registry.add_artifact(handle.run_id, "archive", path, meta={"elites": len(rows)})
     return path
+
+
+def archive_artifact(registry: Any, run: Any) -> Path:
+    """The archive file of an archive run (a one-line refusal when it has none)."""
+    art = registry.latest_artifact(run["id"], "archive")
+    if art is None or not Path(art["path"]).is_file():
+        raise ConfigError(f"run {run['id']} ({run['kind']}) has no archive file; fill one with `lactchain archive "
+                          "fill`")
+    return Path(art["path"])
+
+
+def load_archive(registry: Any, run: str, option_name: str = "RUN") -> tuple[str, list[dict[str, Any]]]:
+    """(run id, trajectory rows) of an archive run; one-line refusals for a run without
+    one or a file that is not an archive."""
+    from lactchain.archive import read_rows
+
+    found = run_of_kind(registry, option_name, run, ("archive",), "an archive run (lactchain archive fill)")
+    art = archive_artifact(registry, found)
+    try:
+        return found["id"], read_rows(art)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass

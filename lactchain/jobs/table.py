@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lactchain.jobs.archive import ARCHIVE_FILL
 from lactchain.jobs.bandit import BANDIT
+from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
 from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.loop import PIPELINE
 from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
@@ -16,7 +17,7 @@ from lactchain.jobs.spec import Job
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (
     TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-    BASELINES_TRAIN, ARCHIVE_FILL)}
+    BASELINES_TRAIN, ARCHIVE_FILL, DT_TRAIN, DT_EVAL)}
 BY_COMMAND = JOBS
 
 

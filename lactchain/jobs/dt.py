@@ -1,0 +1,116 @@
+"""The decision transformer's jobs (grid-only by nature: it acts on archive trajectories):
+`dt train` (kind dt, resumable from the newest checkpoint of its lineage) and `dt eval`
+(kind dt-eval: closed-loop on the held-out trajectories, against the no-text baseline
+and the planner, an oracle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lactchain.config import Config, ConfigError, option
+from lactchain.dt.train_config import DTTrainConfig
+from lactchain.jobs.archive import load_archive
+from lactchain.jobs.checks import run_of_kind
+from lactchain.jobs.output import LineLog
+from lactchain.jobs.spec import Job
+
+
+def _precheck_train(config: DTTrainConfig) -> None:
+    if config.text_encoder in ("learned", "none"):
+        return
+    from lactchain.models.presets import CRITIC, check_spec
+
+    try:
+        check_spec(config.text_encoder, CRITIC)
+    except ValueError as exc:
+        raise ConfigError(f"--text-encoder {config.text_encoder}: {exc}; use learned, or a sentence encoder "
+                          "(minilm-l6)") from None
+
+
+def _prepare_train(registry: Any, config: DTTrainConfig) -> dict[str, Any]:
+    """The archive resolved (with descriptions by --describer), a resume of a dt run."""
+    archive_id, rows = load_archive(registry, config.archive, "--archive")
+    if config.describer != "rule":
+        from lactchain.dt.data import instruction
+
+        described = sum(instruction(r, config.describer) is not None for r in rows)
+        if described < 2:
+            raise ConfigError(f"--describer {config.describer}: {described} trajectory(ies) of archive {archive_id} "
+                              "have a description by it; describe the archive first, or use --describer rule")
+    config.archive = archive_id
+    if config.resume_from:
+        config.resume_from = run_of_kind(registry, "--resume-from", config.resume_from, ("dt",), "a dt run")["id"]
+    return {"archive": archive_id, "resume_from": config.resume_from}
+
+
+def run_dt_train(handle: Any, config: DTTrainConfig) -> dict[str, Any]:
+    from lactchain.dt.train import train_dt
+
+    line = LineLog(every_s=0.0)
+    line(f"dt train: archive {config.archive}, text {config.text_encoder}, {config.steps} steps"
+         + (f" or {config.minutes:g} min" if config.minutes else ""), force=True)
+
+    def on_log(step: int, m: dict[str, float]) -> None:
+        line(f"step {step}/{config.steps}: loss {m['loss']:.4f}"
+             + (f"  val {m['val_loss']:.4f}  acc {m['val_accuracy']:.3f}" if "val_loss" in m else "")
+             + f"  {m['steps_per_s']:.1f} steps/s")
+
+    return train_dt(handle, config, on_log=on_log)
+
+
+DT_TRAIN = Job(kind="dt", command="dt train", config=DTTrainConfig, run=run_dt_train, title="Decision transformer",
+               name=lambda c: f"dt {c.text_encoder} on {c.archive}", precheck=_precheck_train,
+               prepare=_prepare_train, resume_field="resume_from",
+               doc="""Train a decision transformer (a small GPT) on an archive: the instruction's tokens,
+    then [BD, observation, action] per move, a STOP action at the end; cross-entropy
+    over the moves. Split by trajectory; resumable.""")
+
+
+@dataclass
+class DTEvalConfig(Config):
+    dt_run: str = option("", "A dt run (its best checkpoint by model selection; see --checkpoint).", flag="RUN")
+    baseline: str | None = option(None, "A no-text dt run trained on the same split (dt train --no-text, same "
+                                        "--archive/--seed/--val-fraction).")
+    limit: int | None = option(None, "Evaluate the first N held-out trajectories.", min=1)
+    goal: bool = option(True, "Also measure success on the grid's goal from every start pose.", negative="--no-goal")
+    goal_starts: int | None = option(None, "Goal success from a seeded sample of N start poses (default: every "
+                                           "non-goal pose).", min=1)
+    checkpoint: str = option("best", "best: the checkpoint with the best closed-loop score on the selection split "
+                                     "(the newest for runs without one); last: the newest.",
+                             choices=("best", "last"))  # lactchain.dt.evaluate.CHECKPOINTS
+
+    def check(self) -> None:
+        if not self.dt_run:
+            self.refuse("dt_run", "give the dt run to evaluate (lactchain dt train)")
+
+
+def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
+    """Both runs are dt runs with a checkpoint on disk."""
+    from lactchain.resume import latest_checkpoint
+
+    config.dt_run = run_of_kind(registry, "RUN", config.dt_run, ("dt",), "a dt run (lactchain dt train)")["id"]
+    if config.baseline:
+        config.baseline = run_of_kind(registry, "--baseline", config.baseline, ("dt",), "a dt run")["id"]
+    for name, rid in (("RUN", config.dt_run), ("--baseline", config.baseline)):
+        if rid and latest_checkpoint(registry, rid, "dt") is None:
+            raise ConfigError(f"{name} {rid}: the run has no checkpoint yet; wait for its first one "
+                              "(--checkpoint-every)")
+    return {"dt_run": config.dt_run, "baseline": config.baseline}
+
+
+def run_dt_eval(handle: Any, config: DTEvalConfig) -> dict[str, Any]:
+    from lactchain.dt.evaluate import evaluate_run
+
+    result = evaluate_run(handle.registry, config.dt_run, baseline=config.baseline, limit=config.limit,
+                          goal=config.goal, goal_starts=config.goal_starts, checkpoint=config.checkpoint)
+    result["dt_run"] = result.pop("run_id")
+    handle.log_metrics({k: float(v) for k, v in result["summary"].items() if v is not None})
+    return result
+
+
+DT_EVAL = Job(kind="dt-eval", command="dt eval", config=DTEvalConfig, run=run_dt_eval, title="Evaluate a DT",
+              name=lambda c: f"dt eval {c.dt_run}", prepare=_prepare_eval,
+              doc="""Roll the decision transformer out on held-out instructions and BDs: BD-reached rate,
+    landmark-order match, goal success; against the no-text baseline and the planner
+    (an oracle).""")
