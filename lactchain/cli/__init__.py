@@ -53,7 +53,7 @@ def _register_optional_groups() -> None:
     archive_cmd.app.command("annotate")(archive_describe_cmd.annotate_cmd)
     archive_cmd.app.command("describe")(archive_describe_cmd.describe_cmd)
     archive_cmd.app.command("export")(archive_dataset_cmd.export_cmd)
-    archive_cmd.app.command("import")(archive_dataset_cmd.import_cmd)
+    archive_cmd.app.command("import")(archive_dataset_cmd._register_import())
 
 
 _register_optional_groups()

@@ -15,17 +15,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.archive_cmd import load_archive, record_archive
+from lactchain.cli.archive_cmd import load_archive
 from lactchain.cli.common import (
     DbOption,
-    DetachOption,
     JsonOption,
-    RunIdOption,
     console,
     fail,
     open_registry,
     print_json,
-    run_job,
 )
 
 
@@ -71,60 +68,12 @@ def export_cmd(
                   f"({', '.join(result['scenes'])}; card {result['card']})")
 
 
-def import_cmd(
-    ctx: typer.Context,
-    directory: Annotated[Path, typer.Argument(
-        metavar="DIR", help="A folder written by `lactchain archive export` (or a copy of it, e.g. a Hub download).")],
-    allow_unverified: Annotated[bool, typer.Option(
-        "--allow-unverified", help="Import even when some trajectories do not replay as stored (they are kept, and "
-                                   "`lactchain archive verify` lists them). Default: refuse.")] = False,
-    db: DbOption = None,
-    detach: DetachOption = False,
-    run_id: RunIdOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import an exported archive dataset as a new archive run. Everything is checked
-    first: the manifest, the Parquet file's sha256 and row count, the columns, every
-    row's scene and landmarks, and every trajectory replayed from its start; only then is
-    the run created (its params name the source folder and the source run). A truncated,
-    altered or foreign dataset is refused in one line and changes nothing."""
-    from lactchain.archive_dataset import load_export
-    from lactchain.trajectories import Trajectory, verify
+def _register_import() -> Any:
+    """`archive import`: generated from the job's config (lactchain.jobs.archive)."""
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
 
-    directory = directory.expanduser().absolute()
-    ctx.params["directory"] = directory  # a detached job may start elsewhere
-    try:
-        manifest, rows = load_export(directory)
-    except ValueError as exc:
-        fail(f"{exc}; nothing was imported")
-    mismatches = []
-    for i, row in enumerate(rows):
-        try:
-            problem = verify(Trajectory.from_dict(row))
-        except (ValueError, TypeError, KeyError) as exc:
-            problem = exc
-        if problem is not None:
-            mismatches.append((i, row.get("key"), str(problem)))
-    if mismatches and not allow_unverified:
-        i, key, problem = mismatches[0]
-        fail(f"{len(mismatches)} of {len(rows)} trajectories in {directory} do not replay as stored (first: row {i} "
-             f"{key}: {problem}); the dataset is corrupted: export it again, or pass --allow-unverified; "
-             "nothing was imported")
-    verified = len(rows) - len(mismatches)
-    scenes = manifest.get("scenes") or []
-    params = dict(source_dir=str(directory), source_run=manifest.get("source_run"), sha256=manifest["sha256"],
-                  trajectories=len(rows), verified=verified, scene=",".join(scenes),
-                  env=",".join(sorted({str(r.get("env")) for r in rows})))
-
-    def body(handle: Any) -> dict[str, Any]:
-        path = record_archive(handle, rows)
-        handle.log_metrics({"final/elites": float(len(rows)), "final/verified": float(verified)})
-        return {"trajectories": len(rows), "verified": verified, "unverified": [
-                    {"index": i, "key": k, "problem": p} for i, k, p in mismatches],
-                "source_dir": str(directory), "source_run": manifest.get("source_run"), "archive": str(path)}
-
-    run_job(ctx, kind="archive", db=db, detach=detach, run_id=run_id, params=params, body=body, as_json=as_json,
-            name=f"archive {','.join(scenes) or '?'} import", render=_render_import)
+    return make_command(JOBS["archive import"], render=_render_import)
 
 
 def _render_import(result: dict[str, Any]) -> None:

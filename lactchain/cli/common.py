@@ -205,13 +205,6 @@ def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] 
     return _one_line(checks.check_references, registry, params, kind)
 
 
-def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
-    """`--run-id` only adopts a SCHEDULED run of this command's kind."""
-    from lactchain.jobs import checks
-
-    _one_line(checks.check_adoptable, registry, run_id, kind)
-
-
 def print_started(registry: Any, run_id: str, as_json: bool) -> None:
     """What `--detach` prints: the run id (and where its log goes)."""
     if as_json:
@@ -229,39 +222,3 @@ def print_result(result: dict[str, Any], as_json: bool, render: Optional[Callabl
         render(result)
     else:
         console.print(result)
-
-
-def run_job(
-    ctx: click.Context,
-    *,
-    kind: str,
-    db: Optional[Path],
-    detach: bool,
-    run_id: Optional[str],
-    params: dict[str, Any],
-    body: Callable[..., dict[str, Any]],
-    as_json: bool,
-    name: Optional[str] = None,
-    render: Optional[Callable[[dict[str, Any]], None]] = None,
-) -> None:
-    """The one path every long command takes: detach, or run `body(handle)` inside a
-    registry-tracked run and print its result (JSON or `render`)."""
-    from lactchain import jobs
-
-    check_models(ctx.params.get("actor"), ctx.params.get("critic"))
-    registry = open_registry(db)
-    strategy = check_references(registry, ctx.params, kind)
-    if "strategy" in ctx.params:  # what the run renders, recorded (a file may change later)
-        params = {**params, **strategy.params()}
-    if detach:
-        print_started(registry, jobs.detach(registry, kind, relaunch_argv(ctx), name=name, params=params), as_json)
-        return
-    if run_id is not None:
-        check_adoptable(registry, run_id, kind)
-    try:
-        cmd = ["lactchain", *relaunch_argv(ctx)]
-        with jobs.run_context(registry, kind, name=name, params=params, run_id=run_id, cmd=cmd) as handle:
-            result = {"run_id": handle.run_id, **body(handle)}
-    except jobs.Cancelled:
-        fail("cancelled; the run is marked KILLED", code=130)
-    print_result(result, as_json, render)

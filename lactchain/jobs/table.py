@@ -3,7 +3,7 @@ the console's Jobs forms and `python -m lactchain.jobs` are generated from it.""
 
 from __future__ import annotations
 
-from lactchain.jobs.archive import ARCHIVE_FILL
+from lactchain.jobs.archive import ARCHIVE_ADD, ARCHIVE_FILL, ARCHIVE_IMPORT
 from lactchain.jobs.bandit import BANDIT
 from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
 from lactchain.jobs.baselines import BASELINES_TRAIN
@@ -17,7 +17,7 @@ from lactchain.jobs.spec import Job
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (
     TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-    BASELINES_TRAIN, ARCHIVE_FILL, DT_TRAIN, DT_EVAL)}
+    BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL)}
 BY_COMMAND = JOBS
 
 
