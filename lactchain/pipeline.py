@@ -121,12 +121,9 @@ class PipelineConfig(Config):
         def bad(name: str, why: str) -> None:
             raise ConfigError(f"{name.replace('_', '-')} {why}")
 
-        from lactchain.envs.catalog import env_name
+        from lactchain.envs.catalog import normalize_env_field
 
-        try:
-            self.env = env_name(self.env)
-        except ValueError as e:
-            bad("env", str(e).removeprefix("unknown env "))
+        normalize_env_field(self)
         if self.labeler not in LABELERS:
             bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
         if self.loss not in LOSSES:

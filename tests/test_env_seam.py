@@ -276,3 +276,13 @@ def test_the_oracle_reads_every_envs_prompt():
     moves, known = oracle_plan(PromptSpec.for_env(bj).render(bj.describe()))
     assert moves == [BlackjackSolver().action(Hand(12, 10, False))] and known == BLACKJACK_MOVES
     assert oracle_plan("no env says this") is None
+
+
+def test_env_list_names_every_registered_env(lc):
+    from lactchain.envs.catalog import ENVS
+
+    code, out, err = lc("env", "list", "--json")
+    assert code == 0, err
+    rows = {r["env"]: r for r in json.loads(out)}
+    assert set(rows) == set(ENVS)
+    assert all(r["gym_id"] == ENVS[name] and r["moves"] and r["start_states"] > 0 for name, r in rows.items())

@@ -309,9 +309,12 @@ def _print_rows(result: dict[str, Any]) -> None:
 
 
 def _register_learn() -> None:
-    from lactchain.cli.pipeline_cmd import bench_learn
+    """`bench learn`: generated from the job's config (lactchain.jobs.loop.BENCH_LEARN)."""
+    from lactchain.cli.generate import make_command
+    from lactchain.cli.pipeline_cmd import render_pipeline
+    from lactchain.jobs.table import JOBS
 
-    app.command("learn")(bench_learn)
+    app.command("learn")(make_command(JOBS["bench learn"], render=render_pipeline))
 
 
 _register_learn()

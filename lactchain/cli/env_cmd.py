@@ -16,6 +16,31 @@ from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
 app = typer.Typer(help="Inspect the environments and their exact optimum.", no_args_is_help=True)
 
 
+@app.command("list")
+def list_envs(as_json: JsonOption = False) -> None:
+    """The registered environments (lactchain.envs.catalog): short name, gymnasium id,
+    move vocabulary, start states, whether an action can end differently (cards), and
+    whether an exact solver gives the optimum every actor is measured against."""
+    from lactchain.envs.catalog import ENVS, make_env
+
+    rows = []
+    for name, gym_id in ENVS.items():
+        env = make_env(name)
+        rows.append({"env": name, "gym_id": gym_id, "moves": list(env.moves), "start_states": len(env.start_states()),
+                     "max_actions": env.max_actions, "stochastic": bool(env.stochastic),
+                     "exact_solver": env.solver() is not None})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="environments (--env NAME or its gymnasium id)")
+    for column in ("env", "gymnasium id", "moves", "start states", "stochastic", "exact solver"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["env"], r["gym_id"], ", ".join(r["moves"]), str(r["start_states"]),
+                      "yes" if r["stochastic"] else "no", "yes" if r["exact_solver"] else "no")
+    console.print(table)
+
+
 @app.command("show")
 def show(
     size: Annotated[int | None, typer.Option("--size", "-n", max=64, help="Grid side length (default 4, or the scene's).")] = None,
