@@ -150,6 +150,8 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
 
     play = detached("play", "--actor", "tiny", "--episodes", "2", "--max-actions", "2")
     detached("evaluate", "--actor", "tiny", "--states", "3", "--max-actions", "2")
+    critic = detached("train-critic", "-e", play, "--critic", "tiny", "--epochs", "1", "--batch-size", "2")
+    detached("collect-pairs", "--actor", "tiny", "--critic-run", critic, "--states", "2", "--samples", "2")
     collect = detached("collect", "--episodes", "40")
     judge = detached("judge", "--from", collect, "--pairs", "10")
     reward = detached("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "2")
@@ -161,7 +163,7 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
     dt = detached("dt", "train", "--archive", archive, "--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd",
                   "16", "--eval-every", "2", "--checkpoint-every", "2", "--select-fraction", "0")
     detached("dt", "eval", dt, "--limit", "2", "--goal-starts", "2")
-    assert {"play", "evaluate", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill", "dt train", "dt eval"} <= set(JOBS)
+    assert {"play", "evaluate", "train-critic", "collect-pairs", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill", "dt train", "dt eval"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
         reg.update_run(judge, status="FAILED")
