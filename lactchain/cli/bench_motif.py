@@ -4,6 +4,8 @@ Captioned Blackjack hands from a random and the optimal policy (the same seeded 
 judged by each judge (the rule judge is the calibration reference), a Bradley-Terry
 reward model per judge, and Q-learning agents on the extrinsic, intrinsic and mixed
 reward, all scored on the same seeded hands as the exact optimum and random play.
+Every step is the lab's own job (collect, judge, train-reward, reward-agents from
+lactchain.jobs.motif), run in this process on a temporary registry.
 """
 
 from __future__ import annotations
@@ -37,53 +39,45 @@ def bench_motif(
     for name in names:
         if name != "rule":
             check_models(name)
-    from lactchain.captions import captioned_episodes, collect_runs
+    from lactchain.cli.generate import call_job
+    from lactchain.config import ConfigError
     from lactchain.envs.catalog import make_env
-    from lactchain.judge import LLMJudge, RuleJudge, agreement, judge_in_batches, label_rows, pair_episodes
-    from lactchain.motif import CaptionReward, train_and_score_agents
-    from lactchain.registry import Registry
-    from lactchain.train.reward_model import RewardModel, caption_report, labelled_pairs, train_reward_model
+    from lactchain.jobs.table import JOBS
 
-    env = make_env("blackjack")
     result: dict[str, Any] = {"env": "blackjack", "episodes_per_policy": episodes, "pairs": pairs,
                               "pairing": pairing, "critic": critic, "judges": {}, "reward_models": {}}
+    common = ["--seed", str(seed)]
     with tempfile.TemporaryDirectory() as folder:
-        reg = Registry(Path(folder) / "bench.db")
-        runs = collect_runs(reg, env, ("random", "optimal"), episodes, seed=seed)
-        all_episodes = captioned_episodes(reg, runs)
-        chosen = pair_episodes(all_episodes, pairs, pairing, seed)
-        captions = {e.caption: e.true_return for e in all_episodes}
-        intrinsic: dict[str, CaptionReward] = {}
-        for name in names:
-            err_console.print(f"judging {len(chosen)} pairs with {name}")
-            if name == "rule":
-                judge: Any = RuleJudge()
-            else:
-                from lactchain.models.actor import Actor
+        db = Path(folder) / "bench.db"
 
-                judge = LLMJudge(Actor.load(name), seed=seed)
-            rows = label_rows(chosen, judge_in_batches(judge, chosen, "blackjack"), judge, "blackjack")
-            result["judges"][name] = agreement(rows)
-            usable = labelled_pairs(rows)
-            if len(usable) < 2:
-                result["reward_models"][name] = {"skipped": f"{len(usable)} usable labels"}
+        def job(command: str, *args: str) -> dict[str, Any]:
+            """One Motif job, run here as its command would run it (lactchain.jobs.motif)."""
+            return call_job(JOBS[command], [*args, *common], db)
+
+        collected = [job("collect", "--policy", policy, "--episodes", str(episodes), "--env", "blackjack")["run_id"]
+                     for policy in ("random", "optimal")]  # the same seeded deals: episodes pair by start state
+        reward_runs: dict[str, str] = {}
+        for name in names:
+            err_console.print(f"judging {pairs} pairs with {name}")
+            judged = job("judge", *[a for run in collected for a in ("--from", run)], "--judge", name,
+                         "--pairs", str(pairs), "--pairing", pairing)
+            result["judges"][name] = {k: v for k, v in judged.items() if k not in ("run_id", "judge", "episodes")}
+            err_console.print(f"training the reward model on {name}'s labels")
+            try:
+                fit = job("train-reward", "--pairs-from", judged["run_id"], "--critic", critic, "--epochs", str(epochs))
+            except ConfigError as exc:  # fewer than two usable labels
+                result["reward_models"][name] = {"skipped": str(exc)}
                 continue
-            err_console.print(f"training the reward model on {name}'s {len(usable)} labels")
-            model = RewardModel(critic)
-            fit = train_reward_model(model, usable, epochs=epochs, seed=seed)
-            report = caption_report(model, list(captions), list(captions.values()))
-            fit["rank_correlation"] = report["rank_correlation"]
-            result["reward_models"][name] = fit
-            intrinsic[name] = CaptionReward(model, report["score_mean"], report["score_std"])
+            result["reward_models"][name] = {k: v for k, v in fit.items() if k not in ("run_id", "reward_model")}
+            reward_runs[name] = fit["run_id"]
         err_console.print(f"training and scoring agents ({train_episodes} training hands, {eval_episodes} scored)")
-        agents = train_and_score_agents(env, None, train_episodes=train_episodes, eval_episodes=eval_episodes,
-                                        seed=seed, kinds=("extrinsic",))["agents"]
-        for name, reward in intrinsic.items():
-            more = train_and_score_agents(env, reward, train_episodes=train_episodes, eval_episodes=eval_episodes,
-                                          seed=seed, kinds=("intrinsic", "mixed"), references=False)["agents"]
+        budget = ["--train-episodes", str(train_episodes), "--eval-episodes", str(eval_episodes)]
+        agents = dict(job("reward-agents", *budget)["agents"])  # extrinsic, the optimum (oracle) and random
+        for name, run in reward_runs.items():
+            more = job("reward-agents", "--reward-run", run, *budget)["agents"]
             agents[f"intrinsic ({name})"], agents[f"mixed ({name})"] = more["intrinsic"], more["mixed"]
         result["agents"] = agents
-        solver = env.solver()
+        solver = make_env("blackjack").solver()
         result["optimal_win_rate_exact"] = solver.win_rate()
         result["optimal_expected_return_exact"] = solver.expected_return()
     if as_json:
