@@ -17,7 +17,6 @@ makes a fast, deterministic stand-in for demos, snapshots and the tmux test
 
 from __future__ import annotations
 
-import inspect
 import random
 import re
 from dataclasses import dataclass
@@ -124,27 +123,15 @@ def _progress_adapter(progress: ProgressFn | None) -> Callable[..., None] | None
     return report
 
 
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 def load_actor(spec: str, adapter: str | None = None, progress: ProgressFn | None = None) -> Any:
     """Load an actor preset or path (blocking; call from a worker thread)."""
     if spec == ORACLE:
         if adapter:
             raise ValueError("the oracle actor has no weights, so it cannot take an adapter")
         return OracleActor()
-    from lactchain.models.actor import Actor  # heavy: torch + transformers
+    from lactchain.jobs.engine import load_actor as load  # the lab's one actor loader; heavy: torch
 
-    kwargs: dict[str, Any] = {}
-    report = _progress_adapter(progress)
-    if report is not None and _accepts(Actor.load, "progress"):
-        kwargs["progress"] = report
-    return Actor.load(spec, adapter, **kwargs)
+    return load(spec, adapter, None, progress=_progress_adapter(progress) or (lambda *_: None))
 
 
 def load_critic(spec: str, registry: Any | None = None, progress: ProgressFn | None = None) -> Any:

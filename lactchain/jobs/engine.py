@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV
@@ -128,29 +128,35 @@ def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | Non
 
 
 def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = DEFAULT_ENV,
-               settings: EngineConfig | None = None, handle: Any = None, extra: dict[str, Any] | None = None) -> Any:
+               settings: EngineConfig | None = None, handle: Any = None, extra: dict[str, Any] | None = None,
+               progress: Callable[[str, float | None], None] | None = None) -> Any:
     """A transformers `Actor` (engine hf) or a `VLLMActor` (engine vllm, a pool of replicas
     when data_parallel_size > 1), with a status spinner on stderr; a vLLM engine is shut
     down when the job is cancelled and at exit. `extra`: more vLLM engine settings (a
-    benchmark's prefix_caching, adapter_mode, max_lora_rank)."""
+    benchmark's prefix_caching, adapter_mode, max_lora_rank). `progress`: report loading
+    steps to the caller instead (the console: nothing may draw on its terminal)."""
     from lactchain.envs.catalog import actor_moves
     from lactchain.models.vllm_engine import load_generator
 
     settings = settings or EngineConfig()
     adapter_path = resolve_adapter(registry, adapter) if registry is not None else adapter
-    with err_console.status(f"loading actor {actor}" + (f" + adapter {adapter}" if adapter else ""),
-                            spinner="dots") as status:
-        def progress(step: str, fraction: float | None = None) -> None:
-            if not quiet:
-                status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
+    kw = {k: v for k, v in settings.load_kw().items() if v is not None}
+    engine = kw.pop("engine", "hf")
+    if engine != "vllm":
+        kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+    else:
+        kw.update(extra or {})
+    kw.update(actor_moves(env))
+    if progress is not None:
+        model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw)
+    else:
+        with err_console.status(f"loading actor {actor}" + (f" + adapter {adapter}" if adapter else ""),
+                                spinner="dots") as status:
+            def spin(step: str, fraction: float | None = None) -> None:
+                if not quiet:
+                    status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
 
-        kw = {k: v for k, v in settings.load_kw().items() if v is not None}
-        engine = kw.pop("engine", "hf")
-        if engine != "vllm":
-            kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
-        else:
-            kw.update(extra or {})
-        model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw, **actor_moves(env))
+            model = load_generator(actor, engine, adapter=adapter_path, progress=spin, **kw)
     if handle is not None and hasattr(model, "close"):
         handle.on_cancel(model.close)
     return model
