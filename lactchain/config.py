@@ -22,7 +22,7 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Iterator, Mapping, TypeVar
 
 C = TypeVar("C", bound="Config")
 
@@ -102,7 +102,7 @@ def is_list(tp: Any) -> bool:
 
 def _coerce(cls: type, f: dataclasses.Field, value: Any) -> Any:
     """A JSON or form value as the field's type (int for an int field given 3.0, etc.)."""
-    tp, optional = field_type(cls, f)
+    tp, _ = field_type(cls, f)
     if value is None:
         return None
     name = flag_of(f)
@@ -229,6 +229,12 @@ class Config:
     def replace(self: C, **changes: Any) -> C:
         return dataclasses.replace(self, **changes)
 
+    def project(self, base: type[C], **changes: Any) -> C:
+        """This config as one of its base classes (a job config's trainer or loop part),
+        with `changes` applied: what the library function takes."""
+        names = {f.name for f in dataclasses.fields(base)}
+        return base(**{**{k: getattr(self, k) for k in names}, **changes})
+
 
 def part_type(cls: type, f: dataclasses.Field) -> type | None:
     """The Config class of a nested part field, else None."""
@@ -261,15 +267,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def config_fields(cls: type, *, where: Callable[[dataclasses.Field], bool] = lambda f: True) -> Iterator[dataclasses.Field]:
-    """The fields of a config class, in order."""
-    return (f for f in dataclasses.fields(cls) if where(f))
-
-
-def has_default(f: dataclasses.Field) -> bool:
-    return f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
-
-
 def default_of(f: dataclasses.Field) -> Any:
     if f.default is not MISSING:
         return f.default
@@ -277,8 +274,3 @@ def default_of(f: dataclasses.Field) -> Any:
         return f.default_factory()  # type: ignore[misc]
     return None
 
-
-def build(cls: type[C], values: Mapping[str, Any]) -> C:
-    """A config from flat leaf values (the CLI's parsed options, a form's fields):
-    parts gathered, missing ones left at their defaults."""
-    return cls.from_params(values, strict=True)

@@ -151,21 +151,20 @@ def detach(
     The child adopts the SCHEDULED run; its stdout/stderr go to runs/<id>/log.txt.
     """
     run_id = registry.create_run(kind, name=name, params=params or {}, parent_id=parent_id, cmd=["lactchain", *argv])
+    spawn(registry, run_id, [sys.executable, "-m", "lactchain.cli", *argv, "--run-id", run_id,
+                             "--db", str(registry.path)])
+    return run_id
+
+
+def spawn(registry: Any, run_id: str, argv: Sequence[str]) -> None:
+    """Start `argv` for a SCHEDULED run in its own session (stdin /dev/null, output to
+    runs/<id>/log.txt) and record its pid/pgid and log in the run's row."""
     log_path = registry.run_dir(run_id) / "log.txt"
-    child_argv = [sys.executable, "-m", "lactchain.cli", *argv, "--run-id", run_id, "--db", str(registry.path)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
-        proc = subprocess.Popen(
-            child_argv,
-            stdin=devnull,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            close_fds=True,
-        )
+        proc = subprocess.Popen(list(argv), stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env, close_fds=True)
     registry.update_run(run_id, pid=proc.pid, pgid=proc.pid, log_path=str(log_path))
-    return run_id
 
 
 def strip_detach(argv: Sequence[str]) -> list[str]:

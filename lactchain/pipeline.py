@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, option
-from lactchain.envs.catalog import DEFAULT_ENV, ENVS
+from lactchain.envs.catalog import env_field
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
 
@@ -63,8 +63,7 @@ class PipelineConfig(Config):
     from this one dataclass (`asdict`), so names and defaults agree everywhere."""
 
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m", form="Actor")
-    env: str = _help("Environment: a short name (lactchain env list) or its gymnasium id.", DEFAULT_ENV,
-                     suggest=lambda: tuple(ENVS), form="Environment")
+    env: str = env_field()
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
                        "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
     adapter: str | None = _help("LoRA adapter folder to start from.", None)

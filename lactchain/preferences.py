@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, make_env, normalize_env_field
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, env_field, make_env, normalize_env_field
 from lactchain.envs.replay import deal_seeds, random_moves, stored_state
 from lactchain.labelers import (
     Candidate,
@@ -38,13 +38,6 @@ DROP_REASONS = ("parse_failure", "identical_lists", "margin_too_small", "too_few
 
 
 
-def env_names() -> tuple[str, ...]:
-    """The registered envs, offered by the console's forms."""
-    from lactchain.envs.catalog import ENVS
-
-    return tuple(ENVS)
-
-
 @dataclass
 class DrawConfig(Config):
     """How `draw_groups` samples candidates: k move lists per start state, each executed
@@ -57,8 +50,7 @@ class DrawConfig(Config):
     constrained: bool = option(True, "Grammar-constrained move lists (default), or free text + lenient parsing.",
                                flag="--constrained", negative="--free")
     seed: int = option(0, "Seed of the samples and the deals.", min=0)
-    env: str = option(DEFAULT_ENV, "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form="Environment", suggest=env_names)
+    env: str = env_field()
     deals: int = option(16, "Stochastic envs (blackjack): deals every candidate of a start state is played on (the "
                         "same cards for all of them); the labeler averages over them. The grid is deterministic and "
                         "plays once.", min=1, max=1024)

@@ -73,8 +73,10 @@ def bench_motif(
         err_console.print(f"training and scoring agents ({train_episodes} training hands, {eval_episodes} scored)")
         budget = ["--train-episodes", str(train_episodes), "--eval-episodes", str(eval_episodes)]
         agents = dict(job("reward-agents", *budget)["agents"])  # extrinsic, the optimum (oracle) and random
-        for name, run in reward_runs.items():
-            more = job("reward-agents", "--reward-run", run, *budget)["agents"]
+        for name, run in reward_runs.items():  # each judge's reward: the intrinsic and mixed agents only
+            more = job("reward-agents", "--reward-run", run, "--agents", "intrinsic", "--agents", "mixed",
+                       "--no-references",
+                       *budget)["agents"]
             agents[f"intrinsic ({name})"], agents[f"mixed ({name})"] = more["intrinsic"], more["mixed"]
         result["agents"] = agents
         solver = make_env("blackjack").solver()

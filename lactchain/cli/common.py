@@ -39,14 +39,6 @@ def finite(value: Any) -> Any:
     return value
 
 
-def positive(value: Any) -> Any:
-    """Option callback: a finite number above zero (a learning rate, a number of epochs)."""
-    finite(value)
-    if value is not None and value <= 0:
-        raise typer.BadParameter(f"{value} must be above 0")
-    return value
-
-
 def known_env(value: Any) -> Any:
     """Option callback: a short env name or gymnasium id, normalised to the short name."""
     from lactchain.envs.catalog import env_name
@@ -60,40 +52,6 @@ def known_env(value: Any) -> Any:
 EnvOption = Annotated[str, typer.Option(
     "--env", callback=known_env,
     help="Environment: a short name (lactchain env list: grid, blackjack, ...) or its gymnasium id.")]
-
-
-def known_scene(value: Any) -> Any:
-    """Option callback: a bundled scene's name (None: the default grid)."""
-    if value is None:
-        return None
-    from lactchain.envs.scenes import get_scene
-
-    try:
-        return get_scene(value).name
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-
-SceneOption = Annotated[Optional[str], typer.Option(
-    "--scene", callback=known_scene,
-    help="The grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a bathtub, a sofa and a bed).")]
-
-
-def scene_kwargs(env: str, scene: str | None) -> dict[str, Any]:
-    """The env kwargs a --scene adds (refused, one line, on an env without scenes)."""
-    if scene is None:
-        return {}
-    from lactchain.envs.catalog import env_class
-
-    if not getattr(env_class(env), "has_scenes", False):
-        fail(f"--scene {scene}: {env} has no scenes; drop --scene or use --env grid")
-    return {"scene": scene}
-
-
-DealsOption = Annotated[int, typer.Option(
-    "--deals", min=1, max=1024,
-    help="Stochastic envs (blackjack): deals every candidate of a start state is played on (the same cards for "
-         "all of them); the labeler averages over them. The grid is deterministic and plays once.")]
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -110,9 +68,6 @@ DetachOption = Annotated[
     bool,
     typer.Option("--detach", help="Run as a background job (survives logout); prints the run id and returns."),
 ]
-StrategyOption = Annotated[Optional[str], typer.Option(
-    "--strategy", help="Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) or a "
-                       "text file. Recorded in the run's params. Default: the built-in strategy.")]
 RunIdOption = Annotated[Optional[str], typer.Option("--run-id", hidden=True, help="Adopt this scheduled run (set by --detach).")]
 SKIP_ON_RELAUNCH = {"detach", "run_id", "db"}
 
@@ -176,33 +131,11 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
     _one_line(checks.check_models, actor, critic)
 
 
-def strategy_of(handle: Any, strategy: Optional[str], env: Optional[str] = None) -> Any:
-    """The job's strategy, resolved once in its body (it was checked before the run)."""
-    from lactchain.strategies import resolve_strategy
-
-    return resolve_strategy(handle.registry, strategy, env)
-
-
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     """An adapter folder from a path or a run id's latest adapter (one line when neither)."""
     from lactchain.jobs import checks
 
     return _one_line(checks.resolve_adapter, registry, spec)
-
-
-def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = (), what: str = "") -> dict[str, Any]:
-    """The run an option names, or a one-line failure (no such run, or another kind)."""
-    from lactchain.jobs import checks
-
-    return _one_line(checks.run_of_kind, registry, option, spec, kinds, what)
-
-
-def check_references(registry: Any, params: dict[str, Any], kind: Optional[str] = None) -> Any:
-    """--adapter, --strategy, --resume-from, --critic-run, --episodes-from, --pairs-from
-    must name something usable (one line otherwise); returns the resolved strategy."""
-    from lactchain.jobs import checks
-
-    return _one_line(checks.check_references, registry, params, kind)
 
 
 def print_started(registry: Any, run_id: str, as_json: bool) -> None:

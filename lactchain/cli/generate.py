@@ -49,8 +49,6 @@ def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
     else:  # unions such as `str | int` (e.g. 'all' or a number): text, the config converts it
         py_type = Optional[str] if optional or default is None else str
         default = None if default is None else str(default)
-    if meta.get("hidden"):
-        kwargs["hidden"] = True
     return Annotated[py_type, typer.Option(*names, **kwargs)], default
 
 

@@ -127,6 +127,20 @@ def env_name(name: str) -> str:
     return next(short for short, i in ENVS.items() if i == full)
 
 
+def env_names() -> tuple[str, ...]:
+    """The registered envs' short names (what forms offer)."""
+    return tuple(ENVS)
+
+
+def env_field(default: str = DEFAULT_ENV, *, form: bool = True) -> Any:
+    """The `env` field every config that takes --env declares: its help, the envs a form
+    offers, a gymnasium id accepted too (check it with `normalize_env_field`)."""
+    from lactchain.config import option
+
+    return option(default, "Environment: a short name (lactchain env list) or its gymnasium id.",
+                  form="Environment" if form else False, suggest=env_names)
+
+
 def normalize_env_field(config: Any, field: str = "env") -> None:
     """A config's env field as its short name, or the config's one-line refusal naming
     the known envs (every job config that takes --env checks it this way)."""

@@ -12,7 +12,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from lactchain.config import ConfigError
-    from lactchain.jobs.launch import load_config, prepare, run_here
+    from lactchain.jobs.launch import load_config, precheck, prepare, run_here
     from lactchain.jobs.table import JOBS
     from lactchain.lifecycle import Cancelled
     from lactchain.registry import Registry
@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         config = load_config(job, args.config)
+        if not args.run_id:  # a scheduled run was checked by its launcher
+            precheck(job, config)
         with Registry(args.db) as registry:
             params = registry.params(args.run_id) if args.run_id else prepare(registry, job, config)
             run_here(registry, job, config, params, run_id=args.run_id)

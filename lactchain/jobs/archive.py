@@ -190,7 +190,12 @@ class ArchiveImportConfig(Config):
 
 def _checked_import(config: ArchiveImportConfig) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple]]:
     """(manifest, rows, mismatches) of the dataset, every trajectory replayed; refused in
-    one line when it is broken, or does not replay and --allow-unverified is not given."""
+    one line when it is broken, or does not replay and --allow-unverified is not given.
+    Kept on the config, so a foreground import replays once (a detached one reads its
+    config from JSON and checks again, in its own process)."""
+    checked = getattr(config, "_checked", None)
+    if checked is not None:
+        return checked
     from lactchain.archive_dataset import load_export
     from lactchain.trajectories import Trajectory, verify
 
@@ -211,7 +216,8 @@ def _checked_import(config: ArchiveImportConfig) -> tuple[dict[str, Any], list[d
         raise ConfigError(f"{len(mismatches)} of {len(rows)} trajectories in {config.directory} do not replay as "
                           f"stored (first: row {i} {key}: {problem}); the dataset is corrupted: export it again, or "
                           "pass --allow-unverified; nothing was imported")
-    return manifest, rows, mismatches
+    config._checked = (manifest, rows, mismatches)
+    return config._checked
 
 
 def _prepare_import(registry: Any, config: ArchiveImportConfig) -> dict[str, Any]:

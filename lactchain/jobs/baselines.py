@@ -9,7 +9,8 @@ from typing import Any
 
 from lactchain.config import Config, option
 from lactchain.jobs.output import LineLog
-from lactchain.jobs.parts import SEED_MAX, env_choices
+from lactchain.envs.catalog import env_field
+from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 
@@ -32,7 +33,7 @@ class BaselineConfig(Config):
                                           "schedule of START, END and STEPS joined by colons (linear; add :exp for "
                                           "exponential), e.g. 1:0.05:20000.")
     seed: int = option(0, "Seed.", min=0, max=SEED_MAX)
-    env: str = option("grid", "Environment: a short name (lactchain env list) or its gymnasium id.", suggest=env_choices)
+    env: str = env_field(form=False)
 
     def check(self) -> None:
         from lactchain.baselines.td import Schedule

@@ -110,8 +110,9 @@ def check_engine_adapter(engine: str, adapter_path: str | None, settings: Engine
         raise ConfigError(str(exc)) from None
 
 
-def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | None) -> EngineConfig:
-    """The settings checked before any run exists, with auto resolved to the engine that runs."""
+def choose(settings: EngineConfig, actor: str) -> EngineConfig:
+    """The settings checked before any run exists (no registry needed), with auto
+    resolved to the engine that runs; the adapter is `check_engine_adapter`'s."""
     named = (settings.engine or "hf").lower()
     tp, dp = settings.tensor_parallel_size, settings.data_parallel_size
     if named in ("hf", "vllm"):  # before vLLM is looked for: the refusal needs no vLLM
@@ -121,10 +122,21 @@ def choose(registry: Any, settings: EngineConfig, actor: str, adapter: str | Non
         if which == "hf" and dp != 1:
             raise ConfigError(f"--data-parallel-size {dp} needs the vllm engine; --engine auto chose hf here")
         check_parallel(which, tp, dp)
-    chosen = settings.replace(engine=which)
-    if registry is not None:
-        check_engine_adapter(which, resolve_adapter(registry, adapter), chosen)
-    return chosen
+    return settings.replace(engine=which)
+
+
+def precheck_engine(config: Any) -> None:
+    """A generating job's engine (installed, able to run its actor), checked before the
+    registry is opened, auto resolved to the engine that will run: the one the params
+    and the saved config record. `config` has an `engine` part and a `model` part."""
+    config.engine = choose(config.engine, config.model.actor)
+
+
+def prepare_engine(registry: Any, config: Any) -> dict[str, Any]:
+    """What `precheck_engine` could not check without the registry: an adapter run the
+    engine must serve."""
+    check_engine_adapter(config.engine.engine, resolve_adapter(registry, config.model.adapter), config.engine)
+    return config.engine.params()
 
 
 def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = False, env: str = DEFAULT_ENV,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -18,7 +17,7 @@ from typing import Any, Sequence
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
 from lactchain.jobs.spec import Job
-from lactchain.lifecycle import run_context
+from lactchain.lifecycle import run_context, spawn, strip_detach
 
 CONFIG_FILE = "config.json"
 
@@ -33,16 +32,15 @@ def precheck(job: Job, config: Config) -> None:
 
 
 def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:
-    """Every check a job needs before its run exists; returns the params to record
-    (the config's, plus the strategy text actually rendered and the job's extras)."""
+    """The checks that need the registry (after `precheck`), before the run exists;
+    returns the params to record (the config's, plus the strategy text actually
+    rendered and the job's extras)."""
     params = config.record_params()
-    check_models(params.get("actor"), params.get("critic"))
     strategy = check_references(registry, params, job.kind)
     if "strategy" in params:  # what the run renders, recorded (a file may change later)
         params.update(strategy.params())
     if job.prepare is not None:
         params.update(job.prepare(registry, config) or {})
-    config.check()  # what prepare resolved (e.g. engine auto -> hf) is still a valid config
     return params
 
 
@@ -73,16 +71,9 @@ def detach(registry: Any, job: Job, config: Config, params: dict[str, Any], *, n
     returns the run id at once."""
     run_id = registry.create_run(job.kind, name=name or job.name(config), params=params, parent_id=parent_id,
                                  cmd=list(cmd or ["python", "-m", "lactchain.jobs", job.command]))
-    folder = registry.run_dir(run_id)
-    config_path = save_config(folder, job, config)
-    log_path = folder / "log.txt"
-    argv = [sys.executable, "-m", "lactchain.jobs", job.command, str(config_path), "--run-id", run_id,
-            "--db", str(registry.path)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
-        proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=env, close_fds=True)
-    registry.update_run(run_id, pid=proc.pid, pgid=proc.pid, log_path=str(log_path))
+    config_path = save_config(registry.run_dir(run_id), job, config)
+    spawn(registry, run_id, [sys.executable, "-m", "lactchain.jobs", job.command, str(config_path), "--run-id", run_id,
+                             "--db", str(registry.path)])
     return run_id
 
 
@@ -106,7 +97,9 @@ def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:
     config = load_config(job, path)
     if job.resume_field is not None:
         config = config.replace(**{job.resume_field: run["id"]})
+    precheck(job, config)
     params = prepare(registry, job, config)
-    return detach(registry, job, config, params, name=f"resume {run['id']}", parent_id=run["id"],
-                  cmd=[*(run.get("cmd") or ["lactchain", *job.command.split()]), "--resume-from", run["id"]]
-                  if job.resume_field else run.get("cmd"))
+    cmd = list(run.get("cmd") or ["lactchain", *job.command.split()])
+    if job.resume_field is not None:  # the command line that would do the same, for `runs show`
+        cmd = [*strip_detach(cmd), "--resume-from", run["id"]]
+    return detach(registry, job, config, params, name=f"resume {run['id']}", parent_id=run["id"], cmd=cmd)

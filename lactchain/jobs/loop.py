@@ -8,7 +8,7 @@ from typing import Any
 
 from lactchain.config import option
 from lactchain.jobs.checks import resolve_adapter
-from lactchain.jobs.engine import EngineConfig, choose
+from lactchain.jobs.engine import EngineConfig, check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.spec import Job
 from lactchain.pipeline import PipelineConfig
@@ -28,16 +28,15 @@ class PipelineJobConfig(PipelineConfig):
         return {**params, **({"resume_from": self.resume_from} if self.resume_from else {})}
 
 
-def _engine(registry: Any, config: PipelineJobConfig) -> str:
-    return choose(registry, EngineConfig(engine=config.engine), config.actor, config.adapter).engine
-
-
 def _precheck(config: PipelineJobConfig) -> None:
-    _engine(None, config)
+    """The rollout engine checked, auto resolved to the one that will run."""
+    config.engine = choose(EngineConfig(engine=config.engine), config.actor).engine
 
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
-    config.engine = _engine(registry, config)  # auto: the engine that will run
+    """The starting adapter, servable by that engine; the engine recorded."""
+    settings = EngineConfig(engine=config.engine)
+    check_engine_adapter(config.engine, resolve_adapter(registry, config.adapter), settings)
     return {"engine": config.engine}
 
 
@@ -53,8 +52,7 @@ def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
                           f"resuming {resume_from}: no phase had finished; starting from the beginning")
     start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, config.adapter)
     text = resolve_strategy(handle.registry, config.strategy, config.env).text if config.strategy else None
-    fields = {f: getattr(config, f) for f in PipelineConfig.__dataclass_fields__}
-    run_cfg = PipelineConfig(**{**fields, "adapter": start_adapter, "strategy": text})
+    run_cfg = config.project(PipelineConfig, adapter=start_adapter, strategy=text)
     with err_console.status("pipeline") as status:
         return run_pipeline(handle, run_cfg, resume=state,
                             on_phase=lambda it, name: status.update(f"iteration {it}: {name}"))
@@ -137,9 +135,8 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
 
     t0 = time.time()
     strat = resolve_strategy(handle.registry, config.strategy, config.env)
-    fields = {f: getattr(config, f) for f in PipelineConfig.__dataclass_fields__}
-    cfg = PipelineConfig(**{**fields, "strategy": strat.text if config.strategy else None,
-                            "deadline": t0 + config.budget_min * 60})
+    cfg = config.project(PipelineConfig, strategy=strat.text if config.strategy else None,
+                         deadline=t0 + config.budget_min * 60)
     model = Actor.load(cfg.actor, **actor_moves(cfg.env))
     with err_console.status("bench learn") as status:
         out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(

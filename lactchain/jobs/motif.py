@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
-from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.envs.catalog import DEFAULT_ENV, env_field
 from lactchain.jobs.checks import check_models, run_of_kind
 from lactchain.jobs.engine import load_actor
 from lactchain.jobs.output import LineLog, err_console
-from lactchain.jobs.parts import SEED_MAX, env_choices
+from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 SEED_HELP = "Seed of the episodes (hand i is dealt from seed and i)."
@@ -31,8 +31,7 @@ class CollectConfig(Config):
     episodes: int = option(500, "Episodes to play and record.", short="-n", min=1, max=10_000_000, form="Episodes")
     train_episodes: int = option(50_000, "Training episodes for --policy q-learning.", min=1, max=10_000_000)
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
-    env: str = option("blackjack", "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form="Environment", suggest=env_choices)
+    env: str = env_field("blackjack")
 
     def check(self) -> None:
         from lactchain.envs.catalog import normalize_env_field
@@ -256,7 +255,21 @@ class RewardAgentsConfig(Config):
     intrinsic_coef: float = option(1.0, "Weight of the standardised reward-model score.")
     extrinsic_coef: float = option(1.0, "Weight of the env's reward in the mixed agent.")
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
+    agents: list[str] = option([], "An agent to train: extrinsic, intrinsic or mixed (repeat the option). Default: "
+                                   "all three with --reward-run, else extrinsic.",
+                               choices=("extrinsic", "intrinsic", "mixed"))  # lactchain.motif.AGENT_REWARDS
+    references: bool = option(True, "Also score the exact optimum (oracle) and random play on the same hands.",
+                              negative="--no-references")
     env: str = option("blackjack", "The env the agents play (the reward run's).", cli=False)
+
+    def check(self) -> None:
+        if self.reward_run is None and set(self.agents) - {"extrinsic"}:
+            self.refuse("agents", "intrinsic and mixed agents need the reward model of --reward-run")
+
+    def kinds(self) -> tuple[str, ...]:
+        if self.agents:
+            return tuple(self.agents)
+        return ("extrinsic", "intrinsic", "mixed") if self.reward_run else ("extrinsic",)
 
 
 def _reward_folder(registry: Any, config: RewardAgentsConfig) -> str | None:
@@ -284,7 +297,7 @@ def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]
 
 def run_reward_agents(handle: Any, config: RewardAgentsConfig) -> dict[str, Any]:
     from lactchain.envs.catalog import make_env
-    from lactchain.motif import AGENT_REWARDS, CaptionReward, train_and_score_agents
+    from lactchain.motif import CaptionReward, train_and_score_agents
     from lactchain.train.reward_model import RewardModel
 
     folder = _reward_folder(handle.registry, config)
@@ -292,7 +305,7 @@ def run_reward_agents(handle: Any, config: RewardAgentsConfig) -> dict[str, Any]
     if folder is not None:
         model = RewardModel.load(folder)
         intrinsic = CaptionReward(model, model.config["score_mean"], model.config["score_std"])
-    kinds = AGENT_REWARDS if intrinsic is not None else ("extrinsic",)
+    kinds = config.kinds()
     line = LineLog()
     line(f"reward-agents: {', '.join(kinds)} on {config.train_episodes} hands each, scored on "
          f"{config.eval_episodes}", force=True)
@@ -309,7 +322,7 @@ def run_reward_agents(handle: Any, config: RewardAgentsConfig) -> dict[str, Any]
     result = train_and_score_agents(make_env(config.env), intrinsic, train_episodes=config.train_episodes,
                                     eval_episodes=config.eval_episodes, seed=config.seed, kinds=kinds,
                                     intrinsic_coef=config.intrinsic_coef, extrinsic_coef=config.extrinsic_coef,
-                                    on_agent=on_agent, on_progress=on_progress)
+                                    references=config.references, on_agent=on_agent, on_progress=on_progress)
     for name, score in result["agents"].items():  # the references (the agents were logged as they finished)
         if name not in kinds:
             handle.log_metrics({f"{name.split(' ')[0]}_win_rate": score["win_rate"]})

@@ -6,18 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lactchain.config import Config, option
+from lactchain.envs.catalog import env_class, env_field, normalize_env_field
 
 ACTOR_HELP = "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id."
 ADAPTER_HELP = "LoRA adapter: a train-actor run id or an adapter folder."
 STRATEGY_HELP = ("Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) or a text file. "
                  "Recorded in the run's params. Default: the built-in strategy.")
 SEED_MAX = 2**32 - 1
-
-
-def env_choices() -> tuple[str, ...]:
-    from lactchain.envs.catalog import ENVS
-
-    return tuple(ENVS)
 
 
 @dataclass
@@ -32,12 +27,9 @@ class ActorPart(Config):
 class EnvPart(Config):
     """The environment (its short name or gymnasium id) and, for envs with scenes, the scene."""
 
-    env: str = option("grid", "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form="Environment", suggest=env_choices)
+    env: str = env_field()
 
     def check(self) -> None:
-        from lactchain.envs.catalog import normalize_env_field
-
         normalize_env_field(self)
 
 
@@ -58,7 +50,7 @@ class SceneEnvPart(EnvPart):
             self.scene = get_scene(self.scene).name
         except ValueError as exc:
             self.refuse("scene", str(exc))
-        if not env_takes_scenes(self.env):
+        if not getattr(env_class(self.env), "has_scenes", False):
             self.refuse("scene", f"scenes are the grid's; drop --scene or use --env grid (not {self.env})")
 
     def record_params(self) -> dict[str, str]:
@@ -66,13 +58,6 @@ class SceneEnvPart(EnvPart):
 
     def env_kwargs(self) -> dict[str, str]:
         return {} if self.scene is None else {"scene": self.scene}
-
-
-def env_takes_scenes(name: str) -> bool:
-    """Whether an env takes a `scene` (asked of the env's class)."""
-    from lactchain.envs.catalog import env_class
-
-    return bool(getattr(env_class(name), "has_scenes", False))
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from lactchain.config import Config, option
 from lactchain.envs.catalog import DEFAULT_ENV
-from lactchain.jobs.engine import EngineConfig, actor_for_job, choose
+from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
@@ -30,21 +30,6 @@ class PlayConfig(Config):
     engine: EngineConfig = field(default_factory=EngineConfig)
     strategy: StrategyPart = field(default_factory=StrategyPart)
     world: SceneEnvPart = field(default_factory=SceneEnvPart)
-
-
-def _prepare_engine(registry: Any, config: Any) -> dict[str, Any]:
-    """The engine checked (auto resolved) before the run; recorded as the engine that ran."""
-    config.engine = choose(registry, config.engine, config.model.actor, config.model.adapter)
-    return config.engine.params()
-
-
-def _prepare(registry: Any, config: Any) -> dict[str, Any]:
-    return _prepare_engine(registry, config)
-
-
-def _precheck(config: Any) -> None:
-    """The engine (installed, able to run the actor) before the registry is opened."""
-    choose(None, config.engine, config.model.actor, config.model.adapter)
 
 
 def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
@@ -144,7 +129,7 @@ def _name(prefix: str) -> Any:
 
 
 PLAY = Job(kind="play", command="play", config=PlayConfig, run=run_play, title="Play episodes", name=_name("play"),
-           precheck=_precheck, prepare=_prepare,
+           precheck=precheck_engine, prepare=prepare_engine,
            doc="""Play episodes with an LLM actor and record every step in the registry.
 
     Each lock-step renders one prompt per live env and makes ONE batched generate
@@ -152,7 +137,7 @@ PLAY = Job(kind="play", command="play", config=PlayConfig, run=run_play, title="
     moves used, over successful episodes), parse-failure rate and env-steps/s.
     """)
 EVALUATE = Job(kind="eval", command="evaluate", config=EvaluateConfig, run=run_evaluate, title="Evaluate",
-               name=_name("eval"), precheck=_precheck, prepare=_prepare,
+               name=_name("eval"), precheck=precheck_engine, prepare=prepare_engine,
                doc="""Score an actor greedily from every start state: success rate, mean return,
     optimal ratio (BFS-optimal moves / moves used) and parse-failure rate. On
     Blackjack: win rate, how often the first move is the exact optimum's, and the

@@ -10,7 +10,7 @@ from typing import Any
 
 from lactchain.config import ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV
-from lactchain.jobs.engine import EngineConfig, actor_for_job, choose, load_actor
+from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import ActorPart, StrategyPart
 from lactchain.jobs.spec import Job
@@ -105,13 +105,7 @@ class CollectPairsConfig(CollectConfig):
                                       "play runs)")
 
     def sampling(self, gamma: float | None) -> CollectConfig:
-        names = {f for f in CollectConfig.__dataclass_fields__}
-        return CollectConfig(**{**{k: getattr(self, k) for k in names}, "gamma": gamma})
-
-
-def _engine_only(registry: Any, config: Any) -> dict[str, Any]:
-    config.engine = choose(registry, config.engine, config.model.actor, config.model.adapter)
-    return config.engine.params()
+        return self.project(CollectConfig, gamma=gamma)
 
 
 def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]:
@@ -167,8 +161,7 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
 
 COLLECT_PAIRS = Job(kind="pairs", command="collect-pairs", config=CollectPairsConfig, run=run_collect_pairs,
                     title="Collect pairs", name=lambda c: f"pairs {c.model.actor}",
-                    precheck=lambda c: choose(None, c.engine, c.model.actor, c.model.adapter) and None,
-                    prepare=_engine_only,
+                    precheck=precheck_engine, prepare=prepare_engine,
                     doc="""Build chosen/rejected pairs: sample start states, reset the env to each exact
     state, draw k move lists, execute each from that state and rank them by the
     critic's advantage; keep best vs worst when they differ by more than --margin.

@@ -229,6 +229,5 @@ class TrainActorJobConfig(TrainActorConfig):
 
     def trainer(self) -> TrainActorConfig:
         """The trainer's part alone."""
-        names = {f.name for f in dataclasses.fields(TrainActorConfig)}
-        return TrainActorConfig(**{k: getattr(self, k) for k in names})
+        return self.project(TrainActorConfig)
 

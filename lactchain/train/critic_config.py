@@ -8,15 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import DEFAULT_ENV, normalize_env_field
+from lactchain.envs.catalog import env_field, normalize_env_field
 
-
-
-def env_names() -> tuple[str, ...]:
-    """The registered envs, offered by the console's forms."""
-    from lactchain.envs.catalog import ENVS
-
-    return tuple(ENVS)
 
 
 @dataclass
@@ -36,8 +29,7 @@ class TrainCriticConfig(Config):
     q_weight: float = option(1.0, "Weight of the Q(s, moves) loss; 0 trains V only.", min=0.0)
     resume_from: str | None = option(None, "Continue from the last checkpoint of this train-critic run.",
                                      check="run:critic")
-    env: str = option(DEFAULT_ENV, "Environment: a short name (lactchain env list) or its gymnasium id.",
-                      form="Environment", suggest=env_names)
+    env: str = env_field()
     # Not command-line options today.
     val_fraction: float = option(0.2, "Episodes held out for validation (split by episode, seeded).", min=0.0,
                                  max=0.9, cli=False)
