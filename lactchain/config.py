@@ -52,8 +52,8 @@ def option(
     field is the command's positional argument of that name; short: e.g. "-k".
     min/max: inclusive bounds (numbers); choices: the allowed values, or a callable
     returning them (evaluated late, e.g. the registered envs).
-    check: a reference the job checks before a run exists ("run:critic", "strategy",
-    "adapter", "engine", "states" ...).
+    check: a reference a form checks against the registry before launch ("run:critic",
+    "strategy", "engine", ...); bounds and choices are checked from the metadata.
     form: shown in the console's Jobs form (a string: with that label).
     cli: False keeps it out of the command line (set by the code, e.g. a deadline).
     negative: the off switch of a boolean (e.g. "--free" for --constrained).

@@ -32,10 +32,10 @@ class Field:
     help: str = ""
     flag: bool = False  # boolean switch: "--name" when true
     multi: bool = False  # comma-separated value -> the option repeated once per item
-    # What a value must be, checked before launch (`check_form`): "int", "float", "gamma",
-    # "states" ('all' or a number), "strategy" (a saved version or a file), "engine" (vllm
-    # only where it is installed), "run:KIND" (a run
-    # id of that kind, or a folder where the CLI takes one), or "" (the CLI decides).
+    # A reference checked against the registry before launch (`check_form`; numbers and
+    # choices are the job config's): "strategy" (a saved version or a file), "engine"
+    # (vllm only where it is installed), "run:KIND" (a run id of that kind, or a folder
+    # where the CLI takes one), or "" (nothing to look up).
     check: str = ""
 
 
@@ -174,20 +174,7 @@ def _config_problems(command: str, values: Mapping[str, Any]) -> list[tuple[str,
 
 
 def _check_value(registry: Any, check: str, value: str) -> str | None:
-    import math
-
-    if check == "int":
-        return None if value.isdigit() and int(value) >= 1 else f"{value!r} is not a whole number of at least 1"
-    if check in ("float", "gamma"):
-        try:
-            x = float(value)
-        except ValueError:
-            return f"{value!r} is not a number"
-        if not math.isfinite(x) or (check == "float" and x <= 0) or (check == "gamma" and not 0 <= x < 1):
-            return f"{value} must be {'above 0' if check == 'float' else 'in [0, 1)'}"
-        return None
-    if check == "states":
-        return None if value == "all" or (value.isdigit() and int(value) >= 1) else f"{value!r}: 'all' or a number"
+    """A reference a form value makes (numbers and choices are the config's to check)."""
     if check == "engine":
         from lactchain.models.vllm_engine import VLLM_MISSING, vllm_installed
 

@@ -81,7 +81,7 @@ def outcome_words(env: Any) -> tuple[str, str]:
 class EvaluateConfig(Config):
     model: ActorPart = field(default_factory=ActorPart)
     states: str = option("all", "'all' start states of the env (the grid's non-goal poses, Blackjack's 270 deals), "
-                                "or a number to sample.", check="states", form="Start states")
+                                "or a number to sample.", form="Start states")
     constrained: bool = option(True, CONSTRAINED_HELP, negative="--free")
     envs: int = option(16, "Batch size of lock-step envs.", short="-b", min=1, max=4096)
     max_actions: int = option(10, "Actions per episode before truncation.", min=1, max=1000)
