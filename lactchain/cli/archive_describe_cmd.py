@@ -19,7 +19,6 @@ from lactchain.cli.archive_cmd import archive_artifact, load_archive
 from lactchain.cli.common import (
     DbOption,
     JsonOption,
-    LineLog,
     check_models,
     console,
     err_console,
@@ -27,6 +26,8 @@ from lactchain.cli.common import (
     open_registry,
     print_json,
 )
+
+from lactchain.jobs.output import LineLog
 
 RunArgument = Annotated[str, typer.Argument(
     help="An archive run id (or unique prefix), from `lactchain archive fill`.")]

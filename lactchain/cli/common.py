@@ -10,7 +10,7 @@ from typing import Annotated, Any, Callable, Optional
 import click
 import typer
 
-from lactchain.jobs.output import LineLog, console, err_console  # noqa: F401 - the commands' shared output
+from lactchain.jobs.output import console, err_console
 
 DbOption = Annotated[
     Optional[Path],

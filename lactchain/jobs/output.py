@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from rich.console import Console
 
@@ -26,3 +27,12 @@ class LineLog:
         if self.enabled and (force or now - self.last >= self.every_s):
             self.last = now
             print(message, file=sys.stderr, flush=True)
+
+
+def progress_bar(label: str, quiet: bool) -> Any:
+    """A job's progress bar on stderr (label, bar, done/total, the job's stats field,
+    elapsed time); `quiet` (the caller prints JSON) leaves nothing behind."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+                    TimeElapsedColumn(), console=err_console, transient=quiet)

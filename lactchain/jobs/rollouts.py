@@ -8,7 +8,7 @@ from typing import Any
 from lactchain.config import Config, option
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
-from lactchain.jobs.output import LineLog, err_console
+from lactchain.jobs.output import LineLog, err_console, progress_bar
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
 
@@ -34,8 +34,6 @@ class PlayConfig(Config):
 
 def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     """Play episodes with an LLM actor and record every step in the registry."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from lactchain.envs.catalog import make_env
     from lactchain.rollout import RolloutConfig, run_rollouts
     from lactchain.strategies import resolve_strategy
@@ -48,8 +46,7 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     won, lost = outcome_words(text_env)
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
                        env=env) as model, \
-            Progress(TextColumn("[bold]play"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-                     TimeElapsedColumn(), console=err_console, transient=handle.quiet) as bar:
+            progress_bar("play", handle.quiet) as bar:
         task = bar.add_task("episodes", total=config.episodes, stats="")
         wins = 0
         line = LineLog()

@@ -11,19 +11,12 @@ from typing import Any
 from lactchain.config import ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
-from lactchain.jobs.output import LineLog, err_console
+from lactchain.jobs.output import LineLog, err_console, progress_bar
 from lactchain.jobs.parts import ActorPart, StrategyPart
 from lactchain.jobs.spec import Job
 from lactchain.preferences import CollectConfig
 from lactchain.train.actor_config import TrainActorJobConfig
 from lactchain.train.critic_config import TrainCriticConfig
-
-
-def _bar(label: str, total: int | None, quiet: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-                    TimeElapsedColumn(), console=err_console, transient=quiet)
 
 
 # ---- train-critic --------------------------------------------------------------------------------
@@ -50,7 +43,7 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
 def run_train_critic(handle: Any, config: TrainCriticConfig) -> dict[str, Any]:
     from lactchain.train.critic import train_critic
 
-    with _bar("train-critic", config.epochs, handle.quiet) as bar:
+    with progress_bar("train-critic", handle.quiet) as bar:
         task = bar.add_task("epochs", total=config.epochs, stats="loading data and model")
         line = LineLog(every_s=0.0)
 
@@ -133,7 +126,7 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
             line = LineLog()
             line(f"collect-pairs: {len(start_states)} start states x {config.samples} samples, strategy "
                  f"{strat.label}", force=True)
-            with _bar("pairs", len(start_states), handle.quiet) as bar:
+            with progress_bar("pairs", handle.quiet) as bar:
                 task = bar.add_task("states", total=len(start_states), stats="")
 
                 def on_progress(n: int) -> None:
@@ -218,7 +211,7 @@ def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
                       f"chosen == rejected, {stats['dropped_unlabeled']} unlabeled dropped)")
     checkpoint = resolve_checkpoint(handle.registry, config.resume)
     model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
-    with _bar(config.loss, config.max_steps, handle.quiet) as bar:
+    with progress_bar(config.loss, handle.quiet) as bar:
         task = bar.add_task("steps", total=config.max_steps, stats="")
         line = LineLog()
 
