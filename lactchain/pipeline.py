@@ -12,8 +12,9 @@ preference pairs (registry `pairs`, with their ranking accuracy against the
 oracle); the best becomes the state's new elite.
 
 The actor's generation (collect, the rollout labeler, evaluate) runs on the
-config's engine: transformers, or a vLLM engine beside the transformers model
-that trains (`rollout_engine`), given the new adapter after every train-actor.
+config's engine part (`LoopEngineConfig`, loaded by the lab's one loader,
+`lactchain.engine.load_generator_for`): the transformers model that trains, or a
+vLLM engine beside it, given the new adapter after every train-actor.
 
 train-actor: `rft` (the default) fine-tunes on the elites (best-of-K rejection
 sampling with a memory: expert iteration / self-imitation), so a state's target
@@ -30,11 +31,12 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lactchain.config import Config, ConfigError, option
+from lactchain.config import Config, ConfigError, flat_fields, option
+from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
@@ -58,9 +60,23 @@ def _help(text: str, default: Any, **how: Any) -> Any:
 
 
 @dataclass
+class LoopEngineConfig(EngineConfig):
+    """The loop's generation engine: the jobs' engine part, generating in bfloat16 unless
+    told otherwise (a merged bf16 copy of the actor on hf, about 2x faster on a CPU)."""
+
+    engine: str = _help("Rollout engine of collect and evaluate: hf (transformers) or vllm (the vllm extra; after "
+                        "every train-actor the adapter is merged and reloaded into it). auto: vllm where it is "
+                        "installed and can run the actor. Training always runs on transformers.", "hf",
+                        suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
+    dtype: str | None = _help("Generation dtype of collect and evaluate: bfloat16 (a merged bf16 copy on hf, about "
+                              "2x faster on a CPU) or float32 (the weights as trained).", "bfloat16",
+                              choices=("bfloat16", "float16", "float32"))
+
+
+@dataclass
 class PipelineConfig(Config):
     """Every knob of the loop. The CLI, the registry params and bench learn all come
-    from this one dataclass (`asdict`), so names and defaults agree everywhere."""
+    from this one dataclass (flat `params`), so names and defaults agree everywhere."""
 
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m", form="Actor")
     env: str = env_field()
@@ -95,12 +111,7 @@ class PipelineConfig(Config):
     cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
                              negative="--no-train-bf16")
-    rollout_bf16: bool = _help("Generate with a merged bf16 copy of the actor (about 2x faster on CPU).", True,
-                               negative="--no-rollout-bf16")
-    engine: str = _help("Rollout engine of collect and evaluate: hf (transformers) or vllm (the vllm extra; "
-                        "after every train-actor the adapter is merged and reloaded into it). auto: vllm where "
-                        "it is installed and can run the actor. Training always runs on transformers.", "hf",
-                        suggest=("hf", "vllm", "auto"), form="Engine")
+    engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
@@ -127,10 +138,6 @@ class PipelineConfig(Config):
             bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
         if self.loss not in LOSSES:
             bad("loss", f"must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        from lactchain.models.vllm_engine import ENGINES
-
-        if self.engine not in ENGINES:
-            raise ConfigError(f"--engine {self.engine}: unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
         if self.critic_scorer not in ("v", "q"):
             bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
         for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",
@@ -166,18 +173,23 @@ class PipelineConfig(Config):
                     bad(name, f"must be 'all' or a number from 1 to {_MOST[name]}, got {value!r}")
 
     def params(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "deadline"}
+        """Every setting, flat (the engine's beside the others), as the run records them."""
+        return {k: v for k, v in self.to_params().items() if k != "deadline"}
 
     def record_params(self) -> dict[str, Any]:
         return self.params()
 
     @classmethod
-    def defaults(cls) -> dict[str, Any]:
-        return {f.name: f.default for f in fields(cls)}
+    def from_params(cls, params: Any, *, strict: bool = True) -> Any:
+        """Also reads configs saved before the engine was a part (`rollout_bf16`)."""
+        params = dict(params)
+        if "rollout_bf16" in params:
+            params.setdefault("dtype", "bfloat16" if params.pop("rollout_bf16") else "float32")
+        return super().from_params(params, strict=strict)
 
     @classmethod
     def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+        return {f.name: f.metadata.get("help", "") for _, f in flat_fields(cls)}
 
 
 # ---- the elites: best known move list per start state ---------------------------------
@@ -388,16 +400,9 @@ def run_pipeline(
     loaded with the state's adapter). `resume` is a killed run's state (`load_state`):
     its finished phases are kept (their child runs stay where they are) and the loop
     goes on at the first unfinished one, with its elites, critic and adapter."""
-    from lactchain.envs.catalog import actor_moves
-    from lactchain.models.actor import Actor
-
     progress = progress or (lambda step, fraction=None: None)
     if actor is None:
-        actor = Actor.load(cfg.actor, adapter=cfg.adapter, progress=progress, **actor_moves(cfg.env))
-    if cfg.rollout_bf16:
-        import torch
-
-        actor.inference_dtype = torch.bfloat16
+        actor = load_loop_actor(cfg, progress)
     generator = rollout_engine(cfg, actor, handle, progress)
     try:
         return _loop(handle, cfg, actor, generator, on_phase, resume)
@@ -406,18 +411,27 @@ def run_pipeline(
             generator.close()
 
 
+def load_loop_actor(cfg: PipelineConfig, progress: Callable[[str, float | None], None] | None = None) -> Any:
+    """The transformers actor that trains (from `cfg.adapter`); on the hf engine it also
+    generates, at the engine's dtype."""
+    from lactchain.engine import load_generator_for
+
+    hf = EngineConfig(dtype=cfg.engine.dtype if cfg.engine.engine == "hf" else None)
+    return load_generator_for(cfg.actor, cfg.adapter, cfg.env, hf, progress=progress)
+
+
 def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = None,
                    progress: Callable[[str, float | None], None] | None = None) -> Any:
     """What generates in the loop: the actor itself (engine hf), or a vLLM engine on the
     same base model serving the actor's current adapter (engine vllm). The engine stops
     when the job is cancelled (and at exit), so it never outlives the run."""
-    from lactchain.models.vllm_engine import VLLMActor, resolve_engine
+    from lactchain.engine import load_generator_for
+    from lactchain.models.vllm_engine import resolve_engine
 
-    if resolve_engine(cfg.engine, model=cfg.actor if cfg.engine == "auto" else None) != "vllm":
+    if resolve_engine(cfg.engine.engine, model=cfg.actor if cfg.engine.engine == "auto" else None) != "vllm":
         return actor
-    generator = VLLMActor.load(cfg.actor, adapter=getattr(actor, "adapter", None), moves=actor.moves,
-                               max_moves=actor.max_moves, dtype="bfloat16" if cfg.rollout_bf16 else "float32",
-                               progress=progress)
+    generator = load_generator_for(cfg.actor, getattr(actor, "adapter", None), cfg.env,
+                                   cfg.engine.replace(engine="vllm"), progress=progress)
     if handle is not None:
         handle.on_cancel(generator.close)
     return generator

@@ -173,3 +173,30 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
         assert reg.params(resumed)["resume_from"] == judge
         assert reg.get_run(resumed)["parent_id"] == judge
         assert len(reg.pairs(resumed)) == 0  # every pair of the lineage was already labelled
+
+
+def test_the_loop_engine_is_the_jobs_engine_part_and_reads_old_configs(lc, capsys):
+    """The pipeline's --engine/--dtype/--*-parallel-size are the jobs' engine part (one
+    set of checks, one loader); a config saved before (engine string + rollout_bf16)
+    still reads, so `runs resume` of an older pipeline run keeps working."""
+    import torch
+
+    from lactchain.engine import EngineConfig
+    from lactchain.pipeline import PipelineConfig, load_loop_actor
+
+    cfg = PipelineConfig()
+    assert isinstance(cfg.engine, EngineConfig) and cfg.engine.dtype == "bfloat16"
+    assert {"engine", "dtype", "tensor_parallel_size", "data_parallel_size"} <= set(cfg.params())
+    old = PipelineConfig.from_params({"engine": "hf", "rollout_bf16": False, "actor": "tiny"})
+    assert (old.engine.engine, old.engine.dtype) == ("hf", "float32")
+    assert PipelineConfig.from_params(cfg.params()) == cfg
+
+    fp32 = load_loop_actor(PipelineConfig(actor="tiny", engine={"dtype": "float32"}))
+    bf16 = load_loop_actor(PipelineConfig(actor="tiny"))
+    assert fp32.inference_dtype in (None, torch.float32) and bf16.inference_dtype == torch.bfloat16
+
+    capsys.readouterr()
+    code, _, err = lc("pipeline", "--actor", "tiny", "--dtype", "int8")
+    assert code != 0 and "--dtype" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    code, _, err = lc("pipeline", "--actor", "tiny", "--engine", "hf", "--data-parallel-size", "2")
+    assert code != 0 and "--data-parallel-size 2" in err and "vllm" in err and "Traceback" not in err

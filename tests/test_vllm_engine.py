@@ -522,12 +522,13 @@ def test_pipeline_on_vllm_evaluates_each_iterations_adapter_like_hf(h32, tmp_pat
     from lactchain.evaluate import evaluate_actor
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
-    from lactchain.pipeline import PipelineConfig, run_pipeline
+    from lactchain.pipeline import LoopEngineConfig, PipelineConfig, run_pipeline
     from lactchain.registry import Registry
 
     reg = Registry(tmp_path / "registry.db")
     cfg = PipelineConfig(actor=str(h32), labeler="oracle", loss="rft", iterations=2, states=4, eval_states=4,
-                         explore=16, actor_lr=3e-2, rollout_bf16=False, train_bf16=False, engine="vllm")
+                         explore=16, actor_lr=3e-2, train_bf16=False,
+                         engine=LoopEngineConfig(engine="vllm", dtype="float32"))
     with run_context(reg, "pipeline", name="vllm loop", params=cfg.params()) as handle:
         out = run_pipeline(handle, cfg)
     assert reg.params(handle.run_id)["engine"] == "vllm"

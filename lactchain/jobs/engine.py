@@ -1,62 +1,18 @@
-"""The generation engine of a job: ONE settings object (`EngineConfig`, a config part
-with --engine/--dtype/--tensor-parallel-size/--data-parallel-size), checked before the
-run exists (`choose`), and ONE actor loader (`actor_for_job`) used by every
-generating job."""
+"""The generation engine of a job: the settings (`lactchain.engine.EngineConfig`, a config
+part with --engine/--dtype/--tensor-parallel-size/--data-parallel-size) checked before
+the run exists (`choose`), and the loader every generating job uses (`actor_for_job`,
+`load_actor`: the library's `load_generator_for` with a spinner)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from lactchain.config import Config, ConfigError, option
+from lactchain.config import ConfigError
+from lactchain.engine import EngineConfig, load_generator_for
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
-
-ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
-               "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
-
-
-@dataclass
-class EngineConfig(Config):
-    """Which engine generates, at which dtype, over how many devices."""
-
-    engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
-    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
-                                     "weights (float32 on a CPU), vllm runs bfloat16.")
-    tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
-    data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
-                                        "takes --tensor-parallel-size devices.", min=1, max=64)
-
-    def check(self) -> None:
-        from lactchain.models.vllm_single import ENGINES
-
-        self.engine = str(self.engine).lower()
-        if self.engine not in ENGINES:
-            self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
-
-    def record_params(self) -> dict[str, Any]:
-        return self.params()
-
-    def params(self) -> dict[str, Any]:
-        """What a run records: nothing for the default hf engine (older and hf runs keep
-        their params as they were)."""
-        if self.engine == "hf" and self.dtype is None:
-            return {}
-        out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
-        if self.tensor_parallel_size != 1:
-            out["tensor_parallel_size"] = self.tensor_parallel_size
-        if self.data_parallel_size != 1:
-            out["data_parallel_size"] = self.data_parallel_size
-        return out
-
-    def load_kw(self) -> dict[str, Any]:
-        vllm = self.engine == "vllm"
-        return {"engine": self.engine, "dtype": self.dtype,
-                "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
-                "data_parallel_size": self.data_parallel_size if vllm else None}
-
 
 def check_engine(engine: str, dtype: str | None = None, actor: str | None = None) -> str:
     """The engine that will run ('hf' or 'vllm'; auto decided), or a ConfigError when
@@ -147,20 +103,9 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
     down when the job is cancelled and at exit. `extra`: more vLLM engine settings (a
     benchmark's prefix_caching, adapter_mode, max_lora_rank). `progress`: report loading
     steps to the caller instead (the console: nothing may draw on its terminal)."""
-    from lactchain.envs.catalog import actor_moves
-    from lactchain.models.vllm_engine import load_generator
-
-    settings = settings or EngineConfig()
     adapter_path = resolve_adapter(registry, adapter) if registry is not None else adapter
-    kw = {k: v for k, v in settings.load_kw().items() if v is not None}
-    engine = kw.pop("engine", "hf")
-    if engine != "vllm":
-        kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
-    else:
-        kw.update(extra or {})
-    kw.update(actor_moves(env))
     if progress is not None:
-        model = load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw)
+        model = load_generator_for(actor, adapter_path, env, settings, progress=progress, extra=extra)
     else:
         with err_console.status(f"loading actor {actor}" + (f" + adapter {adapter}" if adapter else ""),
                                 spinner="dots") as status:
@@ -168,7 +113,7 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
                 if not quiet:
                     status.update(f"{step}" + (f" {fraction:.0%}" if fraction is not None else ""))
 
-            model = load_generator(actor, engine, adapter=adapter_path, progress=spin, **kw)
+            model = load_generator_for(actor, adapter_path, env, settings, progress=spin, extra=extra)
     if handle is not None and hasattr(model, "close"):
         handle.on_cancel(model.close)
     return model

@@ -8,7 +8,7 @@ from typing import Any
 
 from lactchain.config import option
 from lactchain.jobs.checks import resolve_adapter
-from lactchain.jobs.engine import EngineConfig, check_engine_adapter, choose
+from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.spec import Job
 from lactchain.pipeline import PipelineConfig
@@ -30,14 +30,13 @@ class PipelineJobConfig(PipelineConfig):
 
 def _precheck(config: PipelineJobConfig) -> None:
     """The rollout engine checked, auto resolved to the one that will run."""
-    config.engine = choose(EngineConfig(engine=config.engine), config.actor).engine
+    config.engine = choose(config.engine, config.actor)
 
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
     """The starting adapter, servable by that engine; the engine recorded."""
-    settings = EngineConfig(engine=config.engine)
-    check_engine_adapter(config.engine, resolve_adapter(registry, config.adapter), settings)
-    return {"engine": config.engine}
+    check_engine_adapter(config.engine.engine, resolve_adapter(registry, config.adapter), config.engine)
+    return config.engine.params()
 
 
 def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
@@ -120,24 +119,23 @@ def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:
 def _bench_name(config: BenchLearnConfig) -> str:
     return (f"bench learn {config.labeler}/{config.loss} {config.budget_min:g} min"
             + (f" strategy {config.strategy}" if config.strategy else "")
-            + (f" on {config.engine}" if config.engine != "hf" else "")
+            + (f" on {config.engine.engine}" if config.engine.engine != "hf" else "")
             + (f" {config.env}" if config.env != "grid" else ""))
 
 
 def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import time
 
-    from lactchain.envs.catalog import actor_moves, env_class, make_env
+    from lactchain.envs.catalog import env_class, make_env
     from lactchain.evaluate import evaluate_actor
-    from lactchain.models.actor import Actor
-    from lactchain.pipeline import run_pipeline
+    from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
     t0 = time.time()
     strat = resolve_strategy(handle.registry, config.strategy, config.env)
     cfg = config.project(PipelineConfig, strategy=strat.text if config.strategy else None,
                          deadline=t0 + config.budget_min * 60)
-    model = Actor.load(cfg.actor, **actor_moves(cfg.env))
+    model = load_loop_actor(cfg)
     with err_console.status("bench learn") as status:
         out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
             f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {config.budget_min:g} min)"))

@@ -1,0 +1,74 @@
+"""Which engine generates, at which dtype, over how many devices (`EngineConfig`, a config
+part every generating job and the loop embed), and the one loader of a generating actor
+(`load_generator_for`): a transformers `Actor` or a vLLM engine serving the adapter.
+Library level, so the pipeline loads its actors the way the jobs do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from lactchain.config import Config, option
+from lactchain.envs.catalog import actor_moves
+
+ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
+               "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
+
+
+@dataclass
+class EngineConfig(Config):
+    """Which engine generates, at which dtype, over how many devices."""
+
+    engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
+    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
+                                     "weights (float32 on a CPU), vllm runs bfloat16.")
+    tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
+    data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
+                                        "takes --tensor-parallel-size devices.", min=1, max=64)
+
+    def check(self) -> None:
+        from lactchain.models.vllm_single import ENGINES
+
+        self.engine = str(self.engine).lower()
+        if self.engine not in ENGINES:
+            self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
+
+    def record_params(self) -> dict[str, Any]:
+        return self.params()
+
+    def params(self) -> dict[str, Any]:
+        """What a run records: nothing for the default hf engine (older and hf runs keep
+        their params as they were)."""
+        if self.engine == "hf" and self.dtype is None:
+            return {}
+        out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
+        if self.tensor_parallel_size != 1:
+            out["tensor_parallel_size"] = self.tensor_parallel_size
+        if self.data_parallel_size != 1:
+            out["data_parallel_size"] = self.data_parallel_size
+        return out
+
+    def load_kw(self) -> dict[str, Any]:
+        vllm = self.engine == "vllm"
+        return {"engine": self.engine, "dtype": self.dtype,
+                "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
+                "data_parallel_size": self.data_parallel_size if vllm else None}
+
+
+def load_generator_for(actor: str, adapter_path: str | None, env: str, settings: EngineConfig | None = None, *,
+                       progress: Callable[[str, float | None], None] | None = None,
+                       extra: dict[str, Any] | None = None) -> Any:
+    """A transformers `Actor` (engine hf, generating at `settings.dtype`) or a `VLLMActor`
+    (engine vllm, a pool of replicas when data_parallel_size > 1) for `env`'s moves.
+    `extra`: more vLLM engine settings (a benchmark's prefix_caching, adapter_mode, ...)."""
+    from lactchain.models.vllm_engine import load_generator
+
+    settings = settings or EngineConfig()
+    kw = {k: v for k, v in settings.load_kw().items() if v is not None}
+    engine = kw.pop("engine", "hf")
+    if engine != "vllm":
+        kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+    else:
+        kw.update(extra or {})
+    kw.update(actor_moves(env))
+    return load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw)
