@@ -42,8 +42,11 @@ from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
-LOSSES = ("rft", "simpo", "dpo", "kto")
+LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
 
+# The NLL weight on chosen the loop's SimPO uses unless told: plain SimPO (0) drifted on the
+# tiny actor (success 7 % -> 47 % -> 17 % -> 17 %, oracle labeler) where 1.0 held 92-100 %.
+SIMPO_LOOP_CPO_ALPHA = 1.0
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
 
@@ -87,7 +90,9 @@ class PipelineConfig(Config):
     labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
                          "captions, Motif-style), or oracle (diagnostic only).", "critic", suggest=LABELERS,
                          form="Labeler")
-    loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto.", "rft", suggest=LOSSES,
+    loss: str = _help("rft (best-of-K fine-tuning on elites), simpo, dpo or kto (on pairs: each state's elite "
+                      "against worse lists), or grpo (TRL's GRPOTrainer: --samples fresh lists per state each step, "
+                      "scored by the labeler).", "rft", suggest=LOSSES,
                       form="Loss")
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1, short="-i",
                            form="Iterations")
@@ -96,6 +101,9 @@ class PipelineConfig(Config):
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
     margin: float = _help("Minimum score gap for a pair.", 0.5)
+    rejects_per_state: int = _help("Pairs per start state: the state's elite (chosen) against up to this many "
+                                   "worse lists of its group, the actor's own answers first (SimPO/DPO/KTO train "
+                                   "on them; 1 = against the worst only).", 4, min=1, max=256)
     horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
     stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True,
                          negative="--no-stitch")
@@ -105,10 +113,13 @@ class PipelineConfig(Config):
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
     td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
-    actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs otherwise).", 8.0)
+    actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs for simpo/dpo/kto, "
+                                "the start states for grpo).", 8.0)
     actor_lr: float = _help("Actor learning rate (LoRA).", 1e-3)
     actor_batch_size: int = _help("Actor batch size.", 8)
-    cpo_alpha: float = _help("SimPO only: weight of the NLL term on chosen (CPO alpha); 0 = plain SimPO.", 0.0)
+    cpo_alpha: float | None = _help("SimPO only: weight of the NLL term on chosen (CPO alpha; 0 = plain SimPO). "
+                                    "Default: 1.0 with --loss simpo (CPO-SimPO: plain SimPO drifts in the loop, "
+                                    "see the README's Results), else unused.", None)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
                              negative="--no-train-bf16")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
@@ -160,6 +171,8 @@ class PipelineConfig(Config):
             bad("margin", f"must be >= 0, got {self.margin}")
         if not self.actor_epochs > 0 or not self.actor_lr > 0:
             bad("actor_epochs/actor_lr", "must be > 0")
+        if self.cpo_alpha is None:
+            self.cpo_alpha = SIMPO_LOOP_CPO_ALPHA if self.loss == "simpo" else 0.0
         if self.cpo_alpha < 0 or (self.cpo_alpha and self.loss != "simpo"):
             bad("cpo_alpha", f"must be >= 0 and only applies to --loss simpo (got {self.cpo_alpha} with {self.loss})")
         for name in ("states", "eval_states"):
@@ -231,19 +244,26 @@ class EliteBuffer:
                 added += 1
         return added
 
+    @staticmethod
+    def best_of(g: Group) -> Candidate | None:
+        """The group's best valid candidate. Ties (same reward and next state: e.g. junk
+        moves after the goal, which never run) go to the shortest list, then to the
+        incumbent: targets only change for a better score or a shorter list, so they
+        stop churning."""
+        valid = [c for c in g.candidates if c.moves]
+        if not valid:
+            return None
+        top = max(c.advantage for c in valid)
+        tied = [c for c in valid if c.advantage >= top - TIE]
+        return min(tied, key=lambda c: (len(c.moves), c.source != "elite"))
+
     def update(self, groups: list[Group]) -> int:
         """Take the best valid candidate of each scored group; returns how many changed."""
         changed = 0
         for g in groups:
-            valid = [c for c in g.candidates if c.moves]
-            if not valid:
+            best = self.best_of(g)
+            if best is None:
                 continue
-            top = max(c.advantage for c in valid)
-            # Ties (same reward and next state: e.g. junk moves after the goal, which never
-            # run) go to the shortest list, then to the incumbent: targets only change for
-            # a better score or a shorter list, so they stop churning.
-            tied = [c for c in valid if c.advantage >= top - TIE]
-            best = min(tied, key=lambda c: (len(c.moves), c.source != "elite"))
             old = self.elites.get(g.state)
             if old is None or list(old[1].moves) != list(best.moves):
                 changed += 1
@@ -347,7 +367,14 @@ class PipelineResult:
     def curve(self) -> list[dict[str, Any]]:
         """One row per evaluated iteration: the learning curve."""
         rows = []
-        for ev in (p for p in self.phases if p["phase"] == "evaluate"):
+        moves_before: dict[int, int] = {}  # phase index of an evaluate -> env moves of the training data so far
+        total = 0
+        for i, p in enumerate(self.phases):
+            total += int(p.get("env_moves") or 0)
+            moves_before[i] = total
+        for i, ev in enumerate(self.phases):
+            if ev["phase"] != "evaluate":
+                continue
             it = ev["iteration"]
             collect = self.last("collect", it) or {}
             critic = self.last("train-critic", it) or self.last("train-critic", 0) or {}
@@ -358,7 +385,7 @@ class PipelineResult:
                 "top_answer_share": ev.get("top_answer_share"), "distinct_answers": ev.get("distinct_answers"),
                 "critic_spearman_vstar": critic.get("spearman_vstar"),
                 "ranking_accuracy": collect.get("ranking_accuracy"), "pairs": collect.get("pairs"),
-                "elites_optimal": collect.get("elites_optimal"),
+                "elites_optimal": collect.get("elites_optimal"), "env_moves": moves_before[i],
             })
         return rows
 
@@ -443,10 +470,11 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     from lactchain.envs.catalog import make_env
     from lactchain.evaluate import eval_states, evaluate_actor
     from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
-    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_from_groups
+    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
     from lactchain.prompts import PromptSpec
     from lactchain.train.actor import TrainActorConfig, train_actor
     from lactchain.train.critic_td import Transition
+    from lactchain.train.grpo import train_grpo
 
     reg = handle.registry
     result = PipelineResult()
@@ -521,8 +549,9 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                 critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
             else:
                 critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)}, env=cfg.env)
-            critic_state["transitions"] = (random_transitions(env, cfg.td_lists_per_state, cfg.seed)
-                                           + _transitions_from_json(saved["transitions"], env))
+            fresh = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
+            critic_state["env_moves"] = sum(len(t.moves) for t in fresh)  # counted by the fit that loaded it
+            critic_state["transitions"] = fresh + _transitions_from_json(saved["transitions"], env)
             critic_state["optimizer"] = None
 
         def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
@@ -538,7 +567,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             folder = critic_state["critic"].save(h.dir / "critic")
             reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
             saved["critic"] = str(folder)
-            return metrics
+            return {**metrics, "env_moves": critic_state.pop("env_moves", 0)}
 
         if saved["critic"]:
             load_critic()
@@ -553,7 +582,10 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
             cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it,
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
-        metrics = train_actor(actor, rows, trainer, handle=h)
+        if cfg.loss == "grpo":
+            metrics = train_grpo(actor, grpo_task(it), trainer, handle=h)
+        else:
+            metrics = train_actor(actor, rows, trainer, handle=h)
         out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
         if generator is not actor and getattr(actor, "adapter", None) is not None:
             t0 = time.perf_counter()
@@ -561,9 +593,36 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             out["adapter_load_s"] = time.perf_counter() - t0
         return out
 
+    def grpo_task(it: int) -> Any:
+        """GRPO's start states (this iteration's), sampled on-policy by the training actor
+        and scored by the labeler, which sees each state's K samples as one group."""
+        from lactchain.envs.replay import deal_seeds
+        from lactchain.train.grpo import GRPOTask
+
+        labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
+                               actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+        k = cfg.samples
+
+        def reward(states: list[Any], samples: list[Any]) -> list[float]:
+            groups = []
+            for i in range(0, len(states), k):
+                g = Group(states[i], "", seeds=deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
+                g.candidates = [execute_candidate(env, g, s.moves, s.text, s.mode) for s in samples[i : i + k]]
+                groups.append(g)
+            labeler.score(groups)
+            return [c.advantage for g in groups for c in g.candidates]
+
+        rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts_of(it)]
+        return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
+                        seed=cfg.seed * 7919 + it)
+
     if cfg.baseline:
         evaluate(0)
     pool = eval_states(env, cfg.states, cfg.seed) if cfg.states == "all" else None
+
+    def starts_of(it: int) -> list[Any]:
+        return pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
+
     longest_iteration = 0.0
     for it in range(1, cfg.iterations + 1):
         # Start another iteration only if one as long as the longest so far still fits.
@@ -573,7 +632,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         holder: dict[str, Any] = {}
 
         def collect(h: RunHandle) -> dict[str, Any]:
-            starts = pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
+            starts = starts_of(it)
             sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
                                   seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
                                   deals=cfg.deals)
@@ -585,19 +644,21 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
                                    actor=generator, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
             labeler.score(groups)
-            batch = pairs_from_groups(groups, labeler, cfg.margin, PairBatch())
+            changed = elites.update(groups)
+            batch = pairs_against(groups, EliteBuffer.best_of, labeler, cfg.margin, cfg.rejects_per_state,
+                                  PairBatch())
             batch.ranking = ranking_accuracy(batch.pairs, oracle)
             reg.add_pairs(h.run_id, batch.pairs)
             holder["pairs"] = batch.pairs
             saved["pending"] = {"iteration": it, "pairs_run": h.run_id,
                                 "transitions": _transitions_json(holder["transitions"])}
-            changed = elites.update(groups)
             elite_rows = elites.rows()
             optimal = sum(1 for r in elite_rows if _is_optimal(oracle, r))
             greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
             won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
+            moves = sum(len(c.moves) * len(g.seeds) for g in groups for c in g.candidates)
             return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed, "stitched": stitched,
-                    "explored": explored,
+                    "explored": explored, "env_moves": moves,
                     **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore")},
                     "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
                     "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
@@ -612,7 +673,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
                   lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
-        rows = elites.rows() if cfg.loss == "rft" else holder["pairs"]
+        rows = {"rft": elites.rows, "grpo": lambda: [{"state": s} for s in starts_of(it)]}.get(
+            cfg.loss, lambda: holder["pairs"])()
 
         if rows:
             phase(it, "train-actor", "actor",

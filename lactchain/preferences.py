@@ -197,6 +197,48 @@ def add_exploration(groups: Sequence[Group], env: TextEnv, per_state: int, seed:
     return added
 
 
+OWN_SOURCES = ("greedy", "sample")  # what the actor itself answers
+
+
+def worse_than(chosen: Candidate, cands: Sequence[Candidate], margin: float, n: int) -> list[Candidate]:
+    """Up to `n` distinct move lists of the group scored more than `margin` below `chosen`:
+    the actor's own answers first (greedy, then samples, worst first: what the model
+    says now is what a preference loss must push down), then the rest (explore, stitched),
+    worst first."""
+    best: dict[tuple[str, ...], Candidate] = {}
+    for c in cands:
+        key = tuple(c.moves)
+        if c.mode == FAILED or key == tuple(chosen.moves) or chosen.advantage - c.advantage <= margin:
+            continue
+        if key not in best or c.advantage > best[key].advantage:
+            best[key] = c
+    order = sorted(best.values(), key=lambda c: (c.source not in OWN_SOURCES, c.source != "greedy", c.advantage))
+    return order[:n]
+
+
+def pairs_against(groups: Sequence[Group], chosen: Callable[[Group], Candidate | None], labeler: Labeler,
+                  margin: float, per_state: int, out: PairBatch) -> PairBatch:
+    """Each group's `chosen` list (the loop: the state's elite) against up to `per_state`
+    worse lists of the same group (`worse_than`), as registry pair rows: one state
+    carries several pairs, each with the labeler's score gap as its margin."""
+    for g in groups:
+        out.candidates += len(g.candidates)
+        best = chosen(g)
+        if best is None:
+            out.dropped["too_few_candidates"] += len(g.candidates)
+            continue
+        rejected = worse_than(best, g.candidates, margin, per_state)
+        if not rejected:
+            out.dropped["margin_too_small"] += len(g.candidates)
+            continue
+        seeds = {"seeds": list(g.seeds)} if g.seeds != (None,) else {}
+        for worse in rejected:
+            out.pairs.append(pair_row(g.state, g.prompt, best, worse, labeler=labeler.name,
+                                      meta={"v_state": g.baseline, "gamma": labeler.gamma, **seeds}))
+    out.groups.extend(groups)
+    return out
+
+
 def pairs_from_groups(groups: Sequence[Group], labeler: Labeler, margin: float, out: PairBatch) -> PairBatch:
     """Best vs worst of every scored group, as registry pair rows."""
     for g in groups:

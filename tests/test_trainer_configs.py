@@ -78,7 +78,7 @@ def test_train_actor_params_are_the_commands_params():
 def test_every_loss_works_with_the_defaults(loss):
     config = TrainActorConfig(loss=loss)
     assert set(LOSS_SETTINGS[loss]) <= {f.name for _, f in flat_fields(TrainActorConfig)}
-    assert config.hparams()[0] == (0.0 if loss == "rft" else {"simpo": 2.5, "dpo": 0.1, "kto": 0.1}[loss])
+    assert config.hparams()[0] == {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": 0.0, "grpo": 0.0}[loss]
 
 
 @pytest.mark.parametrize("loss, setting, value, flag", [
@@ -90,6 +90,8 @@ def test_every_loss_works_with_the_defaults(loss):
     ("rft", "bf16", True, "--bf16"),
     ("rft", "grad_accum", 4, "--grad-accum"),
     ("rft", "max_length", 256, "--max-length"),
+    ("grpo", "cpo_alpha", 0.5, "--cpo-alpha"),
+    ("simpo", "kl_beta", 0.1, "--kl-beta"),
 ])
 def test_a_setting_the_loss_does_not_read_is_refused_in_one_line(loss, setting, value, flag):
     with pytest.raises(ConfigError) as err:

@@ -509,6 +509,11 @@ class Actor(ScoringTokens):
     def count_tokens(self, text: str) -> int:
         return len(self._ids(text))
 
+    def prompt_ids(self, user_text: str) -> list[int]:
+        """The token ids `generate` conditions on for this user message (a trainer that
+        scores the actor's own samples must see exactly these)."""
+        return self._ids(self.chat_prompt(user_text))
+
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 

@@ -94,6 +94,12 @@ METRIC_NAMES = {
     "epoch": "epoch",
     "train_loss": "train_loss",
     "train_runtime": "train_runtime_s",
+    # GRPO
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "completions/mean_length": "completion_length",
+    "clip_ratio/region_mean": "clip_ratio",
 }
 
 
@@ -259,8 +265,8 @@ def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
         return math.log(2.0)
     if loss == "simpo":
         return math.log1p(math.exp(simpo_gamma or 0.0))  # softplus(gamma); ln 2 when gamma = 0
-    if loss == "rft":
-        return float("nan")  # a supervised loss has no "no signal" value
+    if loss in ("rft", "grpo"):
+        return float("nan")  # a supervised or policy-gradient loss has no "no signal" value
     return 0.5  # KTO: 1 - sigmoid(0) on every row
 
 
@@ -608,6 +614,8 @@ def train_actor(
     if isinstance(pairs, PairSelection):
         pairs = pairs.pairs
     loss = config.loss
+    if loss == "grpo":
+        raise ValueError("grpo trains on fresh samples, not pairs: lactchain.train.grpo.train_grpo")
     if loss == "rft":  # supervised on the best candidates: our shared-prefix loop (lactchain.train.rft)
         if resume_from_checkpoint not in (None, False):
             raise ValueError("rft runs are short and do not checkpoint; start a new run instead of resuming")

@@ -11,6 +11,9 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
                   save_total_limit, logging_steps, max_length (TRL's Trainer)
     simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
+    grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
+                  (kl_beta, scale_rewards, states_per_step): TRL's GRPOTrainer on fresh
+                  samples (lactchain.train.grpo), not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
 a setting it does not read is refused, as is cpo_alpha / simpo_gamma with dpo or kto,
@@ -31,11 +34,11 @@ import math
 from dataclasses import dataclass, field
 from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
 
-LOSSES = ("simpo", "dpo", "kto", "rft")
+LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
 JOB_LABELERS = ("critic", "human", "llm", "episodes", "any")  # `train-actor --labeler`
 
-DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None}
+DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None, "grpo": None}
 SIMPO_GAMMA_RATIO = 0.5  # default gamma / beta
 # The SimPO authors' range, and the wider range outside which values are refused.
 SIMPO_BETA_RECOMMENDED = (2.0, 10.0)
@@ -52,6 +55,8 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "dpo": _ALL + _TRL,
     "kto": _ALL + _TRL,
     "rft": _ALL,
+    "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
+                    "states_per_step"),
 }
 
 
@@ -61,9 +66,9 @@ def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) ->
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     notes: list[str] = []
-    if loss == "rft":
+    if loss in ("rft", "grpo"):
         if beta is not None or simpo_gamma is not None:
-            raise ValueError("beta and simpo_gamma do not apply to loss='rft' (supervised best-of-K fine-tuning)")
+            raise ValueError(f"beta and simpo_gamma do not apply to loss={loss!r} (grpo's KL weight is --kl-beta)")
         return 0.0, None, notes
     beta = DEFAULT_BETA[loss] if beta is None else float(beta)
     if not beta > 0 or math.isinf(beta):
@@ -121,6 +126,19 @@ class SimPOSettings(Config):
         0.0, "SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).", min=0.0)
 
 
+@dataclass
+class GRPOSettings(Config):
+    """GRPO's own settings (TRL's GRPOTrainer, lactchain.train.grpo). Not options of
+    train-actor (it trains on stored pairs); the loop sets them."""
+
+    kl_beta: float = option(0.0, "grpo only: KL penalty to the starting policy (TRL's beta; 0, TRL's default, "
+                                 "loads no reference model).", min=0.0, max=10.0, cli=False)
+    scale_rewards: str = option("group", "grpo only: advantages divided by the reward std of the group (GRPO), "
+                                         "of the batch, or not at all (Dr. GRPO).", choices=("group", "batch", "none"), cli=False)
+    states_per_step: int = option(8, "grpo only: start states per optimizer step (each with its group of samples).",
+                                  min=1, max=4096, cli=False)
+
+
 # ---- the trainer's config -----------------------------------------------------------------
 
 @dataclass
@@ -129,14 +147,16 @@ class TrainActorConfig(Config):
     which setting: `LOSS_SETTINGS` (and each field's help); a non-default value of a
     setting the chosen loss does not read is refused."""
 
-    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, or rft (fine-tune on the chosen "
-                       "side only: best-of-K).", choices=LOSSES, form="Loss")
+    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, rft (fine-tune on the chosen "
+                       "side only: best-of-K), or grpo (TRL's GRPOTrainer on fresh samples scored by a labeler: the "
+                       "loop's `pipeline --loss grpo`).", choices=LOSSES, form="Loss")
     epochs: float = option(1.0, "Passes over the pairs (ignored with --max-steps).", form="Epochs")
     max_steps: int | None = option(None, "Stop after this many optimizer steps.", min=1)
     lr: float = option(5e-5, "Learning rate of the LoRA weights.")
     batch_size: int = option(8, "Pairs per optimizer step.", short="-b", min=1)
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     simpo: SimPOSettings = field(default_factory=SimPOSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
     lora_r: int = option(8, "LoRA rank.", min=1, max=1024)
     lora_alpha: int = option(16, "LoRA alpha.", min=1, max=4096)
     save_steps: int = option(25, "Checkpoint every N steps (and on SIGTERM). simpo, dpo, kto; rft runs are short "
@@ -224,6 +244,10 @@ class TrainActorJobConfig(TrainActorConfig):
 
     def check(self) -> None:
         super().check()
+        if self.loss == "grpo":
+            self.refuse("loss", "grpo samples fresh move lists from start states and scores them with a labeler "
+                                "as it trains, and train-actor trains on stored pairs: run it in the loop "
+                                "(`lactchain pipeline --loss grpo`, or bench learn)")
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
 
