@@ -11,6 +11,9 @@ from lactchain.cli.common import console
 
 
 def render_pipeline(result: dict[str, Any]) -> None:
+    if "compare_md" in result:
+        render_compare(result)
+        return
     table = Table(title=f"pipeline {result['run_id']}")
     for col in ("iteration", "phase", "run", "seconds", "key metrics"):
         table.add_column(col)
@@ -38,3 +41,14 @@ def render_summary(result: dict[str, Any]) -> None:
                       f"{t['mean_optimal_ratio']:.3f} over {t['states']} start states")
     if result.get("curve_png"):
         console.print(f"learning curve: {result['curve_png']}")
+
+
+def render_compare(result: dict[str, Any]) -> None:
+    """`bench learn --compare`: one row per (loss, explore), mean [min-max] over seeds."""
+    from pathlib import Path
+
+    from rich.markdown import Markdown
+
+    console.print(Markdown(Path(result["compare_md"]).read_text()))
+    console.print(f"cells: {len(result['cells'])} (child runs of {result['run_id']}); "
+                  f"figure: {result['compare_png']}; JSON: {result['compare_json']}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lactchain.config import option
+from lactchain.config import ConfigError, flat_names, option
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
+from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 from lactchain.pipeline import PipelineConfig
 
@@ -83,10 +84,70 @@ class BenchLearnConfig(PipelineConfig):
                                   "grid's: the 5x5 grid, all its start states), where the env has one.",
                             negative="--no-transfer")
     iterations: int = option(1000, "Loop iterations: as many as the budget allows.", cli=False)
+    explore: int | str = option(256, "Random move lists per start state added as candidates (env steps, no LLM). "
+                                     "With --compare: a comma-separated list, e.g. 0,256 (each a cell).")
+    compare: str | None = option(None, "Compare these losses with the same budget, e.g. rft,simpo,dpo,kto,grpo: "
+                                       "one pipeline child run per loss x --explore x --seeds cell, run one after "
+                                       "the other; writes compare.json, compare.png and compare.md in the run folder.")
+    seeds: str | None = option(None, "With --compare: the seeds of every cell, e.g. 0,1,2 (default: --seed).")
+    budget_iterations: int | None = option(None, "Stop each run (or cell) after this many iterations even if "
+                                                 "minutes are left (a budget in steps).", min=1, max=10_000)
+    resume_from: str | None = option(None, "With --compare: continue this stopped comparison: its finished cells "
+                                           "are kept, the rest run. `lactchain runs resume RUN` passes it.")
+
+    def check(self) -> None:
+        from lactchain.compare import parse_list
+        from lactchain.pipeline import LOSSES
+
+        try:
+            explores = parse_list(str(self.explore), "explore", int, 8)
+            losses = parse_list(self.compare, "compare", str, len(LOSSES)) if self.compare is not None else []
+            seeds = parse_list(self.seeds, "seeds", int, 20) if self.seeds is not None else [self.seed]
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        unknown = [x for x in losses if x not in LOSSES]
+        if unknown:
+            self.refuse("compare", f"unknown loss {', '.join(unknown)}; use some of {', '.join(LOSSES)}")
+        if any(e < 0 for e in explores):
+            self.refuse("explore", "must be >= 0 (0 = only the actor's own lists)")
+        if any(not 0 <= v <= SEED_MAX for v in seeds):
+            self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
+        self.explore = explores[0] if len(explores) == 1 else ",".join(map(str, explores))
+        if not losses:
+            if len(explores) > 1 or self.seeds is not None:
+                self.refuse("explore" if len(explores) > 1 else "seeds", "a list of settings needs --compare LOSSES")
+            super().check()
+            return
+        for loss in losses:  # every cell's own loop config must hold, before any run exists
+            for explore in explores:
+                self.cell_config(loss, explore, seeds[0])
+
+    def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
+        """One comparison cell's loop config: this config with the cell's loss, explore
+        and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only)."""
+        names = set(flat_names(PipelineConfig))
+        params = {k: v for k, v in self.to_params().items() if k in names}
+        params.update(loss=loss, explore=explore, seed=seed,
+                      cpo_alpha=self.cpo_alpha if loss == "simpo" else None)
+        if self.budget_iterations:
+            params["iterations"] = self.budget_iterations
+        return PipelineConfig.from_params(params)
+
+    def cells(self) -> list[tuple[str, int, int]]:
+        """(loss, explore, seed) of every cell, in the order they run."""
+        from lactchain.compare import parse_list
+
+        explores = parse_list(str(self.explore), "explore", int, 8)
+        seeds = parse_list(self.seeds, "seeds", int, 20) if self.seeds is not None else [self.seed]
+        return [(loss, e, seed) for loss in parse_list(self.compare, "compare", str, 8) for e in explores
+                for seed in seeds]
 
     def record_params(self) -> dict[str, Any]:
         params = self.params()
         params.pop("transfer", None)
+        for name in ("compare", "seeds", "budget_iterations", "resume_from"):
+            if params.get(name) is None:
+                params.pop(name, None)  # a plain bench learn records what it always did
         return params
 
 
@@ -117,7 +178,8 @@ def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:
 
 
 def _bench_name(config: BenchLearnConfig) -> str:
-    return (f"bench learn {config.labeler}/{config.loss} {config.budget_min:g} min"
+    what = f"compare {config.compare} x explore {config.explore}" if config.compare else config.loss
+    return (f"bench learn {config.labeler}/{what} {config.budget_min:g} min"
             + (f" strategy {config.strategy}" if config.strategy else "")
             + (f" on {config.engine.engine}" if config.engine.engine != "hf" else "")
             + (f" {config.env}" if config.env != "grid" else ""))
@@ -131,10 +193,13 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
+    if config.compare:
+        return run_compare(handle, config)
     t0 = time.time()
     strat = resolve_strategy(handle.registry, config.strategy, config.env)
     cfg = config.project(PipelineConfig, strategy=strat.text if config.strategy else None,
-                         deadline=t0 + config.budget_min * 60)
+                         deadline=t0 + config.budget_min * 60,
+                         iterations=config.budget_iterations or config.iterations)
     model = load_loop_actor(cfg)
     with err_console.status("bench learn") as status:
         out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
@@ -160,12 +225,84 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     return result
 
 
+CELLS_DIR = "cells"  # <comparison run>/cells/<cell key>.json: a finished cell's result
+
+
+def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
+    """Every (loss, explore, seed) cell of `config`, one after the other, each a pipeline
+    child run with the same budget; a cell kept from the comparison this one resumes
+    is not run again. Writes compare.json, compare.png and compare.md."""
+    import json
+    import shutil
+    import time
+
+    from lactchain.compare import cell_key, markdown, plot, summarize
+    from lactchain.lifecycle import run_context
+    from lactchain.pipeline import load_loop_actor, run_pipeline
+    from lactchain.strategies import resolve_strategy
+
+    reg = handle.registry
+    cells_dir = handle.dir / CELLS_DIR
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    if config.resume_from:
+        old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / CELLS_DIR
+        kept = sorted(old.glob("*.json")) if old.is_dir() else []
+        for path in kept:
+            shutil.copy(path, cells_dir / path.name)
+        err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
+    strat = resolve_strategy(reg, config.strategy, config.env)
+    plan = config.cells()
+    results = []
+    for n, (loss, explore, seed) in enumerate(plan, 1):
+        key = cell_key(loss, explore, seed)
+        done = cells_dir / f"{key}.json"
+        if done.is_file():
+            results.append(json.loads(done.read_text()))
+            continue
+        handle.check_cancelled()
+        t0 = time.time()
+        cfg = config.cell_config(loss, explore, seed).replace(
+            strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
+        with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
+                run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
+                            parent_id=handle.run_id, quiet=True) as child:
+            out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
+                f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
+                f"{config.budget_min:g} min)"))
+        cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
+                "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
+                "after": out.get("after")}
+        done.write_text(json.dumps(cell, default=str))
+        final = out["curve"][-1]
+        handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
+        err_console.print(f"cell {n}/{len(plan)} {key}: success {out['curve'][0]['success_rate']:.2f} -> "
+                          f"{final['success_rate']:.2f} in {cell['wall_min']:.1f} min")
+        results.append(cell)
+    title = (f"bench learn --compare {config.compare} ({config.budget_min:g} min"
+             + (f", <= {config.budget_iterations} iterations" if config.budget_iterations else "") + " per cell)")
+    rows = summarize(results)
+    summary = {"budget_min": config.budget_min, "budget_iterations": config.budget_iterations, "env": config.env,
+               "actor": config.actor, "critic": config.critic, "labeler": config.labeler, "cells": results,
+               "table": rows}
+    paths = {"json": handle.dir / "compare.json", "png": handle.dir / "compare.png", "md": handle.dir / "compare.md"}
+    paths["json"].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    plot(results, paths["png"], title)
+    paths["md"].write_text(markdown(rows, title))
+    for kind, path in paths.items():
+        reg.add_artifact(handle.run_id, "plot" if kind == "png" else "report", path, meta={"what": f"compare {kind}"})
+    return {**summary, "compare_json": str(paths["json"]), "compare_png": str(paths["png"]),
+            "compare_md": str(paths["md"])}
+
+
 BENCH_LEARN = Job(kind="pipeline", command="bench learn", config=BenchLearnConfig, run=run_bench_learn,
                   title="Learning benchmark", name=_bench_name, precheck=_precheck, prepare=_prepare,
+                  resume_field="resume_from",
                   doc="""The loop on the default CPU models within a time budget, evaluated greedily on
     every start state of the env (the 4x4 grid's non-goal poses; at most 5 actions)
     after every iteration: the learning curve (success, optimal-move ratio, critic
     Spearman vs V*, ranking accuracy vs the oracle, pairs, collapse share), a PNG of it
     in the run folder, and zero-shot transfer where the env has a target (the grid:
     5x5). `--labeler oracle` is the diagnostic upper bound, not a result. With
-    --detach it runs as a background job: its curve is in the run's metrics and PNG.""")
+    --detach it runs as a background job: its curve is in the run's metrics and PNG.
+    --compare LOSSES runs one cell per loss x --explore x --seeds with the same budget
+    (resumable cell by cell) and writes compare.json, compare.png and compare.md.""")

@@ -1,0 +1,70 @@
+"""`bench learn --compare`: a same-budget method comparison, one pipeline child run per
+(loss, explore, seed) cell, resumable cell by cell, with its JSON, PNG and markdown
+table; bad settings refused in one line before any run exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lactchain.registry import Registry
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = ["--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1", "--budget-min", "5",
+        "--td-lists-per-state", "16", "--td-rounds", "2", "--actor-epochs", "1", "--explore", "16", "--json"]
+
+
+def test_compare_runs_every_cell_writes_json_png_table_and_resumes_at_the_first_unfinished_cell(lc, tmp_path):
+    db = tmp_path / "registry.db"
+    code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--db", db)
+    assert code == 0, err[-2000:]
+    result = json.loads(out)
+    cells = {c["key"]: c for c in result["cells"]}
+    assert set(cells) == {"rft-explore16-seed0", "grpo-explore16-seed0"}
+    for c in cells.values():
+        assert len(c["curve"]) == 2 and c["curve"][1]["env_moves"] > c["curve"][0]["env_moves"] > 0
+    with Registry(db) as reg:
+        children = reg.list_runs(parent_id=result["run_id"])
+        assert sorted(r["status"] for r in children) == ["FINISHED", "FINISHED"]
+        assert {reg.params(r["id"])["loss"] for r in children} == {"rft", "grpo"}
+    table = Path(result["compare_md"]).read_text()
+    assert "| rft | 16 | 0 |" in table and "| grpo | 16 | 0 |" in table
+    assert Path(result["compare_png"]).stat().st_size > 10_000
+    assert {r["loss"] for r in json.loads(Path(result["compare_json"]).read_text())["table"]} == {"rft", "grpo"}
+
+    # a stopped comparison: its grpo cell never finished; the resume keeps rft and runs grpo only
+    (Path(result["compare_json"]).parent / "cells" / "grpo-explore16-seed0.json").unlink()
+    code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--resume-from", result["run_id"],
+                        "--db", db)
+    assert code == 0, err[-2000:]
+    again = json.loads(out)
+    assert "1 finished cell(s) kept" in err
+    kept = {c["key"]: c for c in again["cells"]}
+    assert kept["rft-explore16-seed0"]["run_id"] == cells["rft-explore16-seed0"]["run_id"]
+    assert kept["grpo-explore16-seed0"]["run_id"] != cells["grpo-explore16-seed0"]["run_id"]
+    with Registry(db) as reg:
+        assert [reg.params(r["id"])["loss"] for r in reg.list_runs(parent_id=again["run_id"])] == ["grpo"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compare", "rft,sft"], "--compare 'rft,sft': unknown loss sft"),
+    (["--compare", "rft,rft"], "--compare names rft more than once"),
+    (["--compare", ","], "--compare is empty"),
+    (["--compare", "rft", "--seeds", ""], "--seeds is empty"),
+    (["--compare", "rft", "--seeds", ",".join(map(str, range(21)))], "--seeds has 21 items"),
+    (["--compare", "rft", "--seeds", "0,x"], "--seeds 0,x: every item must be a whole number"),
+    (["--compare", "rft", "--explore", "0,-1"], "--explore '0,-1': must be >= 0"),
+    (["--explore", "0,256"], "a list of settings needs --compare"),
+    (["--seeds", "0,1"], "a list of settings needs --compare"),
+    (["--compare", "rft,simpo", "--samples", "1"], "samples must be >= 2"),
+])
+def test_bad_comparison_settings_are_one_line_refusals_before_any_run(lc, tmp_path, argv, message):
+    db = tmp_path / "registry.db"
+    code, _, err = lc("bench", "learn", "--actor", "tiny", *argv, "--db", db)
+    assert code != 0 and message in err, err
+    assert "Traceback" not in err and len([line for line in err.splitlines() if line.strip()]) == 1
+    with Registry(db) as reg:
+        assert reg.list_runs() == []
