@@ -588,6 +588,16 @@ def build_trainer(
 
 # ---- 5. train + save ----------------------------------------------------------------
 
+def run_trainer(trainer: Any, resume_from_checkpoint: Any = None) -> tuple[Any, float]:
+    """A built TRL trainer's `train()` (from a checkpoint if given): its output and seconds."""
+    t0 = time.perf_counter()
+    with pywarnings.catch_warnings():
+        # TRL 1.16 still calls transformers' deprecated is_gradient_checkpointing (noise, not ours to fix).
+        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint or None)
+    return output, time.perf_counter() - t0
+
+
 def train_actor(
     actor: Any,
     pairs: Sequence[Mapping[str, Any]] | PairSelection,
@@ -635,12 +645,7 @@ def train_actor(
     trainer, info = build_trainer(actor, pairs, config, output_dir=ckpt_dir, callbacks=[callback])
     for note in info["notes"]:
         print(f"note: {note}", file=sys.stderr)
-    t0 = time.perf_counter()
-    with pywarnings.catch_warnings():
-        # TRL 1.16 still calls transformers' deprecated is_gradient_checkpointing (noise, not ours to fix).
-        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint or None)
-    seconds = time.perf_counter() - t0
+    output, seconds = run_trainer(trainer, resume_from_checkpoint)
     step = int(trainer.state.global_step)
     meta = {"base": getattr(actor, "name", None), "loss": loss, "beta": beta_r, "simpo_gamma": gamma_r,
             "lora_r": config.lora_r, "lora_alpha": config.lora_alpha, "step": step, "pairs": info["pairs"],

@@ -19,7 +19,6 @@ the end are the ones of the preference losses (lactchain.train.actor).
 from __future__ import annotations
 
 import sys
-import time
 import warnings as pywarnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from lactchain.train.actor import (
     _quiet_datasets,
     finish_actor,
     lora_targets,
+    run_trainer,
     save_adapter,
 )
 from lactchain.train.lora import ADAPTER_KIND
@@ -169,11 +169,7 @@ def train_grpo(
 
     for cb in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(cb)
-    t0 = time.perf_counter()
-    with pywarnings.catch_warnings():
-        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint or None)
-    seconds = time.perf_counter() - t0
+    output, seconds = run_trainer(trainer, resume_from_checkpoint)
     step = int(trainer.state.global_step)
     meta = {"base": getattr(actor, "name", None), "loss": "grpo", "lora_r": config.lora_r,
             "lora_alpha": config.lora_alpha, "step": step, "states": len(task.rows), "generations": k,
