@@ -7,6 +7,7 @@ the critic where the loop must work without a planner)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -85,8 +86,10 @@ def test_train_actor_refuses_grpo_and_grpo_refuses_what_it_does_not_read():
     from lactchain.config import ConfigError
     from lactchain.train.actor_config import TrainActorJobConfig
 
-    with pytest.raises(ConfigError, match="--loss 'grpo'.*pipeline --loss grpo"):
+    with pytest.raises(ConfigError, match="--loss 'grpo': must be one of simpo, dpo, kto, rft"):
         TrainActorJobConfig(loss="grpo")
+    assert "pipeline --loss grpo" in next(f for f in dataclasses.fields(TrainActorJobConfig)
+                                          if f.name == "loss").metadata["help"]
     with pytest.raises(ConfigError, match="kl-beta.*only applies to --loss grpo"):
         TrainActorConfig(loss="simpo", grpo={"kl_beta": 0.1})
     with pytest.raises(ConfigError, match="--beta"):

@@ -36,6 +36,7 @@ from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
+PAIR_JOB_LOSSES = ("simpo", "dpo", "kto", "rft")  # `train-actor` trains on stored pairs; grpo samples as it trains
 JOB_LABELERS = ("critic", "human", "llm", "episodes", "any")  # `train-actor --labeler`
 
 DEFAULT_BETA = {"simpo": 2.5, "dpo": 0.1, "kto": 0.1, "rft": None, "grpo": None}
@@ -230,6 +231,9 @@ class TrainActorJobConfig(TrainActorConfig):
     come from. Its params are the command's recorded params (plus the trainer settings
     the command does not expose, at their defaults)."""
 
+    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, or rft (fine-tune on the chosen "
+                       "side only: best-of-K). GRPO samples as it trains: `lactchain pipeline --loss grpo`.",
+                       choices=PAIR_JOB_LOSSES, form="Loss")
     pairs_from: list[str] = option([], "Take pairs from this run (repeatable). Default: every run in the registry.",
                                    check="run:", form="Pairs runs")
     labeler: str = option("any", "Only pairs from this labeler: critic, human, llm, episodes or any.",
@@ -244,10 +248,6 @@ class TrainActorJobConfig(TrainActorConfig):
 
     def check(self) -> None:
         super().check()
-        if self.loss == "grpo":
-            self.refuse("loss", "grpo samples fresh move lists from start states and scores them with a labeler "
-                                "as it trains, and train-actor trains on stored pairs: run it in the loop "
-                                "(`lactchain pipeline --loss grpo`, or bench learn)")
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
 
