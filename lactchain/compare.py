@@ -44,6 +44,14 @@ def reached(curve: Sequence[dict[str, Any]], key: str, target: float = TARGET_SU
     return next((row.get(key) for row in curve if (row.get("success_rate") or 0.0) >= target), None)
 
 
+def spread(values: Sequence[Any]) -> dict[str, Any]:
+    """Mean, min and max of the values given (None: not reached, left out)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "min": None, "max": None, "n": 0}
+    return {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
 def summarize(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (loss, explore): each number over its seeds as mean, min and max."""
     by: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -53,13 +61,6 @@ def summarize(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for (loss, explore), group in by.items():
         trained = [row for c in group for row in c["curve"][1:]]
         finals = [c["curve"][-1] for c in group]
-
-        def spread(values: list[Any]) -> dict[str, Any]:
-            values = [v for v in values if v is not None]
-            if not values:
-                return {"mean": None, "min": None, "max": None, "n": 0}
-            return {"mean": sum(values) / len(values), "min": min(values), "max": max(values), "n": len(values)}
-
         rows.append({
             "loss": loss, "explore": explore, "seeds": [c["seed"] for c in group],
             "baseline_success": spread([c["curve"][0]["success_rate"] for c in group]),

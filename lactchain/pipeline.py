@@ -593,14 +593,18 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             out["adapter_load_s"] = time.perf_counter() - t0
         return out
 
+    def labeler_with(model: Any) -> Any:
+        """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
+        return make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"), actor=model,
+                            horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+
     def grpo_task(it: int) -> Any:
         """GRPO's start states (this iteration's), sampled on-policy by the training actor
         and scored by the labeler, which sees each state's K samples as one group."""
         from lactchain.envs.replay import deal_seeds
         from lactchain.train.grpo import GRPOTask
 
-        labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
-                               actor=actor, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+        labeler = labeler_with(actor)  # the rollout labeler plays the policy being trained
         k = cfg.samples
 
         def reward(states: list[Any], samples: list[Any]) -> list[float]:
@@ -641,8 +645,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups, env)
             stitched = elites.stitch(groups, env) if cfg.stitch else 0
-            labeler = make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"),
-                                   actor=generator, horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+            labeler = labeler_with(generator)
             labeler.score(groups)
             changed = elites.update(groups)
             batch = pairs_against(groups, EliteBuffer.best_of, labeler, cfg.margin, cfg.rejects_per_state,
@@ -673,8 +676,12 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
                   lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
-        rows = {"rft": elites.rows, "grpo": lambda: [{"state": s} for s in starts_of(it)]}.get(
-            cfg.loss, lambda: holder["pairs"])()
+        if cfg.loss == "rft":
+            rows = elites.rows()
+        elif cfg.loss == "grpo":  # trains on the start states (it samples as it goes)
+            rows = [{"state": s} for s in starts_of(it)]
+        else:
+            rows = holder["pairs"]
 
         if rows:
             phase(it, "train-actor", "actor",

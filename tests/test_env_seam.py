@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
 import pytest
 
 from lactchain.envs.blackjack import BLACKJACK_MOVES, BlackjackSolver, Hand
 from lactchain.evaluate import evaluate_actor
+from lactchain.models.actor import Sample
 from lactchain.moves import STRICT, format_moves
 from lactchain.registry import Registry
 from lactchain.rollout import RolloutConfig, run_rollouts
 
 _HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|a (\d+))")
-
-
-@dataclass
-class _Sample:
-    text: str
-    moves: list[str]
-    mode: str = STRICT
-    logprob: float = 0.0
 
 
 class PromptReadingBlackjackOracle:
@@ -48,7 +40,7 @@ class PromptReadingBlackjackOracle:
                 assert m, prompt
                 dealer = 1 if m.group(3) == "an ace" else int(m.group(4))
                 moves = self.solver.plan(Hand(int(m.group(1)), dealer, bool(m.group(2))))
-            out.append(_Sample(format_moves(moves), moves))
+            out.append(Sample(format_moves(moves), moves, STRICT, 0.0, 0))
         return out
 
 

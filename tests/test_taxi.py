@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +23,7 @@ from lactchain.envs.taxi import (
     start_states,
 )
 from lactchain.evaluate import evaluate_actor
+from lactchain.models.actor import Sample
 from lactchain.moves import STRICT, format_moves
 from lactchain.prompts import PromptSpec
 from lactchain.registry import Registry
@@ -208,14 +208,6 @@ def test_reachable_states_reach_the_passenger_in_the_taxi():
     assert all(not s.delivered for s in states) and sum(s.passenger == "taxi" for s in states) == 100
 
 
-@dataclass
-class _Sample:
-    text: str
-    moves: list[str]
-    mode: str = STRICT
-    logprob: float = 0.0
-
-
 class PromptReadingTaxiOracle:
     """Plans from the state it READS in the prompt (the env's `plan_from_prompt`)."""
 
@@ -229,7 +221,7 @@ class PromptReadingTaxiOracle:
         out = []
         for p in prompts:
             moves = TaxiTextEnv.plan_from_prompt(p)[:8]
-            out.append(_Sample(format_moves(moves), moves))
+            out.append(Sample(format_moves(moves), moves, STRICT, 0.0, 0))
         return out
 
 

@@ -95,14 +95,21 @@ class BenchLearnConfig(PipelineConfig):
     resume_from: str | None = option(None, "With --compare: continue this stopped comparison: its finished cells "
                                            "are kept, the rest run. `lactchain runs resume RUN` passes it.")
 
-    def check(self) -> None:
+    def lists(self) -> tuple[list[str], list[int], list[int]]:
+        """(losses, explores, seeds) of --compare / --explore / --seeds; ValueError for a bad list."""
         from lactchain.compare import parse_list
         from lactchain.pipeline import LOSSES
 
+        losses = parse_list(self.compare, "compare", str, len(LOSSES)) if self.compare is not None else []
+        explores = parse_list(str(self.explore), "explore", int, 8)
+        seeds = parse_list(self.seeds, "seeds", int, 20) if self.seeds is not None else [self.seed]
+        return losses, explores, seeds
+
+    def check(self) -> None:
+        from lactchain.pipeline import LOSSES
+
         try:
-            explores = parse_list(str(self.explore), "explore", int, 8)
-            losses = parse_list(self.compare, "compare", str, len(LOSSES)) if self.compare is not None else []
-            seeds = parse_list(self.seeds, "seeds", int, 20) if self.seeds is not None else [self.seed]
+            losses, explores, seeds = self.lists()
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         unknown = [x for x in losses if x not in LOSSES]
@@ -135,12 +142,8 @@ class BenchLearnConfig(PipelineConfig):
 
     def cells(self) -> list[tuple[str, int, int]]:
         """(loss, explore, seed) of every cell, in the order they run."""
-        from lactchain.compare import parse_list
-
-        explores = parse_list(str(self.explore), "explore", int, 8)
-        seeds = parse_list(self.seeds, "seeds", int, 20) if self.seeds is not None else [self.seed]
-        return [(loss, e, seed) for loss in parse_list(self.compare, "compare", str, 8) for e in explores
-                for seed in seeds]
+        losses, explores, seeds = self.lists()
+        return [(loss, e, seed) for loss in losses for e in explores for seed in seeds]
 
     def record_params(self) -> dict[str, Any]:
         params = self.params()

@@ -70,6 +70,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
     FALLBACK_TARGET_MODULES,
     LLAMA_TARGET_MODULES,
     finish_actor,
+    lora_config,
     lora_targets,
     save_adapter,
 )
@@ -494,7 +495,6 @@ def build_trainer(
     """The TRL trainer for `config.loss` on `pairs`, LoRA already applied; plus an info
     dict (resolved beta/gamma, dataset size, notes about the hyper-parameters)."""
     import torch
-    from peft import LoraConfig
 
     loss = config.loss
     if loss not in PREFERENCE_LOSSES:
@@ -541,13 +541,7 @@ def build_trainer(
         common.update(activation_checkpointing=False, gradient_checkpointing=None)
     else:  # pragma: no cover - older transformers
         common.update(gradient_checkpointing=False)
-    peft_config = None
-    if not continuing:
-        peft_config = LoraConfig(
-            r=int(config.lora_r), lora_alpha=int(config.lora_alpha), lora_dropout=float(config.lora_dropout),
-            bias="none", target_modules=list(config.target_modules) if config.target_modules else lora_targets(model),
-            task_type="CAUSAL_LM",
-        )
+    peft_config = None if continuing else lora_config(model, config)
     from transformers import set_seed
 
     set_seed(int(seed))  # CPOTrainer wraps the model in LoRA before Trainer seeds anything

@@ -18,6 +18,7 @@ the end are the ones of the preference losses (lactchain.train.actor).
 
 from __future__ import annotations
 
+import itertools
 import sys
 import warnings as pywarnings
 from dataclasses import dataclass
@@ -30,11 +31,10 @@ from lactchain.train.actor import (
     _prepare_model,
     _quiet_datasets,
     finish_actor,
-    lora_targets,
     run_trainer,
     save_adapter,
 )
-from lactchain.train.lora import ADAPTER_KIND
+from lactchain.train.lora import ADAPTER_KIND, add_lora
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
 
@@ -59,6 +59,7 @@ class _Rollouts:
     def __init__(self, actor: Any, task: GRPOTask) -> None:
         self.actor, self.task = actor, task
         self.pending: dict[int, Any] = {}
+        self.keys = itertools.count()
         self.calls = 0
         self.scored = 0
         self.env_moves = 0
@@ -74,11 +75,8 @@ class _Rollouts:
         samples = self.actor.generate(unique, constrained=self.task.constrained, temperature=self.task.temperature,
                                       num_samples=k, seed=self.task.seed * 100_003 + self.calls,
                                       max_new_tokens=MAX_COMPLETION_TOKENS)
-        keys = []
-        for s in samples:
-            key = len(self.pending) + self.calls * 1_000_000
-            self.pending[key] = s
-            keys.append(key)
+        keys = [next(self.keys) for _ in samples]
+        self.pending.update(zip(keys, samples))
         prompt_ids = [self.actor.prompt_ids(p) for p in unique]
         return {"prompt_ids": [prompt_ids[i // k] for i in range(len(prompts))],
                 "completion_ids": [list(s.token_ids) for s in samples], "logprobs": None, "sample_key": keys}
@@ -107,7 +105,6 @@ def train_grpo(
     it. Checkpoints every `save_steps` and on SIGTERM, as the other TRL losses."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig, get_peft_model
     from transformers import set_seed
     from trl import GRPOConfig, GRPOTrainer
 
@@ -126,10 +123,7 @@ def train_grpo(
     set_seed(int(config.seed))
     model, continuing = _prepare_model(actor)
     if not continuing:  # LoRA put on here (not by TRL), so the actor generates with the policy that trains
-        targets = list(config.target_modules) if config.target_modules else lora_targets(model)
-        model = get_peft_model(model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
-                                                 lora_dropout=config.lora_dropout, bias="none",
-                                                 target_modules=targets, task_type="CAUSAL_LM"))
+        model = add_lora(model, config)
     actor.model = model
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
     bf16 = config.bf16 if config.bf16 is not None else bool(

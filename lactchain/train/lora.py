@@ -32,6 +32,23 @@ def lora_targets(model: Any) -> list[str]:
     return found
 
 
+def lora_config(model: Any, config: Any) -> Any:
+    """peft's LoraConfig from a trainer config's LoRA settings (rank, alpha, dropout,
+    target modules: the model's projections unless given)."""
+    from peft import LoraConfig
+
+    targets = list(config.target_modules) if config.target_modules else lora_targets(model)
+    return LoraConfig(r=int(config.lora_r), lora_alpha=int(config.lora_alpha), lora_dropout=float(config.lora_dropout),
+                      bias="none", target_modules=targets, task_type="CAUSAL_LM")
+
+
+def add_lora(model: Any, config: Any) -> Any:
+    """`model` wrapped in a fresh LoRA adapter (`lora_config`)."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_config(model, config))
+
+
 def save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
     """The LoRA weights only (never the base weights) plus `lactchain_adapter.json`."""
     folder.mkdir(parents=True, exist_ok=True)

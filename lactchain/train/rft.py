@@ -31,7 +31,7 @@ import torch
 from lactchain.models.actor import _common_prefix_len, ensure_distinct_pad
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
-from lactchain.train.lora import ADAPTER_KIND, finish_actor, lora_targets, save_adapter
+from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
 
 
 @dataclass
@@ -113,7 +113,7 @@ def train_rft(
     continued adapter, and a schedule that decays to 0 every call wastes half of
     every call. (bf16 autocast was measured: 5.6 vs 5.9 s per SmolLM2 step on CPU,
     with a worse loss, so training stays fp32.)"""
-    from peft import LoraConfig, PeftModel, get_peft_model
+    from peft import PeftModel
 
     if config.loss != "rft":
         raise ValueError(f"train_rft trains loss 'rft', not {config.loss!r} (use lactchain.train.actor.train_actor)")
@@ -136,10 +136,7 @@ def train_rft(
             param.requires_grad_("lora_" in name and ".default." in name)
     else:
         torch.manual_seed(seed)
-        targets = list(config.target_modules) if config.target_modules else lora_targets(model)
-        model = get_peft_model(model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
-                                                 lora_dropout=config.lora_dropout, bias="none",
-                                                 target_modules=targets, task_type="CAUSAL_LM"))
+        model = add_lora(model, config)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)

@@ -30,9 +30,8 @@ from lactchain.labelers import Group, OracleLabeler, execute_candidate
 from lactchain.moves import format_moves
 from lactchain.preferences import CollectConfig, collect_pairs, sample_start_states
 from tui.jobs_bridge import FORMS_BY_COMMAND
-from tui.screens.jobs import JobsScreen
 from tui.screens.labelling import LabellingScreen
-from tui_helpers import settle
+from tui_helpers import open_job_form, settle
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -127,12 +126,7 @@ async def label_as_the_oracle(app, pilot, env, oracle, n: int) -> list[str]:  # 
 
 async def launch_train_actor(app, pilot) -> str:  # noqa: ANN001
     """Key 4, the Train actor form on the human labels, ctrl+l; the new run's id."""
-    await pilot.press("4")
-    await settle(app, pilot)
-    jobs = app.screen
-    assert isinstance(jobs, JobsScreen)
-    jobs.query_one("#job-command", Select).value = "train-actor"
-    await settle(app, pilot)
+    jobs = await open_job_form(app, pilot, "train-actor")
     # SimPO is the console's default loss: the form opens on it and it is not touched here.
     loss_field = next(f for f in FORMS_BY_COMMAND["train-actor"].fields if f.name == "loss")
     assert loss_field.default == "simpo"

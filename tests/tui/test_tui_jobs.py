@@ -8,8 +8,7 @@ from pathlib import Path
 from textual.widgets import DataTable, Input, Select
 
 from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
-from tui.screens.jobs import JobsScreen
-from tui_helpers import live_job, settle
+from tui_helpers import live_job, open_job_form, settle
 
 
 def test_build_argv_is_the_cli_detach_path(tmp_path):
@@ -49,13 +48,8 @@ async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
 
     app = make_app(launcher=fake_launcher)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("4")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, JobsScreen)
         # choose "Train actor", set the algorithm and steps
-        screen.query_one("#job-command", Select).value = "train-actor"
-        await settle(app, pilot)
+        screen = await open_job_form(app, pilot, "train-actor")
         screen.query_one("#train-actor--loss", Select).value = "dpo"
         screen.query_one("#train-actor--epochs", Input).value = "7"
         await pilot.pause()
@@ -102,11 +96,7 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
     version = registry.save_prompt("Face the goal, then walk straight to it.")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("4")
-        await settle(app, pilot)
-        screen = app.screen
-        screen.query_one("#job-command", Select).value = "play"
-        await settle(app, pilot)
+        screen = await open_job_form(app, pilot, "play")
         screen.query_one("#play--strategy", Input).value = str(version)
         screen.query_one("#play--episodes", Input).value = "2"
         # a value only the CLI can judge: its own one-line message, under the form

@@ -44,6 +44,20 @@ async def open_archive(app: LactChainApp, pilot) -> Any:  # noqa: ANN001
     return app.screen
 
 
+async def open_job_form(app: LactChainApp, pilot, command: str) -> Any:  # noqa: ANN001
+    """Key 4: the Jobs screen with `command`'s form chosen, settled."""
+    from textual.widgets import Select
+
+    from tui.screens.jobs import JobsScreen
+
+    await pilot.press("4")
+    await settle(app, pilot)
+    assert isinstance(app.screen, JobsScreen)
+    app.screen.query_one("#job-command", Select).value = command
+    await settle(app, pilot)
+    return app.screen
+
+
 def add_run(reg: Registry, kind: str, *, status: str = "FINISHED", params: dict | None = None,
             metrics: dict[str, list[float]] | None = None, offset_s: int = 0, duration_s: int = 60,
             log_lines: list[str] | None = None, adapter: bool = False, name: str | None = None) -> str:
