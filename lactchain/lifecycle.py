@@ -43,6 +43,7 @@ class RunHandle:
     _on_cancel: list[Callable[[], None]] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     quiet: bool = False  # the caller prints JSON: progress bars leave nothing behind
+    stop_at: float | None = None  # time.time() by which a budgeted phase should wrap up (bench learn)
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         self.registry.log_metrics(self.run_id, metrics, step=step)
@@ -50,6 +51,11 @@ class RunHandle:
     def on_cancel(self, fn: Callable[[], None]) -> None:
         """Register a checkpoint hook that runs before the run is marked KILLED."""
         self._on_cancel.append(fn)
+
+    def out_of_time(self) -> bool:
+        """Past this phase's budget: a trainer keeps what it has learnt and returns
+        (not a cancel: the run goes on to its evaluation)."""
+        return self.stop_at is not None and time.time() >= self.stop_at
 
     def check_cancelled(self) -> None:
         """Call at safe points (between steps) to stop cleanly after a SIGTERM."""

@@ -522,6 +522,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         save_state()
         return child.run_id, metrics
 
+    timing = {"evaluate_s": 0.0}  # the longest evaluation: what a budgeted trainer leaves time for
+
     def evaluate(iteration: int) -> None:
         def body(h: RunHandle) -> dict[str, Any]:
             out = evaluate_actor(generator, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
@@ -536,7 +538,9 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                 print(f"warning [collapse] at iteration {iteration}: {msg}", file=sys.stderr, flush=True)
             return out
 
+        t0 = time.time()
         phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")}, body)
+        timing["evaluate_s"] = max(timing["evaluate_s"], time.time() - t0)
 
     # The critic: fitted value iteration on random move lists, kept and topped up each iteration.
     critic_state: dict[str, Any] = {}
@@ -577,7 +581,10 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
               lambda h: fit(h, cfg.td_rounds, []))
 
     def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
-        """train-actor, then the new adapter handed to a separate rollout engine (timed)."""
+        """train-actor, then the new adapter handed to a separate rollout engine (timed).
+        Under a budget the trainer stops early enough for the evaluation that follows."""
+        if cfg.deadline is not None:
+            h.stop_at = cfg.deadline - timing["evaluate_s"]
         trainer = TrainActorConfig.from_params(dict(
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
             cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it,
@@ -587,6 +594,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         else:
             metrics = train_actor(actor, rows, trainer, handle=h)
         out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
+        out["stopped_at_deadline"] = float(bool(metrics.get("out_of_time")))
         if generator is not actor and getattr(actor, "adapter", None) is not None:
             t0 = time.perf_counter()
             generator.load_adapter(actor.adapter)

@@ -68,3 +68,12 @@ def test_bad_comparison_settings_are_one_line_refusals_before_any_run(lc, tmp_pa
     assert "Traceback" not in err and len([line for line in err.splitlines() if line.strip()]) == 1
     with Registry(db) as reg:
         assert reg.list_runs() == []
+
+
+def test_cells_run_seed_by_seed_so_a_stopped_comparison_already_compares_every_method():
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    config = BenchLearnConfig(compare="rft,simpo", seeds="0,1", explore="0,256")
+    config.check()
+    assert config.cells() == [("rft", 0, 0), ("simpo", 0, 0), ("rft", 256, 0), ("simpo", 256, 0),
+                              ("rft", 0, 1), ("simpo", 0, 1), ("rft", 256, 1), ("simpo", 256, 1)]

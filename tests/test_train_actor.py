@@ -281,6 +281,33 @@ def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapte
         reloaded.completion_logprobs(prompts, completions), abs=1e-4)
 
 
+@pytest.mark.parametrize("loss", ["rft", "simpo"])
+def test_a_budget_deadline_stops_training_early_and_keeps_a_usable_adapter(loss, registry):
+    """bench learn gives every method the same minutes: a trainer whose phase is past its
+    deadline (handle.stop_at) stops after the step it is in, saves its adapter as
+    complete, and reports it, and the run is not marked cancelled."""
+    import time
+
+    actor = tiny()
+    pairs = small_pairs(actor, 8)
+    rows = [{"prompt": p["prompt"], "chosen": p["chosen"]} for p in pairs] if loss == "rft" else pairs
+    handle = make_handle(registry)
+    handle.stop_at = time.time()  # already spent
+    extra = {} if loss == "rft" else {"save_steps": 100}
+    res = train_actor(actor, rows, cfg(loss=loss, max_steps=6, lr=1e-3, batch_size=2, **extra),
+                      handle=handle)
+    assert res["out_of_time"] and not res["cancelled"] and res["steps"] == 1
+    adapter = registry.latest_artifact(handle.run_id, "adapter")
+    assert adapter["step"] == 1 and adapter["meta"]["complete"] is True
+    assert actor.adapter is not None and (actor.adapter / "adapter_config.json").is_file()
+
+    handle = make_handle(registry)
+    handle.stop_at = time.time() + 3600  # plenty left: the full run
+    res = train_actor(tiny(), rows, cfg(loss=loss, max_steps=3, lr=1e-3, batch_size=2, **extra),
+                      handle=handle)
+    assert res["steps"] == 3 and not res["out_of_time"]
+
+
 def test_continuing_from_an_earlier_adapter(tmp_path):
     from lactchain.models.actor import Actor
 

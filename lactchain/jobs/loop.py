@@ -141,9 +141,10 @@ class BenchLearnConfig(PipelineConfig):
         return PipelineConfig.from_params(params)
 
     def cells(self) -> list[tuple[str, int, int]]:
-        """(loss, explore, seed) of every cell, in the order they run."""
+        """(loss, explore, seed) of every cell, in the order they run: seed by seed, so a
+        comparison stopped part-way already compares every method on its first seeds."""
         losses, explores, seeds = self.lists()
-        return [(loss, e, seed) for loss in losses for e in explores for seed in seeds]
+        return [(loss, e, seed) for seed in seeds for e in explores for loss in losses]
 
     def record_params(self) -> dict[str, Any]:
         params = self.params()

@@ -381,6 +381,7 @@ class ActorTrainingCallback(TrainerCallback):
         self.step_times: list[float] = []
         self._t0: float | None = None
         self.cancelled = False
+        self.out_of_time = False
 
     @property
     def warnings(self) -> list[TrainingWarning]:
@@ -398,6 +399,9 @@ class ActorTrainingCallback(TrainerCallback):
             # SIGTERM: checkpoint now, then stop; the jobs layer marks the run KILLED.
             self.cancelled = True
             control.should_save = True
+            control.should_training_stop = True
+        elif self.handle is not None and self.handle.out_of_time():
+            self.out_of_time = True  # the budget's deadline: stop and keep the adapter as it is
             control.should_training_stop = True
         return control
 
@@ -665,7 +669,7 @@ def train_actor(
         "checkpoints": [p for _, p in callback.checkpoints],
         "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
         "notes": info["notes"],
-        "cancelled": callback.cancelled,
+        "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,
         "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint),
     }
     return result

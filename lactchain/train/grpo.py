@@ -182,5 +182,5 @@ def train_grpo(
             "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,
             "adapter": str(adapter_dir), "checkpoints": [p for _, p in callback.checkpoints],
             "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
-            "cancelled": callback.cancelled,
+            "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,
             "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint)}

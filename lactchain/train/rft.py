@@ -145,7 +145,7 @@ def train_rft(
     model.train()
     t0 = time.perf_counter()
     losses: list[float] = []
-    cancelled = False
+    cancelled = out_of_time = False
     step = 0
     while step < total_steps:
         rng.shuffle(order)
@@ -154,6 +154,9 @@ def train_rft(
                 break
             if handle is not None and handle.cancelled.is_set():
                 cancelled = True
+                break
+            if handle is not None and step and handle.out_of_time():
+                out_of_time = True  # the budget's deadline: keep what is learnt so far
                 break
             s0 = time.perf_counter()
             loss = nll_loss(model, [encoded[j] for j in order[i : i + batch_size]], actor.pad_token_id)
@@ -167,7 +170,7 @@ def train_rft(
                 handle.log_metrics(metrics, step=step)
             if on_log is not None:
                 on_log(step, total_steps, metrics)
-        if cancelled:
+        if cancelled or out_of_time:
             break
     seconds = time.perf_counter() - t0
     meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": config.lora_r, "lora_alpha": config.lora_alpha,
@@ -180,4 +183,4 @@ def train_rft(
             "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
             "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
-            "cancelled": cancelled, "warnings": []}
+            "cancelled": cancelled, "out_of_time": out_of_time, "warnings": []}
