@@ -41,23 +41,23 @@ def reachable_bds(scene_name: str, max_landmarks: int = 2) -> set[str]:
     goal = tuple(scene.goal)
     seen: set[tuple[State, tuple[str, ...]]] = set()
     queue: deque[tuple[State, tuple[str, ...]]] = deque()
-    for x in range(scene.size):
-        for y in range(scene.size):
-            if (x, y) == goal:
-                continue
-            here = scene.landmark_at((x, y))
-            if here and max_landmarks < 1:
-                continue  # starting on a landmark visits it
-            for o in ORIENTATIONS:
-                node = (State(x, y, o), (here,) if here else ())
-                seen.add(node)
-                queue.append(node)
+    walls = frozenset(scene.walls)
+    for x, y in sorted(scene.open_cells()):  # x-major, as before walls
+        if (x, y) == goal:
+            continue
+        here = scene.landmark_at((x, y))
+        if here and max_landmarks < 1:
+            continue  # starting on a landmark visits it
+        for o in ORIENTATIONS:
+            node = (State(x, y, o), (here,) if here else ())
+            seen.add(node)
+            queue.append(node)
     while queue:
         state, visited = queue.popleft()
         if (state.x, state.y) == goal:
             continue  # the episode ends here
         for move in MOVES:
-            nxt = apply_move(state, move, scene.size).state
+            nxt = apply_move(state, move, scene.size, walls=walls).state
             here = scene.landmark_at((nxt.x, nxt.y))
             was = scene.landmark_at((state.x, state.y))
             seq = visited + (here,) if here and here != was and (not visited or visited[-1] != here) else visited
@@ -114,7 +114,7 @@ def _route(scene: Any, start: State, targets: list[tuple[int, int]]) -> list[str
             continue
         leg = _planner_to(scene.name, tuple(target)).plan(state)
         for move in leg:
-            state = apply_move(state, move, scene.size).state
+            state = apply_move(state, move, scene.size, walls=frozenset(scene.walls)).state
         moves += leg
     return moves
 
@@ -132,7 +132,7 @@ def fill(scene_name: str, behaviours: int, seed: int = 0, moves_per_action: int 
     rng = random.Random(seed)
     archive = Archive(scene.name)
     starts = [s for s in make_env("grid", scene=scene.name).start_states()]
-    cells = [(x, y) for x in range(scene.size) for y in range(scene.size) if (x, y) != tuple(scene.goal)]
+    cells = [c for c in sorted(scene.open_cells()) if c != tuple(scene.goal)]
     kwargs = {"scene": scene.name, "moves": MOVES, "max_moves_per_action": moves_per_action, "max_actions": 64}
     for i in range(behaviours):
         source = SOURCES[i % len(SOURCES)]

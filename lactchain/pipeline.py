@@ -38,6 +38,7 @@ from typing import Any, Callable
 from lactchain.config import Config, ConfigError, flat_fields, option
 from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
+from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
 
@@ -83,6 +84,8 @@ class PipelineConfig(Config):
 
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m", form="Actor")
     env: str = env_field()
+    scene: str | None = scene_field()
+    state_text: str = state_text_field()
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
                        "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
     adapter: str | None = _help("LoRA adapter folder to start from.", None)
@@ -145,6 +148,7 @@ class PipelineConfig(Config):
         from lactchain.envs.catalog import normalize_env_field
 
         normalize_env_field(self)
+        check_world(self)
         if self.labeler not in LABELERS:
             bad("labeler", f"must be one of {', '.join(LABELERS)}, not {self.labeler!r}")
         if self.loss not in LOSSES:
@@ -184,6 +188,10 @@ class PipelineConfig(Config):
                     bad(name, f"must be 'all' or a number, got {value!r}")
                 if not 1 <= getattr(self, name) <= _MOST[name]:
                     bad(name, f"must be 'all' or a number from 1 to {_MOST[name]}, got {value!r}")
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The world's env kwargs (scene, state text) beyond the env's defaults."""
+        return world_kwargs(self.scene, self.state_text)
 
     def params(self) -> dict[str, Any]:
         """Every setting, flat (the engine's beside the others), as the run records them."""
@@ -485,7 +493,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         result.t0 = time.time() - max(p["wall_s"] for p in result.phases)
         for p in result.phases:
             result.seconds_per_phase[p["phase"]] = result.seconds_per_phase.get(p["phase"], 0.0) + p["seconds"]
-    env = make_env(cfg.env, moves=actor.moves)
+    world = cfg.env_kwargs()
+    env = make_env(cfg.env, moves=actor.moves, **world)
     prompt = PromptSpec.for_env(env, strategy=cfg.strategy, moves=actor.moves)
     oracle = OracleLabeler(env, cfg.gamma)
 
@@ -529,7 +538,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             out = evaluate_actor(generator, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
                                  prompt=prompt,
                                  max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
-                                 should_stop=h.cancelled.is_set, env=cfg.env)
+                                 should_stop=h.cancelled.is_set, env=cfg.env, env_kwargs=world)
             if out["top_answer_share"] > COLLAPSE_SHARE:
                 msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
                        f"{out['top_answer']}")
@@ -552,7 +561,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             if saved["critic"]:  # resumed: the critic as of the last finished phase (a fresh optimizer)
                 critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
             else:
-                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves)}, env=cfg.env)
+                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves), **world},
+                                                     env=cfg.env)
             fresh = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
             critic_state["env_moves"] = sum(len(t.moves) for t in fresh)  # counted by the fit that loaded it
             critic_state["transitions"] = fresh + _transitions_from_json(saved["transitions"], env)
@@ -648,7 +658,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
                                   seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
                                   deals=cfg.deals)
-            groups = draw_groups(generator, starts, sampling, prompt=prompt)
+            groups = draw_groups(generator, starts, sampling, prompt=prompt, env_kwargs=world)
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups, env)

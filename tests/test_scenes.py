@@ -18,7 +18,7 @@ FLAT = get_scene("flat")
 
 
 def test_bundled_scenes():
-    assert list(SCENES) == ["empty", "flat"]
+    assert list(SCENES) == ["empty", "flat", "rooms", "maze"]
     empty = get_scene("empty")
     assert (empty.size, empty.goal, empty.start, empty.landmarks) == (4, (3, 3), (0, 0, "east"), ())
     assert get_scene(None) is empty and get_scene(" FLAT ") is FLAT and get_scene(FLAT) is FLAT
@@ -30,7 +30,7 @@ def test_bundled_scenes():
 def test_unknown_scene_and_landmark_are_one_line_errors():
     with pytest.raises(ValueError) as err:
         get_scene("castle")
-    assert str(err.value) == "unknown scene 'castle'; known scenes: empty, flat"
+    assert str(err.value) == "unknown scene 'castle'; known scenes: empty, flat, rooms, maze, or a scene JSON file"
     with pytest.raises(ValueError) as err:
         FLAT.landmark("piano")
     assert str(err.value) == "unknown landmark 'piano' in scene 'flat'; known landmarks: fridge, bathtub, sofa, bed"
@@ -119,7 +119,7 @@ def test_json_round_trip():
     env = GridWorldEnv(scene=data)
     assert env.scene == FLAT and env.size == 8 and env.goal == (7, 7)
     with pytest.raises(ValueError, match="unknown fields"):
-        Scene.from_dict({**data, "walls": []})
+        Scene.from_dict({**data, "doors": []})
     with pytest.raises(ValueError, match="missing"):
         Scene.from_dict({**data, "landmarks": [{"name": "sofa", "cells": [[0, 1]]}]})
 

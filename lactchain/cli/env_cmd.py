@@ -44,8 +44,8 @@ def list_envs(as_json: JsonOption = False) -> None:
 @app.command("show")
 def show(
     size: Annotated[int | None, typer.Option("--size", "-n", max=64, help="Grid side length (default 4, or the scene's).")] = None,
-    scene: Annotated[str | None, typer.Option("--scene", help="A bundled scene (empty, flat): its size, goal, start and "
-                                              "landmarks; not with --size.")] = None,
+    scene: Annotated[str | None, typer.Option("--scene", help="A bundled scene (empty, flat, rooms, maze) or a scene JSON "
+                                              "file: its size, goal, start, walls and landmarks; not with --size.")] = None,
     turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
     gamma: Annotated[float, typer.Option("--gamma", callback=finite, min=0.0, max=0.999999, help="Per-action discount for V*.")] = 0.99,
     as_json: JsonOption = False,
@@ -54,8 +54,9 @@ def show(
 
     The goal sits in the north-east corner; the agent starts in the south-west
     corner facing east. Prints the exact optimal move list (BFS) and V*. With
-    --scene, the scene's grid, start and goal, and its landmarks (letters on the
-    grid, their cells and colours in a table).
+    --scene, the scene's grid, start and goal, its walls (###) and its landmarks
+    (letters on the grid, their cells and colours in a table); --json includes the
+    scene itself, a starting point for a scene file of your own.
     """
     from lactchain.envs.scenes import get_scene
 
@@ -106,11 +107,14 @@ def show(
         env.step([move])
         path.append(env.state)
     title = f"GridWorld {size}x{size}" + (f" · scene {env.scene.name}" if chosen is not None else "")
-    console.print(Panel(render_ansi(env.size, env.start, env.goal, path, env.scene.landmarks), title=title, expand=False))
+    console.print(Panel(render_ansi(env.size, env.start, env.goal, path, env.scene.landmarks, env.walls), title=title,
+                        expand=False))
     table = Table(show_header=False, box=None)
     table.add_row("start", str(env.start))
     table.add_row("goal", f"(x={env.goal[0]}, y={env.goal[1]})")
     table.add_row("moves", ", ".join(env.moves))
+    if env.walls:
+        table.add_row("walls", f"{len(env.walls)} cells (###); {len(env.start_states())} start states")
     table.add_row("optimal plan", f"{format_moves(plan)} ({len(plan)} moves)")
     table.add_row(f"V*(start), gamma={gamma}", f"{v_start:.2f}")
     console.print(table)

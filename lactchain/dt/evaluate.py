@@ -111,7 +111,7 @@ def rollout(model: Any, text: Any, tasks: Sequence[Task], *, use_text: bool = Tr
                 out[i]["stopped"], active[i] = True, False
                 continue
             move = ACTIONS[a]
-            states[i] = apply_move(states[i], move, scene.size).state
+            states[i] = apply_move(states[i], move, scene.size, walls=frozenset(scene.walls)).state
             trackers[i].see(states[i])
             out[i]["path"].append(states[i])
             out[i]["moves"].append(move)
@@ -147,7 +147,7 @@ def plan(scene: Scene, start: Any, final: Sequence[int] | None, visited: Sequenc
             continue  # terminal
         was = scene.landmark_at((s.x, s.y))
         for move in MOVES:
-            nxt = apply_move(s, move, scene.size).state
+            nxt = apply_move(s, move, scene.size, walls=frozenset(scene.walls)).state
             here, nk = scene.landmark_at((nxt.x, nxt.y)), k
             if target is not None and here is not None and here != was and (k == 0 or target[k - 1] != here):
                 if k >= len(target) or target[k] != here:
@@ -165,7 +165,7 @@ def plan(scene: Scene, start: Any, final: Sequence[int] | None, visited: Sequenc
 def _path(scene: Scene, start: Any, moves: Sequence[str]) -> list[State]:
     path = [_state(start)]
     for m in moves:
-        path.append(apply_move(path[-1], m, scene.size).state)
+        path.append(apply_move(path[-1], m, scene.size, walls=frozenset(scene.walls)).state)
     return path
 
 
@@ -213,7 +213,7 @@ def goal_tasks(scene: Scene, rtg: float = 0.0, starts: int | None = None, seed: 
     goal = tuple(scene.goal)
     text = describe_rule({"bd": {"final": list(goal), "visited": []}}, scene)
     tasks = [Task({"x": x, "y": y, "orientation": o}, text, goal, (), rtg)
-             for x in range(scene.size) for y in range(scene.size) for o in ORIENTATIONS if (x, y) != goal]
+             for x, y in sorted(scene.open_cells()) for o in ORIENTATIONS if (x, y) != goal]
     if starts and starts < len(tasks):
         tasks = random.Random(seed).sample(tasks, starts)
     return tasks
@@ -236,11 +236,12 @@ def reaches_goal(scene: Scene) -> set[State]:
     from lactchain.archive import MOVES
     from lactchain.envs.gridworld import ORIENTATIONS
 
-    poses = [State(x, y, o) for x in range(scene.size) for y in range(scene.size) for o in ORIENTATIONS]
+    poses = [State(x, y, o) for x, y in sorted(scene.open_cells()) for o in ORIENTATIONS]
     good = {p for p in poses if (p.x, p.y) == tuple(scene.goal)}
+    walls = frozenset(scene.walls)
     grew = True
     while grew:
-        new = {p for p in poses if p not in good and any(apply_move(p, m, scene.size).state in good for m in MOVES)}
+        new = {p for p in poses if p not in good and any(apply_move(p, m, scene.size, walls=walls).state in good for m in MOVES)}
         good |= new
         grew = bool(new)
     return good

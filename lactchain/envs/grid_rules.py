@@ -49,8 +49,10 @@ class MoveOutcome:
     exited: bool = False  # left the grid (terminate-on-exit mode)
 
 
-def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = False) -> MoveOutcome:
-    """Pure transition of one move; shared by the env and the exact planner."""
+def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = False,
+               walls: frozenset[tuple[int, int]] | set[tuple[int, int]] = frozenset()) -> MoveOutcome:
+    """Pure transition of one move; shared by the env and the exact planner. A forward move
+    into a wall cell bumps (stays put), like one into the border without terminate_on_exit."""
     idx = ORIENTATIONS.index(state.orientation)
     if move == TURN_LEFT:
         return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx - 1) % 4]))
@@ -60,6 +62,8 @@ def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = Fal
         raise ValueError(f"unknown move {move!r}")
     dx, dy = _STEP[state.orientation]
     nx, ny = state.x + dx, state.y + dy
+    if (nx, ny) in walls:
+        return MoveOutcome(state, bumped=state.orientation)
     if 0 <= nx < size and 0 <= ny < size:
         return MoveOutcome(State(nx, ny, state.orientation))
     if terminate_on_exit:
@@ -67,6 +71,6 @@ def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = Fal
     return MoveOutcome(state, bumped=state.orientation)
 
 
-def all_states(size: int) -> list[State]:
-    """Every (x, y, orientation) of a size x size grid, in a fixed order."""
-    return [State(x, y, o) for y in range(size) for x in range(size) for o in ORIENTATIONS]
+def all_states(size: int, walls: frozenset[tuple[int, int]] | set[tuple[int, int]] = frozenset()) -> list[State]:
+    """Every (x, y, orientation) of a size x size grid off the walls, in a fixed order."""
+    return [State(x, y, o) for y in range(size) for x in range(size) if (x, y) not in walls for o in ORIENTATIONS]

@@ -4,10 +4,15 @@ Coordinates: x grows east, y grows north; (0, 0) is the south-west corner. With 
 default vocabulary (move forward, turn left) the agent starts at (0, 0) facing east
 and the goal is (3, 3): three steps east, turn left, three steps north.
 
-A scene (`lactchain.envs.scenes`: `scene="flat"`, a Scene or its dict) sets the size,
-goal and start (explicit arguments win) and places walkable landmarks on the grid; they
-appear in `describe()`, `critic_text()` and both renders. The default is the "empty"
-scene: no landmarks, and every text and render exactly as without scenes.
+A scene (`lactchain.envs.scenes`: `scene="flat"`, a JSON file, a Scene or its dict) sets
+the size, goal and start (explicit arguments win), places walkable landmarks and walls
+that block on the grid; they appear in `describe()`, `critic_text()` and both renders.
+The default is the "empty" scene: no landmarks, no walls, and every text and render
+exactly as without scenes.
+
+`state_text` chooses how a state reads: "egocentric" (the default: where the goal is
+from the agent's view, "3 steps ahead and 2 to your left") or "coords" (coordinates
+only, as in the seed's prompt: the model must do the arithmetic).
 """
 
 from __future__ import annotations
@@ -72,6 +77,21 @@ def goal_direction(state: State, goal: tuple[int, int]) -> str:
     return f"The goal is {' and '.join(parts)}." if parts else "You are on the goal."
 
 
+STATE_TEXTS = ("egocentric", "coords")  # how describe() and critic_text() read a state
+
+
+def walls_sentence(state: State, walls: frozenset[tuple[int, int]], size: int) -> str:
+    """The prompt's walls: every wall cell, and whether the agent faces one (or the
+    border); "" in a scene without walls."""
+    if not walls:
+        return ""
+    cells = ", ".join(f"(x={x}, y={y})" for x, y in sorted(walls, key=lambda c: (c[1], c[0])))
+    dx, dy = _STEP[state.orientation]
+    ahead = (state.x + dx, state.y + dy)
+    facing = ahead in walls or not (0 <= ahead[0] < size and 0 <= ahead[1] < size)
+    return f"Walls at {cells}." + (" You are facing a wall." if facing else "")
+
+
 def _as_int(v: Any) -> int:
     # int(1.5) would silently become 1: a non-integral coordinate is an impossible state.
     if isinstance(v, (float, np.floating)) and not float(v).is_integer():
@@ -113,6 +133,7 @@ class GridWorldEnv(gym.Env):
         exit_penalty: float = -10.0,
         render_mode: str | None = None,
         scene: str | Scene | Mapping[str, Any] | None = None,
+        state_text: str = "egocentric",
     ):
         # size, goal and start default to the scene's (the empty scene: 4, (3, 3), (0, 0) east)
         base = get_scene(scene)
@@ -130,7 +151,11 @@ class GridWorldEnv(gym.Env):
         # again: a landmark must still fit a smaller grid).
         s = self.start
         self.scene: Scene = base if (base.size, base.goal, base.start) == (self.size, self.goal, (s.x, s.y, s.orientation)) \
-            else Scene(base.name, self.size, self.goal, (s.x, s.y, s.orientation), base.landmarks)
+            else Scene(base.name, self.size, self.goal, (s.x, s.y, s.orientation), base.landmarks, base.walls)
+        self.walls: frozenset[tuple[int, int]] = frozenset(self.scene.walls)
+        if state_text not in STATE_TEXTS:
+            raise ValueError(f"state_text must be one of {', '.join(STATE_TEXTS)}, got {state_text!r}")
+        self.state_text = state_text
         if max_actions < 1 or max_moves_per_action < 1:
             raise ValueError("max_actions and max_moves_per_action must be >= 1")
         self.max_actions = int(max_actions)
@@ -181,6 +206,8 @@ class GridWorldEnv(gym.Env):
             raise ValueError(f"orientation {raw['orientation']!r} is not one of {', '.join(ORIENTATIONS)}")
         x, y = _as_cell((raw["x"], raw["y"]), "state")
         self._check_cell((x, y), "state")
+        if (x, y) in getattr(self, "walls", ()):
+            raise ValueError(f"state ({x}, {y}) is inside a wall of scene {self.scene.name!r}")
         return State(x, y, orientation)
 
     def _to_moves(self, action: Iterable[Any]) -> list[str]:
@@ -202,13 +229,13 @@ class GridWorldEnv(gym.Env):
     def state_features(self, state: State) -> np.ndarray:
         """11 numbers for the classic agents: x, y (/(size-1)); orientation one-hot (north,
         east, south, west); goal dx, dy (/(size-1)); the goal in the agent's frame, ahead and
-        to its left (/(size-1)); 1 if the cell ahead is off the grid (a forward move would bump)."""
+        to its left (/(size-1)); 1 if the cell ahead is off the grid or a wall (a forward move would bump)."""
         span = max(self.size - 1, 1)
         fx, fy = _STEP[state.orientation]
         dx, dy = self.goal[0] - state.x, self.goal[1] - state.y
         ahead, left = dx * fx + dy * fy, dy * fx - dx * fy  # left of (fx, fy) is (-fy, fx)
         nx, ny = state.x + fx, state.y + fy
-        blocked = not (0 <= nx < self.size and 0 <= ny < self.size)
+        blocked = not (0 <= nx < self.size and 0 <= ny < self.size) or (nx, ny) in self.walls
         onehot = [float(state.orientation == o) for o in ORIENTATIONS]
         return np.array([state.x / span, state.y / span, *onehot, dx / span, dy / span,
                          ahead / span, left / span, float(blocked)], dtype=np.float32)
@@ -237,7 +264,7 @@ class GridWorldEnv(gym.Env):
 
     def render_text(self) -> str:
         """The live episode as text (what `render()` gives in 'ansi' mode, any render_mode)."""
-        return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks)
+        return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks, self.walls)
 
     def headline(self, state: State) -> str:
         """The state in one line for the console: the pose and where the goal is."""
@@ -259,21 +286,36 @@ class GridWorldEnv(gym.Env):
         if goal is None:
             return []
         menu = [m for m in _MENU_RE.findall(prompt) if m in ALL_MOVES] or None
-        env = cls(size=int(size.group(1)), goal=goal, moves=menu or ALL_MOVES[:2])
+        listed = _WALLS_RE.search(prompt)
+        walls = [(int(x), int(y)) for x, y in _CELL_RE.findall(listed.group(1))] if listed else []
         try:
+            scene = Scene("prompt", int(size.group(1)), goal, (state.x, state.y, state.orientation), walls=tuple(walls))
+            env = cls(scene=scene, moves=menu or ALL_MOVES[:2])
             return Planner(env).plan(state)
         except ValueError:
             return []
 
     def critic_text(self, state: State) -> str:
         """The critic's compact state text: only what tells states apart, so mean pooling
-        is not drowned in the ~30 tokens every prompt shares."""
-        text = f"x={state.x} y={state.y} facing {state.orientation}; goal x={self.goal[0]} y={self.goal[1]}; " \
-               f"grid {self.size}x{self.size}"
+        is not drowned in the ~30 tokens every prompt shares. With `state_text="coords"`
+        it is the seed's state, {x, y, orientation}, and the goal's cell."""
+        if self.state_text == "coords":
+            text = f"{{x: {state.x}, y: {state.y}, orientation: {state.orientation}}}; goal {{x: {self.goal[0]}, " \
+                   f"y: {self.goal[1]}}}; grid {self.size}x{self.size}"
+        else:
+            text = f"x={state.x} y={state.y} facing {state.orientation}; goal x={self.goal[0]} y={self.goal[1]}; " \
+                   f"grid {self.size}x{self.size}"
         nearest = self.scene.nearest_landmark((state.x, state.y))
         if nearest is not None:  # only scenes with landmarks: the empty scene's text is unchanged
             text += f"; scene {self.scene.name}: {nearest[1]} {nearest[0]}"
+        if self.walls:  # the layout is the scene's; what the agent faces is the state's
+            text += f"; Walls {self.scene.name}" + ("; facing a wall" if self._facing_wall(state) else "")
         return text
+
+    def _facing_wall(self, state: State) -> bool:
+        dx, dy = _STEP[state.orientation]
+        x, y = state.x + dx, state.y + dy
+        return (x, y) in self.walls or not (0 <= x < self.size and 0 <= y < self.size)
 
     @property
     def default_strategy(self) -> str:
@@ -286,8 +328,8 @@ class GridWorldEnv(gym.Env):
         return self.start
 
     def start_states(self) -> list[State]:
-        """Every non-goal pose (a start on the goal would be a free success)."""
-        return [s for s in all_states(self.size) if not self.is_terminal(s)]
+        """Every non-goal pose off the walls (a start on the goal would be a free success)."""
+        return [s for s in all_states(self.size, self.walls) if not self.is_terminal(s)]
 
     def parse_state(self, value: Any) -> State:
         return self._parse_state(value)
@@ -310,10 +352,12 @@ class GridWorldEnv(gym.Env):
         coordinates need arithmetic; fine-tuning SmolLM2 on planner plans reached 22/60
         exact plans after 50 steps with this text vs 2/60 with coordinates alone."""
         s = state or self.state
-        text = (f"The grid world is {self.size}x{self.size}. You are at (x={s.x}, y={s.y}) facing {s.orientation}. "
-                f"{goal_direction(s, self.goal)}")
-        landmark = landmark_sentence(s, self.scene)  # "" in the empty scene: its text is unchanged
-        return f"{text} {landmark}" if landmark else text
+        goal = f"The goal is at (x={self.goal[0]}, y={self.goal[1]})." if self.state_text == "coords" \
+            else goal_direction(s, self.goal)
+        text = f"The grid world is {self.size}x{self.size}. You are at (x={s.x}, y={s.y}) facing {s.orientation}. {goal}"
+        # Both "" in the empty scene: its text is unchanged.
+        extra = [landmark_sentence(s, self.scene), walls_sentence(s, self.walls, self.size)]
+        return " ".join([text, *(e for e in extra if e)])
 
     def _info(self, caption: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -347,7 +391,7 @@ class GridWorldEnv(gym.Env):
             moves, terminated, reached_goal = [], True, True
             events.append("already at the goal")
         for move in moves:
-            outcome = apply_move(self.state, move, self.size, self.terminate_on_exit)
+            outcome = apply_move(self.state, move, self.size, self.terminate_on_exit, self.walls)
             executed += 1
             reward += MOVE_COST
             self.state = outcome.state
@@ -383,9 +427,10 @@ class GridWorldEnv(gym.Env):
     # ---- rendering --------------------------------------------------------------
     def render(self):
         if self.render_mode == "ansi":
-            return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks)
+            return render_ansi(self.size, self.state, self.goal, self.path, self.scene.landmarks, self.walls)
         if self.render_mode == "rgb_array":
-            return render_rgb(self.size, self.state, self.goal, self.path, landmarks=self.scene.landmarks)
+            return render_rgb(self.size, self.state, self.goal, self.path, landmarks=self.scene.landmarks,
+                              walls=self.walls)
         return None
 
 
@@ -394,6 +439,8 @@ _GOAL_RE = re.compile(r"goal is at \(x=(\d+), y=(\d+)\)", re.I)  # absolute, if 
 _AHEAD_RE = re.compile(r"(\d+) steps? (ahead|behind you)", re.I)  # the env's egocentric text
 _SIDE_RE = re.compile(r"(\d+) steps? to your (left|right)", re.I)
 _POSE_RE = re.compile(r"You are at \(x=(\d+), y=(\d+)\) facing (\w+)", re.I)
+_WALLS_RE = re.compile(r"Walls at (.*?)\.(?:\s|$)", re.S)
+_CELL_RE = re.compile(r"\(x=(\d+), y=(\d+)\)")
 _MENU_RE = re.compile(r"^\s*\d+\.\s*(.+?)\s*$", re.M)
 
 
@@ -430,15 +477,19 @@ def _caption(events: list[str]) -> str:
 
 
 def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (),
-                landmarks: Sequence[Landmark] = ()) -> str:
-    """Text grid, north at the top: agent glyph ^ > v <, goal G, landmark cells their
-    letter (a legend line names them), other visited cells '.'."""
+                landmarks: Sequence[Landmark] = (), walls: Iterable[tuple[int, int]] = ()) -> str:
+    """Text grid, north at the top: agent glyph ^ > v <, goal G, walls ###, landmark cells
+    their letter (a legend line names them), other visited cells '.'."""
+    walls = frozenset(walls)
     visited = {(s.x, s.y) for s in path}
     letters = {cell: m.letter for m in landmarks for cell in m.cells}
     rows = []
     for y in range(size - 1, -1, -1):
         cells = []
         for x in range(size):
+            if (x, y) in walls:
+                cells.append(WALL_CELL)
+                continue
             if (x, y) == (state.x, state.y):
                 cells.append(GLYPHS[state.orientation])
             elif (x, y) == tuple(goal):
@@ -449,7 +500,7 @@ def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[S
                 cells.append(".")
             else:
                 cells.append(" ")
-        rows.append(f"{y} |" + "|".join(f" {c} " for c in cells) + "|")
+        rows.append(f"{y} |" + "|".join(c if c == WALL_CELL else f" {c} " for c in cells) + "|")
     border = "  +" + "+".join(["---"] * size) + "+"
     axis = "    " + "   ".join(str(x) for x in range(size))
     out = [border]
@@ -461,10 +512,14 @@ def render_ansi(size: int, state: State, goal: tuple[int, int], path: Sequence[S
     return "\n".join(out)
 
 
+WALL_CELL = "###"  # a wall in the ANSI grid (a whole cell)
+WALL_RGB = (60, 60, 60)
+
+
 def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[State] = (), cell: int = 32,
-               landmarks: Sequence[Landmark] = ()) -> np.ndarray:
-    """RGB image: grey grid, green goal, pale visited cells, landmark cells in their colour
-    (a pale square in the middle once visited), blue agent with a red nose."""
+               landmarks: Sequence[Landmark] = (), walls: Iterable[tuple[int, int]] = ()) -> np.ndarray:
+    """RGB image: grey grid, dark grey walls, green goal, pale visited cells, landmark cells
+    in their colour (a pale square in the middle once visited), blue agent with a red nose."""
     img = np.full((size * cell, size * cell, 3), 240, dtype=np.uint8)
 
     def box(x: int, y: int) -> tuple[slice, slice]:
@@ -481,6 +536,8 @@ def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[St
             img[rows, cols] = mark.rgb
             if (x, y) in visited:
                 img[rows.start + inset : rows.stop - inset, cols.start + inset : cols.stop - inset] = (210, 225, 245)
+    for x, y in walls:
+        img[box(x, y)] = WALL_RGB
     img[box(*goal)] = (60, 180, 75)
     img[box(state.x, state.y)] = (40, 80, 200)
     rows, cols = box(state.x, state.y)

@@ -1,4 +1,5 @@
-"""Exact ground truth for a GridWorld (grid-only): BFS move distances, optimal move lists and V*.
+"""Exact ground truth for a GridWorld (grid-only): BFS move distances, optimal move lists and V*,
+around the scene's walls.
 
 V* is computed over the env's real action space (a list of up to
 `max_moves_per_action` moves earns one reward, and the discount applies per
@@ -28,6 +29,7 @@ class _Config:
     max_moves_per_action: int
     terminate_on_exit: bool
     exit_penalty: float
+    walls: frozenset[tuple[int, int]] = frozenset()
 
 
 _VALUES_MEMO: dict[tuple, dict[State, float]] = {}
@@ -39,16 +41,17 @@ class Planner:
     def __init__(self, env: Any):  # a GridWorldEnv (or a wrapper of one)
         env = getattr(env, "unwrapped", env)
         self.cfg = _Config(
-            env.size, tuple(env.goal), tuple(env.moves), env.max_moves_per_action, env.terminate_on_exit, env.exit_penalty
+            env.size, tuple(env.goal), tuple(env.moves), env.max_moves_per_action, env.terminate_on_exit,
+            env.exit_penalty, frozenset(getattr(env, "walls", ()))
         )
-        self.states = all_states(self.cfg.size)
+        self.states = all_states(self.cfg.size, self.cfg.walls)
 
     def is_goal(self, state: State) -> bool:
         return (state.x, state.y) == self.cfg.goal
 
     def _successors(self, state: State):
         for move in self.cfg.moves:
-            out = apply_move(state, move, self.cfg.size, self.cfg.terminate_on_exit)
+            out = apply_move(state, move, self.cfg.size, self.cfg.terminate_on_exit, self.cfg.walls)
             yield move, out
 
     @cached_property
@@ -90,7 +93,7 @@ class Planner:
         while not self.is_goal(state):
             move = first[state]
             moves.append(move)
-            state = apply_move(state, move, self.cfg.size, self.cfg.terminate_on_exit).state
+            state = apply_move(state, move, self.cfg.size, self.cfg.terminate_on_exit, self.cfg.walls).state
         return moves
 
     def _action_outcomes(self, state: State) -> list[tuple[float, State | None]]:

@@ -2,7 +2,9 @@
 places named landmarks (a fridge, a sofa, ...) on its cells, each with a colour and a
 letter for the renders.
 
-Landmarks are walkable: they give positions meaning ("north of the fridge", "at the
+Walls (`Scene.walls`, cells) block: a forward move into one bumps, like the border, and
+the planner routes around them. A scene's every open cell must reach the goal, so every
+start state can succeed. Landmarks are walkable: they give positions meaning ("north of the fridge", "at the
 sofa") without changing the dynamics, so the move rules, the rewards and the exact
 planner are those of the bare grid, and an agent may stand "at the sofa" or cross the
 bathtub. The goal and the start may lie on a landmark.
@@ -21,16 +23,18 @@ descriptors and annotations are computed in:
   name (alphabetical), so the answer does not depend on the order the scene lists them.
 
 Bundled: "empty" (the default 4x4 grid: start (0, 0) facing east, goal (3, 3), no
-landmarks) and "flat" (8x8 with a fridge, a bathtub, a sofa and a bed). A scene goes
-to JSON and back (`as_dict` / `from_dict`) so a stored trajectory can carry the exact
-scene it was played in.
+landmarks), "flat" (8x8 with a fridge, a bathtub, a sofa and a bed), "rooms" (8x8,
+four rooms joined by four doorways) and "maze" (6x6 corridors). A scene goes to JSON
+and back (`as_dict` / `from_dict`, `load_scene_file`) so a stored trajectory can carry
+the exact scene it was played in and a user can bring their own (`--scene my.json`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 # Same order and names as lactchain.envs.gridworld.ORIENTATIONS (this module imports
 # nothing of the env, which imports it; tests/test_scenes.py checks they agree).
@@ -154,6 +158,7 @@ class Scene:
     goal: Cell = (3, 3)
     start: tuple[int, int, str] = (0, 0, "east")
     landmarks: tuple[Landmark, ...] = ()
+    walls: tuple[Cell, ...] = ()
     _by_cell: dict[Cell, Landmark] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +206,37 @@ class Scene:
                     raise ValueError(f"scene {name!r}: {mark.name!r} and {by_cell[cell].name!r} overlap at {cell}")
                 by_cell[cell] = mark
         object.__setattr__(self, "_by_cell", by_cell)
+        object.__setattr__(self, "walls", self._checked_walls(by_cell))
+
+    def _checked_walls(self, by_cell: dict[Cell, Landmark]) -> tuple[Cell, ...]:
+        """The walls as sorted cells: inside the grid, each once, off the goal, the start and
+        every landmark, and leaving every open cell a way to the goal."""
+        name = self.name
+        if isinstance(self.walls, (str, bytes, Mapping)) or not isinstance(self.walls, Iterable):
+            raise ValueError(f"scene {name!r}: walls must be a list of (x, y) cells, got {self.walls!r}")
+        walls: set[Cell] = set()
+        for raw in self.walls:
+            cell = _cell(raw, f"scene {name!r}: wall")
+            self._inside(cell, "wall")
+            if cell in walls:
+                raise ValueError(f"scene {name!r}: wall {cell} is listed twice")
+            if cell == self.goal:
+                raise ValueError(f"scene {name!r}: a wall on the goal {cell}; move the goal or the wall")
+            if cell == self.start[:2]:
+                raise ValueError(f"scene {name!r}: a wall on the start {cell}; move the start or the wall")
+            if cell in by_cell:
+                raise ValueError(f"scene {name!r}: wall {cell} overlaps the {by_cell[cell].name}")
+            walls.add(cell)
+        cut_off = sorted(set(self.open_cells(walls)) - _reachable(self.goal, walls, self.size))
+        if cut_off:
+            shown = ", ".join(map(str, cut_off[:4])) + (f" and {len(cut_off) - 4} more" if len(cut_off) > 4 else "")
+            raise ValueError(f"scene {name!r}: the goal is unreachable from {shown}; open a way or wall them in")
+        return tuple(sorted(walls))
+
+    def open_cells(self, walls: Iterable[Cell] | None = None) -> list[Cell]:
+        """Every cell that is not a wall, row by row from (0, 0)."""
+        blocked = set(self.walls if walls is None else walls)
+        return [(x, y) for y in range(self.size) for x in range(self.size) if (x, y) not in blocked]
 
     def _inside(self, cell: Cell, what: str) -> None:
         x, y = cell
@@ -249,15 +285,19 @@ class Scene:
 
     # ---- JSON ---------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
+        """JSON form; `walls` only when there are some (a wall-less scene's dict is as it always was)."""
         x, y, o = self.start
-        return {"name": self.name, "size": self.size, "goal": list(self.goal),
-                "start": {"x": x, "y": y, "orientation": o}, "landmarks": [m.as_dict() for m in self.landmarks]}
+        out = {"name": self.name, "size": self.size, "goal": list(self.goal),
+               "start": {"x": x, "y": y, "orientation": o}, "landmarks": [m.as_dict() for m in self.landmarks]}
+        if self.walls:
+            out["walls"] = [list(c) for c in self.walls]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Scene":
         if not isinstance(data, Mapping):
             raise ValueError(f"a scene must be a mapping (name, size, goal, start, landmarks), got {data!r}")
-        unknown = set(data) - {"name", "size", "goal", "start", "landmarks"}
+        unknown = set(data) - {"name", "size", "goal", "start", "landmarks", "walls"}
         if unknown:
             raise ValueError(f"scene {data.get('name', '?')!r} has unknown fields {sorted(unknown)}")
         if "name" not in data:
@@ -266,8 +306,30 @@ class Scene:
         landmarks = data.get("landmarks", ())
         if isinstance(landmarks, (str, bytes, Mapping)) or not isinstance(landmarks, Iterable):
             raise ValueError(f"scene {data['name']!r}: landmarks must be a list, got {landmarks!r}")
+        walls = data.get("walls", ())
+        if isinstance(walls, (str, bytes, Mapping)) or not isinstance(walls, Iterable):
+            raise ValueError(f"scene {data['name']!r}: walls must be a list of [x, y] cells, got {walls!r}")
         return cls(data["name"], data.get("size", base.size), data.get("goal", base.goal),
-                   data.get("start", base.start), tuple(landmarks))
+                   data.get("start", base.start), tuple(landmarks), tuple(walls))
+
+
+def _reachable(goal: Cell, walls: set[Cell], size: int) -> set[Cell]:
+    """Open cells joined to `goal` by steps between open neighbours (turns are always free,
+    so cell connectivity is pose connectivity)."""
+    seen, todo = {goal}, [goal]
+    while todo:
+        x, y = todo.pop()
+        for n in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+            if 0 <= n[0] < size and 0 <= n[1] < size and n not in walls and n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def walls_from_rows(rows: Sequence[str]) -> tuple[Cell, ...]:
+    """Wall cells from a picture, north row first: '#' a wall, anything else open."""
+    top = len(rows) - 1
+    return tuple((x, top - r) for r, row in enumerate(rows) for x, ch in enumerate(row) if ch == "#")
 
 
 def _as_xy(cell: Any) -> Cell:
@@ -289,19 +351,80 @@ FLAT = Scene(
         Landmark("bed", ((4, 5), (5, 5), (4, 6), (5, 6)), "#ffca28"),
     ),
 )
-SCENES: dict[str, Scene] = {s.name: s for s in (EMPTY, FLAT)}
+# Four rooms (after Sutton, Precup & Singh's), on 8x8: a wall column at x=3 and a wall row
+# at y=4, each with two doorways; start in the south-west room, goal in the north-east.
+ROOMS = Scene(
+    "rooms",
+    size=8,
+    goal=(7, 7),
+    start=(0, 0, "east"),
+    walls=walls_from_rows([
+        "...#....",  # y=7
+        "........",  # y=6: the north doorway (3, 6)
+        "...#....",
+        "#.###.##",  # y=4: doorways (1, 4) and (5, 4)
+        "...#....",
+        "...#....",
+        "........",  # y=1: the south doorway (3, 1)
+        "...#....",  # y=0
+    ]),
+)
+# A 6x6 maze: corridors with a dead end, two routes of different length to the goal.
+MAZE = Scene(
+    "maze",
+    size=6,
+    goal=(5, 5),
+    start=(0, 0, "north"),
+    walls=walls_from_rows([
+        "...#..",  # y=5
+        ".#.#.#",
+        ".#....",
+        ".####.",
+        "....#.",
+        ".##...",  # y=0
+    ]),
+)
+SCENES: dict[str, Scene] = {s.name: s for s in (EMPTY, FLAT, ROOMS, MAZE)}
 DEFAULT_SCENE = "empty"
 
 
+def load_scene_file(path: str | Path) -> Scene:
+    """A scene from a JSON file (its `as_dict()` form); a one-line ValueError naming the
+    file and what is wrong (missing, not JSON, a bad field)."""
+    import json
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"scene file {p} does not exist")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"scene file {p} is not text JSON") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"scene file {p} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    try:
+        return Scene.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"scene file {p}: {exc}") from None
+
+
+def is_scene_file(scene: Any) -> bool:
+    """A --scene value naming a file rather than a bundled scene."""
+    return isinstance(scene, (str, Path)) and (str(scene).lower().endswith(".json") or "/" in str(scene))
+
+
 def get_scene(scene: str | Scene | Mapping[str, Any] | None) -> Scene:
-    """A bundled scene by name (any case), a Scene as is, or one from its `as_dict()` form."""
+    """A bundled scene by name (any case), a JSON file of one (a path ending in .json), a
+    Scene as is, or one from its `as_dict()` form."""
     if scene is None:
         return SCENES[DEFAULT_SCENE]
     if isinstance(scene, Scene):
         return scene
     if isinstance(scene, Mapping):
         return Scene.from_dict(scene)
+    if is_scene_file(scene):
+        return load_scene_file(scene)
     key = str(scene).strip().lower()
     if key not in SCENES:
-        raise ValueError(f"unknown scene {scene!r}; known scenes: {', '.join(SCENES)}")
+        raise ValueError(f"unknown scene {scene!r}; known scenes: {', '.join(SCENES)}, or a scene JSON file")
     return SCENES[key]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import ConfigError, flat_names, option
+from lactchain.envs.catalog import env_class
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
@@ -83,6 +84,11 @@ class BenchLearnConfig(PipelineConfig):
     transfer: bool = option(True, "Also evaluate the trained adapter zero-shot on the env's transfer target (the "
                                   "grid's: the 5x5 grid, all its start states), where the env has one.",
                             negative="--no-transfer")
+    transfer_scene: str | None = option(None, "The transfer target: a scene (flat, rooms, maze or a scene JSON file), "
+                                              "all its start states. Default: the env's own target (the grid's: the "
+                                              "5x5 grid).", form="Transfer scene")
+    transfer_max_actions: int | None = option(None, "Actions per episode on the transfer target (default: "
+                                                    "--eval-max-actions; a larger scene needs more).", min=1, max=1000)
     iterations: int = option(1000, "Loop iterations: as many as the budget allows.", cli=False)
     explore: int | str = option(256, "Random move lists per start state added as candidates (env steps, no LLM). "
                                      "With --compare: a comma-separated list, e.g. 0,256 (each a cell).")
@@ -120,6 +126,17 @@ class BenchLearnConfig(PipelineConfig):
         if any(not 0 <= v <= SEED_MAX for v in seeds):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
         self.explore = explores[0] if len(explores) == 1 else ",".join(map(str, explores))
+        if self.transfer_scene is not None:
+            from lactchain.envs.scenes import get_scene, is_scene_file
+
+            try:
+                name = get_scene(self.transfer_scene).name
+            except ValueError as exc:
+                self.refuse("transfer_scene", str(exc))
+            if not is_scene_file(self.transfer_scene):
+                self.transfer_scene = name
+            if not getattr(env_class(self.env), "has_scenes", False):
+                self.refuse("transfer_scene", f"scenes are the grid's (not {self.env}); drop it")
         if not losses:
             if len(explores) > 1 or self.seeds is not None:
                 self.refuse("explore" if len(explores) > 1 else "seeds", "a list of settings needs --compare LOSSES")
@@ -149,7 +166,7 @@ class BenchLearnConfig(PipelineConfig):
     def record_params(self) -> dict[str, Any]:
         params = self.params()
         params.pop("transfer", None)
-        for name in ("compare", "seeds", "budget_iterations", "resume_from"):
+        for name in ("compare", "seeds", "budget_iterations", "resume_from", "transfer_scene", "transfer_max_actions"):
             if params.get(name) is None:
                 params.pop(name, None)  # a plain bench learn records what it always did
         return params
@@ -189,10 +206,25 @@ def _bench_name(config: BenchLearnConfig) -> str:
             + (f" {config.env}" if config.env != "grid" else ""))
 
 
+def transfer_target(config: BenchLearnConfig) -> tuple[str, dict[str, Any]] | None:
+    """(label, env kwargs) of the zero-shot transfer evaluation: --transfer-scene, else the
+    env's own target (None: the env has none), read the way the loop's states read."""
+    from lactchain.envs.scenes import get_scene
+    from lactchain.envs.world import world_kwargs
+
+    if config.transfer_scene is not None:
+        return get_scene(config.transfer_scene).name, world_kwargs(config.transfer_scene, config.state_text)
+    target = env_class(config.env).transfer
+    if target is None:
+        return None
+    label, kwargs = target
+    return label, {**kwargs, **world_kwargs(None, config.state_text)}
+
+
 def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import time
 
-    from lactchain.envs.catalog import env_class, make_env
+    from lactchain.envs.catalog import make_env
     from lactchain.evaluate import evaluate_actor
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
@@ -210,13 +242,13 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
             f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {config.budget_min:g} min)"))
         result = {"budget_min": config.budget_min, "wall_min": (time.time() - t0) / 60, "actor": cfg.actor,
                   "critic": cfg.critic, "labeler": cfg.labeler, "loss": cfg.loss, "env": cfg.env, **out}
-        target = env_class(cfg.env).transfer if config.transfer else None
+        target = transfer_target(config) if config.transfer else None
         if target is not None:
             label, env_kwargs = target
             status.update(f"transfer: {label}")
-            t = evaluate_actor(model, states="all", max_actions=cfg.eval_max_actions, n_envs=cfg.n_envs,
-                               env_kwargs=env_kwargs, seed=cfg.seed, env=cfg.env,
-                               prompt=strat.prompt(model.moves, make_env(cfg.env)))
+            t = evaluate_actor(model, states="all", max_actions=config.transfer_max_actions or cfg.eval_max_actions,
+                               n_envs=cfg.n_envs, env_kwargs=env_kwargs, seed=cfg.seed, env=cfg.env,
+                               prompt=strat.prompt(model.moves, make_env(cfg.env, **cfg.env_kwargs())))
             result["transfer"] = {"grid": label, **{k: t[k] for k in ("states", "success_rate", "mean_optimal_ratio",
                                                                       "mean_return", "top_answer_share")}}
             handle.log_metrics({f"transfer_{label}/{k}": float(t[k]) for k in ("success_rate", "mean_optimal_ratio")})

@@ -4,9 +4,11 @@ Config nested in a job's config and flattened into its options and params."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import env_class, env_field, normalize_env_field
+from lactchain.envs.catalog import env_field, normalize_env_field
+from lactchain.envs.world import STATE_TEXT_DEFAULT, check_world, scene_field, state_text_field, world_kwargs
 
 ACTOR_HELP = "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id."
 ADAPTER_HELP = "LoRA adapter: a train-actor run id or an adapter folder."
@@ -35,29 +37,25 @@ class EnvPart(Config):
 
 @dataclass
 class SceneEnvPart(EnvPart):
-    """An env that may take a scene (the grid's layouts)."""
+    """An env that may take a scene (the grid's layouts) and a state text."""
 
-    scene: str | None = option(None, "The grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a "
-                                     "bathtub, a sofa and a bed).")
+    scene: str | None = scene_field()
+    state_text: str = state_text_field()
 
     def check(self) -> None:
         super().check()
-        if self.scene is None:
-            return
-        from lactchain.envs.scenes import get_scene
-
-        try:
-            self.scene = get_scene(self.scene).name
-        except ValueError as exc:
-            self.refuse("scene", str(exc))
-        if not getattr(env_class(self.env), "has_scenes", False):
-            self.refuse("scene", f"scenes are the grid's; drop --scene or use --env grid (not {self.env})")
+        check_world(self)
 
     def record_params(self) -> dict[str, str]:
-        return {"env": self.env, **self.env_kwargs()}
+        params = {"env": self.env}
+        if self.scene is not None:
+            params["scene"] = self.scene
+        if self.state_text != STATE_TEXT_DEFAULT:
+            params["state_text"] = self.state_text
+        return params
 
-    def env_kwargs(self) -> dict[str, str]:
-        return {} if self.scene is None else {"scene": self.scene}
+    def env_kwargs(self) -> dict[str, Any]:
+        return world_kwargs(self.scene, self.state_text)
 
 
 @dataclass

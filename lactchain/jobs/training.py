@@ -10,6 +10,8 @@ from typing import Any
 
 from lactchain.config import ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.envs.scenes import DEFAULT_SCENE, get_scene
+from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console, progress_bar
 from lactchain.jobs.parts import ActorPart, StrategyPart
@@ -34,6 +36,12 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
     if other:
         raise ConfigError(f"--episodes-from {' '.join(other)} played {', '.join(sorted(set(other.values())))}, not "
                           f"{config.env}; pass play runs of --env {config.env} (or --env {next(iter(other.values()))})")
+    scene_of = {r: registry.params(r).get("scene") or DEFAULT_SCENE for r in config.episodes_from}
+    elsewhere = {r: sc for r, sc in scene_of.items() if sc != (config.scene or DEFAULT_SCENE)}
+    if elsewhere:
+        theirs = next(iter(elsewhere.values()))
+        raise ConfigError(f"--episodes-from {' '.join(elsewhere)} played scene {theirs}, not "
+                          f"{config.scene or DEFAULT_SCENE}; pass --scene {theirs} (a critic learns one layout)")
     if usable < 2:
         raise ConfigError(f"--episodes-from {' '.join(config.episodes_from)}: {usable} step(s) of finished episodes "
                           f"({stored} stored; episodes cut off by a kill have no return); play more episodes")
@@ -83,6 +91,8 @@ class CollectPairsConfig(CollectConfig):
     critic that scores, the start states and play runs to pair."""
 
     model: ActorPart = field(default_factory=ActorPart)
+    scene: str | None = scene_field()
+    state_text: str = state_text_field()
     critic_run: str | None = option(None, "train-critic run whose checkpoint scores candidates.", check="run:critic",
                                     form="Critic run")
     states: int = option(32, "Start states to sample (uniform over the env's start states: the grid's poses, "
@@ -93,6 +103,7 @@ class CollectPairsConfig(CollectConfig):
 
     def check(self) -> None:
         super().check()
+        check_world(self)
         if self.critic_run is None and not self.episodes_from:
             self.refuse("critic_run", "give --critic-run (critic-scored pairs) and/or --episodes-from (pairs from "
                                       "play runs)")
@@ -110,7 +121,8 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
     reg, env = handle.registry, config.env
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
                        env=env) as model:
-        text_env = make_env(env, moves=model.moves)
+        world = world_kwargs(config.scene, config.state_text)
+        text_env = make_env(env, moves=model.moves, **world)
         batch = PairBatch()
         gamma = config.gamma
         if config.critic_run is not None:
@@ -119,6 +131,11 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
             if critic.env_name != text_env.name:
                 raise ConfigError(f"--critic-run {config.critic_run}: it trained a critic for {critic.env_name}, not "
                                   f"{env}; train one with `lactchain train-critic --env {env}`")
+            scene = getattr(text_env, "scene", None)  # the grid's layout: a critic learns one
+            learnt = get_scene(critic.env_kwargs.get("scene")).name if scene is not None else None
+            if scene is not None and learnt != scene.name:
+                raise ConfigError(f"--critic-run {config.critic_run}: it learnt scene {learnt}, not {scene.name}; "
+                                  f"pass --scene {learnt} or train a critic on this scene")
             critic_params = reg.params(reg.resolve_run_id(config.critic_run))
             gamma = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
             start_states = sample_start_states(text_env, config.states, seed=config.seed)
@@ -136,7 +153,8 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
                     handle.check_cancelled()
 
                 batch = collect_pairs(model, critic, start_states, config.sampling(gamma),
-                                      prompt=strat.prompt(model.moves, text_env), on_progress=on_progress)
+                                      prompt=strat.prompt(model.moves, text_env), env_kwargs=world,
+                                      on_progress=on_progress)
         for play_run in config.episodes_from:
             extra = pairs_from_steps(reg.steps(run_id=reg.get_run(play_run)["id"]), gamma=gamma or 0.9,
                                      margin=config.margin, env=env)

@@ -179,7 +179,7 @@ def train_critic(
         meta = start.get("meta") or {}
         skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
     else:
-        model = Critic.load(c.critic, lora_r=c.lora_r, device=device, env_kwargs=c.env_kwargs, env=c.env)
+        model = Critic.load(c.critic, lora_r=c.lora_r, device=device, env_kwargs=c.built_env_kwargs(), env=c.env)
         rets = np.asarray([s.ret for s in train])
         model.set_target_stats(rets.mean(), rets.std())
         done_epochs = 0

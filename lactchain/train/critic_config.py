@@ -9,6 +9,7 @@ from typing import Any
 
 from lactchain.config import Config, option
 from lactchain.envs.catalog import env_field, normalize_env_field
+from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 
 
 
@@ -30,6 +31,8 @@ class TrainCriticConfig(Config):
     resume_from: str | None = option(None, "Continue from the last checkpoint of this train-critic run.",
                                      check="run:critic")
     env: str = env_field()
+    scene: str | None = scene_field()
+    state_text: str = state_text_field()
     # Not command-line options today.
     val_fraction: float = option(0.2, "Episodes held out for validation (split by episode, seeded).", min=0.0,
                                  max=0.9, cli=False)
@@ -43,3 +46,8 @@ class TrainCriticConfig(Config):
         if not self.lr > 0:
             self.refuse("lr", "must be above 0")
         normalize_env_field(self)
+        check_world(self)
+
+    def built_env_kwargs(self) -> dict[str, Any]:
+        """The critic's env: its world (scene, state text) and any extra kwargs (its moves)."""
+        return {**world_kwargs(self.scene, self.state_text), **(self.env_kwargs or {})}

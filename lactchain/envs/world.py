@@ -1,0 +1,60 @@
+"""Which world a command plays: the env, the grid's scene (a bundled layout or a scene
+JSON file) and how states read (`--state-text`). One definition of the two options and
+their checks for every config that takes them (the loop's, the jobs' world part), so
+pipeline, collect-pairs, train-critic, bench learn, rollouts and the console's forms
+agree on names, help and refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lactchain.config import option
+from lactchain.envs.catalog import env_class
+from lactchain.envs.scenes import SCENES, get_scene, is_scene_file
+
+STATE_TEXT_DEFAULT = "egocentric"
+
+
+def scene_names() -> tuple[str, ...]:
+    return tuple(SCENES)
+
+
+def scene_field(default: str | None = None) -> Any:
+    return option(default, "The grid's scene: " + ", ".join(SCENES) + " (empty: the default 4x4; flat: 8x8 with "
+                           "furniture; rooms: 8x8 four rooms with doorways; maze: 6x6 corridors), or a scene JSON "
+                           "file (lactchain env show --scene NAME --json prints one to start from).",
+                  form="Scene", suggest=scene_names)
+
+
+def state_text_field() -> Any:
+    return option(STATE_TEXT_DEFAULT, "How the grid's states read in prompts and the critic: egocentric (where the "
+                                      "goal is from the agent's view) or coords (coordinates only, as in the seed's "
+                                      "prompt).", choices=("egocentric", "coords"), form="State text")
+
+
+def check_world(config: Any) -> None:
+    """Normalise `config.scene` (a bundled name as the scene's own name; a file read and
+    validated) and `config.state_text`, refusing either on an env that has no scenes."""
+    grid_only = not getattr(env_class(config.env), "has_scenes", False)
+    if config.scene is not None:
+        try:
+            scene = get_scene(config.scene)
+        except ValueError as exc:
+            config.refuse("scene", str(exc))
+        if not is_scene_file(config.scene):
+            config.scene = scene.name
+        if grid_only:
+            config.refuse("scene", f"scenes are the grid's; drop --scene or use --env grid (not {config.env})")
+    if config.state_text != STATE_TEXT_DEFAULT and grid_only:
+        config.refuse("state_text", f"is the grid's; drop it or use --env grid (not {config.env})")
+
+
+def world_kwargs(scene: str | None, state_text: str = STATE_TEXT_DEFAULT) -> dict[str, Any]:
+    """The env kwargs of a checked world: only what differs from the env's defaults (a
+    scene file goes as the scene itself, so every process plays the layout it was given)."""
+    out: dict[str, Any] = {}
+    if scene is not None:
+        out["scene"] = get_scene(scene).as_dict() if is_scene_file(scene) else scene
+    if state_text != STATE_TEXT_DEFAULT:
+        out["state_text"] = state_text
+    return out
