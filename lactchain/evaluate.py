@@ -29,6 +29,20 @@ def eval_states(env: TextEnv, states: str | int = "all", seed: int = 0) -> list[
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
+def evaluation_starts(env: TextEnv, states: str | int = "all", seed: int = 0) -> list[Any]:
+    """The start of every evaluation episode. A dealt env (`evaluation_deals`, Blackjack)
+    is measured on the real deal distribution: "all" is that many seeded deals, N is N
+    deals (None: each episode's seeded reset deals its hand), not the uniform start
+    states, over-weighting rare hands. Other envs: `eval_states`."""
+    deals = getattr(env, "evaluation_deals", None)
+    if not deals:
+        return eval_states(env, states, seed)
+    n = deals if states == "all" else int(states)
+    if n < 1:
+        raise ValueError(f"states must be 'all' or a positive number, got {states!r}")
+    return [None] * n
+
+
 def evaluate_actor(
     actor: Any,
     *,
@@ -51,7 +65,7 @@ def evaluate_actor(
     cfg = RolloutConfig(episodes=1, n_envs=n_envs, constrained=constrained, temperature=0.0,
                         seed=seed, env_kwargs=kwargs, env=env)
     probe = make_rollout_env(cfg, actor.moves)
-    starts = eval_states(probe, states, seed)
+    starts = evaluation_starts(probe, states, seed)
     cfg.episodes = len(starts)
     summary: RolloutSummary = run_rollouts(actor, cfg, prompt=prompt, registry=registry, run_id=run_id,
                                            starts=starts, should_stop=should_stop)
@@ -71,12 +85,32 @@ def against_solver(env: TextEnv, episodes: Sequence[Any]) -> dict[str, Any]:
     agree = [bool(e.first_moves) and e.first_moves[0] == solver.action(s) for e, s in zip(episodes, starts)]
     out = {"optimal_move_rate": sum(agree) / len(agree),
            "optimal_mean_return": sum(getattr(solver, "start_value", solver.value)(s) for s in starts) / len(starts)}
+    if getattr(env, "evaluation_deals", None):
+        out.update(solver_on_the_same_deals(env, solver, episodes))
     exact = getattr(solver, "policy_return", None)
     if exact is not None:  # the greedy actor's own exact expected return over the same start states
         answers = {s: e.first_moves or [] for e, s in zip(episodes, starts)}
         out["greedy_expected_return"] = sum(exact(s, answers, env.max_actions, env.max_moves_per_action)
                                             for s in starts) / len(starts)
     return out
+
+
+def solver_on_the_same_deals(env: TextEnv, solver: Any, episodes: Sequence[Any]) -> dict[str, float]:
+    """The exact optimum replayed on the very deals the actor played (each episode's seed
+    deals the same cards): its win rate there, beside the actor's, so the gap is the
+    actor's decisions, not the luck of the deals."""
+    wins = 0
+    for e in episodes:
+        env.reset(seed=e.seed)
+        done = False
+        reward = 0.0
+        while not done:
+            _, reward, terminated, truncated, _ = env.step([solver.action(env.state)])
+            done = terminated or truncated
+        wins += reward > 0
+    n = len(episodes)
+    return {"deals": float(n), "win_rate": sum(e.success for e in episodes) / n,
+            "optimal_win_rate_same_deals": wins / n}
 
 
 def answer_diversity(episodes: Sequence[Any]) -> dict[str, Any]:

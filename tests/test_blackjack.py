@@ -196,3 +196,4 @@ def test_q_learning_on_the_true_reward_reaches_the_optimal_win_rate(solver):
     assert abs(score["win_rate"] - solver.win_rate()) < 0.01
     _, info, steps = play_episode(env, learner, episode_seed(7, 0))
     assert steps and steps[-1]["done"] and info["caption"] == steps[-1]["caption"]
+

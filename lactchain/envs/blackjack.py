@@ -167,6 +167,7 @@ class BlackjackTextEnv(gym.Env):
         return (state or self.state).describe()
 
     fixed_start = None  # a 'fixed' start is the hand the seed deals
+    evaluation_deals = 1000  # evaluation plays this many seeded deals (the real distribution), not the 270 hands
     name = "blackjack"  # its key in lactchain.envs.catalog.ENVS
     stochastic = True  # the same move list from the same hand meets different cards
     judge_description = (
