@@ -138,3 +138,21 @@ def test_the_loop_runs_on_rooms_with_coords_and_records_its_world(tmp_path, lc):
     pairs = reg.pairs(run_ids=[pairs_run])
     assert pairs and all((p["state"]["x"], p["state"]["y"]) not in walls for p in pairs)
     assert all("Walls at (x=3, y=0)," in p["prompt"] and "The goal is at (x=7, y=7)." in p["prompt"] for p in pairs)
+
+
+def test_bench_learn_transfers_zero_shot_to_the_scene_it_is_told(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("bench", "learn", "--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1",
+                           "--states", "8", "--eval-states", "8", "--td-lists-per-state", "16", "--td-rounds", "2",
+                           "--explore", "8", "--actor-epochs", "1", "--transfer-scene", "rooms",
+                           "--transfer-max-actions", "8", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert out["transfer"]["grid"] == "rooms" and out["transfer"]["states"] == len(GridWorldEnv(scene="rooms")
+                                                                                   .start_states())
+    assert Registry(db).params(out["run_id"])["transfer_scene"] == "rooms"
+    code, _, err = lc("bench", "learn", "--actor", "tiny", "--transfer-scene", "castle", "--db", tmp_path / "x.db")
+    assert code != 0 and "--transfer-scene 'castle': unknown scene 'castle'" in err
+    code, _, err = lc("bench", "learn", "--actor", "tiny", "--env", "blackjack", "--transfer-scene", "rooms",
+                      "--db", tmp_path / "x.db")
+    assert code != 0 and "scenes are the grid's" in err
