@@ -686,7 +686,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                     "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
 
         phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
-                                       "temperature": cfg.temperature}, collect)
+                                       "temperature": cfg.temperature, "env": cfg.env,
+                                       **({"scene": cfg.scene} if cfg.scene else {})}, collect)
         if "transitions" not in holder:  # collect was kept from the run this one resumes
             pending = saved["pending"] or {}
             holder["transitions"] = _transitions_from_json(pending.get("transitions", []), env)

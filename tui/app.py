@@ -1,7 +1,7 @@
 """`lactchain-tui`: the LactChain lab console.
 
     lactchain-tui [--db PATH] [--actor PRESET_OR_PATH] [--adapter RUN_ID] [--critic PRESET_OR_RUN]
-                  [--env grid|blackjack] [--scene empty|flat]
+                  [--env grid|blackjack] [--scene empty|flat|rooms|maze|FILE.json]
 
 The first screen paints before any model is touched: this module imports no
 torch/transformers; the actor and critic load in thread workers after the first
@@ -334,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the env the Lab plays: {', '.join(ENVS)} (default {DEFAULT_ENV}); the palette switches "
                    "(ctrl+p, 'Lab: play ...')")
     p.add_argument("--scene", default=None,
-                   help="the grid's scene: empty (the default 4x4) or flat (8x8 with a fridge, a bathtub, a sofa "
-                   "and a bed); grid only")
+                   help="the grid's scene: empty (the default 4x4), flat (8x8 with a fridge, a bathtub, a sofa "
+                   "and a bed), rooms (8x8 four rooms with doorways), maze (6x6 corridors) or a scene JSON file; "
+                   "grid only")
     return p
 
 
@@ -371,13 +372,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env_kwargs: dict[str, Any] = {}
     if args.scene is not None:
-        from lactchain.envs.scenes import get_scene
+        from lactchain.envs.scenes import get_scene, is_scene_file
 
         if not env_class(env).has_scenes:
             sys.stderr.write(f"error: --scene: scenes are the grid's; --env {env} has none\n")
             return 2
         try:
-            env_kwargs["scene"] = get_scene(args.scene).name
+            scene = get_scene(args.scene)
+            # a file goes as the scene itself (its name is no bundled scene's)
+            env_kwargs["scene"] = scene.as_dict() if is_scene_file(args.scene) else scene.name
         except ValueError as exc:
             sys.stderr.write(f"error: --scene: {exc}\n")
             return 2

@@ -3,7 +3,7 @@
 Any env of the catalog (`lactchain.envs.catalog.make_env`): the grid, Blackjack, any
 other text env. What the Lab shows comes from the env's members (`headline`,
 `render_text`, `console_view`, its solver); only the grid's view fields (size, goal,
-landmarks, for `GridView`) and its V* overlay are the grid's own.
+landmarks, walls, for `GridView`) and its V* overlay are the grid's own.
 A worker thread calls `step(actor, on_text)`; the UI receives plain, immutable
 records (`Snapshot`, `StepRecord`) in messages, so no widget ever reads the env
 while a thread mutates it. `reset()` bumps an epoch under the lock, so a step that
@@ -60,6 +60,7 @@ class Snapshot:
     seed: int | None = None  # the seed that dealt it
     rendered: str = ""  # the env's `render_text()` (envs drawn by the text view)
     landmarks: tuple[Any, ...] = ()  # grid: the scene's landmarks (lactchain.envs.scenes.Landmark)
+    walls: tuple[tuple[int, int], ...] = ()  # grid: the scene's wall cells (x, y), sorted
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ class LabSession:
     def snapshot(self) -> Snapshot:
         with self._lock:
             env, info = self.env, self._info
-            grid = dict(size=env.size, goal=tuple(env.goal), landmarks=tuple(env.scene.landmarks)) if self.is_grid else {}
+            grid = dict(size=env.size, goal=tuple(env.goal), landmarks=tuple(env.scene.landmarks),
+                        walls=tuple(sorted(getattr(env, "walls", ())))) if self.is_grid else {}
             cards = {}
             if "player_cards" in info:
                 cards = dict(player_cards=tuple(info["player_cards"]), dealer_cards=tuple(info["dealer_cards"]),

@@ -63,6 +63,7 @@ def test_tui_scene_option(tmp_path, capsys, monkeypatch):
     assert seen["scene"] == FLAT
     assert main(["--scene", "castle", "--db", str(tmp_path / "r.db"), "--actor", "none"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --scene: unknown scene 'castle'; known scenes: empty, flat"]
+    assert err == ["error: --scene: unknown scene 'castle'; known scenes: empty, flat, rooms, maze, "
+                   "or a scene JSON file"]
     assert main(["--env", "blackjack", "--scene", "flat", "--db", str(tmp_path / "r.db"), "--actor", "none"]) == 2
     assert "scenes are the grid's" in capsys.readouterr().err

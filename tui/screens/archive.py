@@ -502,7 +502,8 @@ class ArchiveScreen(StepReplay, BaseScreen):
         grid.display = True
         scene = rp.scene
         grid.model = GridModel(size=scene.size, goal=tuple(scene.goal), agent=rp.states[t],
-                               path=tuple(rp.states[:t + 1]), start=rp.states[0], landmarks=scene.landmarks)
+                               path=tuple(rp.states[:t + 1]), start=rp.states[0], landmarks=scene.landmarks,
+                               walls=scene.walls)
         self._fit_replay_row(grid)
         here = rp.states[t]
         step.append(f"step {t}/{rp.last}", style="bold")

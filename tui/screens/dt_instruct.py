@@ -213,7 +213,7 @@ class DtInstructScreen(StepReplay, ModalScreen[None]):
         if self.result is None:
             return 10
         scene = self.result["scene"]
-        grid.model = GridModel(size=scene.size, goal=tuple(scene.goal), landmarks=scene.landmarks)
+        grid.model = GridModel(size=scene.size, goal=tuple(scene.goal), landmarks=scene.landmarks, walls=scene.walls)
         return grid.get_content_height(None, None, 0) + 2
 
     @property
@@ -228,7 +228,7 @@ class DtInstructScreen(StepReplay, ModalScreen[None]):
         scene, path, t = rs["scene"], rs["path"], self.t
         grid = self.query_one("#dt-grid", CompactGridView)
         grid.model = GridModel(size=scene.size, goal=tuple(scene.goal), agent=path[t], path=tuple(path[:t + 1]),
-                               start=path[0], landmarks=scene.landmarks)
+                               start=path[0], landmarks=scene.landmarks, walls=scene.walls)
         self.show_result()
 
     def show_result(self) -> None:

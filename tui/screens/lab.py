@@ -189,7 +189,7 @@ class LabScreen(BaseScreen):
             values, label = self._overlay(snap)
             grid.model = GridModel(
                 size=snap.size, goal=snap.goal, agent=snap.state, path=snap.path, start=snap.start,
-                values=values, values_label=label, landmarks=snap.landmarks,
+                values=values, values_label=label, landmarks=snap.landmarks, walls=snap.walls,
             )
         else:
             self.query_one("#lab-env").show(snap, self._hint(snap) if self.show_values else "")
@@ -227,7 +227,11 @@ class LabScreen(BaseScreen):
         t.append(short_state(snap.state))
         append_decoding(t, self.session.constrained, self.session.temperature)
         t.append("\ncursor ", style="dim")
-        t.append(f"{short_state(cursor)}  ←↑→↓ o ⏎/click", style="")
+        t.append(short_state(cursor))
+        if (cursor.x, cursor.y) in snap.walls:  # in place of the keys' hint: enter/click are refused here
+            t.append("  wall: not a start", style="bold #ff5f5f")
+        else:
+            t.append("  ←↑→↓ o ⏎/click")
         if snap.caption:
             t.append("\n" + snap.caption, style="italic")
         self.query_one("#lab-status", Static).update(t)
@@ -290,9 +294,14 @@ class LabScreen(BaseScreen):
     # ---- grid ---------------------------------------------------------------------
     @on(GridView.StartChosen)
     def _start_chosen(self, event: GridView.StartChosen) -> None:
+        state = event.state
+        if (state.x, state.y) in self.session.snapshot().walls:  # the grid refuses these; never reset into a wall
+            self.notify(f"({state.x}, {state.y}) is a wall: a start must be an open cell", title="Not a start",
+                        severity="warning")
+            return
         self._stop_worker()
-        snap = self.session.reset(start=event.state)
-        self._after_reset(snap, f"start set to {event.state}")
+        snap = self.session.reset(start=state)
+        self._after_reset(snap, f"start set to {state}")
 
     # ---- actions ------------------------------------------------------------------
     def _actor_ready(self) -> bool:

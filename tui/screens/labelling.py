@@ -1,7 +1,8 @@
 """Labelling: a queue of preference pairs to label by hand.
 
 Each pair shows its start state, both move lists (A and B) with the path each
-produces on a small grid (on another env, e.g. Blackjack, what each list did on the
+produces on a small grid, in the scene the pair was collected in (its run's `scene`
+param: landmarks and walls drawn; on another env, e.g. Blackjack, what each list did on the
 pair's first deal, in the env's own captions), and the critic's scores (h hides
 them, to label blind).
 A judged caption pair (from `lactchain judge`: two whole episodes, e.g. Blackjack
@@ -24,6 +25,7 @@ away the critic's choice.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,7 @@ from lactchain.registry import now_ms
 from tui.commands import bindings_for
 from tui.screens.base import BaseScreen
 from tui.format import short_state
-from tui.widgets.grid import GridModel, GridView
+from tui.widgets.grid import GridModel, GridView, fit_cell_width
 from tui.widgets.topbar import TopBar
 from tui.widgets.footer import FittedFooter
 
@@ -71,6 +73,20 @@ def _pair_env(pair: dict) -> str:
         return DEFAULT_ENV
 
 
+def pair_scenes(reg: Any, pairs: list[dict]) -> dict[str, Any]:
+    """run id -> the scene its pairs were collected in (the run's `scene` param: a bundled
+    name or a scene file), for the runs that recorded one."""
+    out: dict[str, Any] = {}
+    for run_id in {p.get("run_id") for p in pairs if p.get("run_id")}:
+        try:
+            scene = (reg.params(run_id) or {}).get("scene")
+        except Exception:  # noqa: BLE001 - a run without params: the env's default scene
+            continue
+        if scene:
+            out[run_id] = scene
+    return out
+
+
 def _caption_of(env: str, state: Any, moves: list[str], seed: int | None) -> tuple[str, float]:
     """What `moves` did from `state` on deal `seed`, in the env's caption."""
     from lactchain.envs.catalog import make_env
@@ -94,6 +110,7 @@ class Item:
     a_score: float | None
     b_score: float | None
     in_place: bool  # a pending human pair: label it in place
+    scene: Any = None  # the grid's scene the pair was collected in (None: the env's default)
 
     @property
     def captions(self) -> bool:
@@ -101,13 +118,13 @@ class Item:
         return isinstance(self.a, str)
 
     @classmethod
-    def from_pair(cls, pair: dict) -> "Item":
+    def from_pair(cls, pair: dict, scene: Any = None) -> "Item":
         chosen, rejected = _side(pair.get("chosen")), _side(pair.get("rejected"))
         cs, rs = pair.get("chosen_score"), pair.get("rejected_score")
         in_place = pair.get("status") == "pending"
         if in_place or a_is_chosen(pair["id"]):
-            return cls(pair, chosen, rejected, cs, rs, in_place)
-        return cls(pair, rejected, chosen, rs, cs, in_place)
+            return cls(pair, chosen, rejected, cs, rs, in_place, scene)
+        return cls(pair, rejected, chosen, rs, cs, in_place, scene)
 
 
 @dataclass
@@ -227,6 +244,7 @@ class LabellingScreen(BaseScreen):
         self.blind = False
         self.agreement: dict[str, tuple[int, int]] = {}  # source labeler -> (human agreed, human labelled)
         self._env = make_env(DEFAULT_ENV)  # replays grid pairs on the GridViews (see `_grid_env`)
+        self._env_key: tuple[str, str | None] = (self._env.name, None)  # (env, scene) of `_env`
         self._loaded = False
 
     def compose(self) -> ComposeResult:
@@ -257,12 +275,15 @@ class LabellingScreen(BaseScreen):
     @work(exclusive=True, group="labels-queue", exit_on_error=False, name="load pairs")
     async def load_queue(self) -> None:
         try:
-            pairs, labelled, agreement = await self.app.registry.call(
-                lambda reg: (*build_queue(reg), agreement_by_labeler(reg)))
+            def gather(reg: Any) -> tuple[list[dict], int, dict, dict]:
+                pairs, labelled = build_queue(reg)
+                return pairs, labelled, agreement_by_labeler(reg), pair_scenes(reg, pairs)
+
+            pairs, labelled, agreement, scenes = await self.app.registry.call(gather)
         except Exception as exc:  # noqa: BLE001
             self.query_one("#label-progress", Static).update(Text(f"registry unavailable: {exc}", style="red"))
             return
-        self.queue = [Item.from_pair(p) for p in pairs]
+        self.queue = [Item.from_pair(p, scenes.get(p.get("run_id"))) for p in pairs]
         self.index, self.history, self.skipped, self.labelled_now = 0, [], 0, 0
         self.labelled_before = labelled
         self.agreement = agreement
@@ -273,10 +294,14 @@ class LabellingScreen(BaseScreen):
     def current(self) -> Item | None:
         return self.queue[self.index] if 0 <= self.index < len(self.queue) else None
 
-    def _grid_env(self, env: str) -> Any:
-        """The env a pair drawn on the GridViews is replayed in (kept while pairs share it)."""
-        if self._env.name != env:
-            self._env = make_env(env)
+    def _grid_env(self, env: str, scene: Any = None) -> Any:
+        """The env a pair drawn on the GridViews is replayed in, in the pair's scene (kept
+        while pairs share both); a ValueError when the scene cannot be read (a scene file gone)."""
+        scene = scene if scene and getattr(env_class(env), "has_scenes", False) else None
+        key = (env, json.dumps(scene, sort_keys=True, default=str) if scene is not None else None)
+        if self._env_key != key:
+            self._env = make_env(env, scene=scene) if scene is not None else make_env(env)
+            self._env_key = key
         return self._env
 
     def _path(self, start: EnvState, moves: list[str]) -> tuple[EnvState, float, tuple[EnvState, ...]]:
@@ -319,15 +344,34 @@ class LabellingScreen(BaseScreen):
                 self.query_one(f"#label-grid-{side}", GridView).display = False
             self._show_env_pair(item, env)
             return
-        start = self._grid_env(env).parse_state(pair["state"])
+        try:
+            grid_env = self._grid_env(env, item.scene)
+            start = grid_env.parse_state(pair["state"])
+        except (ValueError, TypeError, KeyError) as exc:  # a scene file gone, a state off this scene
+            self.query_one("#label-state", Static).update(
+                Text(f" pair #{pair['id']}: cannot draw it: {exc}", style="bold red"))
+            for side in ("a", "b"):
+                self.query_one(f"#label-grid-{side}", GridView).display = False
+                self.query_one(f"#label-moves-{side}", Static).update(
+                    format_moves(item.a if side == "a" else item.b))
+            return
+        scene = getattr(grid_env, "scene", None)
         head = Text()
         head.append(f" pair #{pair['id']}", style="bold")
         head.append(f" · from {pair.get('labeler')} · start {start}", style="")
+        if scene is not None and (scene.landmarks or scene.walls):  # the empty scene is the default: unnamed
+            head.append(f" · scene {scene.name}", style="dim")
         self.query_one("#label-state", Static).update(head)
+        # cells of 5 columns, fewer where a scene's larger grid would not fit a side (half the screen)
+        cell_width = fit_cell_width(grid_env.size, 5, max(16, (self.size.width or self.app.size.width) // 2 - 8))
         for side, moves, score in (("a", item.a, item.a_score), ("b", item.b, item.b_score)):
             end, reward, path = self._path(start, moves)
-            self.query_one(f"#label-grid-{side}", GridView).model = GridModel(
-                size=self._env.size, goal=tuple(self._env.goal), agent=end, path=path, start=start)
+            grid = self.query_one(f"#label-grid-{side}", GridView)
+            grid.cell_width = cell_width
+            grid.model = GridModel(
+                size=grid_env.size, goal=tuple(grid_env.goal), agent=end, path=path, start=start,
+                landmarks=tuple(scene.landmarks) if scene is not None else (),
+                walls=getattr(grid_env, "walls", ()))
             t = Text()
             t.append(format_moves(moves) if moves else "[] (no moves)", style="bold")
             t.append(f"\n{len(moves)} move{'s' if len(moves) != 1 else ''} → {short_state(end)} · reward {reward:+.0f}")

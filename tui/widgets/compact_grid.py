@@ -1,14 +1,15 @@
 """CompactGridView: the `GridView` drawn one text line per grid row (no rules between
 rows), so an 8x8 scene takes 12 lines instead of 19 and fits under a table. Same
-cells as the GridView (landmark colours and letters, path, agent, goal, start) and
-the same legend; the gap between two cells of one landmark takes its colour, so a
-sofa reads as one block."""
+cells as the GridView (landmark colours and letters, walls, path, agent, goal, start)
+and the same legend; the gap between two cells of one landmark takes its colour, so a
+sofa reads as one block, and the gap between two wall cells is wall, so a wall reads
+as one line."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from tui.widgets.grid import LABEL_W, GridView
+from tui.widgets.grid import LABEL_W, WALL_GLYPH, WALL_STYLE, GridView
 
 
 class CompactGridView(GridView):
@@ -37,7 +38,7 @@ class CompactGridView(GridView):
         inner = n * (w + 1) - 1
         out = Text(no_wrap=True, overflow="crop")
         out.append(" " * (LABEL_W - 1) + "┌" + "─" * inner + "┐\n", border)
-        marks = self._landmarks
+        marks, walls = self._landmarks, m.walls
         for row in range(n):
             y = n - 1 - row
             out.append(f"{y:>{LABEL_W - 2}} ", "#8a8a8a")
@@ -46,6 +47,8 @@ class CompactGridView(GridView):
                 out.append_text(self._cell(x, y))
                 if x == n - 1:
                     out.append("│", border)
+                elif (x, y) in walls and (x + 1, y) in walls:
+                    out.append(WALL_GLYPH, WALL_STYLE)
                 else:
                     here, right = marks.get((x, y)), marks.get((x + 1, y))
                     out.append(" ", f"on {here.colour}" if here is not None and here is right else "")

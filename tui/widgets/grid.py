@@ -1,8 +1,10 @@
 """GridView: the GridWorld drawn with box characters, an agent glyph that shows
 the orientation, the goal, the episode's path, the scene's landmarks (their colour as
-the cell's background, their letter at its left edge, a legend line), an optional
+the cell's background, their letter at its left edge, a legend line), the scene's walls
+(a solid dark block, `WALL_GLYPH` across the cell, named in the legend), an optional
 value overlay, and a cursor to choose a start state (arrows + o + enter, or a mouse
-click). Grid-only by nature: the view of envs whose `console_view` is "grid"."""
+click; a wall cell is refused with a notice). Grid-only by nature: the view of envs
+whose `console_view` is "grid"."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from lactchain.envs import ORIENTATIONS, State
 GLYPH = {"north": "▲", "east": "▶", "south": "▼", "west": "◀"}
 LABEL_W = 3  # "3 │"
 LANDMARK_FG = "bold #121212"  # text on a landmark's (bright) background
+WALL_GLYPH = "█"  # a wall cell is this glyph across its whole width
+WALL_STYLE = "#585858"  # dark grey, like the env's renders (WALL_RGB)
+WALL_CURSOR = "bold #ff5f5f on #585858"  # the cursor's mark on a wall (it cannot start there)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,14 @@ class GridModel:
     # the scene's landmarks (lactchain.envs.scenes.Landmark: name, cells, colour, letter);
     # empty (the default 4x4 grid): the view draws exactly as without scenes
     landmarks: Sequence[Any] = ()
+    # the scene's wall cells (x, y): drawn as solid blocks, never a start; empty: no walls
+    walls: frozenset[tuple[int, int]] = frozenset()
+
+    def __post_init__(self) -> None:  # any iterable of cells (a Scene's tuple, the env's frozenset)
+        object.__setattr__(self, "walls", frozenset(tuple(c) for c in self.walls))
+
+    def is_wall(self, x: int, y: int) -> bool:
+        return (x, y) in self.walls
 
 
 class GridView(Widget, can_focus=True):
@@ -90,9 +103,23 @@ class GridView(Widget, can_focus=True):
         return col, size - 1 - row
 
     # ---- drawing ------------------------------------------------------------------
+    def _wall_cell(self, x: int, y: int) -> Text:
+        """A wall: the block across the cell; under the cursor, an x in its middle."""
+        w = self.cell_width
+        body = Text(WALL_GLYPH * w, WALL_STYLE)
+        if self.show_cursor and (self.cursor.x, self.cursor.y) == (x, y):
+            body = Text()
+            body.append(WALL_GLYPH * ((w - 1) // 2), WALL_STYLE)
+            body.append("×", WALL_CURSOR)
+            body.append(WALL_GLYPH * (w - 1 - (w - 1) // 2), WALL_STYLE)
+            body.stylize("underline")
+        return body
+
     def _cell(self, x: int, y: int) -> Text:
         m, w = self.model, self.cell_width
         agent, here = m.agent, (x, y)
+        if here in m.walls:
+            return self._wall_cell(x, y)
         on_path = any((s.x, s.y) == here for s in m.path)
         style = "on #303a4a" if on_path else ""
         glyph, gstyle = " ", ""
@@ -176,15 +203,20 @@ class GridView(Widget, can_focus=True):
         return out
 
     def _legend(self) -> list[Text]:
-        """The landmarks' legend ("F fridge  T bathtub ..."), wrapped to the grid's width;
-        no lines without landmarks."""
+        """The landmarks' legend ("F fridge  T bathtub ...") and the walls' ("█ wall"),
+        wrapped to the grid's width; no lines without landmarks or walls."""
         width = LABEL_W + self.model.size * (self.cell_width + 1) + 1
         lines: list[Text] = []
         line = Text(" " * (LABEL_W - 1))
+        entries = []
         for mark in self.model.landmarks:
             entry = Text()
             entry.append(mark.letter, f"{LANDMARK_FG} on {mark.colour}")
             entry.append(f" {mark.name}", "#8a8a8a")
+            entries.append(entry)
+        if self.model.walls:
+            entries.append(Text.assemble((WALL_GLYPH, WALL_STYLE), (" wall", "#8a8a8a")))
+        for entry in entries:
             sep = "  " if line.plain.strip() else ""
             if line.plain.strip() and len(line) + len(sep) + len(entry) > width:
                 lines.append(line)
@@ -215,7 +247,15 @@ class GridView(Widget, can_focus=True):
         self.cursor = State(c.x, c.y, ORIENTATIONS[(ORIENTATIONS.index(c.orientation) + 1) % 4])
 
     def action_choose(self) -> None:
-        self.post_message(self.StartChosen(self, self.cursor))
+        self._choose(self.cursor)
+
+    def _choose(self, state: State) -> None:
+        """Post the start, unless the cell is a wall: then a notice, and nothing changes."""
+        if self.model.is_wall(state.x, state.y):
+            self.notify(f"({state.x}, {state.y}) is a wall: a start must be an open cell", title="Not a start",
+                        severity="warning")
+            return
+        self.post_message(self.StartChosen(self, state))
 
     def on_click(self, event: events.Click) -> None:
         if not self.interactive:
@@ -228,7 +268,7 @@ class GridView(Widget, can_focus=True):
             return
         self.focus()
         self.cursor = State(cell[0], cell[1], self.cursor.orientation)
-        self.post_message(self.StartChosen(self, self.cursor))
+        self._choose(self.cursor)
 
     def watch_model(self, model: GridModel) -> None:
         if self.cursor.x >= model.size or self.cursor.y >= model.size:
