@@ -263,9 +263,15 @@ def _migrate_v1(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _migrate_v2(db: sqlite_utils.Database) -> None:
+    """Strategy versions carry the score a strategy search gave them and the search's run."""
+    db.execute("ALTER TABLE prompts ADD COLUMN score REAL")
+    db.execute("ALTER TABLE prompts ADD COLUMN run_id TEXT")
+
+
 # version -> step that brings the schema from version-1 to version. Append only:
-# a later change adds `2: _migrate_v2` (ALTER TABLE ..., new indexes, backfills).
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1}
+# a later change adds the next (ALTER TABLE ..., new indexes, backfills).
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1, 2: _migrate_v2}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 TABLES = ("runs", "params", "tags", "metrics", "latest_metrics", "artifacts", "episodes", "steps", "pairs", "prompts")
@@ -959,13 +965,18 @@ class Registry:
     # -- strategy prompts ---------------------------------------------------
 
     def save_prompt(self, text: str, template: str | None = None, name: str | None = None,
-                    note: str | None = None, parent_version: int | None = None) -> int:
-        """Store a new strategy-prompt version (always a new one, even for identical text)."""
+                    note: str | None = None, parent_version: int | None = None, score: float | None = None,
+                    run_id: str | None = None) -> int:
+        """Store a new strategy-prompt version (always a new one, even for identical text);
+        `score` and `run_id`: what a strategy search measured it at, and the search's run."""
+        if score is not None and not math.isfinite(float(score)):
+            raise ValueError(f"a strategy's score must be a finite number, got {score!r}")
         with self._write() as db:
             last = db.execute("SELECT max(version) FROM prompts").fetchone()[0]
             version = 1 if last is None else last + 1
             db.table("prompts").insert({"version": version, "name": name, "text": text, "template": template,
-                                  "note": note, "parent_version": parent_version, "created_ms": now_ms()})
+                                  "note": note, "parent_version": parent_version, "created_ms": now_ms(),
+                                  "score": None if score is None else float(score), "run_id": run_id})
         return version
 
     def prompts(self) -> list[dict[str, Any]]:

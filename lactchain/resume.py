@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 # run kind -> artifact kind its checkpoints are stored as
-CHECKPOINTS = {"critic": "critic", "actor": "checkpoint", "pipeline": "pipeline-state", "dt": "dt"}
+CHECKPOINTS = {"critic": "critic", "actor": "checkpoint", "pipeline": "pipeline-state", "dt": "dt",
+               "strategy": "strategy-search"}
 # run kinds whose rows are their progress: a resume skips what the lineage already wrote
 ROW_RESUMED = ("judge",)
 _RESUME_PARAMS = ("resume_from", "resume")

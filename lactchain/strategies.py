@@ -81,3 +81,11 @@ def resolve_strategy(registry: Any, spec: str | None, env: str | None = None) ->
         return Strategy(validate_strategy(text), None, str(path))
     except PromptError as exc:
         raise StrategyError(f"--strategy {spec}: {exc}") from None
+
+
+def ranked_versions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Saved strategy versions for a list: hand-saved ones (no score) newest first, then a
+    search's scored versions best first (ties: the newer)."""
+    manual = sorted((r for r in rows if r.get("score") is None), key=lambda r: -r["version"])
+    scored = sorted((r for r in rows if r.get("score") is not None), key=lambda r: (-r["score"], -r["version"]))
+    return manual + scored

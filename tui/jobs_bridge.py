@@ -68,8 +68,8 @@ def form_of(job: Any) -> JobForm:
 
 
 # The console's job menu, in this order; every form is generated from its job's config.
-FORM_ORDER = ("train-critic", "collect-pairs", "train-actor", "evaluate", "pipeline", "play", "collect", "judge",
-              "train-reward", "bandit", "reward-agents")
+FORM_ORDER = ("train-critic", "collect-pairs", "train-actor", "evaluate", "pipeline", "play", "strategy search",
+              "collect", "judge", "train-reward", "bandit", "reward-agents")
 
 
 def _forms() -> tuple[JobForm, ...]:
@@ -113,7 +113,7 @@ def build_argv(command: str, values: Mapping[str, Any], db_path: str | os.PathLi
     form = FORMS_BY_COMMAND.get(command)
     if form is None:
         raise ValueError(f"unknown job {command!r}; one of {', '.join(JOB_KINDS)}")
-    argv = list(prefix if prefix is not None else cli_prefix()) + [command]
+    argv = list(prefix if prefix is not None else cli_prefix()) + command.split()  # "strategy search": a group
     for field in form.fields:
         value = values.get(field.name, field.default)
         if field.flag:

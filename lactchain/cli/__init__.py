@@ -20,7 +20,7 @@ def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
     from lactchain.cli import (actor_cmd, archive_cmd, archive_dataset_cmd, archive_describe_cmd, bandit_cmd,
                                baselines_cmd, bench_cmd, bench_dt, bench_motif, critic_cmd, dt_cmd, loop_cmd, models_cmd,
-                               motif_cmd, pipeline_cmd, play_cmd, runs_cmd)
+                               motif_cmd, pipeline_cmd, play_cmd, runs_cmd, strategy_cmd)
 
     from lactchain.cli.generate import make_command
     from lactchain.jobs.table import BY_COMMAND
@@ -54,6 +54,8 @@ def _register_optional_groups() -> None:
     archive_cmd.app.command("describe")(archive_describe_cmd.describe_cmd)
     archive_cmd.app.command("export")(archive_dataset_cmd.export_cmd)
     archive_cmd.app.command("import")(archive_dataset_cmd._register_import())
+    strategy_cmd._register()
+    app.add_typer(strategy_cmd.app, name="strategy")
 
 
 _register_optional_groups()

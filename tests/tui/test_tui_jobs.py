@@ -28,7 +28,9 @@ def test_job_forms_use_the_cli_options():
 
     group = typer.main.get_command(app)
     for form in JOB_FORMS:
-        command = group.commands[form.command]
+        command = group
+        for word in form.command.split():  # "strategy search": a command of a group
+            command = command.commands[word]
         options = {opt for p in command.params for opt in p.opts}
         for field in form.fields:
             assert f"--{field.name}" in options, (form.command, field.name)
@@ -164,6 +166,7 @@ def test_default_metric_per_kind():
     assert default_metric("judge", ["answered_rate", "agreement", "pairs"]) == "agreement"
     assert default_metric("reward", ["loss", "held_out_accuracy", "train_accuracy"]) == "held_out_accuracy"
     assert default_metric("agents", ["extrinsic_win_rate", "intrinsic_win_rate"]) == "intrinsic_win_rate"
+    assert default_metric("strategy", ["best", "evaluations", "front"]) == "best"
 
 
 async def test_log_and_chart_tabs_have_keys(make_app):

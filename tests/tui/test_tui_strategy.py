@@ -125,3 +125,28 @@ async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(
         assert argv[argv.index("--strategy") + 1] == "1" and "evaluate" in argv
         assert argv[argv.index("--actor") + 1] == "smollm2-135m" and argv[argv.index("--states") + 1] == "all"
         assert "evaluating version 1" in _message(editor)
+
+
+async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, registry):
+    """A strategy search saves scored versions: the editor lists hand-saved versions first,
+    then the search's best first, with the score column."""
+    mine = registry.save_prompt("Mine, saved by hand.")
+    low = registry.save_prompt("Searched, low.", score=0.25, run_id="strategy-1")
+    high = registry.save_prompt("Searched, high.", score=0.75, run_id="strategy-1")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        await settle(app, pilot)
+        table = editor.query_one("#strategy-versions", DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert [str(r[0]).strip() for r in rows] == [str(mine), str(high), str(low)]
+        assert [str(r[1]) for r in rows] == ["", "0.75", "0.25"]
+
+
+async def test_the_jobs_screen_offers_a_strategy_search_that_launches_the_cli_command(make_app, registry):
+    from tui.jobs_bridge import FORMS_BY_COMMAND, build_argv
+
+    form = FORMS_BY_COMMAND["strategy search"]
+    assert {"proposers", "rounds", "per-round", "train-states"} <= {f.name for f in form.fields}
+    argv = build_argv("strategy search", {"actor": "tiny", "rounds": "3"}, "r.db", prefix=["lactchain"])
+    assert argv[:3] == ["lactchain", "strategy", "search"] and "--rounds" in argv and argv[argv.index("--rounds") + 1] == "3"

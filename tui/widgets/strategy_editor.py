@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from lactchain.prompts import PromptError, validate_strategy
+from lactchain.strategies import ranked_versions
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 
@@ -51,7 +52,7 @@ class StrategyEditor(Vertical):
             yield TextArea(self._initial, id="strategy-text", soft_wrap=True, show_line_numbers=False)
             with Vertical(id="strategy-side"):
                 table = DataTable(id="strategy-versions", cursor_type="row", zebra_stripes=True)
-                table.add_columns("ver", "saved", "note")
+                table.add_columns("ver", "score", "saved", "note")
                 yield table
                 yield Input(placeholder="note for the next save (optional)", id="strategy-note")
         yield Static("ctrl+t validate · ctrl+s save version · ctrl+g apply to actor · ctrl+r restore version",
@@ -178,11 +179,13 @@ class StrategyEditor(Vertical):
         except Exception as exc:  # noqa: BLE001
             self.say(f"versions unavailable: {exc}", "error")
             return
-        self.versions = [dict(r) for r in rows]
+        self.versions = ranked_versions([dict(r) for r in rows])  # hand-saved newest first, then a search's best first
         table = self.query_one("#strategy-versions", DataTable)
         table.clear()
         for r in self.versions:
             mark = "●" if r["version"] == self.live_version else " "
             first_line = (r.get("text") or "").strip().splitlines()[:1]
             note = r.get("note") or (first_line[0] if first_line else "")
-            table.add_row(f"{mark}{r['version']}", fmt_ts(r.get("created_ms")), note[:40], key=str(r["version"]))
+            score = "" if r.get("score") is None else f"{r['score']:.2f}"
+            table.add_row(f"{mark}{r['version']}", score, fmt_ts(r.get("created_ms")), note[:40],
+                          key=str(r["version"]))

@@ -1,0 +1,63 @@
+"""`lactchain strategy ...`: search the strategy prompt (lactchain.jobs.strategy) and list
+the saved versions ranked by the score a search gave them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from lactchain.cli.common import DbOption, JsonOption, console, print_json
+
+app = typer.Typer(help="The strategy prompt: search it, list its versions.", no_args_is_help=True)
+
+
+def render_search(result: dict[str, Any]) -> None:
+    table = Table(title=f"strategy search {result['run_id']}", show_header=False)
+    table.add_row("best", f"version {result['best_version']} ({result['best_proposer']})")
+    table.add_row("training states", f"{result['train_start']:.3f} -> {result['train_best']:.3f} "
+                                     f"({result['train_states']} states)")
+    table.add_row("held-out states", f"{result['heldout_start']:.3f} -> {result['heldout_best']:.3f} "
+                                     f"({result['heldout_states']} states, never seen by the search)")
+    table.add_row("rounds / candidates / episodes",
+                  f"{result['rounds']} / {result['candidates']} / {result['evaluations']}")
+    console.print(table)
+    console.print(f"[bold]best strategy[/]: {escape(result['best_text'])}")
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def versions_cmd(
+    db: DbOption = None,
+    limit: int = typer.Option(20, "--limit", min=1, max=10_000, help="Versions to show."),
+    as_json: JsonOption = False,
+) -> None:
+    """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first."""
+    from lactchain.cli.common import open_registry
+
+    from lactchain.strategies import ranked_versions
+
+    rows = ranked_versions(open_registry(db).prompts())[:limit]
+    if as_json:
+        print_json([{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")} for r in rows])
+        return
+    table = Table(title="strategy versions (--strategy VERSION)")
+    for column in ("ver", "score", "from", "note", "text"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}", r.get("run_id") or "",
+                      escape(r.get("note") or ""), escape(" ".join((r.get("text") or "").split())[:60]))
+    console.print(table)
+
+
+def _register() -> None:
+    from lactchain.cli.generate import make_command
+    from lactchain.jobs.table import JOBS
+
+    app.command("search")(make_command(JOBS["strategy search"], render=render_search))
+    app.command("versions")(versions_cmd)

@@ -1,0 +1,160 @@
+"""`lactchain strategy search` on the tiny actor: rounds that save scored strategy
+versions, a held-out split the search never plays, kill -> resume from the last whole
+round (as a real detached job), the proposers on their own, and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from lactchain.registry import Registry
+from lactchain.strategy_search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, LLMProposer, Search,
+                                       sentences)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = ["--actor", "tiny", "--train-states", "8", "--heldout-states", "12", "--per-round", "2"]
+
+
+def _search_file(reg: Registry, run_id: str) -> dict:
+    return json.loads((reg.run_dir(run_id) / "search.json").read_text())
+
+
+def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("strategy", "search", *TINY, "--rounds", "2", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    reg = Registry(db)
+    saved = json.loads(json.dumps(_search_file(reg, out["run_id"])))
+    train, held = set(saved["train_keys"]), set(saved["heldout_keys"])
+    assert len(train) == 8 and len(held) == 12 and not train & held
+    for c in saved["candidates"]:  # every score is on a training state, none on a held-out one
+        assert set(c["scores"]) == train
+    assert saved["rounds_done"] == out["rounds"] == 2 and out["heldout_states"] == 12
+    assert out["evaluations"] == 8 * len(saved["candidates"])  # training states only, once per candidate
+    versions = [p for p in reg.prompts() if p["run_id"] == out["run_id"]]
+    assert len(versions) == len(saved["candidates"]) - 1  # every candidate but the built-in start strategy
+    by_version = {c["version"]: c for c in saved["candidates"]}
+    for v in versions:
+        c = by_version[v["version"]]
+        assert v["text"] == c["text"] and v["score"] == pytest.approx(sum(c["scores"].values()) / 8)
+    best = max(versions, key=lambda v: (v["score"], -v["version"]))
+    assert out["train_best"] == pytest.approx(max(v["score"] for v in versions + [{"score": out["train_start"]}]))
+    assert 0.0 <= out["heldout_best"] <= 1.0 and 0.0 <= out["heldout_start"] <= 1.0
+    assert [r["step"] for r in reg.metric_history(out["run_id"], "best")] == [1, 2]
+    # The versions list ranks a search's versions by score (best first).
+    code, stdout, err = lc("strategy", "versions", "--db", db, "--json")
+    listed = json.loads(stdout)
+    assert listed[0]["score"] == best["score"] and [r["score"] for r in listed] == sorted(  # no hand-saved ones here
+        (r["score"] for r in listed), reverse=True)
+
+
+def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subprocess):
+    """A real detached job: killed after its first round, `runs resume` continues from the
+    saved round, and the versions it saved before the kill are not saved twice."""
+    db = tmp_path / "registry.db"
+    code, stdout, err = cli_subprocess("strategy", "search", *TINY, "--rounds", "6", "--db", db, "--detach", "--json")
+    assert code == 0, err
+    run_id = json.loads(stdout)["run_id"]
+    reg = Registry(db)
+    path = reg.run_dir(run_id) / "search.json"
+    _wait(lambda: path.is_file() and json.loads(path.read_text())["rounds_done"] >= 1)
+    code, _, err = cli_subprocess("runs", "kill", run_id, "--wait", "60", "--db", db)
+    assert code == 0, err
+    assert _wait(lambda: reg.get_run(run_id)["status"] != "RUNNING") and reg.get_run(run_id)["status"] == "KILLED"
+    kept = json.loads(path.read_text())
+    assert 1 <= kept["rounds_done"] < 6
+    before = {p["version"] for p in reg.prompts() if p["run_id"] == run_id}
+    assert before == {c["version"] for c in kept["candidates"] if c["round"] >= 1}  # none from a half round
+    code, stdout, err = cli_subprocess("runs", "resume", run_id, "--db", db, "--json")
+    assert code == 0, err
+    new_id = json.loads(stdout)["run_id"]
+    _wait(lambda: reg.get_run(new_id)["status"] in ("FINISHED", "FAILED", "KILLED"), timeout=600)
+    assert reg.get_run(new_id)["status"] == "FINISHED", reg.get_run(new_id).get("error")
+    done = _search_file(reg, new_id)
+    assert done["rounds_done"] == 6 and done["candidates"][: len(kept["candidates"])] == kept["candidates"]
+    assert [r["step"] for r in reg.metric_history(new_id, "best")] == list(range(kept["rounds_done"] + 1, 7))
+    assert "resuming" in (reg.run_dir(new_id) / "log.txt").read_text()
+
+
+def _wait(predicate, timeout=600.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def cli_subprocess(capsys):
+    """The launcher and control commands in this process; the job a real detached subprocess."""
+    from cli_helpers import run_cli
+
+    return lambda *argv: run_cli([str(a) for a in argv], capsys)
+
+
+def _search(texts_scores: list[tuple[str, list[float]]]) -> Search:
+    keys = [f"s{i}" for i in range(len(texts_scores[0][1]))]
+    s = Search(keys, ["h0"])
+    for i, (text, scores) in enumerate(texts_scores):
+        s.candidates.append(Candidate(text, "start" if i == 0 else "edits", i, dict(zip(keys, scores))))
+    return s
+
+
+def test_the_front_keeps_what_no_other_beats_everywhere_and_parents_come_from_it():
+    s = _search([("A. B.", [1, 0, 0]), ("C. D.", [0, 1, 0]), ("E.", [1, 1, 0]), ("F.", [0, 0, 0])])
+    assert s.front() == [2] and s.best().text == "E."
+    s = _search([("A. B.", [1, 0, 1]), ("C. D.", [0, 1, 0]), ("F.", [0, 0, 0])])
+    assert s.front() == [0, 1]
+    assert {s.parent(random.Random(seed)) for seed in range(40)} == {0, 1}
+
+
+def test_edits_change_one_sentence_and_demos_add_worked_examples_from_training_states():
+    s = _search([("Go. Turn. Stop.", [1, 0])])
+    edits = EditProposer(["Look first."]).propose(s, 6, random.Random(0))
+    assert edits and all(p == 0 for _, p in edits)
+    for text, _ in edits:
+        a, b = sentences("Go. Turn. Stop."), sentences(text)
+        assert text != "Go. Turn. Stop." and abs(len(a) - len(b)) <= 1
+    s.successes = {"s0": ["move forward"], "h0": ["turn left"]}  # a held-out success must never be shown
+    s.descriptions = {"s0": "You are at (x=2, y=3).", "h0": "HELD OUT"}
+    demos = DemoProposer().propose(s, 3, random.Random(1))
+    assert demos and all(DEMO_HEADER in t and "['move forward']" in t and "HELD OUT" not in t for t, _ in demos)
+
+
+def test_the_llm_proposer_reads_the_scored_history_and_returns_valid_strategies(tiny_actor):
+    s = _search([("Go to the goal.", [0, 1]), ("Turn left first.", [1, 1])])
+    s.failures = [{"state": "You are at (x=0, y=0).", "answer": "['turn left']", "caption": "turned left"}]
+    proposer = LLMProposer(tiny_actor, "A grid world.")
+    prompt = proposer.meta_prompt(s, random.Random(0))
+    assert prompt.index("(50%) Go to the goal.") < prompt.index("(100%) Turn left first.")  # best last (OPRO)
+    assert "['turn left'] (turned left)" in prompt
+    out = proposer.propose(s, 3, random.Random(0))
+    assert all(t.strip() and t not in ("Go to the goal.", "Turn left first.") and p == 1 for t, p in out)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--proposers", ""], "--proposers: is empty; name at least one of edits, demos, llm"),
+    (["--proposers", "edits,magic"], "unknown proposer magic"),
+    (["--proposers", "edits,edits"], "names a proposer more than once"),
+    (["--rounds", "0"], "--rounds"),
+    (["--strategy", "{binary}"], "not a UTF-8 text file"),
+    (["--train-states", "60"], "leaves none of the env's 60 start states to hold out"),
+    (["--resume-from", "nope"], "no run with id 'nope'"),
+])
+def test_bad_search_settings_are_one_line_refusals_before_any_run(argv, message, tmp_path, lc):
+    binary = tmp_path / "strategy.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x81" * 10)
+    db = tmp_path / "registry.db"
+    argv = [a.replace("{binary}", str(binary)) for a in argv]
+    code, _, err = lc("strategy", "search", "--actor", "tiny", *argv, "--db", db)
+    assert code != 0 and message in err, err
+    assert "Traceback" not in err and len([line for line in err.splitlines() if line.strip()]) == 1
+    with Registry(db) as reg:
+        assert reg.list_runs() == []
