@@ -65,9 +65,13 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline":
         raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
                            f"(`lactchain runs resume {run['parent_id']}`)")
-    if list(run.get("cmd") or [])[1:3] == ["bench", "learn"]:
-        raise NotResumable(f"run {run['id']} is a benchmark: it measures a time budget and is run again, not resumed")
     params = registry.params(run["id"])
+    bench = list(run.get("cmd") or [])[1:3]
+    if bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and params.get("compare")):
+        return  # a benchmark of cells: a resume keeps the finished cells and runs the rest
+    if bench == ["bench", "learn"]:
+        raise NotResumable(f"run {run['id']} is a benchmark: it measures a time budget and is run again, not resumed "
+                           "(a --compare benchmark resumes cell by cell)")
     if run["kind"] == "actor" and params.get("loss") == "rft":
         raise NotResumable(f"run {run['id']} trained with rft, which is short and keeps no checkpoint: start it again")
     if run["kind"] not in ("pipeline", *ROW_RESUMED) and latest_checkpoint(registry, run["id"]) is None:

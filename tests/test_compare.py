@@ -77,3 +77,21 @@ def test_cells_run_seed_by_seed_so_a_stopped_comparison_already_compares_every_m
     config.check()
     assert config.cells() == [("rft", 0, 0), ("simpo", 0, 0), ("rft", 256, 0), ("simpo", 256, 0),
                               ("rft", 0, 1), ("simpo", 0, 1), ("rft", 256, 1), ("simpo", 256, 1)]
+
+
+def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):
+    """A --compare (or bench strategy) run resumes cell by cell; a plain bench learn measures
+    one budget and is run again."""
+    from lactchain.resume import NotResumable, check_resumable
+
+    with Registry(tmp_path / "registry.db") as reg:
+        def stopped(kind: str, cmd: list[str], params: dict) -> dict:
+            run_id = reg.create_run(kind, params=params, cmd=cmd)
+            reg.start_run(run_id)
+            reg.end_run(run_id, "KILLED")
+            return reg.get_run(run_id)
+
+        check_resumable(reg, stopped("pipeline", ["lactchain", "bench", "learn"], {"compare": "rft,simpo"}))
+        check_resumable(reg, stopped("strategy", ["lactchain", "bench", "strategy"], {"proposers": "edits"}))
+        with pytest.raises(NotResumable, match="a --compare benchmark resumes cell by cell"):
+            check_resumable(reg, stopped("pipeline", ["lactchain", "bench", "learn"], {"loss": "rft"}))

@@ -158,3 +158,26 @@ def test_bad_search_settings_are_one_line_refusals_before_any_run(argv, message,
     assert "Traceback" not in err and len([line for line in err.splitlines() if line.strip()]) == 1
     with Registry(db) as reg:
         assert reg.list_runs() == []
+
+
+def test_bench_strategy_runs_each_proposer_per_seed_and_writes_its_json_png_and_table(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("bench", "strategy", *TINY, "--proposers", "edits,demos", "--seeds", "0,1", "--rounds", "2",
+                           "--budget-min", "5", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert [c["key"] for c in out["cells"]] == ["edits-seed0", "demos-seed0", "edits-seed1", "demos-seed1"]
+    reg = Registry(db)
+    children = reg.list_runs(parent_id=out["run_id"])
+    assert len(children) == 4 and all(c["kind"] == "strategy" and c["status"] == "FINISHED" for c in children)
+    assert [r["proposer"] for r in out["table"]] == ["edits", "demos"]
+    assert all(r["heldout_best"]["n"] == 2 for r in out["table"])
+    for key in ("bench_json", "bench_png", "bench_md"):
+        assert Path(out[key]).is_file()
+    assert "| edits | 0,1 |" in Path(out["bench_md"]).read_text()
+    # A resume keeps the finished cells: nothing is played again.
+    code, stdout, err = lc("bench", "strategy", *TINY, "--proposers", "edits,demos", "--seeds", "0,1", "--rounds", "2",
+                           "--budget-min", "5", "--resume-from", out["run_id"], "--db", db, "--json")
+    assert code == 0, err
+    again = json.loads(stdout)
+    assert [c["run_id"] for c in again["cells"]] == [c["run_id"] for c in out["cells"]]

@@ -315,6 +315,16 @@ def _register_learn() -> None:
     from lactchain.jobs.table import JOBS
 
     app.command("learn")(make_command(JOBS["bench learn"], render=render_pipeline))
+    app.command("strategy")(make_command(JOBS["bench strategy"], render=_render_bench_strategy))
+
+
+def _render_bench_strategy(result: dict) -> None:
+    from pathlib import Path
+
+    from rich.markdown import Markdown
+
+    console.print(Markdown(Path(result["bench_md"]).read_text()))
+    console.print(f"figure: {result['bench_png']}  ·  data: {result['bench_json']}")
 
 
 _register_learn()

@@ -125,6 +125,10 @@ class BlackjackTextEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
     observation_label = OBSERVATION_LABEL
     default_strategy = DEFAULT_STRATEGY
+    strategy_hints = ("Stick when your sum is 17 or more.", "Hit when your sum is 11 or less.",
+                      "Stick on 13 to 16 when the dealer shows 2 to 6.",
+                      "Hit on 12 to 16 when the dealer shows 7 or more, or an ace.",
+                      "With a usable ace, hit on 17 or less.", "Answer with one move at a time.")
 
     def __init__(self, max_actions: int = 10, max_moves_per_action: int = 8,
                  moves: Iterable[str] = BLACKJACK_MOVES, render_mode: str | None = None):

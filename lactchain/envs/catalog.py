@@ -75,6 +75,8 @@ class TextEnv(Protocol):
     transfer: tuple[str, dict[str, Any]] | None  # (label, env kwargs) of a zero-shot transfer evaluation, or None
     console_view: str  # the console pane that draws it: "grid" (GridView), "cards" (Blackjack's), "text" (render_text)
     lab_blurb: str  # the console palette's line for "Lab: play <env>"
+    # Optional: `strategy_hints` (sentences the strategy search's edits proposer may insert),
+    # `evaluation_deals` (a dealt env: evaluation plays that many seeded deals).
 
     @property
     def state(self) -> Any: ...  # hashable; `as_dict()` gives its registry form

@@ -317,6 +317,16 @@ class GridWorldEnv(gym.Env):
         x, y = state.x + dx, state.y + dy
         return (x, y) in self.walls or not (0 <= x < self.size and 0 <= y < self.size)
 
+    # Sentences the strategy search's `edits` proposer inserts (hand-written, lactchain.strategy_search).
+    strategy_hints = ("Read where the goal is: ahead, behind, to your left or to your right.",
+                      "Turn toward the goal before moving forward.",
+                      "To turn right, turn left three times.",
+                      "Move forward once for every step the goal is ahead of you.",
+                      "When the goal is behind you, turn left twice.",
+                      "Do not turn more than you need to.",
+                      "Give all the moves needed to reach the goal in one answer.",
+                      "If you are facing a wall, turn before moving forward.")
+
     @property
     def default_strategy(self) -> str:
         from lactchain.prompts import DEFAULT_STRATEGY

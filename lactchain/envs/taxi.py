@@ -194,6 +194,9 @@ class TaxiTextEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
     observation_label = OBSERVATION_LABEL
     default_strategy = DEFAULT_STRATEGY
+    strategy_hints = ("Drive to the passenger first, then pick them up.",
+                      "After the pickup, drive to the destination and drop them off.",
+                      "Walls block some moves: go around them.", "Give all the moves to the next stop in one answer.")
 
     # ---- the text-env seam (lactchain.envs.catalog.TextEnv) ---------------------
     name = "taxi"  # its key in lactchain.envs.catalog.ENVS

@@ -65,16 +65,21 @@ class StrategySearchConfig(Config):
         self.proposers = ",".join(names)
 
 
-def _prepare(registry: Any, config: StrategySearchConfig) -> dict[str, Any]:
-    """Enough start states to hold some out; a resumed search must have saved a round."""
+def _check_split(config: StrategySearchConfig) -> None:
+    """Enough start states to hold some out (a dealt env deals as many as asked)."""
     from lactchain.envs.catalog import make_env
 
-    extra = prepare_engine(registry, config)
     probe = make_env(config.world.env, **config.world.env_kwargs())
     total = len(probe.start_states())
     if not getattr(probe, "evaluation_deals", None) and config.train_states >= total:
         raise ConfigError(f"--train-states {config.train_states}: leaves none of the env's {total} start states to "
                           f"hold out; use at most {total - 1}")
+
+
+def _prepare(registry: Any, config: StrategySearchConfig) -> dict[str, Any]:
+    """The split holds; a resumed search must have saved a round."""
+    extra = prepare_engine(registry, config)
+    _check_split(config)
     if config.resume_from is None:
         return extra
     from lactchain.resume import latest_checkpoint
@@ -252,4 +257,170 @@ STRATEGY_SEARCH = Job(kind="strategy", command="strategy search", config=Strateg
     The best is reported on held-out start states the search never saw. search.json in
     the run folder keeps the search after every whole round: `runs resume RUN`
     continues from there.
+    """)
+
+
+# ---- bench strategy: each proposer alone, over seeds, with the same budget ------------------------
+
+@dataclass
+class BenchStrategyConfig(StrategySearchConfig):
+    """A strategy search per (proposer, seed) cell, each with the same minutes: which
+    proposer pays, measured on held-out start states."""
+
+    budget_min: float | None = option(30.0, "Minutes per cell (a round starts only while minutes are left).",
+                                      min=0.1)
+    rounds: int = option(10_000, "Rounds per cell at most (the minutes usually end a cell first).", min=1,
+                         max=10_000)
+    seeds: str = option("0", "Seeds of the cells, e.g. 0,1,2 (each its own split, proposals and deals).")
+    resume_from: str | None = option(None, "Continue this stopped bench: its finished cells are kept, the rest run. "
+                                           "`lactchain runs resume RUN` passes it.")
+
+    def seed_list(self) -> list[int]:
+        from lactchain.compare import parse_list
+
+        return parse_list(self.seeds, "seeds", int, 20)
+
+    def check(self) -> None:
+        super().check()
+        try:
+            seeds = self.seed_list()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if any(not 0 <= s <= SEED_MAX for s in seeds):
+            self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
+
+    def cells(self) -> list[tuple[str, int]]:
+        """(proposer, seed) of every cell, seed by seed (a stopped bench already compares every proposer)."""
+        return [(name, seed) for seed in self.seed_list() for name in self.names()]
+
+
+def _prepare_bench(registry: Any, config: BenchStrategyConfig) -> dict[str, Any]:
+    """The split holds; a resumed bench must be a run of this registry (its cells are kept)."""
+    extra = prepare_engine(registry, config)
+    _check_split(config)
+    if config.resume_from is not None:
+        config.resume_from = registry.resolve_run_id(config.resume_from)
+        extra["resume_from"] = config.resume_from
+    return extra
+
+
+def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, Any]:
+    """Every (proposer, seed) cell as a strategy-search child run; a resume keeps the
+    finished cells. Writes bench_strategy.json, .png (best training score against
+    episodes played, mean and min-max band over seeds) and .md (held-out success)."""
+    import shutil
+
+    from lactchain.lifecycle import run_context
+
+    reg = handle.registry
+    cells_dir = handle.dir / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    if config.resume_from:  # a stopped bench: its finished cells are kept
+        old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / "cells"
+        for path in sorted(old.glob("*.json")) if old.is_dir() else []:
+            shutil.copy(path, cells_dir / path.name)
+    results = []
+    plan = config.cells()
+    for n, (name, seed) in enumerate(plan, 1):
+        key = f"{name}-seed{seed}"
+        done = cells_dir / f"{key}.json"
+        if done.is_file():
+            results.append(json.loads(done.read_text()))
+            continue
+        handle.check_cancelled()
+        cell_config = config.project(StrategySearchConfig, proposers=name, seed=seed, resume_from=None)
+        t0 = time.time()
+        with run_context(reg, "strategy", name=f"bench strategy cell {key}", params=cell_config.record_params(),
+                         parent_id=handle.run_id, quiet=True) as child:
+            out = run_strategy_search(child, cell_config)
+        cell = {"key": key, "proposer": name, "seed": seed, "run_id": child.run_id, "wall_min": (time.time() - t0) / 60,
+                **{k: out[k] for k in ("curve", "train_start", "train_best", "heldout_start", "heldout_best",
+                                       "evaluations", "rounds", "best_version", "best_text")}}
+        done.write_text(json.dumps(cell))
+        handle.log_metrics({f"{key}/heldout_best": float(out["heldout_best"])}, step=n)
+        err_console.print(f"cell {n}/{len(plan)} {key}: held-out {out['heldout_start']:.3f} -> "
+                          f"{out['heldout_best']:.3f} in {cell['wall_min']:.1f} min")
+        results.append(cell)
+    rows = summarize_cells(results)
+    title = f"bench strategy {config.proposers} ({config.budget_min:g} min per cell, {config.world.env})"
+    paths = {"json": handle.dir / "bench_strategy.json", "png": handle.dir / "bench_strategy.png",
+             "md": handle.dir / "bench_strategy.md"}
+    summary = {"budget_min": config.budget_min, "actor": config.model.actor, "env": config.world.env,
+               "scene": config.world.scene, "cells": results, "table": rows}
+    paths["json"].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    plot_cells(results, paths["png"], title)
+    paths["md"].write_text(markdown_cells(rows, title))
+    for kind, path in paths.items():
+        reg.add_artifact(handle.run_id, "plot" if kind == "png" else "report", path, meta={"what": f"bench {kind}"})
+    return {**summary, **{f"bench_{k}": str(p) for k, p in paths.items()}}
+
+
+def summarize_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per proposer: held-out and training success as mean, min and max over seeds."""
+    from lactchain.compare import spread
+
+    rows = []
+    for name in dict.fromkeys(c["proposer"] for c in cells):
+        group = [c for c in cells if c["proposer"] == name]
+        rows.append({"proposer": name, "seeds": [c["seed"] for c in group],
+                     **{k: spread([c[k] for c in group]) for k in ("heldout_start", "heldout_best", "train_best",
+                                                                   "evaluations", "wall_min")}})
+    return rows
+
+
+def markdown_cells(rows: Sequence[dict[str, Any]], title: str) -> str:
+    def cell(s: dict[str, Any], fmt: str = "{:.3f}") -> str:
+        if s["mean"] is None:
+            return "-"
+        return fmt.format(s["mean"]) + (f" [{fmt.format(s['min'])}-{fmt.format(s['max'])}]" if s["n"] > 1 else "")
+
+    lines = [f"# {title}", "", "| proposer | seeds | held-out: start strategy | held-out: best found | "
+             "training: best | episodes played | minutes |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['proposer']} | {','.join(map(str, r['seeds']))} | {cell(r['heldout_start'])} | "
+                     f"{cell(r['heldout_best'])} | {cell(r['train_best'])} | {cell(r['evaluations'], '{:.0f}')} | "
+                     f"{cell(r['wall_min'], '{:.1f}')} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_cells(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """Best training score so far against episodes played, one line per proposer: the
+    mean over seeds at each round every seed reached, the band from min to max."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    for name in dict.fromkeys(c["proposer"] for c in cells):
+        group = [c for c in cells if c["proposer"] == name and c["curve"]]
+        if not group:
+            continue
+        n = min(len(c["curve"]) for c in group)
+        xs = [sum(c["curve"][i]["evaluations"] for c in group) / len(group) for i in range(n)]
+        ys = [[c["curve"][i]["best"] for c in group] for i in range(n)]
+        line, = ax.plot(xs, [sum(y) / len(y) for y in ys], marker="o", label=name)
+        ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("episodes played (training states)")
+    ax.set_ylabel("best training success so far")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+BENCH_STRATEGY = Job(kind="strategy", command="bench strategy", config=BenchStrategyConfig, run=run_bench_strategy,
+                     title="Benchmark the strategy search",
+                     name=lambda c: f"bench strategy {c.proposers} x seeds {c.seeds} {c.budget_min:g} min",
+                     precheck=precheck_engine, prepare=_prepare_bench, resume_field="resume_from",
+                     doc="""Each proposer alone, per seed, with the same minutes: a strategy search per cell.
+
+    The default strategy's and the best found strategy's greedy success on held-out
+    start states (never used to choose), the best training score against episodes
+    played (mean and min-max over seeds), in bench_strategy.json, .png and .md in the
+    run folder. A stopped bench resumes at its first unfinished cell.
     """)

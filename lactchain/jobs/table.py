@@ -10,7 +10,7 @@ from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.loop import BENCH_LEARN, PIPELINE
 from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 from lactchain.jobs.rollouts import EVALUATE, PLAY
-from lactchain.jobs.strategy import STRATEGY_SEARCH
+from lactchain.jobs.strategy import BENCH_STRATEGY, STRATEGY_SEARCH
 from lactchain.jobs.training import COLLECT_PAIRS, TRAIN_ACTOR, TRAIN_CRITIC
 from lactchain.jobs.spec import Job
 
@@ -18,7 +18,7 @@ from lactchain.jobs.spec import Job
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (
     TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-    BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL, BENCH_LEARN, STRATEGY_SEARCH)}
+    BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL, BENCH_LEARN, STRATEGY_SEARCH, BENCH_STRATEGY)}
 BY_COMMAND = JOBS
 
 
