@@ -106,15 +106,12 @@ def markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
 def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """Success against wall time and against env moves, one line per (loss, explore):
     the mean over seeds at each evaluated iteration, the band from min to max."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from lactchain.figures import new_figure, save_figure
 
     by: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:
         by[(c["loss"], c["explore"])].append(c)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), dpi=110, sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(12, 4.5), dpi=110, sharey=True)
     for (loss, explore), group in sorted(by.items()):
         n = min(len(c["curve"]) for c in group)  # iterations every seed reached
         label = f"{loss} (explore {explore})"
@@ -132,8 +129,4 @@ def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
         ax.set_ylim(-0.02, 1.02)
     axes[0].legend(loc="lower right", fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

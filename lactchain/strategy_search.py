@@ -126,6 +126,17 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
 
 
+def keep_new(search: Search, out: list[tuple[str, int | None]], text: str, parent: int | None) -> None:
+    """Append (text, parent) to a proposer's `out` when the text is a valid strategy that
+    neither the search nor this batch has tried."""
+    try:
+        text = validate_strategy(text)
+    except PromptError:
+        return
+    if not search.seen(text) and all(text != t for t, _ in out):
+        out.append((text, parent))
+
+
 def _strip_demos(text: str) -> str:
     return text.split(DEMO_HEADER)[0].strip()
 
@@ -158,9 +169,7 @@ class EditProposer:
                 parts[rng.randrange(len(parts))] = rng.choice(fresh)
             else:
                 continue
-            text = " ".join(parts)
-            if text and not search.seen(text) and all(text != t for t, _ in out):
-                out.append((text, parent))
+            keep_new(search, out, " ".join(parts), parent)
         return out
 
 
@@ -178,13 +187,8 @@ class DemoProposer:
             parent = search.parent(rng)
             picked = rng.sample(pool, min(len(pool), rng.choice([1, 2, 3])))
             lines = [f"- {search.descriptions[k]} Answer: {format_moves(search.successes[k])}" for k in picked]
-            text = f"{_strip_demos(search.candidates[parent].text)}\n{DEMO_HEADER}\n" + "\n".join(lines)
-            try:
-                text = validate_strategy(text)
-            except PromptError:
-                continue
-            if not search.seen(text) and all(text != t for t, _ in out):
-                out.append((text, parent))
+            keep_new(search, out, f"{_strip_demos(search.candidates[parent].text)}\n{DEMO_HEADER}\n" + "\n".join(lines),
+                     parent)
         return out
 
 
@@ -221,13 +225,7 @@ class LLMProposer:
         best = search.candidates.index(search.best())
         out: list[tuple[str, int | None]] = []
         for sample in samples:
-            text = " ".join(sample.text.split())
-            try:
-                text = validate_strategy(text)
-            except PromptError:
-                continue
-            if not search.seen(text) and all(text != t for t, _ in out):
-                out.append((text, best))
+            keep_new(search, out, " ".join(sample.text.split()), best)
         return out
 
 

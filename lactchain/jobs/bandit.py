@@ -64,12 +64,9 @@ def summary(curves: dict[str, Any]) -> tuple[int, dict[str, dict[str, float]]]:
 
 def plot_curves(curves: dict[str, Any], path: Path, title: str) -> Path:
     """The book's two panels (Figure 2.2): average reward and % optimal action per step."""
-    import matplotlib
+    from lactchain.figures import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), dpi=110, sharex=True)
+    fig, (top, bottom) = new_figure(2, 1, figsize=(8, 7), dpi=110, sharex=True)
     for name, c in curves.items():
         steps = range(1, len(c.avg_reward) + 1)
         top.plot(steps, c.avg_reward, lw=0.9, label=name)
@@ -80,11 +77,7 @@ def plot_curves(curves: dict[str, Any], path: Path, title: str) -> Path:
     bottom.set_ylabel("% optimal action")
     bottom.set_ylim(0, 100)
     bottom.set_xlabel("step")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def log_curves(handle: Any, curves: dict[str, Any], every: int) -> None:

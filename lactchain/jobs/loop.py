@@ -175,12 +175,9 @@ class BenchLearnConfig(PipelineConfig):
 def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:
     """The learning curve (success, optimal ratio, critic and ranking quality, collapse
     share per iteration, against wall time) as a PNG."""
-    import matplotlib
+    from lactchain.figures import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    fig, ax = new_figure(figsize=(8, 4.5), dpi=110)
     minutes = [row["wall_s"] / 60 for row in curve]
     for key in CURVE_KEYS:
         ys = [row.get(key) for row in curve]
@@ -191,11 +188,7 @@ def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _bench_name(config: BenchLearnConfig) -> str:

@@ -386,12 +386,9 @@ def markdown_cells(rows: Sequence[dict[str, Any]], title: str) -> str:
 def plot_cells(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """Best training score so far against episodes played, one line per proposer: the
     mean over seeds at each round every seed reached, the band from min to max."""
-    import matplotlib
+    from lactchain.figures import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    fig, ax = new_figure(figsize=(8, 4.5), dpi=110)
     for name in dict.fromkeys(c["proposer"] for c in cells):
         group = [c for c in cells if c["proposer"] == name and c["curve"]]
         if not group:
@@ -406,11 +403,7 @@ def plot_cells(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 BENCH_STRATEGY = Job(kind="strategy", command="bench strategy", config=BenchStrategyConfig, run=run_bench_strategy,
