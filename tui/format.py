@@ -96,7 +96,7 @@ KEY_METRICS = {
     "reward": ("held_out_accuracy", "rank_correlation", "loss"),
     "agents": ("intrinsic_win_rate", "mixed_win_rate", "extrinsic_win_rate"),
     "baseline": ("eval/greedy_expected_return", "eval/success_rate"),
-    "strategy": ("heldout_best", "best"),  # a search: its curve is the best training score per round
+    "strategy": ("best", "heldout_best"),  # a search: its curve is the best training score per round
 }
 
 
