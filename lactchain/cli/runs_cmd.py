@@ -294,3 +294,36 @@ def resume(
         print_json({"run_id": new_id, "resumes": run["id"]})
     else:
         console.print(f"resuming {run['id']} as [bold]{new_id}[/]; follow with [cyan]lactchain runs logs {new_id} -f[/]")
+
+
+@app.command("export")
+def export(
+    run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.")],
+    fmt: Annotated[str, typer.Option("--format", help="tensorboard (event files: `tensorboard --logdir OUT`) or csv "
+                                                      "(metrics.csv and params.json).")] = "tensorboard",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into, one sub-folder per run.")] = Path(
+        "exports"),
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export runs where people look: every logged metric at its step and time, and the
+    params (TensorBoard hparams beside the final metrics, or CSV + JSON)."""
+    from lactchain.export import FORMATS, export_runs
+
+    if fmt not in FORMATS:
+        fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    target = out.expanduser()
+    if target.exists() and not target.is_dir():
+        fail(f"--out {target}: is a file; give a folder (it is created when missing)")
+    with _open_existing(db, reading=True) as reg:
+        try:
+            folders = export_runs(reg, run_ids, target, fmt)
+        except RunNotFound as exc:
+            fail(str(exc))
+    if as_json:
+        print_json({"format": fmt, "folders": [str(f) for f in folders]})
+        return
+    for folder in folders:
+        console.print(f"exported {folder.name} -> {folder}")
+    if fmt == "tensorboard":
+        console.print(f"open with: [cyan]tensorboard --logdir {target}[/]")
