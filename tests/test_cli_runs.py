@@ -169,3 +169,28 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
     assert {p: p.read_bytes() for p in files_before} == files_before  # refused files are untouched
     with Registry(tmp_path / "ok.db") as reg:
         assert len(reg.list_runs()) == runs_before and reg.get_run(finished)["status"] == "FINISHED"
+
+
+def test_list_is_one_line_per_run_at_80_columns_key_metric_first(db, tmp_path):
+    """An 80-column terminal: every run on one line, its full id and its kind's key
+    metric (an eval's success rate before its alphabetically earlier metrics); --wide
+    shows every metric."""
+    import subprocess
+    import sys
+
+    with Registry(db) as reg:
+        ev = reg.create_run("eval", name="evaluate smollm2-135m with a long name that cannot fit " * 2)
+        reg.log_metrics(ev, {"distinct_answers": 3, "mean_return": 40.2, "success_rate": 0.583})
+        reg.end_run(ev, "FINISHED")
+    env = {"COLUMNS": "80", "PATH": "/usr/bin:/bin", "LACTCHAIN_DB": str(db)}
+    out = subprocess.run([sys.executable, "-m", "lactchain.cli", "runs", "list"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    row = next(line for line in lines if line.startswith(ev))
+    assert "success_rate=0.583" in row and "distinct_answers" not in out.stdout
+    assert len([line for line in lines if line.startswith(("critic-", "rollout-", "eval-"))]) == 3
+    wide = subprocess.run([sys.executable, "-m", "lactchain.cli", "runs", "list", "--wide"], capture_output=True,
+                          text=True, env={**env, "COLUMNS": "200"}, timeout=120)
+    assert "distinct_answers=3" in wide.stdout and "mean_return=40.2" in wide.stdout

@@ -6,6 +6,9 @@ import time
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
+# The key metric of a run kind is the library's (the CLI's `runs list` shows the same one first).
+from lactchain.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -83,41 +86,6 @@ def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = 
     return " ".join(items)
 
 
-# The metric that says how a job of each kind is doing, first match wins.
-KEY_METRICS = {
-    "pipeline": ("curve/success_rate", "evaluate/success_rate", "train-actor/train_loss"),
-    "actor": ("loss", "train_loss"),
-    "critic": ("val_loss", "loss", "v_loss", "spearman_vstar"),
-    "eval": ("success_rate",),
-    "play": ("episode_success", "success_rate"),
-    "pairs": ("ranking_accuracy", "pairs"),
-    "collect": ("win_rate",),
-    "judge": ("agreement", "answered_rate"),
-    "reward": ("held_out_accuracy", "rank_correlation", "loss"),
-    "agents": ("intrinsic_win_rate", "mixed_win_rate", "extrinsic_win_rate"),
-    "baseline": ("eval/greedy_expected_return", "eval/success_rate"),
-    "strategy": ("best", "heldout_best"),  # a search: its curve is the best training score per round
-}
-
-
-def default_metric(kind: str, keys: list[str]) -> str | None:
-    """The loss for trainers, the success rate for evaluations and pipelines; else the
-    first key with 'loss', then 'success' in it; else the first key."""
-    for key in KEY_METRICS.get(kind, ()):
-        if key in keys:
-            return key
-    for word in ("loss", "success"):
-        hit = next((k for k in keys if word in k), None)
-        if hit:
-            return hit
-    return keys[0] if keys else None
-
-
-def key_metrics_first(kind: str, metrics: Mapping[str, Any] | None) -> list[str]:
-    """The run's metric keys, the one that matters for its kind first, then the rest sorted."""
-    keys = sorted(metrics or {})
-    first = default_metric(kind, keys)
-    return ([first] if first else []) + [k for k in keys if k != first]
 
 
 SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R", "hit": "H", "stick": "S"}

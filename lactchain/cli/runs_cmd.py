@@ -9,17 +9,18 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
 from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
+from lactchain.key_metrics import key_metrics_first
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 
 _STATUS_STYLE = {"SCHEDULED": "cyan", "RUNNING": "yellow", "FINISHED": "green", "FAILED": "red", "KILLED": "magenta"}
-_LIST_METRICS = 3  # latest metrics shown per row of `runs list`
 
 
 def _db_path(db: Optional[Path]) -> Path:
@@ -83,10 +84,14 @@ def list_runs(
         Optional[str], typer.Option("--status", "-s", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many runs.")] = 50,
+    wide: Annotated[bool, typer.Option("--wide", "-w", help="Every latest metric and the full name (several lines "
+                                                            "per run); default: one line per run, its key metric.")
+                    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first, with their status, duration and latest metrics."""
+    """List runs, newest first: one line each with status, duration and the metric that
+    says how it is doing (its kind's key metric); --wide for every metric."""
     if kind is not None and kind not in RUN_KINDS:
         fail(f"unknown kind {kind!r}; use one of {', '.join(RUN_KINDS)}")
     if status is not None:
@@ -112,20 +117,24 @@ def list_runs(
         return
     table = Table(title=f"runs in {path}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   show_edge=False, collapse_padding=True)
-    table.add_column("id", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("name", overflow="fold")
-    table.add_column("status", no_wrap=True)
-    table.add_column("created", no_wrap=True)
-    table.add_column("duration", no_wrap=True, justify="right")
-    table.add_column("metrics", overflow="fold")
+    # id, status, created and duration never shrink (an id is copied from here); the metric
+    # and the name take what is left (one line each unless --wide).
+    table.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in runs))
+    table.add_column("status", no_wrap=True, min_width=max(len(r["status"]) for r in runs))
+    table.add_column("created", no_wrap=True, min_width=11)
+    table.add_column("took", no_wrap=True, justify="right", min_width=6)
+    shown = {}
     for run in runs:
-        metrics = list(run["latest_metrics"].items())
-        shown = "\n".join(f"{k}={_fmt_value(v)}" for k, v in metrics[:_LIST_METRICS])
-        if len(metrics) > _LIST_METRICS:
-            shown += f"\n+{len(metrics) - _LIST_METRICS} more"
-        table.add_row(run["id"], run["kind"], run["name"] or "", _status(run["status"]),
-                      _fmt_time(run["created_ms"], short=True), _fmt_duration(run["duration_s"]), shown)
+        keys = key_metrics_first(run["kind"], run["latest_metrics"])
+        shown[run["id"]] = "\n".join(f"{k if wide else k.split('/')[-1]}={_fmt_value(run['latest_metrics'][k])}"
+                                     for k in keys[: None if wide else 1]) or "-"
+    table.add_column("key metric" if not wide else "metrics (key first)", no_wrap=not wide,
+                     overflow="fold" if wide else "ellipsis",
+                     min_width=None if wide else min(24, max(len(t) for t in shown.values())))
+    table.add_column("name", no_wrap=not wide, overflow="fold" if wide else "ellipsis", ratio=1)
+    for run in runs:
+        table.add_row(escape(run["id"]), _status(run["status"]), _fmt_time(run["created_ms"], short=True),
+                      _fmt_duration(run["duration_s"]), escape(shown[run["id"]]), escape(run["name"] or run["kind"]))
     console.print(table)
 
 
