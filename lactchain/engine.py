@@ -32,6 +32,10 @@ class EngineConfig(Config):
         self.engine = str(self.engine).lower()
         if self.engine not in ENGINES:
             self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
+        if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
+            for name in ("tensor_parallel_size", "data_parallel_size"):
+                if getattr(self, name) != 1:
+                    self.refuse(name, "is vllm's; add --engine vllm (or auto), or leave it out with --engine hf")
 
     def record_params(self) -> dict[str, Any]:
         return self.params()

@@ -165,8 +165,8 @@ class PipelineConfig(Config):
         for name, most in _MOST.items():
             if isinstance(getattr(self, name), int) and getattr(self, name) > most:
                 bad(name, f"must be <= {most}, got {getattr(self, name)}")
-        if self.samples < 2 and self.loss != "rft":
-            bad("samples", f"must be >= 2 for pairs, got {self.samples}")
+        if self.samples < 2:  # one list per state leaves nothing to compare (rft's elites included)
+            bad("samples", f"must be >= 2 so each start state's lists can be compared, got {self.samples}")
         if self.temperature < 0.7:
             bad("temperature", f"{self.temperature} is too low to draw different lists; use >= 0.7")
         if not 0.0 <= self.gamma < 1.0:

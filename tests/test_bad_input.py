@@ -227,6 +227,16 @@ CASES = [
     (["runs", "resume", "{finished}", "--db", "{ok}"], "only KILLED or FAILED runs can be resumed"),
     (["runs", "resume", "{killed_play}", "--db", "{ok}"], "play runs cannot be resumed"),
     (["runs", "resume", "{failed_play}", "--db", "{ok}"], "play runs cannot be resumed"),
+    # --- round two: read commands never write into a file, numbers within reason, engine settings
+    *[(cmd + ["--db", "{empty}"], "is an empty file, not a registry")
+      for cmd in (["leaderboard"], ["runs", "list"], ["runs", "show", "x"], ["runs", "export", "x"])],
+    (["bandit", "--agents", "ucb:1e308", "--db", "{ok}"], "C must be a finite number in [0, 1000]"),
+    (["bandit", "--agents", "optimistic:1e300", "--db", "{ok}"], "Q0 must be a finite number in [-1e6, 1e6]"),
+    (["play", *TINY, "--tensor-parallel-size", "2", "--engine", "hf", "--db", "{ok}"],
+     "--tensor-parallel-size 2: is vllm's"),
+    (["evaluate", *TINY, "--data-parallel-size", "2", "--db", "{ok}"], "--data-parallel-size 2: is vllm's"),
+    (["pipeline", *TINY, "--critic", "tiny", "--samples", "1", "--db", "{ok}"], "samples must be >= 2"),
+    (["play", "--actor", "\x1b]0;pwned\x07", "--db", "{ok}"], "\\x1b]0;pwned\\x07"),
 ]
 
 

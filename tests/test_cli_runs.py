@@ -194,3 +194,27 @@ def test_list_is_one_line_per_run_at_80_columns_key_metric_first(db, tmp_path):
     wide = subprocess.run([sys.executable, "-m", "lactchain.cli", "runs", "list", "--wide"], capture_output=True,
                           text=True, env={**env, "COLUMNS": "200"}, timeout=120)
     assert "distinct_answers=3" in wide.stdout and "mean_return=40.2" in wide.stdout
+
+
+def test_stored_hostile_text_is_shown_never_obeyed(tmp_path):
+    """A run name, params, a log with terminal escapes (a title change, a clear-screen)
+    and Rich markup: `runs list`, `runs show` and `runs logs` print them visibly escaped."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "reg.db"
+    hostile = "\x1b]0;pwned\x07\x1b[2J[bold red]boom[/] :end:"
+    with Registry(db) as reg:
+        run_id = reg.create_run("eval", name=hostile, params={"strategy_text": hostile})
+        reg.end_run(run_id, "FINISHED")
+        (reg.run_dir(run_id)).mkdir(parents=True, exist_ok=True)
+        (reg.run_dir(run_id) / "log.txt").write_text(f"line one {hostile}\n")
+    env = {"COLUMNS": "300", "PATH": "/usr/bin:/bin", "LACTCHAIN_DB": str(db)}
+    for argv in (["runs", "list"], ["runs", "show", run_id], ["runs", "logs", run_id]):
+        out = subprocess.run([sys.executable, "-m", "lactchain.cli", *argv], capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout and "\x07" not in out.stdout, argv
+        assert "\\x1b]0;pwned\\x07" in out.stdout, argv
+        if argv[1] != "logs":
+            assert "[bold red]boom[/]" in out.stdout and ":end:" in out.stdout, argv  # markup shown as typed

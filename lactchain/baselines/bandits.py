@@ -168,9 +168,10 @@ _ARITY = {"random": 0, "eps": 1, "eps-const": 2, "optimistic": 1, "ucb": 1, "gra
 _RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "EPS": ("in [0, 1]", lambda v: 0 <= v <= 1),
     "ALPHA": ("in (0, 1]", lambda v: 0 < v <= 1),
-    "RATE": ("> 0", lambda v: v > 0),
-    "C": (">= 0", lambda v: v >= 0),
-    "Q0": ("(any)", lambda v: True),
+    # Bounded far beyond the book's parameter study (1/128 .. 4) but short of overflow.
+    "RATE": ("in (0, 1000]", lambda v: 0 < v <= 1000),
+    "C": ("in [0, 1000]", lambda v: 0 <= v <= 1000),
+    "Q0": ("in [-1e6, 1e6]", lambda v: -1e6 <= v <= 1e6),
 }
 
 

@@ -68,12 +68,14 @@ def main() -> None:
     import sqlite3
     import sys
 
+    from lactchain.safe_text import printable
+
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # a bad option value, an unknown option, a missing argument
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        sys.stderr.write(f"error: {' '.join(exc.format_message().split())}{hint}\n")
+        sys.stderr.write(f"error: {printable(' '.join(exc.format_message().split()))}{printable(hint)}\n")
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         sys.stderr.write("aborted\n")
@@ -89,6 +91,6 @@ def main() -> None:
                        "to end); try again when it is done")
         elif isinstance(exc, sqlite3.DatabaseError):
             message = f"the registry database cannot be read ({message}): check --db or $LACTCHAIN_DB"
-        sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
+        sys.stderr.write(f"error: {printable(' '.join(str(message).split()))}\n")
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, EnvOption, JsonOption, console, fail, open_registry, print_json
+from lactchain.cli.common import DbOption, EnvOption, JsonOption, console, fail, open_existing, print_json
 
 app = typer.Typer(help="Classic RL agents (tabular, policy gradient) on the lab's envs, one move per action.",
                   no_args_is_help=True)
@@ -41,7 +41,7 @@ def leaderboard_cmd(
     return where the env's solver values a policy (Blackjack), env steps spent training."""
     from lactchain.leaderboard import COLUMNS, format_cell, leaderboard
 
-    registry = open_registry(db)
+    registry = open_existing(db, reading=True)  # a read: never writes a schema into the file
     try:
         rows = leaderboard(registry, env)
     except ValueError as exc:

@@ -58,7 +58,10 @@ def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False, emoji=False)
+    from lactchain.safe_text import printable
+
+    err_console.print(f"[bold red]error:[/] {escape(printable(message, keep_newlines=False))}", soft_wrap=True,
+                      highlight=False, emoji=False)
     raise typer.Exit(code)
 
 
@@ -112,6 +115,21 @@ def open_registry(db: Optional[Path]):
         if not folder.is_dir():
             fail(f"--db {db}: folder {folder} does not exist; create it first (mkdir -p {folder})")
     return Registry(db)
+
+
+def open_existing(db: Optional[Path], reading: bool = False):
+    """The registry a command only reads (or controls): it must exist and be one. An
+    empty file is refused, never turned into a registry (`reading`: read-only when the
+    file, its folder or the disk refuse writes)."""
+    from lactchain.paths import default_db_path
+    from lactchain.registry import Registry
+
+    path = db.expanduser().absolute() if db is not None else default_db_path()
+    if not path.exists():
+        fail(f"no registry at {path}")
+    if path.is_file() and path.stat().st_size == 0:
+        fail(f"--db {path}: is an empty file, not a registry; point --db at a registry (e.g. runs/registry.db)")
+    return Registry.open_for_reading(path) if reading else Registry(path)
 
 
 def _one_line(check: Callable[..., Any], *args: Any) -> Any:

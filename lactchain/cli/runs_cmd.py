@@ -12,9 +12,10 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, print_json
+from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, open_existing, print_json
 from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
 from lactchain.key_metrics import key_metrics_first
+from lactchain.safe_text import printable
 from lactchain.paths import default_db_path
 from lactchain.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
 
@@ -35,12 +36,7 @@ def _get_run(reg: Registry, run_id: str) -> dict[str, Any]:
         raise  # unreachable: fail() exits
 
 
-def _open_existing(db: Optional[Path], reading: bool = False) -> Registry:
-    """The registry at --db; `reading`: read-only when it cannot be written."""
-    path = _db_path(db)
-    if not path.exists():
-        fail(f"no registry at {path}")
-    return Registry.open_for_reading(path) if reading else Registry(path)
+_open_existing = open_existing  # the registry at --db, which must exist
 
 
 def _fmt_time(ms: int | None, short: bool = False) -> str:
@@ -68,9 +64,11 @@ def _fmt_duration(seconds: float | None) -> str:
 
 
 def _fmt_value(value: Any) -> str:
+    """A stored value for a Rich table: numbers short; text with its control characters
+    shown (never obeyed) and its markup escaped (never interpreted)."""
     if isinstance(value, float):
         return f"{value:.4g}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else escape(printable(value))
 
 
 def _status(status: str) -> str:
@@ -102,7 +100,7 @@ def list_runs(
     if not path.exists():  # a read command must not create an empty registry
         runs: list[dict[str, Any]] = []
     else:
-        with Registry.open_for_reading(path) as reg:
+        with open_existing(db, reading=True) as reg:
             dead = reap_dead_runs(reg)
             runs = show_dead(reg.list_runs(kind=kind, limit=None if status else limit), dead)
             runs = [r for r in runs if status is None or r["status"] == status][:limit]
@@ -134,7 +132,7 @@ def list_runs(
     table.add_column("name", no_wrap=not wide, overflow="fold" if wide else "ellipsis", ratio=1)
     for run in runs:
         table.add_row(escape(run["id"]), _status(run["status"]), _fmt_time(run["created_ms"], short=True),
-                      _fmt_duration(run["duration_s"]), escape(shown[run["id"]]), escape(run["name"] or run["kind"]))
+                      _fmt_duration(run["duration_s"]), _fmt_value(shown[run["id"]]), _fmt_value(run["name"] or run["kind"]))
     console.print(table)
 
 
@@ -145,10 +143,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one run: its fields, params, tags, latest metrics, artifacts and row counts."""
-    path = _db_path(db)
-    if not path.exists():
-        fail(f"no registry at {path}")
-    with Registry.open_for_reading(path) as reg:
+    with open_existing(db, reading=True) as reg:
         dead = reap_dead_runs(reg)
         run = show_dead([_get_run(reg, run_id)], dead)[0]
         rid = run["id"]
@@ -179,9 +174,9 @@ def show(
             key, value = "duration", _fmt_duration(value)
         elif key == "cmd" and value:
             value = " ".join(value)
-        fields.add_row(key, _fmt_value(value) if not isinstance(value, str) else value)
+        fields.add_row(key, value if key == "status" else _fmt_value(value))
     if info["children"]:
-        fields.add_row("children", ", ".join(info["children"]))
+        fields.add_row("children", _fmt_value(", ".join(info["children"])))
     fields.add_row("rows", ", ".join(f"{k} {n}" for k, n in info["counts"].items()))
     console.print(fields)
 
@@ -192,14 +187,14 @@ def show(
             table.add_column("key")
             table.add_column("value", overflow="fold")
             for key, value in mapping.items():
-                table.add_row(key, _fmt_value(value))
+                table.add_row(_fmt_value(key), _fmt_value(value))
             console.print(table)
     if info["artifacts"]:
         table = Table(title="artifacts", title_justify="left")
         for column in ("id", "kind", "step", "path", "created"):
             table.add_column(column, overflow="fold")
         for art in info["artifacts"]:
-            table.add_row(str(art["id"]), art["kind"], _fmt_value(art["step"]), art["path"],
+            table.add_row(str(art["id"]), _fmt_value(art["kind"]), _fmt_value(art["step"]), _fmt_value(art["path"]),
                           _fmt_time(art["created_ms"]))
         console.print(table)
 
@@ -252,17 +247,18 @@ def logs(
             fail(f"run {run['id']} has no log at {log_path} (only detached runs write one)")
         with open(log_path, "r", errors="replace") as fh:
             lines = fh.readlines()
-            sys.stdout.writelines(lines[-tail:] if tail else lines)
+            # A log holds what the job printed, stored text included: escapes are shown, not obeyed.
+            sys.stdout.writelines(printable(line, keep_cr=True) for line in (lines[-tail:] if tail else lines))
             sys.stdout.flush()
             while follow:
                 chunk = fh.read()
                 if chunk:
-                    sys.stdout.write(chunk)
+                    sys.stdout.write(printable(chunk, keep_cr=True))
                     sys.stdout.flush()
                     continue
                 reap_dead_runs(reg)
                 if reg.get_run(run["id"])["status"] not in ACTIVE:
-                    sys.stdout.write(fh.read())
+                    sys.stdout.write(printable(fh.read(), keep_cr=True))
                     break
                 time.sleep(0.5)
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes: stored text such as "START:END:STEPS" must not turn into pictures.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 class LineLog:
