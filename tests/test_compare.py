@@ -95,3 +95,48 @@ def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plai
         check_resumable(reg, stopped("strategy", ["lactchain", "bench", "strategy"], {"proposers": "edits"}))
         with pytest.raises(NotResumable, match="a --compare benchmark resumes cell by cell"):
             check_resumable(reg, stopped("pipeline", ["lactchain", "bench", "learn"], {"loss": "rft"}))
+
+
+def _wait(predicate, timeout=600.0):
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.3)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.mark.parametrize("compare", [False, True])
+def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_path, lc):
+    """SIGTERM (runs kill) to a running bench learn: the run ends KILLED and the curve of
+    its finished iterations (a comparison: its finished cells) is written, marked partial."""
+    db = tmp_path / "registry.db"
+    # TINY without --json; a later option wins over TINY's (click keeps the last value given).
+    argv = ["bench", "learn", *TINY[:-1], "--budget-min", "30"]
+    argv += ["--compare", "rft,simpo", "--seeds", "0,1"] if compare else ["--budget-iterations", "40"]
+    code, out, err = lc(*argv, "--db", db, "--detach", "--json")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    reg = Registry(db)
+    folder = reg.run_dir(run_id)
+    if compare:
+        _wait(lambda: len(list((folder / "cells").glob("*.json"))) >= 1)
+    else:
+        _wait(lambda: (folder / "pipeline_state.json").is_file() and sum(
+            p["phase"] == "evaluate" for p in json.loads((folder / "pipeline_state.json").read_text())["phases"]) >= 2)
+    code, _, err = lc("runs", "kill", run_id, "--wait", "120", "--db", db)
+    assert code == 0, err
+    _wait(lambda: reg.get_run(run_id)["status"] != "RUNNING")
+    assert reg.get_run(run_id)["status"] == "KILLED"
+    stem = "compare.partial" if compare else "bench_learn.partial"
+    _wait(lambda: (folder / f"{stem}.json").is_file(), timeout=60)
+    saved = json.loads((folder / f"{stem}.json").read_text())
+    assert saved["partial"] is True
+    if compare:
+        assert 1 <= len(saved["cells"]) < 4 and (folder / "compare.partial.png").is_file()
+        assert "partial" in (folder / "compare.partial.md").read_text()
+    else:
+        assert len(saved["curve"]) >= 2 and saved["curve"][0]["iteration"] == 0
+        assert (folder / "learning_curve.partial.png").is_file()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lactchain.config import ConfigError, flat_names, option
@@ -13,6 +14,7 @@ from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
+from lactchain.lifecycle import Cancelled
 from lactchain.pipeline import PipelineConfig
 
 
@@ -199,6 +201,28 @@ def _bench_name(config: BenchLearnConfig) -> str:
             + (f" {config.env}" if config.env != "grid" else ""))
 
 
+def write_partial(handle: Any, config: BenchLearnConfig) -> Path | None:
+    """A stopped benchmark keeps what it measured: the finished phases' learning curve as
+    bench_learn.partial.json and learning_curve.partial.png (None: nothing finished)."""
+    import json
+
+    from lactchain.pipeline import STATE_FILE, PipelineResult
+
+    try:
+        phases = json.loads((handle.dir / STATE_FILE).read_text())["phases"]
+    except (OSError, ValueError, KeyError):
+        return None
+    summary = {"partial": True, "budget_min": config.budget_min, **PipelineResult(phases=phases).summary()}
+    path = handle.dir / "bench_learn.partial.json"
+    path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    png = plot_curve(summary["curve"], handle.dir / "learning_curve.partial.png",
+                     _bench_name(config) + " (partial: stopped)")
+    for kind, what in ((path, "partial result"), (png, "partial learning curve")):
+        handle.registry.add_artifact(handle.run_id, "plot" if kind == png else "report", kind, meta={"what": what})
+    err_console.print(f"stopped: what was measured is in {path} and {png}")
+    return path
+
+
 def transfer_target(config: BenchLearnConfig) -> tuple[str, dict[str, Any]] | None:
     """(label, env kwargs) of the zero-shot transfer evaluation: --transfer-scene, else the
     env's own target (None: the env has none), read the way the loop's states read."""
@@ -231,8 +255,12 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
                          iterations=config.budget_iterations or config.iterations)
     model = load_loop_actor(cfg)
     with err_console.status("bench learn") as status:
-        out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
-            f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {config.budget_min:g} min)"))
+        try:
+            out = run_pipeline(handle, cfg, actor=model, on_phase=lambda it, phase: status.update(
+                f"iteration {it}: {phase} ({(time.time() - t0) / 60:.1f} of {config.budget_min:g} min)"))
+        except Cancelled:
+            write_partial(handle, config)
+            raise
         result = {"budget_min": config.budget_min, "wall_min": (time.time() - t0) / 60, "actor": cfg.actor,
                   "critic": cfg.critic, "labeler": cfg.labeler, "loss": cfg.loss, "env": cfg.env, **out}
         target = transfer_target(config) if config.transfer else None
@@ -265,7 +293,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import shutil
     import time
 
-    from lactchain.compare import cell_key, markdown, plot, summarize
+    from lactchain.compare import cell_key
     from lactchain.lifecycle import run_context
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
@@ -282,43 +310,63 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     strat = resolve_strategy(reg, config.strategy, config.env)
     plan = config.cells()
     results = []
-    for n, (loss, explore, seed) in enumerate(plan, 1):
-        key = cell_key(loss, explore, seed)
-        done = cells_dir / f"{key}.json"
-        if done.is_file():
-            results.append(json.loads(done.read_text()))
-            continue
-        handle.check_cancelled()
-        t0 = time.time()
-        cfg = config.cell_config(loss, explore, seed).replace(
-            strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
-        with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
-                run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
-                            parent_id=handle.run_id, quiet=True) as child:
-            out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
-                f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
-                f"{config.budget_min:g} min)"))
-        cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
-                "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
-                "after": out.get("after")}
-        done.write_text(json.dumps(cell, default=str))
-        final = out["curve"][-1]
-        handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
-        err_console.print(f"cell {n}/{len(plan)} {key}: success {out['curve'][0]['success_rate']:.2f} -> "
-                          f"{final['success_rate']:.2f} in {cell['wall_min']:.1f} min")
-        results.append(cell)
+    try:
+        for n, (loss, explore, seed) in enumerate(plan, 1):
+            key = cell_key(loss, explore, seed)
+            done = cells_dir / f"{key}.json"
+            if done.is_file():
+                results.append(json.loads(done.read_text()))
+                continue
+            handle.check_cancelled()
+            t0 = time.time()
+            cfg = config.cell_config(loss, explore, seed).replace(
+                strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
+            with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
+                    run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
+                                parent_id=handle.run_id, quiet=True) as child:
+                out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
+                    f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
+                    f"{config.budget_min:g} min)"))
+            cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
+                    "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
+                    "after": out.get("after")}
+            done.write_text(json.dumps(cell, default=str))
+            final = out["curve"][-1]
+            handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
+            err_console.print(f"cell {n}/{len(plan)} {key}: success {out['curve'][0]['success_rate']:.2f} -> "
+                              f"{final['success_rate']:.2f} in {cell['wall_min']:.1f} min")
+            results.append(cell)
+    except Cancelled:
+        if results:  # the finished cells, marked partial; a resume runs the rest
+            write_compare(handle, config, results, partial=True)
+        raise
+    return write_compare(handle, config, results)
+
+
+def write_compare(handle: Any, config: BenchLearnConfig, results: list[dict[str, Any]],
+                  partial: bool = False) -> dict[str, Any]:
+    """compare.json, .png and .md of the finished cells (compare.partial.* for a stopped one)."""
+    import json
+
+    from lactchain.compare import markdown, plot, summarize
+
     title = (f"bench learn --compare {config.compare} ({config.budget_min:g} min"
-             + (f", <= {config.budget_iterations} iterations" if config.budget_iterations else "") + " per cell)")
+             + (f", <= {config.budget_iterations} iterations" if config.budget_iterations else "") + " per cell)"
+             + (f" (partial: {len(results)} of {len(config.cells())} cells)" if partial else ""))
     rows = summarize(results)
     summary = {"budget_min": config.budget_min, "budget_iterations": config.budget_iterations, "env": config.env,
                "actor": config.actor, "critic": config.critic, "labeler": config.labeler, "cells": results,
-               "table": rows}
-    paths = {"json": handle.dir / "compare.json", "png": handle.dir / "compare.png", "md": handle.dir / "compare.md"}
+               "table": rows, **({"partial": True} if partial else {})}
+    stem = "compare.partial" if partial else "compare"
+    paths = {kind: handle.dir / f"{stem}.{kind}" for kind in ("json", "png", "md")}
     paths["json"].write_text(json.dumps(summary, indent=2, default=str) + "\n")
     plot(results, paths["png"], title)
     paths["md"].write_text(markdown(rows, title))
     for kind, path in paths.items():
-        reg.add_artifact(handle.run_id, "plot" if kind == "png" else "report", path, meta={"what": f"compare {kind}"})
+        handle.registry.add_artifact(handle.run_id, "plot" if kind == "png" else "report", path,
+                                     meta={"what": f"compare {kind}" + (" (partial)" if partial else "")})
+    if partial:
+        err_console.print(f"stopped: the {len(results)} finished cell(s) are in {paths['json']} and {paths['png']}")
     return {**summary, "compare_json": str(paths["json"]), "compare_png": str(paths["png"]),
             "compare_md": str(paths["md"])}
 
