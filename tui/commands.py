@@ -71,6 +71,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Resume run", "Continue the KILLED/FAILED run from its newest checkpoint (a detached job)", "R",
             "resume", "runs", "Resume"),
     Command("Kill run", "Stop the selected running run (asks first; it checkpoints)", "K", "kill", "runs", "Kill"),
+    Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
+            "x", "export", "runs", "Export"),
     # labelling
     Command("Choose A", "A is better (chosen), B rejected", "a", "choose('A')", "labels", "A better"),
     Command("Choose B", "B is better (chosen), A rejected", "b", "choose('B')", "labels", "B better"),

@@ -213,3 +213,23 @@ async def test_the_board_tab_shows_the_selected_runs_env_leaderboard(make_app, r
         agents = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         assert set(agents) == {"value-iteration", "optimum (oracle)", "random"}
         assert agents[-1] == "random"  # ranked by the exact expected return
+
+
+async def test_x_exports_the_marked_runs_for_tensorboard(make_app, registry):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    a = add_run(registry, "train-actor", params={"actor": "tiny"}, metrics={"loss": [3, 2, 1]})
+    b = add_run(registry, "train-actor", params={"actor": "tiny"}, metrics={"loss": [4, 3]}, offset_s=10)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.screen.query_one("#runs-table", DataTable)
+        table.focus()
+        await pilot.press("space", "down", "space", "x")
+        await settle(app, pilot)
+        out = registry.runs_dir / "exports"
+        for run_id, losses in ((a, [3, 2, 1]), (b, [4, 3])):
+            events = EventAccumulator(str(out / run_id))
+            events.Reload()
+            assert [e.value for e in events.Scalars("loss")] == losses

@@ -6,6 +6,7 @@ the optimum on the same start states; `lactchain.leaderboard`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -464,6 +465,27 @@ class RunsScreen(BaseScreen):
 
         self.app.push_screen(ConfirmScreen(f"Stop {run['id']} ({run.get('kind')})? It saves a checkpoint and ends "
                                            "KILLED; `R` resumes it later."), answered)
+
+    async def action_export(self) -> None:
+        """The marked runs (else the selected one) as TensorBoard event files, beside the
+        registry in exports/ (`lactchain runs export` does the same from a shell)."""
+        ids = sorted(self.marked) or ([self.selected_id] if self.selected_id else [])
+        if not ids:
+            self.notify("select a run (or mark several with space) first", severity="warning")
+            return
+        from lactchain.export import export_runs
+
+        def export(reg: Any) -> Path:
+            out = reg.runs_dir / "exports"
+            export_runs(reg, ids, out, "tensorboard")
+            return out
+
+        try:
+            out = await self.app.registry.call(export)
+        except Exception as exc:  # noqa: BLE001 - a run gone, a full disk: say so
+            self.app.report_error("export failed", exc)
+            return
+        self.notify(f"exported {len(ids)} run(s) to {out}: tensorboard --logdir {out}", timeout=10)
 
     def action_load_adapter(self) -> None:
         if not self.detail or self.selected_id is None:
