@@ -143,10 +143,27 @@ async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, 
         assert [str(r[1]) for r in rows] == ["", "0.75", "0.25"]
 
 
-async def test_the_jobs_screen_offers_a_strategy_search_that_launches_the_cli_command(make_app, registry):
-    from tui.jobs_bridge import FORMS_BY_COMMAND, build_argv
+async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
+    """The Strategy search form (a command of the `strategy` group) mounts, previews and
+    launches `lactchain strategy search ...`."""
+    from textual.widgets import Input
 
-    form = FORMS_BY_COMMAND["strategy search"]
-    assert {"proposers", "rounds", "per-round", "train-states"} <= {f.name for f in form.fields}
-    argv = build_argv("strategy search", {"actor": "tiny", "rounds": "3"}, "r.db", prefix=["lactchain"])
-    assert argv[:3] == ["lactchain", "strategy", "search"] and "--rounds" in argv and argv[argv.index("--rounds") + 1] == "3"
+    from tui.jobs_bridge import LaunchResult
+    from tui_helpers import open_job_form
+
+    launched: list[list[str]] = []
+
+    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain ... --detach`
+        launched.append(list(argv))
+        return LaunchResult(tuple(argv), registry.create_run("strategy", cmd=argv), "")
+
+    app = make_app(launcher=fake_launcher)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_job_form(app, pilot, "strategy search")
+        screen.query_one("#strategy_search--rounds", Input).value = "3"
+        await pilot.pause()
+        assert str(screen.query_one("#job-argv").render()).startswith("lactchain strategy search")
+        await pilot.press("ctrl+l")
+        await settle(app, pilot)
+        assert launched and launched[0][1:3] == ["strategy", "search"]
+        assert launched[0][launched[0].index("--rounds") + 1] == "3"

@@ -32,6 +32,11 @@ REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
 
 
+def field_id(command: str, field: str) -> str:
+    """The widget id of a form field ("strategy search" has a space an id cannot hold)."""
+    return f"{command.replace(' ', '_')}--{field}"
+
+
 def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]:
     if reap:
         try:
@@ -125,7 +130,7 @@ class JobsScreen(BaseScreen):
         last = last if isinstance(last, dict) else {}
         widgets: list = []
         for field in form.fields:
-            wid = f"{form.command}--{field.name}"
+            wid = field_id(form.command, field.name)
             value = self.prefill(field, last)
             widgets.append(Label(field.label, classes="field-label"))
             if field.choices:
@@ -146,7 +151,7 @@ class JobsScreen(BaseScreen):
         form = FORMS_BY_COMMAND[self.command]
         values = {}
         for field in form.fields:
-            widget = self.query_one(f"#{form.command}--{field.name}")
+            widget = self.query_one(f"#{field_id(form.command, field.name)}")
             value = widget.value
             values[field.name] = "" if value is Select.NULL or value is None else str(value)
         return values
@@ -156,7 +161,7 @@ class JobsScreen(BaseScreen):
 
     def update_argv(self) -> None:
         argv = self.argv()
-        shown = ["lactchain"] + argv[argv.index(self.command):]
+        shown = ["lactchain"] + argv[argv.index(self.command.split()[0]):]  # "strategy search": two words
         if self.app.db_path is not None:
             shown[-1] = self.app.db_label
         self.query_one("#job-argv", Static).update(Text(" ".join(shown), style="dim"))
@@ -179,7 +184,7 @@ class JobsScreen(BaseScreen):
             if not field.check.startswith("run:"):
                 continue
             ids = await self.app.registry.call(run_choices, field.check[4:])
-            found = self.query(f"#{form.command}--{field.name}")
+            found = self.query(f"#{field_id(form.command, field.name)}")
             if found:
                 found.first().suggester = SuggestFromList(ids, case_sensitive=False)
 
@@ -211,8 +216,8 @@ class JobsScreen(BaseScreen):
         if problems:  # point at the fields; nothing is launched
             error.update(Text("\n".join(f"✗ {why}" for _, why in problems), style="bold red"))
             for name, _ in problems:
-                self.query_one(f"#{command}--{name}").add_class("-invalid")
-            self.query_one(f"#{command}--{problems[0][0]}").focus()
+                self.query_one(f"#{field_id(command, name)}").add_class("-invalid")
+            self.query_one(f"#{field_id(command, problems[0][0])}").focus()
             return
         self.notify(f"launching {command}…", timeout=3)
         self.launch(command, argv, values)
