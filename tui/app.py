@@ -157,6 +157,14 @@ class LactChainApp(App):
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # ---- the one error path -------------------------------------------------------
+    def action_toggle_keys(self) -> None:
+        """`?`: Textual's keys panel (every binding of the focused widget, its screen and
+        the app, from tui.commands), or away again."""
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
     def report_error(self, title: str, error: BaseException | str | None) -> None:
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error or "")
         self.log.error(title, text)

@@ -71,6 +71,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("Resume run", "Continue the KILLED/FAILED run from its newest checkpoint (a detached job)", "R",
             "resume", "runs", "Resume"),
     Command("Kill run", "Stop the selected running run (asks first; it checkpoints)", "K", "kill", "runs", "Kill"),
+    Command("Show run log", "The selected run's log, following it live", "l", "show_log", "runs", "Log"),
     Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
             "x", "export", "runs", "Export"),
     # labelling
@@ -84,7 +85,9 @@ COMMANDS: tuple[Command, ...] = (
     # jobs
     Command("New job", "Fill in a job form and launch it", "n", "new_job", "jobs", "New job"),
     Command("Launch job", "Launch the job in the form (detached)", "ctrl+l", "launch", "jobs", "Launch"),
-    Command("Kill job", "Stop the selected job (SIGTERM, it checkpoints)", "K", "kill", "jobs", "Kill"),
+    Command("Kill job", "Stop the selected job (asks first; SIGTERM, it checkpoints)", "K", "kill", "jobs", "Kill"),
+    Command("Resume job", "Continue the KILLED/FAILED job from its newest checkpoint (a detached job)", "R",
+            "resume", "jobs", "Resume"),
     Command("Refresh jobs", "Reload the jobs table now", "f5", "refresh", "jobs", "Refresh"),
     Command("Show job log", "The selected job's log, following it live", "l", "show_tab('tab-job-log')", "jobs", "Log"),
     Command("Show job chart", "The selected job's metric chart", "g", "show_tab('tab-job-chart')", "jobs", "Chart"),
@@ -108,6 +111,8 @@ COMMANDS: tuple[Command, ...] = (
 # Palette entries whose key is bound on their screen but kept out of the footer (no room,
 # and the footer's snapshots stay as they are).
 PALETTE_ONLY: tuple[Command, ...] = (
+    Command("Keys", "Show or hide every key of this screen with what it does (one map for all screens)",
+            "question_mark", "toggle_keys", "app", "Keys", "app", show=False),
     Command("Decision transformer: act an instruction", "Type an instruction; the newest trained dt run acts it "
             "on the grid from the selected start (its annotations and landmark order beside)", "i", "dt_instruct",
             "archive", "Instruct", show=False),

@@ -12,6 +12,7 @@ from tui.screens.jobs import JobsScreen
 from tui.screens.lab import LabScreen
 from tui.screens.labelling import LabellingScreen
 from tui.screens.runs import RunsScreen
+from tui_helpers import settle
 from tui.widgets.strategy_editor import StrategyEditor
 from tui_helpers import palette
 
@@ -106,3 +107,21 @@ def test_console_refuses_a_mistyped_or_foreign_db_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
     assert not (tmp_path / "no").exists() and foreign.read_bytes() == before
+
+
+async def test_question_mark_shows_and_hides_every_key_of_the_screen(make_app):
+    from textual.widgets import HelpPanel
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        app.screen.query_one("#runs-table").focus()
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert app.screen.query(HelpPanel)
+        keys = {binding.key for _, binding, _, _ in app.screen.active_bindings.values()}
+        assert {"x", "K", "R", "l", "question_mark"} <= keys  # what the panel lists: tui.commands' Runs keys
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert not app.screen.query(HelpPanel)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Input, Select, TabbedContent
 
 from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
 from tui_helpers import live_job, open_job_form, settle
@@ -84,7 +84,10 @@ async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry
             assert _ids(table) == [run_id]  # reopened: it is listed live again
             assert str(table.get_row_at(0)[1]) == "RUNNING"
             table.focus()
-            await pilot.press("K")
+            await pilot.press("K")  # asks first, as on Runs (one key map)
+            await settle(app, pilot)
+            assert proc.poll() is None and "Stop" in str(app.screen.query_one("#confirm-question").render())
+            await pilot.press("y")
             await settle(app, pilot)
             assert proc.wait(timeout=10) != 0
 
@@ -224,3 +227,36 @@ def test_engine_field_launches_the_engine_and_refuses_vllm_where_it_is_missing(r
     problems = check_form(registry, "evaluate", {"engine": "vllm"})
     assert problems and problems[0][0] == "engine" and "pip install -e '.[vllm]'" in problems[0][1]
     assert check_form(registry, "evaluate", {"engine": "auto"}) == []  # auto falls back to hf
+
+
+async def test_one_key_map_R_resumes_on_jobs_and_l_shows_the_log_on_runs(make_app, registry):
+    from tui.jobs_bridge import LaunchResult
+    from tui_helpers import add_run
+
+    killed = add_run(registry, "actor", status="KILLED", log_lines=["step 1 loss 0.9", "killed"])
+    registry.update_run(killed, pid=999_999)  # a detached job's row (Jobs lists jobs, not Lab sessions)
+    launched: list[list[str]] = []
+
+    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain runs resume ... --json`
+        launched.append(list(argv))
+        return LaunchResult(tuple(argv), "actor-resumed", "")
+
+    app = make_app(launcher=fake_launcher)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        table = app.screen.query_one("#jobs-table", DataTable)
+        assert killed in _ids(table)
+        table.focus()
+        table.move_cursor(row=_ids(table).index(killed))
+        await settle(app, pilot)
+        await pilot.press("R")
+        await settle(app, pilot)
+        assert launched and launched[0][launched[0].index("resume") + 1] == killed
+        await pilot.press("2")
+        await settle(app, pilot)
+        runs = app.screen.query_one("#runs-table", DataTable)
+        runs.focus()
+        await pilot.press("l")
+        await settle(app, pilot)
+        assert app.screen.query_one("#runs-tabs", TabbedContent).active == "tab-log"

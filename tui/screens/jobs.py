@@ -17,10 +17,11 @@ from textual.widgets import (Button, DataTable, Input, Label, Select, Static, Ta
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
-from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, check_form, cli_actor, kill_job,
+from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, check_form, cli_actor,
                              launch_job, run_choices)
 from tui.messages import JobLaunched
 from tui.screens.base import BaseScreen
+from tui.screens.run_controls import RunControls
 from tui.screens.runs import STATUS_STYLE, with_metrics
 from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
@@ -51,7 +52,7 @@ def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]
     return with_metrics(reg, runs[:limit], cache)
 
 
-class JobsScreen(BaseScreen):
+class JobsScreen(RunControls, BaseScreen):
     BINDINGS = bindings_for("jobs") + [("escape", "focus_table", "Table")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -329,17 +330,10 @@ class JobsScreen(BaseScreen):
             return
         chart.plot_series(key, {run_id: history})
 
-    async def action_kill(self) -> None:
-        job = self.selected_job()
-        if job is None:
-            self.notify("select a job first", severity="warning")
-            return
-        try:
-            message = await self.app.registry.call(kill_job, job["id"])
-        except Exception as exc:  # noqa: BLE001
-            self.app.report_error("kill failed", exc)
-            return
-        self.notify(message)
+    def selected_run(self) -> dict | None:
+        return self.selected_job()
+
+    def refresh_listing(self) -> None:
         self.refresh_jobs()
 
     def action_refresh(self) -> None:

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Select, Static, TabbedContent, Tab
 from tui.commands import bindings_for
 from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
 from tui.screens.base import BaseScreen
+from tui.screens.run_controls import RunControls
 from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
 from tui.widgets.tables import sync_table
@@ -133,7 +134,7 @@ def fetch_detail(reg: Any, run_id: Any) -> dict:
     }
 
 
-class RunsScreen(BaseScreen):
+class RunsScreen(RunControls, BaseScreen):
     BINDINGS = bindings_for("runs") + [("escape", "focus_table", "Table")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -422,49 +423,14 @@ class RunsScreen(BaseScreen):
     def _selected_run(self) -> dict | None:
         return next((r for r in self.runs if str(r["id"]) == self.selected_id), None)
 
-    def action_resume(self) -> None:
-        run = self._selected_run()
-        if run is None:
-            self.notify("select a run first", severity="warning")
-            return
-        if run.get("status") not in ("KILLED", "FAILED"):
-            self.notify(f"{run['id']} is {run.get('status')}: only KILLED or FAILED runs resume", severity="warning")
-            return
-        self._resume(str(run["id"]))
+    def selected_run(self) -> dict | None:
+        return self._selected_run()
 
-    @work(thread=True, exit_on_error=False, group="resume", name="resume run")
-    def _resume(self, run_id: str) -> None:
-        from tui.jobs_bridge import launch_job, resume_argv
+    def refresh_listing(self) -> None:
+        self.refresh_runs()
 
-        try:
-            result = (self.app.launcher or launch_job)(resume_argv(run_id, self.app.db_path))
-        except Exception as exc:  # noqa: BLE001 - the CLI's own reason (e.g. play runs are not resumed)
-            self.app.call_from_thread(self.app.report_error, f"{run_id} was not resumed",
-                                      str(exc).removeprefix("error: "))
-            return
-        self.app.call_from_thread(self.notify, f"resuming {run_id} as {getattr(result, 'run_id', None)} (Jobs: 4)")
-        self.app.call_from_thread(self.refresh_runs)
-
-    def action_kill(self) -> None:
-        run = self._selected_run()
-        if run is None or run.get("status") not in ("RUNNING", "SCHEDULED"):
-            self.notify("select a running run to kill", severity="warning")
-            return
-        from tui.widgets.confirm import ConfirmScreen
-
-        async def answered(yes: bool | None) -> None:
-            if not yes:
-                return
-            from tui.jobs_bridge import kill_job
-
-            try:
-                self.notify(await self.app.registry.call(kill_job, run["id"]))
-            except Exception as exc:  # noqa: BLE001
-                self.app.report_error("kill failed", exc)
-            self.refresh_runs()
-
-        self.app.push_screen(ConfirmScreen(f"Stop {run['id']} ({run.get('kind')})? It saves a checkpoint and ends "
-                                           "KILLED; `R` resumes it later."), answered)
+    def action_show_log(self) -> None:
+        self.query_one("#runs-tabs", TabbedContent).active = "tab-log"
 
     async def action_export(self) -> None:
         """The marked runs (else the selected one) as TensorBoard event files, beside the
