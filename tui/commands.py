@@ -71,6 +71,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Resume run", "Continue the KILLED/FAILED run from its newest checkpoint (a detached job)", "R",
             "resume", "runs", "Resume"),
     Command("Kill run", "Stop the selected running run (asks first; it checkpoints)", "K", "kill", "runs", "Kill"),
+    Command("Load critic into lab", "Load the selected train-critic run's critic into the console (Lab values, "
+            "candidates, forms)", "c", "load_critic", "runs", "Load critic"),
     Command("Show run log", "The selected run's log, following it live", "l", "show_log", "runs", "Log"),
     Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
             "x", "export", "runs", "Export"),

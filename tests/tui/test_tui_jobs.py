@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Input, Select, TabbedContent
 
 from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
@@ -210,6 +211,9 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
         assert "Episodes: --episodes 'x': must be a whole number" in shown and "no strategy version 9" in shown
         assert screen.query_one("#play--episodes", Input).has_class("-invalid")
         assert launched == []  # nothing started
+        screen.query_one("#job-command", Select).value = "evaluate"  # another form: the error is not about it
+        await settle(app, pilot)
+        assert str(screen.query_one("#job-error").render()).strip() == ""
 
 
 def test_engine_field_launches_the_engine_and_refuses_vllm_where_it_is_missing(registry, monkeypatch):
@@ -260,3 +264,35 @@ async def test_one_key_map_R_resumes_on_jobs_and_l_shows_the_log_on_runs(make_ap
         await pilot.press("l")
         await settle(app, pilot)
         assert app.screen.query_one("#runs-tabs", TabbedContent).active == "tab-log"
+
+
+@pytest.mark.parametrize("critic, train_critic_field, collect_pairs_run", [
+    ("critic-1a2b3c4d", "minilm-l6", "critic-1a2b3c4d"),  # a run: where a run is asked, never as the backbone
+    ("tiny", "tiny", ""),  # a backbone preset: the Train critic form's backbone
+])
+async def test_forms_are_prefilled_by_kind_with_the_consoles_critic(make_app, critic, train_critic_field,
+                                                                   collect_pairs_run):
+    from tui_helpers import open_job_form
+
+    app = make_app(critic_spec=critic)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_job_form(app, pilot, "train-critic")
+        assert screen.query_one("#train-critic--critic", Input).value == train_critic_field
+        screen = await open_job_form(app, pilot, "collect-pairs")
+        assert screen.query_one("#collect-pairs--critic-run", Input).value == collect_pairs_run
+
+
+async def test_c_on_runs_loads_a_critic_run_into_the_console(make_app, registry):
+    from tui_helpers import add_run
+
+    run_id = add_run(registry, "critic", metrics={"val_loss": [0.5, 0.4]})
+    app = make_app()
+    loaded: list[str] = []
+    app.load_critic = loaded.append
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        app.screen.query_one("#runs-table", DataTable).focus()
+        await pilot.press("c")
+        await settle(app, pilot)
+        assert loaded == [run_id]

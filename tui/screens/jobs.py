@@ -5,6 +5,7 @@ show up live again when it reopens."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.text import Text
@@ -31,6 +32,14 @@ from tui.widgets.footer import FittedFooter
 
 REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
+
+
+_RUN_ID = re.compile(r"^[a-z]+-[0-9a-f]{8}$")
+
+
+def looks_like_run_id(spec: str) -> bool:
+    """A registry run id ("critic-1a2b3c4d") rather than a model preset or a folder."""
+    return bool(_RUN_ID.match(spec))
 
 
 def field_id(command: str, field: str) -> str:
@@ -120,8 +129,13 @@ class JobsScreen(RunControls, BaseScreen):
             return cli_actor(getattr(self.app, "actor_spec", None))[0]
         if field.name == "adapter" and getattr(self.app, "adapter", None):
             return str(self.app.adapter)
-        if field.name == "critic" and getattr(self.app, "critic_spec", None):
-            return str(self.app.critic_spec)
+        critic = getattr(self.app, "critic_spec", None)
+        if critic:  # the console's critic fills the field of its kind: a run where a run is asked, else a backbone
+            is_run = looks_like_run_id(str(critic))
+            if field.check == "run:critic" and is_run:
+                return str(critic)
+            if field.name == "critic" and not is_run:
+                return str(critic)
         return field.default
 
     def fields_for(self, command: str) -> list:
@@ -169,6 +183,7 @@ class JobsScreen(RunControls, BaseScreen):
 
     @on(Select.Changed, "#job-command")
     async def _command_changed(self, event: Select.Changed) -> None:
+        self.query_one("#job-error", Static).update("")  # another form: the last form's error is not about it
         box = self.query_one("#job-fields", Vertical)
         await box.remove_children()
         await box.mount_all(self.fields_for(str(event.value)))

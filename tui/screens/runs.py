@@ -429,6 +429,14 @@ class RunsScreen(RunControls, BaseScreen):
     def refresh_listing(self) -> None:
         self.refresh_runs()
 
+    def action_load_critic(self) -> None:
+        run = self._selected_run()
+        if run is None or run.get("kind") != "critic":
+            self.notify("select a train-critic run (kind critic) first", severity="warning")
+            return
+        self.app.load_critic(str(run["id"]))
+        self.notify(f"loading the critic of {run['id']}; the Lab and the job forms use it once loaded")
+
     def action_show_log(self) -> None:
         self.query_one("#runs-tabs", TabbedContent).active = "tab-log"
 
