@@ -90,6 +90,17 @@ async def test_run_episode_reaches_the_goal_and_reset_goes_back(make_app):
         assert app.screen.query_one("#episode-table", DataTable).row_count == 0
 
 
+async def test_reset_shows_the_prompt_of_the_state_reset_to(make_app):
+    app = make_app(actor=OracleActor(max_moves=1))  # one move per step: the episode moves away from the start
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s", "s")
+        await settle(app, pilot)
+        assert "You are at (x=0, y=0)" not in str(app.screen.query_one("#actor-prompt").render())
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert "You are at (x=0, y=0) facing east" in str(app.screen.query_one("#actor-prompt").render())
+
+
 class GatedActor(OracleActor):
     """Blocks in `stream` until the test opens the gate."""
 

@@ -362,8 +362,7 @@ class LabScreen(BaseScreen):
         self.query_one("#episode-table", DataTable).clear()
         pane = self.query_one(ActorPane)
         pane.clear_completion()
-        if self.session.deals:  # a new hand: its own prompt, not the last hand's
-            self._show_next_prompt(snap)
+        self._show_next_prompt(snap)  # the prompt of the state reset to, not the last step's
         pane.show_message(message)
         self.draw(snap)
         self._update_critic_header()
