@@ -25,6 +25,7 @@ LABEL_W = 3  # "3 │"
 LANDMARK_FG = "bold #121212"  # text on a landmark's (bright) background
 WALL_GLYPH = "█"  # a wall cell is this glyph across its whole width
 WALL_STYLE = "#585858"  # dark grey, like the env's renders (WALL_RGB)
+START_GLYPH = "◇"  # where the episode started (not "S": the flat's sofa is lettered S)
 WALL_CURSOR = "bold #ff5f5f on #585858"  # the cursor's mark on a wall (it cannot start there)
 
 
@@ -128,7 +129,7 @@ class GridView(Widget, can_focus=True):
         elif here == tuple(m.goal):
             glyph, gstyle = "G", "bold #5fd75f"
         elif m.start is not None and (m.start.x, m.start.y) == here:
-            glyph, gstyle = "S", "bold #87afff"
+            glyph, gstyle = START_GLYPH, "bold #87afff"
         elif on_path:
             glyph, gstyle = "·", "#87afff"
         if here == tuple(m.goal) and agent is not None and (agent.x, agent.y) == here:
