@@ -417,6 +417,49 @@ class PipelineResult:
         }
 
 
+class PhaseProgress:
+    """What happens inside a phase, live: a progress line on stderr (the pipeline's log)
+    every few seconds, and the trainer's metrics on the pipeline run itself under
+    `live/<phase>/<key>` at a running step, so its log and chart move while a phase runs
+    (the phase's own run has the full record)."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, handle: RunHandle) -> None:
+        self.handle = handle
+        self.step = 0  # the pipeline's running step of live metrics
+        self._last = 0.0
+
+    def _due(self, final: bool) -> bool:
+        now = time.time()
+        if final or now - self._last >= self.EVERY_S:
+            self._last = now
+            return True
+        return False
+
+    def trainer(self, iteration: int) -> Callable[[int, int, dict[str, float]], None]:
+        def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
+            numeric = _numeric(metrics)
+            self.step += 1
+            try:
+                self.handle.log_metrics({f"live/train-actor/{k}": v for k, v in numeric.items()}, step=self.step)
+            except Exception:  # a busy registry must not stop training
+                pass
+            if self._due(step >= total):
+                shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("loss", "reward", "margin") if k in numeric)
+                print(f"iteration {iteration} train-actor: step {step}/{total} {shown}", file=sys.stderr, flush=True)
+        return on_log
+
+    def states(self, iteration: int, phase: str, total: int) -> Callable[[int], None]:
+        done = [0]
+
+        def on_progress(n: int) -> None:
+            done[0] += n
+            if self._due(done[0] >= total):
+                print(f"iteration {iteration} {phase}: {done[0]}/{total} start states", file=sys.stderr, flush=True)
+        return on_progress
+
+
 def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v}
@@ -532,6 +575,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         return child.run_id, metrics
 
     timing = {"evaluate_s": 0.0}  # the longest evaluation: what a budgeted trainer leaves time for
+    live = PhaseProgress(handle)
 
     def evaluate(iteration: int) -> None:
         def body(h: RunHandle) -> dict[str, Any]:
@@ -599,10 +643,11 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
             cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it,
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
+        on_log = live.trainer(it)
         if cfg.loss == "grpo":
-            metrics = train_grpo(actor, grpo_task(it), trainer, handle=h)
+            metrics = train_grpo(actor, grpo_task(it), trainer, handle=h, on_log=on_log)
         else:
-            metrics = train_actor(actor, rows, trainer, handle=h)
+            metrics = train_actor(actor, rows, trainer, handle=h, on_log=on_log)
         out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
         out["stopped_at_deadline"] = float(bool(metrics.get("out_of_time")))
         if generator is not actor and getattr(actor, "adapter", None) is not None:
@@ -658,7 +703,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
                                   seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
                                   deals=cfg.deals)
-            groups = draw_groups(generator, starts, sampling, prompt=prompt, env_kwargs=world)
+            groups = draw_groups(generator, starts, sampling, prompt=prompt, env_kwargs=world,
+                                 on_progress=live.states(it, "collect", len(starts)))
             holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
             explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
             elites.add_to(groups, env)

@@ -22,11 +22,11 @@ def pipeline_run(tmp_path_factory):
         capture_output=True, text=True, timeout=600,
     )
     assert res.returncode == 0, res.stderr
-    return Registry(db), json.loads(res.stdout)
+    return Registry(db), json.loads(res.stdout), res.stderr
 
 
 def test_pipeline_phases_are_child_runs(pipeline_run):
-    reg, out = pipeline_run
+    reg, out, _ = pipeline_run
     parent = reg.get_run(out["run_id"])
     assert parent["kind"] == "pipeline" and parent["status"] == "FINISHED"
     children = sorted(reg.list_runs(parent_id=parent["id"]), key=lambda r: r["created_ms"])
@@ -43,8 +43,18 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
     assert reg.latest_metrics(parent["id"])  # per-phase metrics rolled up on the parent
 
 
+def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
+    """Inside a phase the pipeline's log and metrics move: collect's start states and the
+    trainer's steps as log lines, the trainer's loss live on the pipeline run itself."""
+    reg, out, stderr = pipeline_run
+    assert "iteration 1 collect: 8/8 start states" in stderr
+    assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
+    live = reg.metric_history(out["run_id"], "live/train-actor/loss")
+    assert live and [r["step"] for r in live] == list(range(1, len(live) + 1))
+
+
 def test_pipeline_pairs_differ_and_replay_from_their_start_state(pipeline_run):
-    reg, out = pipeline_run
+    reg, out, _ = pipeline_run
     pairs_run = next(r for r in reg.list_runs(parent_id=out["run_id"]) if r["kind"] == "pairs")
     pairs = reg.pairs(run_ids=[pairs_run["id"]])
     assert pairs, "the pair builder produced an empty dataset"
