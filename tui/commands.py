@@ -63,7 +63,8 @@ COMMANDS: tuple[Command, ...] = (
     # runs
     Command("Refresh runs", "Reload the runs table now", "f5", "refresh", "runs", "Refresh"),
     Command("Filter runs", "Filter by text, kind:… or status:…", "slash", "filter", "runs", "Filter"),
-    Command("Sort runs", "Cycle the sort column", "o", "sort", "runs", "Sort"),
+    Command("Sort runs", "Sort by a column one way, then the other, then the next column", "o", "sort", "runs",
+            "Sort"),
     Command("Mark run", "Select a run for the metric overlay", "space", "mark", "runs", "Mark"),
     Command("Overlay metric", "Chart a metric across the marked runs", "m", "overlay", "runs", "Overlay"),
     Command("Load adapter into lab", "Load the run's adapter into the Lab's actor", "a", "load_adapter", "runs",

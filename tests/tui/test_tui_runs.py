@@ -69,11 +69,20 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         assert _ids(table) == [b]
         screen.query_one("#runs-filter", Input).value = ""
         await pilot.pause()
-        # sort: created -> kind (a-z)
+        # sort: created newest first -> created oldest first -> kind (a-z) -> kind (z-a)
         table.focus()
+        newest_first = _ids(table)
+        await pilot.press("o")
+        await pilot.pause()
+        assert screen.sort_column == "created" and _ids(table) == newest_first[::-1]
         await pilot.press("o")
         await pilot.pause()
         assert screen.sort_column == "kind" and _ids(table)[-1] == a
+        await pilot.press("o")
+        await pilot.pause()
+        assert screen.sort_column == "kind" and _ids(table)[0] == a
+        await pilot.press("o", "o", "o")  # status both ways, on to duration
+        await pilot.pause()
         # detail of the train-critic run
         table.move_cursor(row=_ids(table).index(a))
         await settle(app, pilot)

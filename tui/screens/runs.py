@@ -392,9 +392,15 @@ class RunsScreen(RunControls, BaseScreen):
         self.query_one("#runs-table").focus()
 
     def action_sort(self) -> None:
-        i = SORTS.index(self.sort_column) if self.sort_column in SORTS else -1
-        self.sort_column = SORTS[(i + 1) % len(SORTS)]
-        self.sort_reverse = self.sort_column in ("created", "duration")
+        """o: each column its natural way first (newest, longest first), then the other way,
+        then the next column."""
+        natural = self.sort_column in ("created", "duration")
+        if self.sort_column in SORTS and self.sort_reverse == natural:
+            self.sort_reverse = not natural  # the same column, the other way
+        else:
+            i = SORTS.index(self.sort_column) if self.sort_column in SORTS else -1
+            self.sort_column = SORTS[(i + 1) % len(SORTS)]
+            self.sort_reverse = self.sort_column in ("created", "duration")
         self.populate()
 
     @on(DataTable.HeaderSelected, "#runs-table")
