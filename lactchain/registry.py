@@ -831,6 +831,11 @@ class Registry:
         rows = self._rows("SELECT key, value FROM latest_metrics WHERE run_id = ? ORDER BY key", [run_id])
         return {r["key"]: r["value"] for r in rows}
 
+    def metric_counts(self, run_id: str) -> dict[str, int]:
+        """How many values each metric of a run has (a chart wants the ones with a curve)."""
+        rows = self._rows("SELECT key, count(*) AS n FROM metrics WHERE run_id = ? GROUP BY key", [run_id])
+        return {r["key"]: int(r["n"]) for r in rows}
+
     def metric_keys(self, run_id: str) -> list[str]:
         return [r["key"] for r in self._rows(
             "SELECT key FROM latest_metrics WHERE run_id = ? ORDER BY key", [run_id])]

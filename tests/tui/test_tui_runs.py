@@ -242,3 +242,16 @@ async def test_x_exports_the_marked_runs_for_tensorboard(make_app, registry):
             events = EventAccumulator(str(out / run_id))
             events.Reload()
             assert [e.value for e in events.Scalars("loss")] == losses
+
+
+async def test_the_chart_opens_on_a_metric_with_a_curve(make_app, registry):
+    """A trainer's run logs a one-point final_loss beside its per-step loss: the chart opens
+    on the loss curve, not on the alphabetically first key."""
+    run_id = add_run(registry, "actor", metrics={"final_loss": [0.3], "loss": [0.9, 0.6, 0.3], "accuracy": [1.0]})
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.selected_id == run_id
+        assert screen._chart_key == "loss"

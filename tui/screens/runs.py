@@ -16,7 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from tui.commands import bindings_for
-from tui.format import fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
+from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
 from tui.screens.base import BaseScreen
 from tui.screens.run_controls import RunControls
 from tui.widgets.log_tail import LogTail
@@ -130,6 +130,7 @@ def fetch_detail(reg: Any, run_id: Any) -> dict:
         "params": dict(reg.params(run_id) or {}),
         "metrics": dict(reg.latest_metrics(run_id) or {}),
         "keys": list(reg.metric_keys(run_id) or []),
+        "points": reg.metric_counts(run_id),
         "artifacts": [dict(a) if not isinstance(a, str) else {"path": a} for a in (reg.artifacts(run_id) or [])],
     }
 
@@ -306,7 +307,11 @@ class RunsScreen(RunControls, BaseScreen):
         self.query_one("#run-info", Static).update(t)
         keys = d["keys"]
         select = self.query_one("#metric-select", Select)
-        current = select.value if select.value in keys else (keys[0] if keys else Select.NULL)
+        # the chart opens on the run kind's key metric with a curve (more than one point), not on
+        # the alphabetically first one (often a single final value)
+        curves = [k for k in keys if d.get("points", {}).get(k, 0) > 1]
+        first = default_metric(str(run.get("kind")), curves) or default_metric(str(run.get("kind")), keys)
+        current = select.value if select.value in keys else (first or Select.NULL)
         self._chart_key = None if current is Select.NULL else current
         with select.prevent(Select.Changed):
             select.set_options([(k, k) for k in keys])
