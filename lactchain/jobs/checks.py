@@ -38,26 +38,37 @@ def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = 
     return run
 
 
-def resolve_adapter(registry: Any, spec: str | None) -> str | None:
-    """An adapter folder from a path, or from a run id's latest `adapter` artifact."""
+def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) -> str | None:
+    """An adapter folder from a path, or from a run id's latest `adapter` artifact, checked
+    to load (and, given `base`, to have been trained on that actor) before any run exists."""
+    from lactchain.artifact_checks import check_adapter
+
     if not spec:
         return None
     if Path(spec).is_dir():
-        return str(Path(spec))
-    run = run_of_kind(registry, "--adapter", spec)
-    art = registry.latest_artifact(run["id"], "adapter")
-    if art is None:
-        raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved adapter")
-    return art["path"]
+        path = str(Path(spec))
+    else:
+        run = run_of_kind(registry, "--adapter", spec)
+        art = registry.latest_artifact(run["id"], "adapter")
+        if art is None:
+            raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved "
+                              "adapter")
+        path = art["path"]
+    try:
+        check_adapter(path, base=base)
+    except ValueError as exc:
+        raise ConfigError(f"--adapter {spec}: {exc}") from None
+    return path
 
 
 def check_references(registry: Any, params: Mapping[str, Any], kind: str | None = None) -> Any:
     """--adapter, --strategy, --resume-from, --critic-run, --episodes-from and
     --pairs-from must name something usable. Returns the resolved strategy (the env's
     built-in one when none is given)."""
+    from lactchain.artifact_checks import check_critic_checkpoint
     from lactchain.strategies import StrategyError, resolve_strategy
 
-    resolve_adapter(registry, params.get("adapter"))
+    resolve_adapter(registry, params.get("adapter"), base=params.get("actor"))
     for spec in params.get("pairs_from") or []:
         run_of_kind(registry, "--pairs-from", spec)
     try:
@@ -69,8 +80,13 @@ def check_references(registry: Any, params: Mapping[str, Any], kind: str | None 
         run_of_kind(registry, "--resume-from", resume, (kind,))
     if params.get("critic_run"):
         run = run_of_kind(registry, "--critic-run", params["critic_run"], ("critic",))
-        if registry.latest_artifact(run["id"], "critic") is None:
+        checkpoint = registry.latest_artifact(run["id"], "critic")
+        if checkpoint is None:
             raise ConfigError(f"--critic-run {params['critic_run']}: run {run['id']} has no critic checkpoint yet")
+        try:
+            check_critic_checkpoint(checkpoint["path"])
+        except ValueError as exc:
+            raise ConfigError(f"--critic-run {params['critic_run']}: {exc}") from None
     for spec in params.get("episodes_from") or []:
         run = run_of_kind(registry, "--episodes-from", spec, ("play", "eval", "rollout"))
         if not registry.counts(run["id"])["steps"]:
