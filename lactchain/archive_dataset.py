@@ -228,6 +228,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]], where: str) -> None:
         try:
             if missing:
                 raise ValueError(f"it has no {', '.join(missing)} (not a trajectory)")
+            check_values(row)
             check_row(row)
         except ValueError as exc:
             raise ValueError(f"{where} row {i} ({_key_of(row)}): {exc}") from None
@@ -441,12 +442,20 @@ def read_manifest(in_dir: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} manifest; {AGAIN}")
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if type(version) is not int or version < 1:
+        raise ValueError(f"{path} has format version {version!r}, not a version number; {AGAIN}")
+    if version > FORMAT_VERSION:
         raise ValueError(f"{path} has format version {version!r}, this lactchain reads up to {FORMAT_VERSION}; "
                          "upgrade lactchain")
+    scenes = manifest.get("scenes", [])
+    if not isinstance(scenes, list) or not all(isinstance(x, str) and x for x in scenes):
+        raise ValueError(f"{path}: scenes must be a list of scene names, got {type(scenes).__name__} "
+                         f"{str(scenes)[:60]!r}; {AGAIN}")
     rows, data_file, sha = manifest.get("rows"), manifest.get("data_file"), manifest.get("sha256")
     if type(rows) is not int or rows < 0 or not isinstance(data_file, str) or not isinstance(sha, str):
         raise ValueError(f"{path} lacks its row count, data file or sha256 (a hand-edited manifest?); {AGAIN}")
+    if rows == 0:
+        raise ValueError(f"{path}: the dataset holds no trajectories; nothing to import")
     if Path(data_file).is_absolute() or ".." in Path(data_file).parts:
         raise ValueError(f"{path}: data file {data_file!r} is outside the folder; {AGAIN}")
     return manifest
@@ -462,6 +471,7 @@ def load_export(in_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     folder = Path(in_dir)
     manifest = read_manifest(folder)
     data = folder / manifest["data_file"]
+    _inside(folder, data)
     if not data.is_file():
         raise ValueError(f"{folder}: {manifest['data_file']} is missing (an incomplete copy?); copy the whole "
                          f"folder again, or {AGAIN}")
@@ -489,13 +499,68 @@ def load_export(in_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     for i, record in enumerate(table.to_pylist()):
         try:
             rows.append(decode_row(record))
-        except ValueError as exc:
-            raise ValueError(f"{data} row {i} ({record.get('key')}): {exc}; {AGAIN}") from None
+        except (ValueError, RecursionError) as exc:
+            why = "a value nests too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise ValueError(f"{data} row {i} ({record.get('key')}): {why}; {AGAIN}") from None
+    keys = [row.get("key") for row in rows if row.get("key") is not None]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"{data}: two rows hold the behaviour {dup!r} (an archive keeps one elite per behaviour); "
+                         f"{AGAIN}")
     try:
         check_rows(rows, str(data))
     except ValueError as exc:
         raise ValueError(f"{exc}; the dataset is corrupted: {AGAIN}") from None
     return manifest, rows
+
+
+def _inside(folder: Path, data: Path) -> None:
+    """An untrusted dataset (from the Hub) must not reach outside its folder: no link on
+    the way to its data file, and the file resolves inside the folder."""
+    part = folder
+    for name in data.relative_to(folder).parts:
+        part = part / name
+        if part.is_symlink():
+            raise ValueError(f"{part} is a symbolic link: a dataset's files must be inside its folder (refused, not "
+                             f"followed); {AGAIN}")
+    if not data.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"{data} resolves outside {folder} (refused); {AGAIN}")
+
+
+MAX_JSON_DEPTH = 32  # a trajectory's fields nest a few levels; deeper is a crafted file
+
+
+def _depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """Nesting depth of a JSON value, stopping past `limit` (no recursion limit to hit)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        deepest = max(deepest, d)
+        if deepest > limit:
+            return deepest
+        if isinstance(v, dict):
+            todo.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            todo.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def check_values(row: Mapping[str, Any]) -> None:
+    """The row's plain fields hold what a trajectory holds: a seed that is a whole number
+    >= 0 (or none), a start pose, finite rewards, no absurdly nested value."""
+    import math
+
+    seed = row.get("seed")
+    if seed is not None and (type(seed) is not int or seed < 0):
+        raise ValueError(f"its seed {seed!r} is not a whole number >= 0")
+    if not isinstance(row.get("start"), Mapping):
+        raise ValueError(f"its start {str(row.get('start'))[:40]!r} is not a pose {{x, y, orientation}}")
+    rewards = row.get("rewards")
+    if not isinstance(rewards, list) or not all(type(r) in (int, float) and math.isfinite(r) for r in rewards):
+        raise ValueError("its rewards are not a list of finite numbers")
+    for name, value in row.items():
+        if _depth(value) > MAX_JSON_DEPTH:
+            raise ValueError(f"its field {name!r} nests deeper than {MAX_JSON_DEPTH} levels")
 
 
 def load(in_dir: str | Path) -> list[dict[str, Any]]:

@@ -129,3 +129,79 @@ def test_a_truncated_miscounted_or_corrupted_dataset_creates_no_run(tmp_path, lc
 
     manifest_path.unlink()
     _refused(lc, db, out, f"no {MANIFEST_FILE}")
+
+
+def _reseal(data: Path, manifest_path: Path, manifest: dict, column: str, values: list) -> None:
+    """Rewrite one column of the Parquet file and the manifest's sha256 to match (a crafted, self-consistent file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lactchain.archive_dataset import _sha256
+
+    table = pq.read_table(data)
+    field = table.schema.field(column)
+    pq.write_table(table.set_column(table.column_names.index(column), field, pa.array(values, type=field.type)),
+                   data)
+    manifest_path.write_text(json.dumps({**manifest, "sha256": _sha256(data)}))
+
+
+def test_a_crafted_dataset_is_refused_in_one_line_and_creates_no_run(tmp_path, lc, filled):
+    """A dataset from the Hub is untrusted: links out of its folder, a manifest of the wrong
+    shape, values a trajectory cannot hold, absurd nesting, duplicate behaviours and an
+    empty dataset are all refused before any run exists."""
+    import os
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    db, run, rows = filled
+    out = tmp_path / "export"
+    assert lc("archive", "export", run, out, "--db", db)[0] == 0
+    data, manifest_path = out / DATA_FILE, out / MANIFEST_FILE
+    whole, manifest = data.read_bytes(), json.loads(manifest_path.read_text())
+
+    # the data file, or its folder, a link to a place outside the dataset
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.move(str(data), outside / data.name)
+    os.symlink(outside / data.name, data)
+    _refused(lc, db, out, "is a symbolic link", "refused")
+    data.unlink()
+    data_dir = data.parent
+    shutil.move(str(data_dir), outside / "data")
+    os.symlink(outside / "data", data_dir)
+    (outside / "data" / data.name).write_bytes(whole)
+    _refused(lc, db, out, "is a symbolic link")
+    data_dir.unlink()
+    shutil.move(str(outside / "data"), data_dir)
+
+    for bad, needle in (({"format_version": -1}, "format version -1, not a version number"),
+                        ({"scenes": "flat"}, "scenes must be a list of scene names"),
+                        ({"scenes": {"flat": 1}}, "scenes must be a list of scene names"),
+                        ({"scenes": [1, 2]}, "scenes must be a list of scene names"),
+                        ({"rows": 0}, "holds no trajectories")):
+        manifest_path.write_text(json.dumps({**manifest, **bad}))
+        _refused(lc, db, out, needle)
+    manifest_path.write_text(json.dumps(manifest))
+
+    table = pq.read_table(data)
+    seeds = table.column("seed").to_pylist()
+    _reseal(data, manifest_path, manifest, "seed", [-5] + seeds[1:])
+    _refused(lc, db, out, "row 0", "seed -5 is not a whole number >= 0")
+    data.write_bytes(whole)
+    rewards = table.column("rewards").to_pylist()
+    _reseal(data, manifest_path, manifest, "rewards", [[float("nan")] + rewards[0][1:]] + rewards[1:])
+    _refused(lc, db, out, "row 0", "rewards are not a list of finite numbers")
+    data.write_bytes(whole)
+    policies = table.column("policy_json").to_pylist()
+    deep = "[" * 2000 + "]" * 2000
+    _reseal(data, manifest_path, manifest, "policy_json", [deep] + policies[1:])
+    _refused(lc, db, out, "row 0")
+    data.write_bytes(whole)
+    keys = table.column("key").to_pylist()
+    _reseal(data, manifest_path, manifest, "key", [keys[1]] + keys[1:])
+    _refused(lc, db, out, "two rows hold the behaviour")
+    data.write_bytes(whole)
+    manifest_path.write_text(json.dumps(manifest))
+    code, _, err = lc("archive", "import", out, "--db", db)
+    assert code == 0, err  # the untouched dataset still imports
