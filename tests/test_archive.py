@@ -53,6 +53,7 @@ def test_fill_then_verify_and_a_corrupted_row_is_caught(tmp_path, lc):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     code, out, err = lc("archive", "verify", run, "--db", db, "--json")
     report = json.loads(out)
+    assert code == 1  # a row that does not replay fails the command (scripts read the exit code)
     assert report["verified"] == len(rows) - 1
     assert [m["index"] for m in report["mismatches"]] == [victim]
     assert report["mismatches"][0]["problem"].startswith("step 1:")

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json
+from lactchain.safe_text import printable
 
 app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
 
@@ -81,7 +83,9 @@ def verify_cmd(
               "verified_rate": (len(rows) - len(mismatches)) / len(rows) if rows else 0.0, "mismatches": mismatches}
     if as_json:
         print_json(result)
-        return
-    console.print(f"{result['verified']}/{len(rows)} trajectories verify by replay")
-    for m in mismatches:
-        console.print(f"  #{m['index']} {m['key']}: {m['problem']}")
+    else:
+        console.print(f"{result['verified']}/{len(rows)} trajectories verify by replay")
+        for m in mismatches:
+            console.print(f"  #{m['index']} {m['key']}: {escape(printable(m['problem']))}")
+    if mismatches:  # scripts and CI read the exit code: a trajectory that does not replay is a failure
+        raise typer.Exit(1)
