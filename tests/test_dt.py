@@ -346,6 +346,15 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
     other = json.loads(out)["run_id"]
     code, out, err = run_cli(["dt", "eval", result["run_id"], "--baseline", other, "--no-goal", "--db", db], capsys)
     assert code == 2 and "another split" in err
+    # a text run is no no-text baseline; a resume cannot change the model's shape
+    code, out, err = run_cli(["dt", "eval", result["run_id"], "--baseline", result["run_id"], "--no-goal", "--db", db],
+                             capsys)
+    assert code == 2 and "the baseline is a no-text run" in err and len(err.strip().splitlines()) == 1
+    runs_before = len(reg.list_runs())
+    code, out, err = run_cli(["dt", "train", "--archive", archive, "--resume-from", result["run_id"], *TINY,
+                              "--n-layer", "3", "--steps", "30", "--db", db], capsys)
+    assert code == 2 and "--n-layer 3: run" in err and "a resume keeps the model's shape" in err, err
+    assert len(reg.list_runs()) == runs_before
 
 
 def test_killed_dt_training_resumes_from_its_checkpoint(archive_db, capsys, monkeypatch):

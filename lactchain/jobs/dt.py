@@ -41,7 +41,18 @@ def _prepare_train(registry: Any, config: DTTrainConfig) -> dict[str, Any]:
     config.archive = archive_id
     if config.resume_from:
         config.resume_from = run_of_kind(registry, "--resume-from", config.resume_from, ("dt",), "a dt run")["id"]
+        old = registry.params(config.resume_from)
+        for name in MODEL_SHAPE:  # a resume continues the checkpoint's model: its shape cannot change
+            if name in old and old[name] != getattr(config, name):
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} {getattr(config, name)}: run {config.resume_from} was trained with "
+                                  f"{old[name]}; a resume keeps the model's shape: drop {flag} (or start a new run)")
     return {"archive": archive_id, "resume_from": config.resume_from}
+
+
+# The settings that fix a dt model's parameters (a resume must keep them).
+MODEL_SHAPE = ("n_layer", "n_head", "n_embd", "text_encoder", "no_text", "max_visits", "rtg", "bd_to_go",
+               "tie_actions", "absolute_cells")
 
 
 def run_dt_train(handle: Any, config: DTTrainConfig) -> dict[str, Any]:
@@ -92,6 +103,11 @@ def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
     config.dt_run = run_of_kind(registry, "RUN", config.dt_run, ("dt",), "a dt run (lactchain dt train)")["id"]
     if config.baseline:
         config.baseline = run_of_kind(registry, "--baseline", config.baseline, ("dt",), "a dt run")["id"]
+        base = registry.params(config.baseline)
+        if not (base.get("no_text") or base.get("text_encoder") == "none"):
+            raise ConfigError(f"--baseline {config.baseline}: it reads instructions (text encoder "
+                              f"{base.get('text_encoder')}); the baseline is a no-text run: `lactchain dt train "
+                              "--no-text` on the same archive and seed")
     for name, rid in (("RUN", config.dt_run), ("--baseline", config.baseline)):
         if rid and latest_checkpoint(registry, rid, "dt") is None:
             raise ConfigError(f"{name} {rid}: the run has no checkpoint yet; wait for its first one "
