@@ -141,7 +141,8 @@ def store_description(row: dict[str, Any], entry: Mapping[str, Any]) -> None:
 
 def accuracy_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Landmark-order accuracy of every describer stored on `rows`, one entry per
-    (describer, model, prompt version), in order of first appearance."""
+    (describer, model, prompt version), in order of first appearance; each description
+    judged again against its trajectory."""
     table: dict[tuple[str, str, str], dict[str, Any]] = {}
     for row in rows:
         for d in row.get("descriptions") or []:
@@ -149,7 +150,9 @@ def accuracy_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             entry = table.setdefault(key, {"describer": key[0], "model": key[1], "prompt_version": key[2],
                                            "described": 0, "order_correct": 0})
             entry["described"] += 1
-            entry["order_correct"] += bool(d.get("order_correct"))
+            # recomputed from the text and the trajectory, never read from the stored flag
+            # (an imported dataset could say anything)
+            entry["order_correct"] += order_correct(row, str(d.get("text") or ""))
     for entry in table.values():
         entry["accuracy"] = entry["order_correct"] / entry["described"]
     return list(table.values())

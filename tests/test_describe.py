@@ -152,3 +152,23 @@ def test_ctrl_c_while_an_llm_describes_leaves_the_old_file(archive_run, lc, monk
     before = path.read_bytes()
     code, _, err = lc("archive", "describe", run, "--model", "tiny", "--db", db)
     assert code == 130 and "archive file is unchanged" in err and path.read_bytes() == before
+
+
+def test_the_accuracy_report_judges_each_description_again_not_its_stored_flag():
+    """An imported dataset may claim `order_correct: true` for a wrong description: the
+    report recomputes it from the text and the trajectory."""
+    from lactchain.archive import fill
+    from lactchain.describe import accuracy_table, describe_rule
+
+    archive = fill("flat", 60, seed=0)
+    rows = [r for r in ({"key": k, **t.as_dict()} for k, t in archive.elites.items()) if len(r["bd"]["visited"]) >= 2][:4]
+    assert rows
+    for row in rows:
+        right = describe_rule(row)
+        names = list(reversed(row["bd"]["visited"]))
+        wrong = "Passes " + ", then ".join(f"the {n}" for n in names) + "."
+        row["descriptions"] = [
+            {"describer": "rule", "model": "rule", "prompt_version": "v1", "text": right, "order_correct": False},
+            {"describer": "llm", "model": "forged", "prompt_version": "v1", "text": wrong, "order_correct": True}]
+    table = {(e["describer"], e["model"]): e for e in accuracy_table(rows)}
+    assert table["rule", "rule"]["accuracy"] == 1.0 and table["llm", "forged"]["accuracy"] == 0.0
