@@ -412,6 +412,11 @@ class Registry:
             raise RegistryFileError(f"{self.path} is a directory, not a registry file: point --db at a file "
                                     f"such as {self.path / 'registry.db'}")
         if not self.readonly:
+            blocking = next((p for p in [self.path.parent, *self.path.parent.parents] if p.exists()), None)
+            if blocking is not None and not blocking.is_dir():
+                raise RegistryFileError(f"{blocking} is a file, so the registry's folder {self.path.parent} cannot "
+                                        "be made there: move that file away, or point --db (or $LACTCHAIN_DB) "
+                                        "elsewhere")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.is_file():
             raise RegistryFileError(f"no registry at {self.path}")

@@ -218,3 +218,16 @@ def test_stored_hostile_text_is_shown_never_obeyed(tmp_path):
         assert "\\x1b]0;pwned\\x07" in out.stdout, argv
         if argv[1] != "logs":
             assert "[bold red]boom[/]" in out.stdout and ":end:" in out.stdout, argv  # markup shown as typed
+
+
+def test_a_file_where_the_runs_folder_belongs_is_named_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "runs").write_text("not a folder")
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "lactchain.cli", "play", "--actor", "tiny", "--episodes", "1"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert f"{tmp_path / 'runs'} is a file" in out.stderr and "Errno" not in out.stderr
+    assert (tmp_path / "runs").read_text() == "not a folder"

@@ -6,6 +6,7 @@ and the planner, an oracle)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
@@ -96,6 +97,20 @@ class DTEvalConfig(Config):
             self.refuse("dt_run", "give the dt run to evaluate (lactchain dt train)")
 
 
+def _check_dt_checkpoint(name: str, run_id: str, folder: Path) -> None:
+    """A dt checkpoint's weights load as plain tensors (a truncated copy is named, not an Errno)."""
+    from lactchain.dt.checkpoints import MODEL_FILE, read_tensors
+
+    try:
+        state = read_tensors(folder / MODEL_FILE)
+    except Exception as exc:  # noqa: BLE001 - truncated, garbled or a foreign pickle: one line each
+        raise ConfigError(f"{name} {run_id}: its checkpoint {folder / 'model.pt'} is not readable "
+                          f"({type(exc).__name__}: a truncated or altered file?); resume or train the run again, "
+                          "or evaluate another checkpoint (--checkpoint last|best)") from None
+    if not isinstance(state, dict):
+        raise ConfigError(f"{name} {run_id}: {folder / 'model.pt'} is not a model state; train the run again")
+
+
 def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
     """Both runs are dt runs with a checkpoint on disk."""
     from lactchain.resume import latest_checkpoint
@@ -112,6 +127,10 @@ def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
         if rid and latest_checkpoint(registry, rid, "dt") is None:
             raise ConfigError(f"{name} {rid}: the run has no checkpoint yet; wait for its first one "
                               "(--checkpoint-every)")
+        for kind in ("dt", "dt-best"):
+            found = latest_checkpoint(registry, rid, kind) if rid else None
+            if found is not None:
+                _check_dt_checkpoint(name, rid, Path(found["path"]))
     return {"dt_run": config.dt_run, "baseline": config.baseline}
 
 
