@@ -7,7 +7,9 @@ self-contained; environment variables move them (tests point them at tmp dirs).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def runs_root() -> Path:
@@ -25,3 +27,17 @@ def models_dir() -> Path:
     """Prepared (converted) model weights: $LACTCHAIN_MODELS, else <runs root>/models."""
     env = os.environ.get("LACTCHAIN_MODELS")
     return Path(env).expanduser().absolute() if env else runs_root() / "models"
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
+    """Around a save (torch.save, save_pretrained, a state file): a failed write (a full
+    disk, a file size limit, a folder gone) becomes one OSError naming the file and the
+    fix, not a long RuntimeError from deep inside torch; the run then ends FAILED with
+    its earlier checkpoints intact, and `runs resume` continues from the newest."""
+    try:
+        yield
+    except (RuntimeError, OSError) as exc:
+        cause = " ".join(str(exc).split())[:160]
+        raise OSError(f"could not write {what} {path} ({cause}): a full disk or a file size limit? free space, "
+                      "then `lactchain runs resume` the run") from None

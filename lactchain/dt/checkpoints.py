@@ -44,16 +44,19 @@ def text_tensors(text: Any, texts: Sequence[str]) -> dict[str, torch.Tensor]:
 def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimizer: Any = None,
                     **meta: Any) -> Path:
     """Write a checkpoint folder whole (a temporary folder renamed into place)."""
+    from lactchain.paths import writing
+
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save(model.state_dict(), tmp / MODEL_FILE)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
-    (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
-    if text is not None:
-        text.save(tmp)
+    with writing(folder, "the dt checkpoint"):
+        tmp.mkdir(parents=True)
+        torch.save(model.state_dict(), tmp / MODEL_FILE)
+        if optimizer is not None:
+            torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
+        if text is not None:
+            text.save(tmp)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return folder

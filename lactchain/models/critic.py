@@ -357,11 +357,14 @@ class Critic(nn.Module):
 
     def save(self, folder: str | Path) -> Path:
         """LoRA adapter (adapter/), both heads (heads.pt) and critic.json into `folder`."""
+        from lactchain.paths import writing
+
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
-        torch.save({"v_head": self.v_head.state_dict(), "q_head": self.q_head.state_dict()}, folder / HEADS_NAME)
-        (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2, default=str) + "\n")
+        with writing(folder, "the critic checkpoint"):
+            folder.mkdir(parents=True, exist_ok=True)
+            self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
+            torch.save({"v_head": self.v_head.state_dict(), "q_head": self.q_head.state_dict()}, folder / HEADS_NAME)
+            (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2, default=str) + "\n")
         return folder
 
 

@@ -51,10 +51,13 @@ def add_lora(model: Any, config: Any) -> Any:
 
 def save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
     """The LoRA weights only (never the base weights) plus `lactchain_adapter.json`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    names = ["default"] if "default" in getattr(model, "peft_config", {}) else None
-    model.save_pretrained(str(folder), selected_adapters=names)
-    (folder / "lactchain_adapter.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    from lactchain.paths import writing
+
+    with writing(folder, "the adapter"):
+        folder.mkdir(parents=True, exist_ok=True)
+        names = ["default"] if "default" in getattr(model, "peft_config", {}) else None
+        model.save_pretrained(str(folder), selected_adapters=names)
+        (folder / "lactchain_adapter.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return folder
 
 
