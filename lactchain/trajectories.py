@@ -103,6 +103,12 @@ class Trajectory:
         missing = {"env", "env_kwargs", "start", "seed", "actions", "path", "rewards"} - set(data)
         if missing:
             raise ValueError(f"a trajectory needs {sorted(missing)}")
+        if not isinstance(data["start"], Mapping):
+            raise ValueError(f"its start {str(data['start'])[:40]!r} is not a pose {{x, y, orientation}}")
+        if not isinstance(data["env_kwargs"], Mapping):
+            raise ValueError("its env_kwargs are not an object")
+        if not isinstance(data["actions"], list) or not all(isinstance(a, list) for a in data["actions"]):
+            raise ValueError("its actions are not a list of move lists")
         return cls(**{k: data[k] for k in ("env", "env_kwargs", "start", "seed", "actions", "path", "rewards")},
                    policy=dict(data.get("policy") or {}), bd=dict(data.get("bd") or {}),
                    annotations=list(data.get("annotations") or []))

@@ -117,3 +117,18 @@ def test_add_archives_a_play_run_with_its_policy_and_merges_into_an_archive(tmp_
     code, _, err = lc("archive", "add", empty_scene_play, "--into", base["run_id"], "--db", db)
     assert code == 2 and "different scenes" in err and len(err.strip().splitlines()) == 1
     assert len(reg.list_runs()) == runs_before  # refused before any run was created
+
+
+def test_a_row_whose_start_is_not_a_pose_fails_verify_in_words(tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, out, err = lc("archive", "fill", "--scene", "flat", "--behaviours", "20", "--db", db, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    path = Path(result["archive"])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["start"] = "(0, 0) facing east"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = lc("archive", "verify", result["run_id"], "--db", db, "--json")
+    report = json.loads(out)
+    assert code == 1 and [m["index"] for m in report["mismatches"]] == [0]
+    assert "is not a pose" in report["mismatches"][0]["problem"]

@@ -429,3 +429,7 @@ def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports
     code, out, err = run_cli(["bench", "dt", "--encoders", "learned,bpe", "--db", str(tmp_path / "x.db")], capsys)
     assert code == 2 and "--encoders" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.db").exists()
+    code, out, err = run_cli(["bench", "dt", "--train-args", "--n-layer 1 --detach", "--db", str(tmp_path / "x.db")],
+                             capsys)
+    assert code == 2 and "--detach belong to the benchmark" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()

@@ -78,6 +78,11 @@ def bench_dt(
         fail(f"--seeds / --train-args: {exc}; e.g. --seeds 0,1 --train-args \"--n-layer 1\"")
     if not seed_list or any(s < 0 for s in seed_list):
         fail(f"--seeds {seeds!r}: give one or more non-negative integers, e.g. 0,1,2")
+    owned = sorted({a.split("=")[0] for a in extra} & {"--detach", "--db", "--json", "--run-id", "--archive", "--seed",
+                                                       "--resume-from", "--text-encoder", "--no-text"})
+    if owned:  # the benchmark runs (and waits for) each training itself, on its own archive and seeds
+        fail(f"--train-args {train_args!r}: {', '.join(owned)} belong to the benchmark, not to each training; "
+             "leave them out (--seeds, --encoders and --db are the benchmark's own options)")
 
     with tempfile.TemporaryDirectory(prefix="lactchain-bench-dt-") as tmp:
         registry = Path(db) if db else Path(tmp) / "registry.db"
