@@ -167,3 +167,17 @@ async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
         await settle(app, pilot)
         assert launched and launched[0][1:3] == ["strategy", "search"]
         assert launched[0][launched[0].index("--rounds") + 1] == "3"
+
+
+async def test_at_80x24_the_editor_has_lines_to_type_in_and_the_actor_comes_back(make_app):
+    from textual.widgets import TabbedContent
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        editor = await _open_editor(app, pilot)
+        await settle(app, pilot)
+        assert editor.query_one(TextArea).content_region.height >= 4  # was 0 lines at 80x24
+        assert not app.screen.query_one("#actor-pane").display
+        app.screen.query_one("#lab-tabs", TabbedContent).active = "tab-episode"
+        await settle(app, pilot)
+        assert app.screen.query_one("#actor-pane").display

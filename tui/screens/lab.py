@@ -338,6 +338,11 @@ class LabScreen(BaseScreen):
         self._pause.set()
         self.notify("pausing after this step")
 
+    @on(TabbedContent.TabActivated, "#lab-tabs")
+    def _tabs_first(self, event: TabbedContent.TabActivated) -> None:
+        """On a short terminal the Strategy and Critic tabs take the right column (app.tcss)."""
+        self.set_class(event.pane.id in ("tab-strategy", "tab-critic"), "-tabs-first")
+
     def _stop_worker(self) -> None:
         self._pause.set()
         self.workers.cancel_group(self, "lab")
