@@ -167,6 +167,7 @@ async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
         await settle(app, pilot)
         assert launched and launched[0][1:3] == ["strategy", "search"]
         assert launched[0][launched[0].index("--rounds") + 1] == "3"
+        assert "--scene" not in launched[0]  # an option with no default stays unset (blank), not "empty"
 
 
 async def test_at_80x24_the_editor_has_lines_to_type_in_and_the_actor_comes_back(make_app):

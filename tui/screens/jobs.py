@@ -78,14 +78,16 @@ class JobsScreen(RunControls, BaseScreen):
     def compose(self) -> ComposeResult:
         yield TopBar("jobs", id="topbar")
         with Horizontal(id="jobs-main"):
-            with VerticalScroll(id="job-form"):
+            with Vertical(id="job-form"):
                 yield Select([(f.title, f.command) for f in JOB_FORMS], value=JOB_FORMS[0].command,
                              allow_blank=False, id="job-command")
-                with Vertical(id="job-fields", classes="job-fields"):
-                    yield from self.fields_for(JOB_FORMS[0].command)
+                # the fields scroll; the command preview, the error and Launch stay in view below
+                with VerticalScroll(id="job-fields-scroll"):
+                    with Vertical(id="job-fields", classes="job-fields"):
+                        yield from self.fields_for(JOB_FORMS[0].command)
                 yield Static("", id="job-argv")
                 yield Static("", id="job-error")
-                yield Button("Launch  ctrl+l", id="job-launch", variant="primary")
+                yield Button("Launch  ctrl+l", id="job-launch", variant="primary", compact=True)
             with Vertical(id="jobs-right"):
                 table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
                 table.add_columns("id", "status", "started", "dur", "metrics")
@@ -149,9 +151,13 @@ class JobsScreen(RunControls, BaseScreen):
             value = self.prefill(field, last)
             widgets.append(Label(field.label, classes="field-label"))
             if field.choices:
+                # an option with no default (e.g. --scene) may stay unset: blank, left out of the command
+                blank = field.default == ""
+                fallback = Select.NULL if blank else field.default or field.choices[0]
                 widgets.append(Select([(c, c) for c in field.choices],
-                                      value=value if value in field.choices else field.default or field.choices[0],
-                                      allow_blank=False, id=wid, compact=True))
+                                      value=value if value in field.choices else fallback,
+                                      allow_blank=blank, prompt="(default)" if blank else "Select", id=wid,
+                                      compact=True))
             else:
                 widget = Input(value, placeholder=field.help or field.label, id=wid, compact=True)
                 widget.tooltip = field.help or None
