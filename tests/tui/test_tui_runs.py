@@ -59,7 +59,7 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         assert isinstance(screen, RunsScreen)
         table = screen.query_one("#runs-table", DataTable)
         assert _ids(table) == [c, b, a]  # newest first
-        assert "loss=0.25" in str(table.get_row_at(2)[6])
+        assert "loss=0.25" in str(table.get_row_at(2)[3])
         # filter
         await pilot.press("slash", *"kind:play")
         await pilot.pause()
@@ -187,9 +187,9 @@ async def test_pipeline_children_sit_under_it_and_the_key_metric_comes_first(mak
         ids = _ids(table)
         at = ids.index(pipe)
         assert set(ids[at + 1:at + 3]) == set(phases)  # right under their pipeline
-        assert str(table.get_row_at(ids.index(phases[1]))[2]) == "└ actor"
-        assert str(table.get_row_at(ids.index(phases[1]))[6]).startswith("loss=0.4")  # not batches_per_s
-        assert str(table.get_row_at(ids.index(other))[6]).startswith("success_rate=0.25")
+        assert str(table.get_row_at(ids.index(phases[1]))[4]) == "└ actor"
+        assert str(table.get_row_at(ids.index(phases[1]))[3]).startswith("loss=0.4")  # not batches_per_s
+        assert str(table.get_row_at(ids.index(other))[3]).startswith("success_rate=0.25")
         screen.sort_column, screen.sort_reverse = "metrics", True
         screen.populate()
         assert _ids(table)[:3] == [best, phases[1], other]  # by each run's key metric, runs without one last

@@ -27,8 +27,9 @@ from tui.widgets.footer import FittedFooter
 
 STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold red", "KILLED": "magenta",
                 "SCHEDULED": "cyan"}
-COLUMNS = (("mark", "✓"), ("id", "id"), ("kind", "kind"), ("status", "status"), ("created", "created"),
-           ("duration", "dur"), ("metrics", "key metrics"))
+# What matters first (an 80-column terminal shows these; the table scrolls for the rest).
+COLUMNS = (("mark", "✓"), ("id", "id"), ("status", "status"), ("metrics", "key metrics"), ("kind", "kind"),
+           ("duration", "dur"), ("created", "created"))
 SORTS = ("created", "kind", "status", "duration", "id", "metrics")  # metrics: each run's key metric
 REFRESH_S = 2.0
 
@@ -219,13 +220,13 @@ class RunsScreen(RunControls, BaseScreen):
             rows.append((rid, (
                 "✓" if rid in self.marked else " ",
                 rid,
-                "  " * (run.get("_depth", 1) - 1) + "└ " + str(run.get("kind") or "") if run.get("_depth")
-                else str(run.get("kind") or ""),
                 Text(status, style=STATUS_STYLE.get(status.upper(), "")),
-                fmt_ts(run.get("created_ms"), seconds=False),
-                fmt_duration(run_duration(run, now)),
                 fmt_metrics(run.get("_metrics"), keys=key_metrics_first(str(run.get("kind")), run.get("_metrics")),
                             limit=3),
+                "  " * (run.get("_depth", 1) - 1) + "└ " + str(run.get("kind") or "") if run.get("_depth")
+                else str(run.get("kind") or ""),
+                fmt_duration(run_duration(run, now)),
+                fmt_ts(run.get("created_ms"), seconds=False),
             )))
         sync_table(table, rows, keep=self.selected_id)
         arrow = "↓" if self.sort_reverse else "↑"

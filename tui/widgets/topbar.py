@@ -22,19 +22,28 @@ class TopBar(Static):
             self.watch(self.app, name, lambda _value: self.redraw(), init=False)
         self.redraw()
 
+    def on_resize(self) -> None:
+        self.redraw()
+
     def redraw(self) -> None:
+        """The full bar where it fits; on a narrow terminal the other screens shrink to their
+        keys first, so the models' and the registry's state stay in view."""
         app = self.app
-        text = Text(" LactChain ", style="bold")
-        for mode, key, label in SCREENS:
-            if mode == self.current:
-                text.append(f" {key} {label} ", style="bold reverse")
-            else:
-                text.append(f" {key} {label} ", style="dim")
-        text.append("  actor: ", style="dim")
-        text.append(getattr(app, "actor_status", "?"))
-        text.append("  critic: ", style="dim")
-        text.append(getattr(app, "critic_status", "?"))
-        db = getattr(app, "db_label", "")
-        if db:
-            text.append(f"  db: {db}", style="dim")
+        width = self.size.width or getattr(app.size, "width", 0) or 120
+        for compact in (False, True):
+            text = Text("" if compact else " LactChain ", style="bold")
+            for mode, key, label in SCREENS:
+                if mode == self.current:
+                    text.append(f" {key} {label} ", style="bold reverse")
+                else:
+                    text.append(f" {key} " if compact else f" {key} {label} ", style="dim")
+            text.append("  actor: " if not compact else " actor ", style="dim")
+            text.append(getattr(app, "actor_status", "?"))
+            text.append("  critic: " if not compact else " critic ", style="dim")
+            text.append(getattr(app, "critic_status", "?"))
+            db = getattr(app, "db_label", "")
+            if db:
+                text.append(f"  db: {db}" if not compact else f" db {db}", style="dim")
+            if text.cell_len <= width:
+                break
         self.update(text)
