@@ -244,7 +244,8 @@ def utc(monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
-def test_archive_screen_snapshot_100x30(snap_compare, make_app, fixed_ids, utc, archive):
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=["100x30", "80x24"])
+def test_archive_screen_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
     _, _, rows = archive
 
     async def run_before(pilot) -> None:  # noqa: ANN001
@@ -259,4 +260,4 @@ def test_archive_screen_snapshot_100x30(snap_compare, make_app, fixed_ids, utc, 
         await asyncio.sleep(0)
 
     assert len(rows) > 20
-    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
+    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
