@@ -316,6 +316,28 @@ def _register_learn() -> None:
 
     app.command("learn")(make_command(JOBS["bench learn"], render=render_pipeline))
     app.command("strategy")(make_command(JOBS["bench strategy"], render=_render_bench_strategy))
+    app.command("console")(bench_console)
+
+
+def bench_console(
+    rounds: Annotated[int, typer.Option("--rounds", min=2, max=100, help="Visits of every screen (the first "
+                                                                         "mounts it and is reported apart).")] = 5,
+    no_job: Annotated[bool, typer.Option("--no-job", help="Idle only: no job running beside the console.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """How fast the console answers (first paint, screen switch, ctrl+q, a kill shown),
+    driving the real app headless, idle and with a detached tiny play job stepping. The
+    console is its own program (the library never imports it): this runs `python -m
+    tui.bench` and passes its output on."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "tui.bench", "--rounds", str(rounds)] + (["--no-job"] if no_job else []) + \
+        (["--json"] if as_json else [])
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode != 0:
+        fail(f"the console benchmark failed: {(res.stderr.strip().splitlines() or ['no output'])[-1]}")
+    print(res.stdout, end="")
 
 
 def _render_bench_strategy(result: dict) -> None:

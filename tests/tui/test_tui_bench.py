@@ -1,0 +1,23 @@
+"""`lactchain bench console`: the console's speed measured on the real app (Pilot, headless),
+printed as JSON with its targets (the figures themselves are benchmarks, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_console_measures_the_real_app_and_prints_json_with_its_targets():
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "console", "--rounds", "2", "--no-job",
+                          "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    idle = out["idle"]
+    assert idle["first_paint_s"] > 0 and idle["quit_s"] > 0
+    assert 0 < idle["switch_median_ms"] <= idle["switch_max_ms"]
+    assert set(out["met"]["idle"]) == {"switch_median_ms", "switch_max_ms", "first_paint_s", "quit_s"}
+    assert "under_job" not in out and out["targets"]["switch_median_ms"] == 100.0
+    bad = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "console", "--rounds", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--rounds" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,149 @@
+"""`lactchain bench console`: how fast the console answers, measured by driving the real app
+headless with Textual's Pilot (no model: the oracle actor), idle and with a job running.
+
+    python -m tui.bench --json [--rounds 5] [--no-job]
+
+Figures: first paint (start -> the Lab drawn), screen switch (keys 1-5, every visit after
+the first; the first visits, which mount a screen, apart), ctrl+q (press -> the app gone),
+and kill (K + y on the Jobs screen -> its table says KILLED). The job is a real detached
+`lactchain play --actor tiny` (tiny model, endless episodes) in the benchmark's own
+registry, stepping while the console is measured. Targets from issue 29: switch median
+< 100 ms and max < 300 ms, first paint < 1 s, ctrl+q < 1 s, KILLED within 2 s."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGETS = {"switch_median_ms": 100.0, "switch_max_ms": 300.0, "first_paint_s": 1.0, "quit_s": 1.0, "kill_s": 2.0}
+SCREENS = ("2", "3", "4", "5", "1")
+
+
+async def measure(db: Path, rounds: int, job: str | None) -> dict[str, Any]:
+    """One pass of the figures on the registry `db` (with the run `job` live, if given)."""
+    from tui.app import LactChainApp
+    from tui.models import OracleActor
+
+    app = LactChainApp(db_path=db, actor_spec="oracle", actor=OracleActor(), load_models=False)
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        out["first_paint_s"] = time.perf_counter() - t0
+        first, later = [], []
+        for r in range(rounds):
+            for key in SCREENS:
+                s0 = time.perf_counter()
+                await pilot.press(key)
+                await pilot.pause()
+                (first if r == 0 else later).append((time.perf_counter() - s0) * 1000)
+        out["first_visit_ms"] = {"median": statistics.median(first), "max": max(first)}
+        out["switch_median_ms"] = statistics.median(later) if later else None
+        out["switch_max_ms"] = max(later) if later else None
+        if job is not None:
+            out["kill_s"] = await _kill(pilot, job)
+        q0 = time.perf_counter()
+        await pilot.press("ctrl+q")
+    out["quit_s"] = time.perf_counter() - q0
+    return out
+
+
+async def _kill(pilot: Any, run_id: str) -> float | None:
+    """K then y on the Jobs screen; seconds until its table shows the run KILLED."""
+    from textual.widgets import DataTable
+
+    app = pilot.app
+    await pilot.press("4")
+    await pilot.pause()
+    table = app.screen.query_one("#jobs-table", DataTable)
+    for _ in range(100):  # the row appears on the screen's next refresh
+        ids = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        if run_id in ids:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        return None
+    table.focus()
+    table.move_cursor(row=ids.index(run_id))
+    await pilot.pause()
+    t0 = time.perf_counter()
+    await pilot.press("K")
+    await pilot.pause()
+    await pilot.press("y")
+    while time.perf_counter() - t0 < 30:
+        await pilot.pause()
+        rows = {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[1]) for i in range(table.row_count)}
+        if rows.get(run_id) == "KILLED":
+            return time.perf_counter() - t0
+        await asyncio.sleep(0.05)
+    return None
+
+
+def _start_job(db: Path) -> str:
+    """A real detached job stepping the tiny actor for ever (until killed)."""
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "play", "--actor", "tiny", "--episodes", "100000",
+                          "--envs", "1", "--free", "--db", str(db), "--detach", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not start the job: {res.stderr.strip()}")
+    run_id = json.loads(res.stdout)["run_id"]
+    from lactchain.registry import Registry
+
+    with Registry(db) as reg:
+        for _ in range(600):
+            if reg.get_run(run_id)["status"] == "RUNNING" and reg.counts(run_id)["steps"]:
+                return run_id
+            time.sleep(0.2)
+    raise RuntimeError(f"job {run_id} did not start stepping")
+
+
+def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="lactchain-bench-console-") as folder:
+        db = Path(folder) / "registry.db"
+        from lactchain.registry import Registry
+
+        Registry(db).close()
+        result: dict[str, Any] = {"rounds": rounds, "size": "120x40", "targets": TARGETS,
+                                  "cpu_count": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]}
+        result["idle"] = asyncio.run(measure(db, rounds, None))
+        if with_job:
+            job = _start_job(db)
+            result["under_job"] = asyncio.run(measure(db, rounds, job))
+            result["under_job"]["job"] = "lactchain play --actor tiny (detached, stepping)"
+        result["met"] = {phase: {k: (v is not None and result[phase].get(k) is not None and result[phase][k] <= v)
+                                 for k, v in TARGETS.items() if k in result[phase]}
+                         for phase in ("idle", "under_job") if phase in result}
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="lactchain bench console", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5, help="visits of every screen (the first mounts them)")
+    p.add_argument("--no-job", action="store_true", help="measure idle only (no job running)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    if args.rounds < 2:
+        p.error("--rounds must be >= 2 (the first visit of each screen is measured apart)")
+    result = run(args.rounds, not args.no_job)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    for phase in ("idle", "under_job"):
+        if phase in result:
+            r = result[phase]
+            print(f"{phase}: first paint {r['first_paint_s']:.2f} s, switch median {r['switch_median_ms']:.0f} ms "
+                  f"max {r['switch_max_ms']:.0f} ms, quit {r['quit_s']:.2f} s"
+                  + (f", killed shown in {r['kill_s']:.2f} s" if r.get("kill_s") is not None else ""))
+
+
+if __name__ == "__main__":
+    main()
