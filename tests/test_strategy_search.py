@@ -181,3 +181,21 @@ def test_bench_strategy_runs_each_proposer_per_seed_and_writes_its_json_png_and_
     assert code == 0, err
     again = json.loads(stdout)
     assert [c["run_id"] for c in again["cells"]] == [c["run_id"] for c in out["cells"]]
+
+
+@pytest.mark.parametrize("world", [["--scene", "rooms", "--state-text", "coords"], ["--env", "blackjack"]])
+def test_the_search_runs_on_other_worlds_of_the_seam(world, tmp_path, lc):
+    """A walled scene read as coordinates, and Blackjack (training and held-out states are
+    seeded deals on disjoint seeds)."""
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("strategy", "search", "--actor", "tiny", *world, "--proposers", "edits", "--rounds", "1",
+                           "--train-states", "6", "--heldout-states", "8", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    saved = _search_file(Registry(db), out["run_id"])
+    assert len(saved["train_keys"]) == 6 and len(saved["heldout_keys"]) == 8
+    assert not set(saved["train_keys"]) & set(saved["heldout_keys"])
+    if "blackjack" in world:
+        assert all(k.startswith("deal ") for k in saved["train_keys"] + saved["heldout_keys"])
+    params = Registry(db).params(out["run_id"])
+    assert params["env"] == world[1] if world[0] == "--env" else params["scene"] == "rooms"
