@@ -417,6 +417,22 @@ class PipelineResult:
         }
 
 
+def seed_phase(seed: int, iteration: int, name: str) -> None:
+    """Every phase starts from random states fixed by (seed, iteration, phase), not by all
+    that ran before it: a resumed loop redoes its unfinished phase exactly as an
+    uninterrupted one would (the critic's optimizer is restored beside its checkpoint)."""
+    import random
+    import zlib
+
+    import numpy as np
+    import torch
+
+    value = (seed * 1_000_003 + iteration * 101 + zlib.crc32(name.encode())) % 2**32
+    random.seed(value)
+    np.random.seed(value)
+    torch.manual_seed(value)
+
+
 class PhaseProgress:
     """What happens inside a phase, live: a progress line on stderr (the pipeline's log)
     every few seconds, and the trainer's metrics on the pipeline run itself under
@@ -558,6 +574,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         handle.check_cancelled()
         if on_phase is not None:
             on_phase(iteration, name)
+        seed_phase(cfg.seed, iteration, name)
         t0 = time.perf_counter()
         with run_context(reg, kind, name=f"{name} (iteration {iteration})", params=params,
                          parent_id=handle.run_id) as child:
@@ -599,18 +616,26 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     critic_state: dict[str, Any] = {}
     if cfg.labeler == "critic":
         from lactchain.models.critic import Critic
-        from lactchain.train.critic_td import TDConfig, fit_critic_td, random_transitions
+        import torch
+
+        from lactchain.paths import writing
+        from lactchain.train.critic_td import (TD_OPTIMIZER_FILE, TDConfig, fit_critic_td, random_transitions,
+                                               td_optimizer)
 
         def load_critic() -> None:
-            if saved["critic"]:  # resumed: the critic as of the last finished phase (a fresh optimizer)
+            if saved["critic"]:  # resumed: the critic and its optimizer as of the last finished phase
                 critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
+                kept = Path(saved["critic"]) / TD_OPTIMIZER_FILE
+                if kept.is_file():
+                    state = torch.load(kept, map_location="cpu", weights_only=True)
+                    critic_state["optimizer"] = td_optimizer(critic_state["critic"], TDConfig(), state)
             else:
                 critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves), **world},
                                                      env=cfg.env)
             fresh = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
             critic_state["env_moves"] = sum(len(t.moves) for t in fresh)  # counted by the fit that loaded it
             critic_state["transitions"] = fresh + _transitions_from_json(saved["transitions"], env)
-            critic_state["optimizer"] = None
+            critic_state.setdefault("optimizer", None)
 
         def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
             if "critic" not in critic_state:
@@ -623,6 +648,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                 critic_state["critic"], critic_state["transitions"], td, critic_state["optimizer"],
                 should_stop=h.cancelled.is_set)
             folder = critic_state["critic"].save(h.dir / "critic")
+            with writing(folder, "the critic's optimizer"):
+                torch.save(critic_state["optimizer"].state_dict(), folder / TD_OPTIMIZER_FILE)
             reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
             saved["critic"] = str(folder)
             return {**metrics, "env_moves": critic_state.pop("env_moves", 0)}

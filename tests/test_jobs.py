@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from pathlib import Path
 
 from lactchain.jobs import pid_alive, reap_dead_runs
 from lactchain.registry import Registry
@@ -220,3 +221,35 @@ def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, 
     assert all(f"iteration {i} {p}: kept from run" in log for i, p in kept), log
     assert reg.params(second)["resume_from"] == first
     assert reg.latest_metrics(second)["evaluate/success_rate"] is not None
+
+
+def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
+    """Killed anywhere (here: once iteration 1 trained the actor, often inside a critic fit),
+    resumed, the loop's curve equals the uninterrupted run's with the same seed: each phase
+    starts from RNG states fixed by (seed, iteration, phase), and the critic's optimizer is
+    restored beside its checkpoint."""
+    args = ["pipeline", "--actor", "tiny", "--critic", "tiny", "--iterations", "2", "--states", "6",
+            "--eval-states", "8", "--samples", "3", "--explore", "8", "--td-lists-per-state", "16", "--td-rounds", "2",
+            "--actor-epochs", "1", "--seed", "3"]
+    db = tmp_path / "registry.db"
+    whole = cli(*args, "--db", str(db), "--json")
+    assert whole.returncode == 0, whole.stderr
+    expected = json.loads(whole.stdout)["curve"]
+    fits = [p["v_loss"] for p in json.loads(whole.stdout)["phases"] if p["phase"] == "train-critic"]
+
+    res = cli(*args, "--db", str(db), "--detach", "--json")
+    first = json.loads(res.stdout)["run_id"]
+    reg = Registry(db)
+    wait_for(lambda: (1, "train-actor") in _phases(reg, first), timeout=300, every=0.1)
+    assert cli("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
+    second = json.loads(cli("runs", "resume", first, "--db", str(db), "--json").stdout)["run_id"]
+    wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=300)
+    assert reg.get_run(second)["status"] == "FINISHED", reg.get_run(second).get("error")
+    got = json.loads(Path(reg.latest_artifact(second, "pipeline-state")["path"]).read_text())["phases"]
+    evals = [p for p in got if p["phase"] == "evaluate"]
+    assert [e["success_rate"] for e in evals] == [row["success_rate"] for row in expected]
+    assert [e["mean_return"] for e in evals] == pytest.approx([row["mean_return"] for row in expected])
+    collects = [p for p in got if p["phase"] == "collect"]
+    assert [c["pairs"] for c in collects] == [row["pairs"] for row in expected[1:]]
+    # the critic fits after the resume continue the same optimizer: the same losses
+    assert [p["v_loss"] for p in got if p["phase"] == "train-critic"] == pytest.approx(fits, rel=1e-6)

@@ -153,6 +153,18 @@ def _backbone_step(critic: Any, texts: list[str], z: torch.Tensor, transitions: 
     return loss
 
 
+TD_OPTIMIZER_FILE = "td_optimizer.pt"  # beside a critic checkpoint: the fits' optimizer, for an exact resume
+
+
+def td_optimizer(critic: Any, cfg: TDConfig, state: dict[str, Any] | None = None) -> torch.optim.Optimizer:
+    """The backbone-and-heads optimizer the fits continue from call to call; `state`
+    restores a saved one (a resumed loop then trains as if it had never stopped)."""
+    optimizer = torch.optim.AdamW(critic.trainable_parameters(), lr=cfg.lr, weight_decay=0.0)
+    if state is not None:
+        optimizer.load_state_dict(state)
+    return optimizer
+
+
 def fit_critic_td(
     critic: Any,
     transitions: Sequence[Transition],
@@ -171,7 +183,7 @@ def fit_critic_td(
     env = critic.env
     states = critic_states(env, transitions)
     if optimizer is None:
-        optimizer = torch.optim.AdamW(critic.trainable_parameters(), lr=cfg.lr, weight_decay=0.0)
+        optimizer = td_optimizer(critic, cfg)
     head_opt = torch.optim.AdamW(critic.v_head.parameters(), lr=cfg.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     metrics: dict[str, float] = {}
