@@ -64,11 +64,33 @@ class RunHandle:
 
 
 def _heartbeat(registry: Any, run_id: str, stop: threading.Event) -> None:
+    warned = False
     while not stop.wait(HEARTBEAT_S):
         try:
             registry.heartbeat(run_id)
         except Exception:  # a busy db must never kill the job
             pass
+        if not warned and not registry_file_present(registry):
+            warned = True  # once, in the job's log: its rows now go nowhere anyone will read
+            print(f"warning: the registry {registry.path} was deleted or replaced while run {run_id} runs: what "
+                  "it records from now on is lost (its files in the run folder are kept); stop it and start it "
+                  "again on a registry", file=sys.stderr, flush=True)
+
+
+def registry_file_present(registry: Any) -> bool:
+    """The registry file this process opened is still the one on disk (same inode)."""
+    path = getattr(registry, "path", None)
+    if path is None:
+        return True
+    try:
+        opened = getattr(registry, "_opened_inode", None)
+        now = os.stat(path).st_ino
+    except OSError:
+        return False
+    if opened is None:
+        registry._opened_inode = now  # first look: remember the file as opened
+        return True
+    return now == opened
 
 
 def own_process_group() -> int:
@@ -111,6 +133,7 @@ def run_context(
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, _signal)
     stop = threading.Event()
+    registry_file_present(registry)  # remember the file as opened: the heartbeat notices it deleted
     beat = threading.Thread(target=_heartbeat, args=(registry, run_id, stop), daemon=True)
     beat.start()
     try:

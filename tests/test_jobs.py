@@ -253,3 +253,20 @@ def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
     assert [c["pairs"] for c in collects] == [row["pairs"] for row in expected[1:]]
     # the critic fits after the resume continue the same optimizer: the same losses
     assert [p["v_loss"] for p in got if p["phase"] == "train-critic"] == pytest.approx(fits, rel=1e-6)
+
+
+def test_a_job_whose_registry_is_deleted_says_so_in_its_log(tmp_path, cli):
+    db = tmp_path / "registry.db"
+    run_id = launch_long_play(cli, db)
+    reg = Registry(db)
+    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
+    log = tmp_path / run_id / "log.txt"
+    reg.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    try:
+        wait_for(lambda: "was deleted or replaced" in log.read_text(), timeout=60)
+        assert f"run {run_id}" in log.read_text()
+    finally:
+        os.killpg(run["pgid"], signal.SIGKILL)
+        wait_for(lambda: not pid_alive(run["pid"]))
