@@ -92,3 +92,26 @@ def test_lab_blackjack_80x24(snap_compare, db_path):
     """The Lab on Blackjack after the oracle's step: the hands, the outcome, the caption."""
     app = LactChainApp(db_path=db_path, actor_spec="oracle", actor=OracleActor(), load_models=False, env="blackjack")
     assert snap_compare(app, terminal_size=NARROW, run_before=_go(("s",)))
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
+def test_kill_confirmation_modal(snap_compare, app, registry, fixed_ids, size):
+    """The one modal every kill goes through (Jobs and Runs alike)."""
+    add_run(registry, "train-actor", status="RUNNING", metrics={"loss": [1.0, 0.8]}, duration_s=30)
+
+    async def kill(pilot) -> None:  # noqa: ANN001
+        pilot.app.screen.query_one("#runs-table").focus()
+        await pilot.press("K")
+
+    assert snap_compare(app, terminal_size=size, run_before=_go(("2",), then=kill))
+
+
+def test_keys_panel_80x24(snap_compare, app, registry, fixed_ids):
+    """`?` on Runs at 80x24: the keys of the screen, beside the table."""
+    add_run(registry, "train-critic", metrics={"loss": [1.0, 0.5]}, duration_s=42)
+
+    async def keys(pilot) -> None:  # noqa: ANN001
+        pilot.app.screen.query_one("#runs-table").focus()
+        await pilot.press("question_mark")
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=_go(("2",), then=keys))
