@@ -82,11 +82,11 @@ def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_af
         assert meta["loss"] == "grpo" and meta["generations"] == 4
 
 
-def test_train_actor_refuses_grpo_and_grpo_refuses_what_it_does_not_read():
+def test_train_actor_grpo_needs_rollouts_and_grpo_refuses_what_it_does_not_read():
     from lactchain.config import ConfigError
     from lactchain.train.actor_config import TrainActorJobConfig
 
-    with pytest.raises(ConfigError, match="--loss 'grpo': must be one of simpo, dpo, kto, rft"):
+    with pytest.raises(ConfigError, match="grpo samples from stored states: give --rollouts-from"):
         TrainActorJobConfig(loss="grpo")
     assert "pipeline --loss grpo" in next(f for f in dataclasses.fields(TrainActorJobConfig)
                                           if f.name == "loss").metadata["help"]
@@ -117,3 +117,54 @@ def test_the_loop_with_simpo_or_grpo_raises_the_tiny_actors_success_with_the_cri
         assert params["loss"] == loss and params["cpo_alpha"] == (1.0 if loss == "simpo" else 0.0)
         trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
         assert all(p["loss_type"] == loss for p in trains)
+
+
+def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigterm(tmp_path, lc):
+    """`train-actor --loss grpo --rollouts-from PLAY`: the states a play run visited are
+    GRPO's start states, each sampled list rewarded by what the env pays for it; a real
+    detached run killed with SIGTERM checkpoints and `runs resume` finishes it."""
+    import time
+
+    db = tmp_path / "registry.db"
+    code, out, err = lc("play", "--actor", "tiny", "--episodes", "3", "--max-actions", "3", "--db", db, "--json")
+    assert code == 0, err
+    play = json.loads(out)["run_id"]
+    code, out, err = lc("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play, "--max-steps",
+                        "2", "--lr", "1e-3", "--db", db, "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["steps"] == 2 and res["samples_scored"] > 0 and res["loss_type"] == "grpo"
+    with Registry(db) as reg:
+        assert reg.latest_artifact(res["run_id"], "adapter") is not None
+        assert reg.params(res["run_id"])["rollouts_from"] == [play]
+
+    code, out, err = lc("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play, "--max-steps",
+                        "400", "--save-steps", "1", "--db", db, "--detach", "--json")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    reg = Registry(db)
+    end = time.time() + 300
+    while reg.latest_artifact(run_id, "checkpoint") is None and time.time() < end:
+        time.sleep(0.2)
+    assert lc("runs", "kill", run_id, "--wait", "60", "--db", db)[0] == 0
+    assert reg.get_run(run_id)["status"] == "KILLED"
+    stopped_at = reg.latest_artifact(run_id, "checkpoint")["step"]
+    code, out, err = lc("runs", "resume", run_id, "--db", db, "--json")
+    assert code == 0, err
+    again = json.loads(out)["run_id"]
+    while reg.get_run(again)["status"] in ("SCHEDULED", "RUNNING") and time.time() < end + 300:
+        time.sleep(0.5)
+    assert reg.get_run(again)["status"] == "FINISHED", reg.get_run(again).get("error")
+    steps = [r["step"] for r in reg.metric_history(again, "reward")]
+    assert steps and min(steps) > stopped_at and max(steps) == 400  # continued from the checkpoint, not step 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--loss", "grpo"], "grpo samples from stored states: give --rollouts-from PLAY_RUN"),
+    (["--loss", "simpo", "--rollouts-from", "x"], "only feeds --loss grpo"),
+    (["--loss", "grpo", "--rollouts-from", "nope"], "no run with id 'nope'"),
+])
+def test_bad_grpo_train_actor_settings_are_one_line(argv, message, tmp_path, lc):
+    db = tmp_path / "registry.db"
+    code, _, err = lc("train-actor", "--actor", "tiny", *argv, "--db", db)
+    assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err

@@ -4,6 +4,7 @@ the job adds where the data and the models come from."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,10 +208,14 @@ def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
 
 
 def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]:
-    """A resumable checkpoint and pairs to train on, before a run exists."""
+    """A resumable checkpoint and pairs (grpo: rollouts of one world) to train on, before a run exists."""
     from lactchain.train.actor import NoUsablePairs, select_pairs
 
     resolve_checkpoint(registry, config.resume)
+    if config.loss == "grpo":
+        config.rollouts_from = [rollouts_run(registry, spec) for spec in config.rollouts_from]
+        rollouts_world(registry, config.rollouts_from)
+        return {"rollouts_from": config.rollouts_from}
     try:
         select_pairs(registry, config.pairs_from, config.labeler)
     except NoUsablePairs as exc:
@@ -218,8 +223,71 @@ def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]
     return {}
 
 
+def rollouts_run(registry: Any, spec: str) -> str:
+    """A play or evaluate run with stored steps (GRPO's start states)."""
+    from lactchain.jobs.checks import run_of_kind
+
+    run = run_of_kind(registry, "--rollouts-from", spec, ("play", "eval", "rollout"))
+    if not registry.counts(run["id"])["steps"]:
+        raise ConfigError(f"--rollouts-from {spec}: run {run['id']} has no stored steps; play some episodes first")
+    return run["id"]
+
+
+def rollouts_world(registry: Any, run_ids: list[str]) -> dict[str, Any]:
+    """The env and world (scene, state text) the rollouts runs played: one for all of them."""
+    worlds = {json.dumps({k: registry.params(r).get(k) for k in ("env", "scene", "state_text")}, sort_keys=True)
+              for r in run_ids}
+    if len(worlds) > 1:
+        raise ConfigError(f"--rollouts-from {' '.join(run_ids)}: the runs played different worlds "
+                          f"({'; '.join(sorted(worlds))}); give runs of one env and scene")
+    world = json.loads(worlds.pop())
+    return {"env": world.get("env") or DEFAULT_ENV, "scene": world.get("scene"),
+            "state_text": world.get("state_text") or "egocentric"}
+
+
+def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: Any) -> Any:
+    """GRPO's task from stored runs: every distinct state their steps visited, its prompt
+    (the built-in strategy), and each sampled list's reward (`--grpo-reward`)."""
+    from lactchain.envs.catalog import make_env
+    from lactchain.envs.replay import deal_seeds
+    from lactchain.labelers import Group, OracleLabeler, execute_candidate
+    from lactchain.prompts import PromptSpec
+    from lactchain.train.grpo import GRPOTask
+
+    world = rollouts_world(registry, config.rollouts_from)
+    env = make_env(world["env"], moves=model.moves, **world_kwargs(world["scene"], world["state_text"]))
+    prompt = PromptSpec.for_env(env, moves=model.moves)
+    seen: dict[str, Any] = {}
+    for run_id in config.rollouts_from:
+        for step in registry.steps(run_id=run_id):
+            state = env.parse_state(step["state"])
+            if not env.is_terminal(state):
+                seen.setdefault(json.dumps(state.as_dict(), sort_keys=True), state)
+    states = list(seen.values())
+    oracle = OracleLabeler(env, 0.9) if config.grpo_reward == "oracle" else None
+    generations = 4
+
+    def reward(batch_states: list[Any], samples: list[Any]) -> list[float]:
+        groups = []
+        for i in range(0, len(batch_states), generations):
+            g = Group(batch_states[i], "", seeds=deal_seeds(env, config.seed * 7919 + i, 4))
+            g.candidates = [execute_candidate(env, g, s.moves, s.text, s.mode) for s in samples[i:i + generations]]
+            groups.append(g)
+        if oracle is not None:
+            oracle.score(groups)
+            return [c.advantage for g in groups for c in g.candidates]
+        return [sum(o[0] for o in c.outcomes) / len(c.outcomes) if c.outcomes else c.reward
+                for g in groups for c in g.candidates]
+
+    rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in states]
+    return GRPOTask(rows, reward, generations=generations, temperature=1.0, seed=config.seed)
+
+
 def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
     from lactchain.train.actor import select_pairs, train_actor
+
+    if config.loss == "grpo":
+        return run_train_actor_grpo(handle, config)
 
     selection = select_pairs(handle.registry, config.pairs_from, config.labeler)
     stats = selection.stats()
@@ -240,6 +308,29 @@ def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
 
         result = train_actor(model, selection, config, handle=handle, resume_from_checkpoint=checkpoint, on_log=on_log)
     result["pair_stats"] = stats
+    if result["cancelled"]:
+        err_console.print(f"stopped at step {result['steps']}; checkpoint saved, resume with "
+                          f"`lactchain runs resume {handle.run_id}`")
+    return result
+
+
+def run_train_actor_grpo(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
+    """GRPO on the states of stored rollouts: the policy samples as it trains."""
+    from lactchain.train.grpo import train_grpo
+
+    checkpoint = resolve_checkpoint(handle.registry, config.resume)
+    model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
+    task = grpo_task_from_rollouts(handle.registry, config, model)
+    err_console.print(f"grpo: {len(task.rows)} states from {', '.join(config.rollouts_from)}, {task.generations} "
+                      f"samples each, reward: {config.grpo_reward}")
+    line = LineLog()
+
+    def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
+        shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "reward") if k in metrics]
+        line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
+
+    result = train_grpo(model, task, config.trainer(), handle=handle, resume_from_checkpoint=checkpoint,
+                        on_log=on_log)
     if result["cancelled"]:
         err_console.print(f"stopped at step {result['steps']}; checkpoint saved, resume with "
                           f"`lactchain runs resume {handle.run_id}`")

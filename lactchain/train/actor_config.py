@@ -231,9 +231,15 @@ class TrainActorJobConfig(TrainActorConfig):
     come from. Its params are the command's recorded params (plus the trainer settings
     the command does not expose, at their defaults)."""
 
-    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, or rft (fine-tune on the chosen "
-                       "side only: best-of-K). GRPO samples as it trains: `lactchain pipeline --loss grpo`.",
-                       choices=PAIR_JOB_LOSSES, form="Loss")
+    loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, rft (fine-tune on the chosen "
+                       "side only: best-of-K), or grpo (samples as it trains, from the start states of "
+                       "--rollouts-from runs; in the loop: `lactchain pipeline --loss grpo`).",
+                       choices=(*PAIR_JOB_LOSSES, "grpo"), form="Loss")
+    rollouts_from: list[str] = option([], "grpo: play or evaluate runs whose visited states GRPO samples from "
+                                          "(repeatable).", check="run:", form="Rollouts runs")
+    grpo_reward: str = option("return", "grpo: a sampled list's reward: return (what the env pays for it from the "
+                                        "state, averaged over deals on a dealt env) or oracle (the exact planner's "
+                                        "advantage: a diagnostic upper bound).", choices=("return", "oracle"))
     pairs_from: list[str] = option([], "Take pairs from this run (repeatable). Default: every run in the registry.",
                                    check="run:", form="Pairs runs")
     labeler: str = option("any", "Only pairs from this labeler: critic, human, llm, episodes or any.",
@@ -250,6 +256,13 @@ class TrainActorJobConfig(TrainActorConfig):
         super().check()
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
+        if self.loss == "grpo" and not self.rollouts_from:
+            self.refuse("rollouts_from", "grpo samples from stored states: give --rollouts-from PLAY_RUN (or run "
+                                         "`lactchain pipeline --loss grpo`)")
+        if self.loss != "grpo" and self.rollouts_from:
+            self.refuse("rollouts_from", f"only feeds --loss grpo ({self.loss} trains on pairs: --pairs-from)")
+        if self.loss == "grpo" and self.pairs_from:
+            self.refuse("pairs_from", "grpo samples its own lists; it takes --rollouts-from runs, not pairs")
 
     def trainer(self) -> TrainActorConfig:
         """The trainer's part alone."""
