@@ -147,6 +147,7 @@ def test_the_llm_proposer_reads_the_scored_history_and_returns_valid_strategies(
     (["--strategy", "{binary}"], "not a UTF-8 text file"),
     (["--train-states", "60"], "leaves none of the env's 60 start states to hold out"),
     (["--resume-from", "nope"], "no run with id 'nope'"),
+    (["--proposer-actor", "no-such-model"], "--proposer-actor no-such-model"),
 ])
 def test_bad_search_settings_are_one_line_refusals_before_any_run(argv, message, tmp_path, lc):
     binary = tmp_path / "strategy.bin"

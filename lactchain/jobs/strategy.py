@@ -66,8 +66,16 @@ class StrategySearchConfig(Config):
 
 
 def _check_split(config: StrategySearchConfig) -> None:
-    """Enough start states to hold some out (a dealt env deals as many as asked)."""
+    """Enough start states to hold some out (a dealt env deals as many as asked), and a
+    proposer model that exists."""
     from lactchain.envs.catalog import make_env
+    from lactchain.jobs.checks import check_models
+
+    if config.proposer_actor:
+        try:
+            check_models(actor=config.proposer_actor)
+        except ConfigError as exc:
+            raise ConfigError(f"--proposer-actor {config.proposer_actor}: {exc}") from None
 
     probe = make_env(config.world.env, **config.world.env_kwargs())
     total = len(probe.start_states())
