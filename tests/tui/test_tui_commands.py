@@ -125,3 +125,21 @@ async def test_question_mark_shows_and_hides_every_key_of_the_screen(make_app):
         await pilot.press("question_mark")
         await settle(app, pilot)
         assert not app.screen.query(HelpPanel)
+
+
+async def test_the_footer_says_esc_while_a_text_field_has_the_focus(make_app):
+    """Keys typed in a field are text (`n` in a form field is a letter): the footer says
+    how to get back to the screen's keys, and says nothing once the field is left."""
+    from textual.widgets import Input, Label
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        app.screen.query(Input).first().focus()
+        await settle(app, pilot)
+        hints = [str(w.render()) for w in app.screen.query(".-esc-hint").results(Label)]
+        assert hints and "esc" in hints[0]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not app.screen.query(".-esc-hint")

@@ -7,16 +7,33 @@ whole, in order, and keeps the palette key (every command is in the palette).
 
 from __future__ import annotations
 
-from textual.widgets import Footer
+from textual.widgets import Footer, Input, Label, TextArea
 from textual.widgets._footer import FooterKey
 
 
 class FittedFooter(Footer):
+    """Also says how to reach the screen's keys while a text field has the focus (keys
+    typed there are text: `n` in a form field is a letter, not "New job")."""
+
+    DEFAULT_CSS = """
+    FittedFooter .-esc-hint { color: $warning; text-style: bold; }
+    """
+    ESC_HINT = " esc: screen keys "
+
+    def _text_focused(self) -> bool:
+        try:
+            return isinstance(self.screen.focused, (Input, TextArea))
+        except Exception:  # noqa: BLE001 - not on a screen yet
+            return False
+
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit)
 
     async def recompose(self) -> None:
         await super().recompose()
+        if self.children and self._text_focused():  # the bindings changed with the focus: say how back
+            self.styles.grid_size_columns = int(self.styles.grid_size_columns or len(self.children)) + 1
+            await self.mount(Label(self.ESC_HINT, classes="-esc-hint"), before=0)
         self.call_after_refresh(self.fit)
 
     def fit(self) -> None:
