@@ -22,3 +22,17 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:  # noqa: ANN001
         sys.argv = old
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def wait_until(predicate, timeout: float = 600.0, every: float = 0.2):  # noqa: ANN001, ANN201
+    """The predicate's first truthy value, polled every `every` s; AssertionError after `timeout` s
+    (a detached job on a loaded 2-core machine can take minutes)."""
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not met in time")

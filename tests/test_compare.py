@@ -11,6 +11,8 @@ import pytest
 
 from lactchain.registry import Registry
 
+from cli_helpers import wait_until
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = ["--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1", "--budget-min", "5",
@@ -97,17 +99,6 @@ def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plai
             check_resumable(reg, stopped("pipeline", ["lactchain", "bench", "learn"], {"loss": "rft"}))
 
 
-def _wait(predicate, timeout=600.0):
-    import time
-
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.mark.parametrize("compare", [False, True])
 def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_path, lc):
     """SIGTERM (runs kill) to a running bench learn: the run ends KILLED and the curve of
@@ -122,16 +113,16 @@ def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_p
     reg = Registry(db)
     folder = reg.run_dir(run_id)
     if compare:
-        _wait(lambda: len(list((folder / "cells").glob("*.json"))) >= 1)
+        wait_until(lambda: len(list((folder / "cells").glob("*.json"))) >= 1)
     else:
-        _wait(lambda: (folder / "pipeline_state.json").is_file() and sum(
+        wait_until(lambda: (folder / "pipeline_state.json").is_file() and sum(
             p["phase"] == "evaluate" for p in json.loads((folder / "pipeline_state.json").read_text())["phases"]) >= 2)
     code, _, err = lc("runs", "kill", run_id, "--wait", "120", "--db", db)
     assert code == 0, err
-    _wait(lambda: reg.get_run(run_id)["status"] != "RUNNING")
+    wait_until(lambda: reg.get_run(run_id)["status"] != "RUNNING")
     assert reg.get_run(run_id)["status"] == "KILLED"
     stem = "compare.partial" if compare else "bench_learn.partial"
-    _wait(lambda: (folder / f"{stem}.json").is_file(), timeout=60)
+    wait_until(lambda: (folder / f"{stem}.json").is_file(), timeout=60)
     saved = json.loads((folder / f"{stem}.json").read_text())
     assert saved["partial"] is True
     if compare:

@@ -16,6 +16,8 @@ from pathlib import Path
 from lactchain.jobs import pid_alive, reap_dead_runs
 from lactchain.registry import Registry
 
+from cli_helpers import wait_until
+
 
 def lactchain(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True, timeout=timeout)
@@ -36,14 +38,8 @@ def cli(capsys):
     return run
 
 
-def wait_for(predicate, timeout=90.0, every=0.2):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not met in time")
+def wait_for(predicate, timeout=90.0, every=0.2):  # noqa: ANN001, ANN201
+    return wait_until(predicate, timeout, every)
 
 
 def launch_long_play(cli, db):

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 import pytest
 
 from lactchain.registry import Registry
+
+from cli_helpers import wait_until
 from lactchain.strategy_search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, LLMProposer, Search,
                                        sentences)
 
@@ -63,10 +64,10 @@ def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subproc
     run_id = json.loads(stdout)["run_id"]
     reg = Registry(db)
     path = reg.run_dir(run_id) / "search.json"
-    _wait(lambda: path.is_file() and json.loads(path.read_text())["rounds_done"] >= 1)
+    wait_until(lambda: path.is_file() and json.loads(path.read_text())["rounds_done"] >= 1)
     code, _, err = cli_subprocess("runs", "kill", run_id, "--wait", "60", "--db", db)
     assert code == 0, err
-    assert _wait(lambda: reg.get_run(run_id)["status"] != "RUNNING") and reg.get_run(run_id)["status"] == "KILLED"
+    assert wait_until(lambda: reg.get_run(run_id)["status"] != "RUNNING") and reg.get_run(run_id)["status"] == "KILLED"
     kept = json.loads(path.read_text())
     assert 1 <= kept["rounds_done"] < 6
     before = {p["version"] for p in reg.prompts() if p["run_id"] == run_id}
@@ -74,21 +75,12 @@ def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subproc
     code, stdout, err = cli_subprocess("runs", "resume", run_id, "--db", db, "--json")
     assert code == 0, err
     new_id = json.loads(stdout)["run_id"]
-    _wait(lambda: reg.get_run(new_id)["status"] in ("FINISHED", "FAILED", "KILLED"), timeout=600)
+    wait_until(lambda: reg.get_run(new_id)["status"] in ("FINISHED", "FAILED", "KILLED"), timeout=600)
     assert reg.get_run(new_id)["status"] == "FINISHED", reg.get_run(new_id).get("error")
     done = _search_file(reg, new_id)
     assert done["rounds_done"] == 6 and done["candidates"][: len(kept["candidates"])] == kept["candidates"]
     assert [r["step"] for r in reg.metric_history(new_id, "best")] == list(range(kept["rounds_done"] + 1, 7))
     assert "resuming" in (reg.run_dir(new_id) / "log.txt").read_text()
-
-
-def _wait(predicate, timeout=600.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture
