@@ -303,7 +303,7 @@ def resume(
 
 @app.command("export")
 def export(
-    run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.")],
+    run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.", metavar="RUN...")],
     fmt: Annotated[str, typer.Option("--format", help="tensorboard (event files: `tensorboard --logdir OUT`) or csv "
                                                       "(metrics.csv and params.json).")] = "tensorboard",
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into, one sub-folder per run.")] = Path(
