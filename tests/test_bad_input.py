@@ -97,7 +97,12 @@ CASES = [
                        ("foreign", "another application"), ("future", "upgrade lactchain"), ("dir", "is a directory"))
       for cmd in (["runs", "list"], ["runs", "show", "x"], ["runs", "logs", "x"], ["runs", "kill", "x"],
                   ["runs", "resume", "x"], ["play", *TINY, "-n", "1"], ["train-critic", "--critic", "tiny", "-e", "x"],
-                  ["train-actor", *TINY], ["evaluate", *TINY, "--states", "1"])],
+                  ["train-actor", *TINY], ["evaluate", *TINY, "--states", "1"],
+                  ["runs", "export", "x"], ["leaderboard"], ["strategy", "search", *TINY], ["strategy", "versions"],
+                  ["bench", "strategy", *TINY], ["archive", "fill", "-n", "5"], ["archive", "verify", "x"],
+                  ["dt", "train", "--archive", "x"], ["baselines", "train", "-n", "5"], ["bandit", "--runs", "1"],
+                  ["judge", "--from", "x"], ["collect", "--env", "blackjack", "-n", "2"],
+                  ["pipeline", *TINY, "--critic", "tiny"], ["collect-pairs", *TINY, "--critic-run", "x"])],
     (["play", *TINY, "-n", "1", "--db", "{nodir}"], "does not exist"),
     # --- play --------------------------------------------------------------------------------
     (["play", "--actor", "", "--db", "{ok}"], "the actor model name is empty"),
