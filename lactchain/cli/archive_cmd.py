@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json
-from lactchain.safe_text import printable
+from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json, shown
 
 app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
 
@@ -86,6 +84,6 @@ def verify_cmd(
     else:
         console.print(f"{result['verified']}/{len(rows)} trajectories verify by replay")
         for m in mismatches:
-            console.print(f"  #{m['index']} {m['key']}: {escape(printable(m['problem']))}")
+            console.print(f"  #{m['index']} {shown(m['key'])}: {shown(m['problem'])}")
     if mismatches:  # scripts and CI read the exit code: a trajectory that does not replay is a failure
         raise typer.Exit(1)

@@ -25,6 +25,7 @@ from lactchain.cli.common import (
     fail,
     open_registry,
     print_json,
+    shown,
 )
 
 from lactchain.jobs.output import LineLog
@@ -173,7 +174,8 @@ def _render(result: dict[str, Any]) -> None:
     for column in ("describer", "model", "prompt", "described", "accuracy"):
         table.add_column(column, justify="right" if column in ("described", "accuracy") else "left")
     for e in result["describers"]:
-        table.add_row(e["describer"], e["model"], e["prompt_version"], str(e["described"]), f"{e['accuracy']:.3f}")
+        table.add_row(shown(e["describer"]), shown(e["model"]), shown(e["prompt_version"]), str(e["described"]),
+                      f"{e['accuracy']:.3f}")
     if not result["describers"]:
         console.print(f"no descriptions stored on archive {result['run_id']} yet; run `lactchain archive describe "
                       f"{result['run_id']}`")

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, EnvOption, JsonOption, console, fail, open_existing, print_json
+from lactchain.cli.common import DbOption, EnvOption, JsonOption, console, fail, open_existing, print_json, shown
 
 app = typer.Typer(help="Classic RL agents (tabular, policy gradient) on the lab's envs, one move per action.",
                   no_args_is_help=True)
@@ -55,5 +55,5 @@ def leaderboard_cmd(
         table.add_column(title, justify="left" if title in ("agent", "run") else "right",
                          no_wrap=title in ("agent", "run"))
     for row in rows:
-        table.add_row(*(format_cell(row[key]) for _, key in COLUMNS))
+        table.add_row(*(shown(format_cell(row[key])) for _, key in COLUMNS))
     console.print(table)

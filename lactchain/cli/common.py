@@ -54,6 +54,16 @@ EnvOption = Annotated[str, typer.Option(
     help="Environment: a short name (lactchain env list: grid, blackjack, ...) or its gymnasium id.")]
 
 
+def shown(value: object) -> str:
+    """Stored or user text for a Rich table or line: control characters shown (never
+    obeyed), markup escaped (never interpreted)."""
+    from rich.markup import escape
+
+    from lactchain.safe_text import printable
+
+    return escape(printable(value))
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape

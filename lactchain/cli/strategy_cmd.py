@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, print_json
+from lactchain.cli.common import DbOption, JsonOption, console, print_json, shown
 
 app = typer.Typer(help="The strategy prompt: search it, list its versions.", no_args_is_help=True)
 
@@ -23,13 +23,7 @@ def render_search(result: dict[str, Any]) -> None:
     table.add_row("rounds / candidates / episodes",
                   f"{result['rounds']} / {result['candidates']} / {result['evaluations']}")
     console.print(table)
-    console.print(f"[bold]best strategy[/]: {escape(result['best_text'])}")
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+    console.print(f"[bold]best strategy[/]: {shown(result['best_text'])}")
 
 
 def versions_cmd(
@@ -50,8 +44,8 @@ def versions_cmd(
     for column in ("ver", "score", "from", "note", "text"):
         table.add_column(column)
     for r in rows:
-        table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}", r.get("run_id") or "",
-                      escape(r.get("note") or ""), escape(" ".join((r.get("text") or "").split())[:60]))
+        table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}", shown(r.get("run_id") or ""),
+                      shown(r.get("note") or ""), shown(" ".join((r.get("text") or "").split())[:60]))
     console.print(table)
 
 
