@@ -207,10 +207,11 @@ def test_stored_hostile_text_is_shown_never_obeyed(tmp_path):
     with Registry(db) as reg:
         run_id = reg.create_run("eval", name=hostile, params={"strategy_text": hostile})
         reg.end_run(run_id, "FINISHED")
+        reg.save_prompt(hostile, note=hostile, score=0.5, run_id="strategy-1")
         (reg.run_dir(run_id)).mkdir(parents=True, exist_ok=True)
         (reg.run_dir(run_id) / "log.txt").write_text(f"line one {hostile}\n")
     env = {"COLUMNS": "300", "PATH": "/usr/bin:/bin", "LACTCHAIN_DB": str(db)}
-    for argv in (["runs", "list"], ["runs", "show", run_id], ["runs", "logs", run_id]):
+    for argv in (["runs", "list"], ["runs", "show", run_id], ["runs", "logs", run_id], ["strategy", "versions"]):
         out = subprocess.run([sys.executable, "-m", "lactchain.cli", *argv], capture_output=True, text=True, env=env,
                              timeout=120)
         assert out.returncode == 0, out.stderr
