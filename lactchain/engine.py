@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lactchain.config import Config, option
+from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import actor_moves
 
 ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
@@ -33,9 +33,12 @@ class EngineConfig(Config):
         if self.engine not in ENGINES:
             self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
         if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
-            for name in ("tensor_parallel_size", "data_parallel_size"):
-                if getattr(self, name) != 1:
-                    self.refuse(name, "is vllm's; add --engine vllm (or auto), or leave it out with --engine hf")
+            if self.data_parallel_size != 1:
+                raise ConfigError(f"--data-parallel-size {self.data_parallel_size} runs vLLM engine replicas: use it "
+                                  "with --engine vllm, not hf")
+            if self.tensor_parallel_size != 1:
+                raise ConfigError(f"--tensor-parallel-size {self.tensor_parallel_size} spreads one vLLM engine over "
+                                  "devices: use it with --engine vllm, not hf")
 
     def record_params(self) -> dict[str, Any]:
         return self.params()

@@ -238,8 +238,8 @@ CASES = [
     (["bandit", "--agents", "ucb:1e308", "--db", "{ok}"], "C must be a finite number in [0, 1000]"),
     (["bandit", "--agents", "optimistic:1e300", "--db", "{ok}"], "Q0 must be a finite number in [-1e6, 1e6]"),
     (["play", *TINY, "--tensor-parallel-size", "2", "--engine", "hf", "--db", "{ok}"],
-     "--tensor-parallel-size 2: is vllm's"),
-    (["evaluate", *TINY, "--data-parallel-size", "2", "--db", "{ok}"], "--data-parallel-size 2: is vllm's"),
+     "--tensor-parallel-size 2 spreads one vLLM engine over devices: use it with --engine vllm"),
+    (["evaluate", *TINY, "--data-parallel-size", "2", "--db", "{ok}"], "--data-parallel-size 2 runs vLLM engine replicas"),
     (["pipeline", *TINY, "--critic", "tiny", "--samples", "1", "--db", "{ok}"], "samples must be >= 2"),
     (["play", "--actor", "\x1b]0;pwned\x07", "--db", "{ok}"], "\\x1b]0;pwned\\x07"),
     # --- the newer commands: motif, baselines, archive, dt, strategy, worlds, export ---------

@@ -97,7 +97,8 @@ def test_lab_blackjack_80x24(snap_compare, db_path):
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x40", "80x24"])
 def test_kill_confirmation_modal(snap_compare, app, registry, fixed_ids, size):
     """The one modal every kill goes through (Jobs and Runs alike)."""
-    add_run(registry, "train-actor", status="RUNNING", metrics={"loss": [1.0, 0.8]}, duration_s=30)
+    # SCHEDULED: a RUNNING row's duration would grow with the clock (not a fixed snapshot)
+    add_run(registry, "train-actor", status="SCHEDULED", metrics={"loss": [1.0, 0.8]}, duration_s=30)
 
     async def kill(pilot) -> None:  # noqa: ANN001
         pilot.app.screen.query_one("#runs-table").focus()
