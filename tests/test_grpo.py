@@ -139,7 +139,7 @@ def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigt
         assert reg.params(res["run_id"])["rollouts_from"] == [play]
 
     code, out, err = lc("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play, "--max-steps",
-                        "400", "--save-steps", "1", "--db", db, "--detach", "--json")
+                        "80", "--save-steps", "1", "--db", db, "--detach", "--json")
     assert code == 0, err
     run_id = json.loads(out)["run_id"]
     reg = Registry(db)
@@ -156,7 +156,7 @@ def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigt
         time.sleep(0.5)
     assert reg.get_run(again)["status"] == "FINISHED", reg.get_run(again).get("error")
     steps = [r["step"] for r in reg.metric_history(again, "reward")]
-    assert steps and min(steps) > stopped_at and max(steps) == 400  # continued from the checkpoint, not step 1
+    assert steps and min(steps) > stopped_at and max(steps) == 80  # continued from the checkpoint, not step 1
 
 
 @pytest.mark.parametrize("argv, message", [
