@@ -179,7 +179,8 @@ class DemoProposer:
     name = "demos"
 
     def propose(self, search: Search, n: int, rng: random.Random) -> list[tuple[str, int | None]]:
-        pool = [k for k in search.successes if k in set(search.train_keys) and k in search.descriptions]
+        train = set(search.train_keys)
+        pool = [k for k in search.successes if k in train and k in search.descriptions]
         out: list[tuple[str, int | None]] = []
         for _ in range(n * 8):
             if len(out) >= n or not pool:
@@ -264,8 +265,9 @@ def score(search: Search, candidate: Candidate, train_states: Sequence[Any], eva
     """Play `candidate` from every training state; keep its scores, successes and failures."""
     episodes = evaluate(candidate.text, train_states)
     search.evaluations += len(episodes)
+    train = set(search.train_keys)
     for ep in episodes:
-        if ep.key not in set(search.train_keys):  # never: the search plays training states only
+        if ep.key not in train:  # never: the search plays training states only
             raise RuntimeError(f"the search evaluated a state outside its training states: {ep.key}")
         candidate.scores[ep.key] = 1.0 if ep.success else 0.0
         search.descriptions.setdefault(ep.key, ep.description)

@@ -12,7 +12,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, open_existing, print_json
+from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, open_existing, print_json, shown
 from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
 from lactchain.key_metrics import key_metrics_first
 from lactchain.safe_text import printable
@@ -68,7 +68,7 @@ def _fmt_value(value: Any) -> str:
     shown (never obeyed) and its markup escaped (never interpreted)."""
     if isinstance(value, float):
         return f"{value:.4g}"
-    return "-" if value is None else escape(printable(value))
+    return "-" if value is None else shown(value)
 
 
 def _status(status: str) -> str:

@@ -32,17 +32,22 @@ def state_text_field() -> Any:
                                       "prompt).", choices=("egocentric", "coords"), form="State text")
 
 
+def scene_spec(value: str) -> str:
+    """A --scene value as recorded: a bundled scene by its own name, a file as given
+    (read and validated here); ValueError with the one-line reason otherwise."""
+    scene = get_scene(value)
+    return value if is_scene_file(value) else scene.name
+
+
 def check_world(config: Any) -> None:
     """Normalise `config.scene` (a bundled name as the scene's own name; a file read and
     validated) and `config.state_text`, refusing either on an env that has no scenes."""
     grid_only = not getattr(env_class(config.env), "has_scenes", False)
     if config.scene is not None:
         try:
-            scene = get_scene(config.scene)
+            config.scene = scene_spec(config.scene)
         except ValueError as exc:
             config.refuse("scene", str(exc))
-        if not is_scene_file(config.scene):
-            config.scene = scene.name
         if grid_only:
             config.refuse("scene", f"scenes are the grid's; drop --scene or use --env grid (not {config.env})")
     if config.state_text != STATE_TEXT_DEFAULT and grid_only:

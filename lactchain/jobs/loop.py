@@ -129,14 +129,12 @@ class BenchLearnConfig(PipelineConfig):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
         self.explore = explores[0] if len(explores) == 1 else ",".join(map(str, explores))
         if self.transfer_scene is not None:
-            from lactchain.envs.scenes import get_scene, is_scene_file
+            from lactchain.envs.world import scene_spec
 
             try:
-                name = get_scene(self.transfer_scene).name
+                self.transfer_scene = scene_spec(self.transfer_scene)
             except ValueError as exc:
                 self.refuse("transfer_scene", str(exc))
-            if not is_scene_file(self.transfer_scene):
-                self.transfer_scene = name
             if not getattr(env_class(self.env), "has_scenes", False):
                 self.refuse("transfer_scene", f"scenes are the grid's (not {self.env}); drop it")
         if not losses:
