@@ -70,27 +70,29 @@ def _heartbeat(registry: Any, run_id: str, stop: threading.Event) -> None:
             registry.heartbeat(run_id)
         except Exception:  # a busy db must never kill the job
             pass
-        if not warned and not registry_file_present(registry):
+        try:
+            restored = registry.restore_deleted_files() if hasattr(registry, "restore_deleted_files") else None
+        except Exception as exc:  # a restore that fails leaves the warning below
+            restored = None
+            print(f"warning: could not restore the registry's files ({exc})", file=sys.stderr, flush=True)
+        if restored:
+            print(f"warning: {restored}; run {run_id} goes on", file=sys.stderr, flush=True)
+        elif not warned and not registry_file_present(registry):
             warned = True  # once, in the job's log: its rows now go nowhere anyone will read
-            print(f"warning: the registry {registry.path} was deleted or replaced while run {run_id} runs: what "
-                  "it records from now on is lost (its files in the run folder are kept); stop it and start it "
-                  "again on a registry", file=sys.stderr, flush=True)
+            print(f"warning: the registry {registry.path} was replaced by another file while run {run_id} runs: "
+                  "what it records from now on is lost (its files in the run folder are kept); stop it and "
+                  "start it again on a registry", file=sys.stderr, flush=True)
 
 
 def registry_file_present(registry: Any) -> bool:
     """The registry file this process opened is still the one on disk (same inode)."""
-    path = getattr(registry, "path", None)
-    if path is None:
+    path, opened = getattr(registry, "path", None), getattr(registry, "opened_inode", None)
+    if path is None or opened is None:
         return True
     try:
-        opened = getattr(registry, "_opened_inode", None)
-        now = os.stat(path).st_ino
+        return os.stat(path).st_ino == opened
     except OSError:
         return False
-    if opened is None:
-        registry._opened_inode = now  # first look: remember the file as opened
-        return True
-    return now == opened
 
 
 def own_process_group() -> int:
@@ -133,7 +135,6 @@ def run_context(
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, _signal)
     stop = threading.Event()
-    registry_file_present(registry)  # remember the file as opened: the heartbeat notices it deleted
     beat = threading.Thread(target=_heartbeat, args=(registry, run_id, stop), daemon=True)
     beat.start()
     try:

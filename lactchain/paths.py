@@ -29,6 +29,24 @@ def models_dir() -> Path:
     return Path(env).expanduser().absolute() if env else runs_root() / "models"
 
 
+# What a refused write looks like once it has passed through torch or the OS.
+_DISK_FAULT_ERRNOS = {28, 27, 122}  # ENOSPC, EFBIG, EDQUOT
+_DISK_FAULT_WORDS = ("inline_container", "PytorchStreamWriter", "file write failed", "No space left",
+                     "File too large", "Disk quota exceeded")
+
+
+def disk_fault(exc: BaseException) -> str | None:
+    """One line for an error that is a refused write (a full disk, a file size limit, a
+    quota), wherever it was raised; None for any other error. The CLI's last resort for
+    saves that no `writing` block wraps (a trainer's own checkpoints)."""
+    if isinstance(exc, OSError) and exc.errno in _DISK_FAULT_ERRNOS or \
+            isinstance(exc, (RuntimeError, OSError)) and any(w in str(exc) for w in _DISK_FAULT_WORDS):
+        cause = " ".join(str(exc).split())[:160]
+        return (f"a write was refused ({cause}): a full disk or a file size limit? free space, then "
+                "`lactchain runs resume` the run")
+    return None
+
+
 @contextmanager
 def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     """Around a save (torch.save, save_pretrained, a state file): a failed write (a full

@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,6 +99,16 @@ class RunNotFound(KeyError):
 
 class RegistryFileError(ValueError):
     """The file at the registry path cannot be used as a LactChain registry."""
+
+
+def _inodes(path: Path) -> tuple[int | None, int | None]:
+    """(inode of the registry file, inode of its -wal), None for a missing file."""
+    def inode(p: Path) -> int | None:
+        try:
+            return os.stat(p).st_ino
+        except OSError:
+            return None
+    return inode(path), inode(path.with_name(path.name + "-wal"))
 
 
 def _write_refused(exc: sqlite3.OperationalError) -> bool:
@@ -423,6 +433,7 @@ class Registry:
         self._lock = threading.RLock()
         self._db: sqlite_utils.Database | None = None
         self._pid = -1
+        self._files: tuple[int | None, int | None] = (None, None)  # inodes as opened: see restore_deleted_files
         self._database()  # open + migrate now, so a bad file fails at construction
 
     # -- connection ---------------------------------------------------------
@@ -451,7 +462,50 @@ class Registry:
             db.execute("PRAGMA foreign_keys = ON")
             self._db, self._pid = db, os.getpid()
             self._migrate(db)
+            self._files = _inodes(self.path)
         return self._db
+
+    @property
+    def opened_inode(self) -> int | None:
+        """The inode of the registry file this process's connection opened."""
+        return self._files[0] if self._db is not None else None
+
+    def restore_deleted_files(self) -> str | None:
+        """Put back what a job's connection still holds when somebody deleted the registry
+        file or its -wal under it (both stay readable through the open connection until it
+        closes); a sentence for the job's log, or None when the files are as opened.
+
+        -wal deleted: checkpoint it (still open) into registry.db, then reopen on a fresh
+        one. registry.db deleted: SQLite's backup of the open database into a new file,
+        moved into place in one rename. A file *replaced* by another is left alone (the
+        caller warns): it may be somebody's registry."""
+        with self._lock:
+            if self.readonly or self._db is None or self._pid != os.getpid():
+                return None
+            (db_opened, wal_opened), (db_now, wal_now) = self._files, _inodes(self.path)
+            if db_now is not None and db_now != db_opened:
+                return None
+            if db_now is not None and (wal_opened is None or wal_now == wal_opened):
+                if wal_opened is None and wal_now is not None:
+                    self._files = (db_opened, wal_now)  # the -wal appeared after the open
+                return None
+            conn = self._db.conn
+            if db_now is None:
+                staging = self.path.with_name(self.path.name + ".restoring")
+                staging.unlink(missing_ok=True)
+                with closing(sqlite3.connect(str(staging))) as target:
+                    conn.backup(target)
+                conn.close()
+                os.replace(staging, self.path)
+                what = f"the registry {self.path} was deleted; restored it from the job's open connection"
+            else:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.close()
+                what = (f"{self.path.name}-wal was deleted; what it held was checkpointed into {self.path.name} "
+                        "and the registry reopened")
+            self._db = None
+            self._database()
+            return what
 
     def _open_readonly(self) -> sqlite_utils.Database:
         """mode=ro first (sees a live writer's WAL); `immutable` when even that needs a

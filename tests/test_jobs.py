@@ -251,18 +251,38 @@ def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
     assert [p["v_loss"] for p in got if p["phase"] == "train-critic"] == pytest.approx(fits, rel=1e-6)
 
 
-def test_a_job_whose_registry_is_deleted_says_so_in_its_log(tmp_path, cli):
+def _steps_of(db, run_id):
+    with Registry(db) as reg:
+        return len(reg.steps(run_id=run_id))
+
+
+@pytest.mark.parametrize("deleted", [("-wal",), ("", "-wal", "-shm")], ids=["the -wal", "registry.db and its files"])
+def test_a_job_puts_back_registry_files_deleted_under_it(tmp_path, cli, deleted):
+    """rm registry.db-wal (or the whole registry) while a job writes: the job's open
+    connection still holds every row; its heartbeat writes them back, says so in its log,
+    and the run goes on to a normal end with nothing lost."""
     db = tmp_path / "registry.db"
     run_id = launch_long_play(cli, db)
     reg = Registry(db)
-    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
-    log = tmp_path / run_id / "log.txt"
+    run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and len(reg.steps(run_id=run_id)) > 2
+                   and r)
+    before = len(reg.steps(run_id=run_id))
     reg.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(db) + suffix).unlink(missing_ok=True)
+    log = tmp_path / run_id / "log.txt"
     try:
-        wait_for(lambda: "was deleted or replaced" in log.read_text(), timeout=60)
-        assert f"run {run_id}" in log.read_text()
+        for suffix in deleted:
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        wait_for(lambda: "; run " in log.read_text() and "goes on" in log.read_text(), timeout=60)
+        said = log.read_text()
+        assert ("was deleted; restored it" if "" in deleted else "-wal was deleted; what it held was checkpointed") \
+            in said, said
+        wait_for(lambda: _steps_of(db, run_id) > before + 2)  # readable again, and the job still records
+        assert cli("runs", "kill", run_id, "--wait", "60", "--db", str(db)).returncode == 0
+        with Registry(db) as reg:
+            final = wait_for(lambda: (r := reg.get_run(run_id))["status"] != "RUNNING" and r)
+            assert final["status"] == "KILLED"
+            assert len(reg.steps(run_id=run_id)) > before + 2  # the rows written before the deletion are there
     finally:
-        os.killpg(run["pgid"], signal.SIGKILL)
+        if pid_alive(run["pid"]):
+            os.killpg(run["pgid"], signal.SIGKILL)
         wait_for(lambda: not pid_alive(run["pid"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -499,3 +500,34 @@ def test_runs_list_works_on_a_full_disk(tmp_path):
         reap_dead_runs(reg)
         run = reg.get_run(run_id)
         assert run["status"] == "FAILED" and run["ended_ms"] == run["heartbeat_ms"]  # ended when last heard of
+
+
+# -- files deleted under a live connection ------------------------------------------------
+
+def test_a_deleted_wal_or_registry_is_put_back_from_the_open_connection(tmp_path):
+    from lactchain.lifecycle import registry_file_present
+
+    path = tmp_path / "reg.db"
+    reg = Registry(path)
+    run_id = reg.create_run("play", name="kept")
+    reg.log_metrics(run_id, {"loss": 2.0}, step=1)
+    assert reg.restore_deleted_files() is None  # nothing wrong: nothing done
+    Path(str(path) + "-wal").unlink()
+    assert "-wal was deleted" in reg.restore_deleted_files()
+    reg.log_metrics(run_id, {"loss": 1.0}, step=2)
+    with Registry(path) as other:
+        assert [m["value"] for m in other.metric_history(run_id, "loss")] == [2.0, 1.0]
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    assert "was deleted; restored it" in reg.restore_deleted_files()
+    assert registry_file_present(reg)
+    with Registry(path) as other:
+        assert other.get_run(run_id)["name"] == "kept" and other.latest_metrics(run_id) == {"loss": 1.0}
+    # replaced by somebody else's registry: left alone, and the job's warning check sees it
+    reg_path_other = tmp_path / "other.db"
+    Registry(reg_path_other).close()
+    os.replace(reg_path_other, path)
+    assert reg.restore_deleted_files() is None and not registry_file_present(reg)
+    with Registry(path) as other:
+        assert other.list_runs() == []
+    reg.close()

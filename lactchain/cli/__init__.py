@@ -68,6 +68,7 @@ def main() -> None:
     import sqlite3
     import sys
 
+    from lactchain.paths import disk_fault
     from lactchain.safe_text import printable
 
     try:
@@ -89,8 +90,23 @@ def main() -> None:
 
             message = (f"the registry is locked by another process (waited {BUSY_TIMEOUT_S:g} s for its write "
                        "to end); try again when it is done")
+        elif isinstance(exc, sqlite3.OperationalError) and "disk I/O error" in str(exc):
+            message = ("the registry hit a disk I/O error: a full disk, a file size limit, or its -wal file "
+                       "deleted while a job writes? free space (or wait a few seconds for the job to restore "
+                       "its -wal), then run the command again")
+        elif isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+            message = (f"the registry cannot be written ({message}): free space on its disk, then run the "
+                       "command again (`lactchain runs resume` for a run that was stopped)")
         elif isinstance(exc, sqlite3.DatabaseError):
             message = f"the registry database cannot be read ({message}): check --db or $LACTCHAIN_DB"
+        if isinstance(exc, OSError) and not str(message).startswith("could not write"):
+            message = disk_fault(exc) or message
         sys.stderr.write(f"error: {printable(' '.join(str(message).split()))}\n")
+        sys.exit(2)
+    except RuntimeError as exc:  # a trainer's own checkpoint refused by a full disk, deep inside torch
+        message = disk_fault(exc)
+        if message is None or os.environ.get("LACTCHAIN_DEBUG"):
+            raise
+        sys.stderr.write(f"error: {printable(message)}\n")
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

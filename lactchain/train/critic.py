@@ -41,6 +41,7 @@ import torch
 
 from lactchain.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
+from lactchain.paths import writing
 
 CHECKPOINT_KIND = "critic"
 OPTIMIZER_NAME = "optimizer.pt"
@@ -196,7 +197,8 @@ def train_critic(
         epoch = state["epoch"]
         name = f"epoch-{epoch:03d}" if complete else f"epoch-{epoch:03d}-partial-{int(time.time())}"
         folder = model.save(Path(handle.dir) / "critic" / name)
-        torch.save(optimizer.state_dict(), folder / OPTIMIZER_NAME)
+        with writing(folder, "the critic's optimizer"):
+            torch.save(optimizer.state_dict(), folder / OPTIMIZER_NAME)
         meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
         if not complete:
             meta["batches_done"] = state["batches_done"]  # of epoch + 1: a resume skips them

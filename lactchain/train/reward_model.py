@@ -19,6 +19,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from lactchain.paths import writing
+
 FORMAT = 1
 CONFIG_NAME = "reward_model.json"
 HEAD_NAME = "head.pt"
@@ -86,10 +88,11 @@ class RewardModel(nn.Module):
 
     def save(self, folder: str | Path, extra: dict[str, Any] | None = None) -> Path:
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        torch.save(self.head.state_dict(), folder / HEAD_NAME)
-        (folder / CONFIG_NAME).write_text(json.dumps({"format": FORMAT, "backbone": self.backbone_spec,
-                                                      **(extra or {})}, indent=2))
+        with writing(folder, "the reward model"):
+            folder.mkdir(parents=True, exist_ok=True)
+            torch.save(self.head.state_dict(), folder / HEAD_NAME)
+            (folder / CONFIG_NAME).write_text(json.dumps({"format": FORMAT, "backbone": self.backbone_spec,
+                                                          **(extra or {})}, indent=2))
         return folder
 
     @classmethod
