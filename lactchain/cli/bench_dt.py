@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from lactchain.cli.common import JsonOption, console, err_console, fail, print_json
+from lactchain.cli.common import JsonOption, console, err_console, fail, finite, print_json
 
 TARGETS = {"bd_reached_heldout_bds": 0.90, "order_match_heldout_instructions": 0.80}
 ENCODERS = ("learned", "none", "minilm-l6")
@@ -48,7 +48,7 @@ def _mean(values: list[float | None]) -> float | None:
 def bench_dt(
     behaviours: Annotated[int, typer.Option("--behaviours", "-n", min=10, max=10_000_000,
                                             help="Behaviours the archive fill tries (flat scene).")] = 100_000,
-    minutes: Annotated[float, typer.Option("--minutes", min=0.01, help="Training budget per model.")] = 10.0,
+    minutes: Annotated[float, typer.Option("--minutes", callback=finite, min=0.01, help="Training budget per model.")] = 10.0,
     steps: Annotated[int, typer.Option("--steps", min=1, max=10_000_000, help="Step cap per model (the minutes "
                                        "usually end training first).")] = 100_000,
     encoders: Annotated[str, typer.Option("--encoders", help="Comma-separated text encoders: learned, none (the "
