@@ -55,6 +55,9 @@ def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> di
     return None
 
 
+RESUMES_TAG = "resumes"  # on a run made by `runs resume`: the run it continues (its parent)
+
+
 def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     """Raise NotResumable when `runs resume` must refuse this run."""
     if run["status"] not in ("KILLED", "FAILED"):
@@ -62,7 +65,8 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     if run["kind"] not in CHECKPOINTS and run["kind"] not in ROW_RESUMED:
         raise NotResumable(f"{run['kind']} runs cannot be resumed (they are short and keep no checkpoint): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
-    if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline":
+    if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline" \
+            and registry.tags(run["id"]).get(RESUMES_TAG) != run["parent_id"]:  # a phase, not a resume of it
         raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
                            f"(`lactchain runs resume {run['parent_id']}`)")
     params = registry.params(run["id"])

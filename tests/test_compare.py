@@ -128,6 +128,19 @@ def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_p
     if compare:
         assert 1 <= len(saved["cells"]) < 4 and (folder / "compare.partial.png").is_file()
         assert "partial" in (folder / "compare.partial.md").read_text()
+        # a resume stopped in its turn is resumed again (a chain, not a phase of its parent), with every cell kept
+        previous = run_id
+        for _ in range(2):
+            code, out, err = lc("runs", "resume", previous, "--db", db, "--json")
+            assert code == 0, err
+            resumed = json.loads(out)["run_id"]
+            log = reg.run_dir(resumed) / "log.txt"
+            wait_until(lambda: log.is_file() and "finished cell(s) kept" in log.read_text())
+            kept = int(log.read_text().split(" finished cell(s) kept")[0].split()[-1])
+            assert kept >= len(saved["cells"])
+            assert lc("runs", "kill", resumed, "--wait", "120", "--db", db)[0] == 0
+            wait_until(lambda: reg.get_run(resumed)["status"] != "RUNNING")
+            previous = resumed
     else:
         assert len(saved["curve"]) >= 2 and saved["curve"][0]["iteration"] == 0
         assert (folder / "learning_curve.partial.png").is_file()

@@ -285,7 +285,7 @@ def resume(
 ) -> None:
     """Continue a killed or failed training run from its last checkpoint, as a new
     background run (child of the old one) with the same parameters."""
-    from lactchain.resume import NotResumable, check_resumable
+    from lactchain.resume import RESUMES_TAG, NotResumable, check_resumable
 
     with _open_existing(db) as reg:
         reap_dead_runs(reg)
@@ -295,6 +295,7 @@ def resume(
         except NotResumable as exc:
             fail(str(exc))
         new_id = _resume(reg, run)
+        reg.set_tag(new_id, RESUMES_TAG, run["id"])  # a resume of a resume is resumable in its turn
     if as_json:
         print_json({"run_id": new_id, "resumes": run["id"]})
     else:
