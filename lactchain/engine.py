@@ -25,6 +25,10 @@ class EngineConfig(Config):
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
+    ray_address: str | None = option(None, "vllm only: run the engine replicas as Ray actors on this Ray cluster: auto "
+                                           "(the one `ray start --head` started here), HOST:PORT of its head node, "
+                                           "or ray://HOST:PORT. Default: $RAY_ADDRESS when set, else no Ray. "
+                                           "Needs the ray extra.")
 
     def check(self) -> None:
         from lactchain.models.vllm_single import ENGINES
@@ -39,6 +43,24 @@ class EngineConfig(Config):
             if self.tensor_parallel_size != 1:
                 raise ConfigError(f"--tensor-parallel-size {self.tensor_parallel_size} spreads one vLLM engine over "
                                   "devices: use it with --engine vllm, not hf")
+            if self.ray_address:
+                raise ConfigError(f"--ray-address {self.ray_address} runs vLLM engine replicas on a Ray cluster: use "
+                                  "it with --engine vllm, not hf")
+        self.check_ray()
+
+    def check_ray(self) -> None:
+        """--ray-address (else $RAY_ADDRESS, for the vllm engine) checked and recorded:
+        malformed, unreachable or Ray missing is a one-line ConfigError before any run."""
+        import os
+
+        if self.ray_address is None and not (self.engine == "vllm" and os.environ.get("RAY_ADDRESS", "").strip()):
+            return
+        from lactchain.models.ray_replicas import RayUnavailable, check_address
+
+        try:
+            self.ray_address = check_address(self.ray_address)
+        except RayUnavailable as exc:
+            raise ConfigError(str(exc)) from None
 
     def record_params(self) -> dict[str, Any]:
         return self.params()
@@ -53,13 +75,16 @@ class EngineConfig(Config):
             out["tensor_parallel_size"] = self.tensor_parallel_size
         if self.data_parallel_size != 1:
             out["data_parallel_size"] = self.data_parallel_size
+        if self.ray_address:
+            out["ray_address"] = self.ray_address
         return out
 
     def load_kw(self) -> dict[str, Any]:
         vllm = self.engine == "vllm"
         return {"engine": self.engine, "dtype": self.dtype,
                 "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
-                "data_parallel_size": self.data_parallel_size if vllm else None}
+                "data_parallel_size": self.data_parallel_size if vllm else None,
+                "ray_address": self.ray_address if vllm else None}
 
 
 def load_generator_for(actor: str, adapter_path: str | None, env: str, settings: EngineConfig | None = None, *,

@@ -121,6 +121,9 @@ def run_context(
         registry.log_params(run_id, params)
     handle = RunHandle(registry, run_id, registry.run_dir(run_id), quiet=quiet)
     registry.start_run(run_id, pid=os.getpid(), pgid=own_process_group())
+    owns_run_env = "LACTCHAIN_RUN_ID" not in os.environ  # the outermost run of this process names its Ray namespace
+    if owns_run_env:
+        os.environ["LACTCHAIN_RUN_ID"] = run_id
 
     previous: dict[int, Any] = {}
 
@@ -164,6 +167,8 @@ def run_context(
         registry.end_run(run_id, "FINISHED", exit_code=0)
     finally:
         stop.set()
+        if owns_run_env:
+            os.environ.pop("LACTCHAIN_RUN_ID", None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Create .venv/ at the repo root and install LactChain into it, offline-model ready.
 #   bash scripts/install.sh          # the app
-#   bash scripts/install.sh --test   # the app + test tools + the vLLM engine (tested on every submission)
+#   bash scripts/install.sh --test   # the app + test tools + the vLLM engine + Ray (tested on every submission)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra=""
-[ "${1:-}" = "--test" ] && extra="[test,vllm]"
+[ "${1:-}" = "--test" ] && extra="[test,vllm,ray]"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # The CPU build of torch 2.13.0 is on disk; pin it first so nothing pulls CUDA wheels.

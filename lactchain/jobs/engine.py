@@ -71,13 +71,16 @@ def choose(settings: EngineConfig, actor: str) -> EngineConfig:
     resolved to the engine that runs; the adapter is `check_engine_adapter`'s."""
     named = (settings.engine or "hf").lower()
     tp, dp = settings.tensor_parallel_size, settings.data_parallel_size
-    if named in ("hf", "vllm"):  # before vLLM is looked for: the refusal needs no vLLM
+    on_this_machine = not settings.ray_address  # a Ray cluster places the replicas: its capacity, not ours
+    if named in ("hf", "vllm") and on_this_machine:  # before vLLM is looked for: the refusal needs no vLLM
         check_parallel(named, tp, dp)
     which = check_engine(settings.engine, settings.dtype, actor)
     if named == "auto":
-        if which == "hf" and dp != 1:
-            raise ConfigError(f"--data-parallel-size {dp} needs the vllm engine; --engine auto chose hf here")
-        check_parallel(which, tp, dp)
+        if which == "hf" and (dp != 1 or settings.ray_address):
+            raise ConfigError(f"--data-parallel-size {dp} / --ray-address need the vllm engine; --engine auto chose "
+                              "hf here")
+        if on_this_machine:
+            check_parallel(which, tp, dp)
     return settings.replace(engine=which)
 
 

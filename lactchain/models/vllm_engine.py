@@ -98,6 +98,10 @@ class VLLMActor(VLLMEngine):
 
     @classmethod
     def _start(cls, folder: Path, **kw: Any) -> Any:
+        if kw["settings"].ray_address:
+            from lactchain.models.ray_replicas import RayReplicaPool
+
+            return RayReplicaPool(folder, ray_address=kw["settings"].ray_address, **kw)
         if kw["settings"].data_parallel_size > 1:
             return ReplicaPool(folder, **kw)
         return super()._start(folder, **kw)

@@ -306,11 +306,63 @@ atexit.register(_close_pools)
 
 
 class _Worker:
+    """One replica in a spawned worker process, reached over a pipe: the pool's transport
+    (`ray_replicas` has the same methods over a Ray actor)."""
+
     def __init__(self, replica: int, process: Any, conn: Any, devices: list[int]) -> None:
         self.replica, self.process, self.conn, self.devices = replica, process, conn, devices
         self.pid: Optional[int] = process.pid
         self.startup_seconds = 0.0
         self.torch_threads: Optional[int] = None
+        self.node: Optional[str] = None  # a Ray node id; None here (this machine)
+
+    def send(self, op: str, args: tuple, kwargs: dict) -> None:
+        try:
+            self.conn.send((op, args, kwargs))
+        except (BrokenPipeError, OSError) as exc:
+            raise ReplicaDied(f"replica {self.replica} (pid {self.pid}) cannot be reached ({type(exc).__name__}); "
+                              "the pool was closed") from exc
+
+    def recv(self) -> Any:
+        """Its reply: the result, or its exception raised here. A dead worker (EOF, or its
+        process gone) raises ReplicaDied at once."""
+        try:
+            while not self.conn.poll(_WATCH_S):
+                if not self.process.is_alive():
+                    if self.conn.poll(0):  # it answered just before it ended
+                        break
+                    raise ReplicaDied(f"replica {self.replica} (pid {self.pid}) ended unexpectedly "
+                                      f"(exit code {self.process.exitcode})")
+            status, value = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.process.join(1.0)
+            raise ReplicaDied(f"replica {self.replica} (pid {self.pid}) ended unexpectedly "
+                              f"(exit code {self.process.exitcode})") from exc
+        if status == "err":
+            if type(value) is ReplicaError:
+                raise ReplicaError(f"replica {self.replica}: {value}")
+            raise value
+        return value
+
+    def stop(self) -> None:
+        """Ask it to shut its engine down (it may already be gone)."""
+        try:
+            self.conn.send(("close", (), {}))
+        except Exception:
+            pass
+
+    def wait(self, timeout: float) -> None:
+        self.process.join(timeout)
+
+    def kill(self) -> None:
+        """End it if it is still there, and drop the pipe."""
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5.0)
+        try:
+            self.conn.close()
+        except Exception:
+            pass
 
 
 class ReplicaPool:
@@ -343,8 +395,8 @@ class ReplicaPool:
 
         require_vllm()
         if settings.distributed_executor_backend == "ray":
-            raise ValueError("ReplicaPool runs its replicas on this machine; distributed_executor_backend='ray' "
-                             "(replicas placed by a Ray cluster) is not run here (see lactchain.models.vllm_replicas)")
+            raise ValueError("ReplicaPool runs its replicas on this machine; replicas on a Ray cluster are "
+                             "lactchain.models.ray_replicas.RayReplicaPool (--ray-address)")
         self._closed = False
         self._workers: list[_Worker] = []
         self._tmp: Optional[Path] = None
@@ -367,7 +419,6 @@ class ReplicaPool:
         check_model(self._hf_config, name, self.device)
         if adapter is not None:
             check_adapter(adapter, settings)  # before any engine starts
-        slices = check_capacity(settings, self.device)
         self.plan = parallel_plan(folder, settings, device=self.device)
         self.config = self.plan.configs[0]
         tp = settings.tensor_parallel_size
@@ -378,24 +429,12 @@ class ReplicaPool:
         if progress is not None:
             progress(f"starting {settings.data_parallel_size} vLLM engine replicas for {name}", None)
         t0 = time.perf_counter()
-        ctx = multiprocessing.get_context("spawn")
-        pdeathsig = threading.current_thread() is threading.main_thread()
         _LIVE_POOLS.add(self)
         try:
-            for r, devices in enumerate(slices):
-                spec = dict(folder=str(folder), name=f"{name} (replica {r})", moves=self.moves,
-                            max_moves=self.max_moves, settings=local, device=self.device, replica=r,
-                            env=replica_env(self.device, devices, local),
-                            cores=devices if self.device == "cpu" else None, limit_threads=limit_threads, pin=pin,
-                            parent_pid=os.getpid(), pdeathsig=pdeathsig)
-                parent_conn, child_conn = ctx.Pipe(duplex=True)
-                process = ctx.Process(target=_worker_main, args=(child_conn, spec),
-                                      name=f"lactchain-vllm-replica-{r}", daemon=False)
-                process.start()
-                child_conn.close()  # ours closed: the worker's death reads as EOF here
-                self._workers.append(_Worker(r, process, parent_conn, devices))
+            self._workers = self._start_workers(local, limit_threads=limit_threads, pin=pin)
             for w, info in zip(self._workers, self._gather(self._workers)):
                 w.pid, w.startup_seconds, w.torch_threads = info["pid"], info["startup_seconds"], info["torch_threads"]
+                w.node = info.get("node")
         except BaseException:
             self.close()
             raise
@@ -415,26 +454,26 @@ class ReplicaPool:
     def worker_pids(self) -> list[int]:
         return [int(w.pid) for w in self._workers if w.pid is not None]
 
-    def _recv(self, w: _Worker) -> Any:
-        """One reply of worker `w`: its result, or its exception raised here. A dead worker
-        (EOF, or its process gone) raises ReplicaError at once."""
-        try:
-            while not w.conn.poll(_WATCH_S):
-                if not w.process.is_alive():
-                    if w.conn.poll(0):  # it answered just before it ended
-                        break
-                    raise ReplicaDied(f"replica {w.replica} (pid {w.pid}) ended unexpectedly "
-                                      f"(exit code {w.process.exitcode})")
-            status, value = w.conn.recv()
-        except (EOFError, OSError) as exc:
-            w.process.join(1.0)
-            raise ReplicaDied(f"replica {w.replica} (pid {w.pid}) ended unexpectedly "
-                               f"(exit code {w.process.exitcode})") from exc
-        if status == "err":
-            if type(value) is ReplicaError:
-                raise ReplicaError(f"replica {w.replica}: {value}")
-            raise value
-        return value
+    def _start_workers(self, local: EngineSettings, *, limit_threads: bool, pin: bool) -> list[Any]:
+        """One spawned worker process per replica, each on its own slice of this machine's
+        devices; each first answers with its startup info (gathered by the caller)."""
+        ctx = multiprocessing.get_context("spawn")
+        pdeathsig = threading.current_thread() is threading.main_thread()
+        workers = []
+        for r, devices in enumerate(check_capacity(self.settings, self.device)):
+            spec = dict(folder=str(self.folder), name=f"{self.name} (replica {r})", moves=self.moves,
+                        max_moves=self.max_moves, settings=local, device=self.device, replica=r,
+                        env=replica_env(self.device, devices, local),
+                        cores=devices if self.device == "cpu" else None, limit_threads=limit_threads, pin=pin,
+                        parent_pid=os.getpid(), pdeathsig=pdeathsig)
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            process = ctx.Process(target=_worker_main, args=(child_conn, spec),
+                                  name=f"lactchain-vllm-replica-{r}", daemon=False)
+            process.start()
+            child_conn.close()  # ours closed: the worker's death reads as EOF here
+            workers.append(_Worker(r, process, parent_conn, devices))
+            self._workers = workers  # a failure part way closes the ones started
+        return workers
 
     def _gather(self, workers: Sequence[_Worker]) -> list[Any]:
         """Every worker's reply (in order); the first error is raised once all have answered.
@@ -442,7 +481,7 @@ class ReplicaPool:
         results, error, dead = [], None, False
         for w in workers:
             try:
-                results.append(self._recv(w))
+                results.append(w.recv())
             except Exception as exc:  # noqa: BLE001
                 error = error or exc
                 dead = dead or isinstance(exc, ReplicaDied)
@@ -462,11 +501,10 @@ class ReplicaPool:
             for r, op, args, kwargs in calls:
                 w = self._workers[r]
                 try:
-                    w.conn.send((op, args, kwargs))
-                except (BrokenPipeError, OSError) as exc:
+                    w.send(op, args, kwargs)
+                except ReplicaDied:
                     self.close()
-                    raise ReplicaDied(f"replica {r} (pid {w.pid}) cannot be reached ({type(exc).__name__}); "
-                                      "the pool was closed") from exc
+                    raise
                 sent.append(w)
             return self._gather(sent)
 
@@ -556,21 +594,12 @@ class ReplicaPool:
             self._closed = True
             workers, self._workers = list(self._workers), []
         for w in workers:
-            try:
-                w.conn.send(("close", (), {}))
-            except Exception:  # already gone
-                pass
+            w.stop()
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for w in workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
+            w.wait(max(0.0, deadline - time.monotonic()))
         for w in workers:
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(5.0)
-            try:
-                w.conn.close()
-            except Exception:
-                pass
+            w.kill()
         if getattr(self, "_tmp", None) is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
         _LIVE_POOLS.discard(self)
@@ -592,5 +621,5 @@ class ReplicaPool:
         key = "gpus" if self.device != "cpu" else "cores"
         return {"engine": "vllm", "device": self.device, "adapter": str(self.adapter) if self.adapter else None,
                 **{k: v for k, v in asdict(self.settings).items() if v is not None},
-                "replicas": [{"replica": w.replica, key: w.devices, "pid": w.pid, "torch_threads": w.torch_threads}
-                             for w in self._workers]}
+                "replicas": [{"replica": w.replica, key: w.devices, "pid": w.pid, "torch_threads": w.torch_threads,
+                              **({"node": w.node} if w.node else {})} for w in self._workers]}

@@ -103,8 +103,8 @@ class EngineSettings:
     """How the vLLM engine is built. `data_parallel_size` > 1 means that many engine
     replicas (each `tensor_parallel_size` devices), prompts sharded across them: run on
     this machine by `vllm_replicas.ReplicaPool` (one worker process per replica).
-    `parallel_plan` names "ray" as the backend that would place replicas over several
-    machines (a Ray cluster: see vllm_replicas' docstring); that is not run here."""
+    With `ray_address` the replicas are Ray actors on that cluster instead
+    (`ray_replicas.RayReplicaPool`, any node with the resources free)."""
 
     dtype: str = "bfloat16"  # "bfloat16" | "float32" | "float16" | "auto"
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -122,6 +122,7 @@ class EngineSettings:
     seed: int = 0
     cpu_threads: Optional[int] = None  # OMP threads bound for the CPU engine (None: all cores)
     multiprocessing: bool = False  # engine core in its own process (vLLM's default; orphaned by kill -9)
+    ray_address: Optional[str] = None  # replicas as Ray actors on this cluster (ray_replicas.RayReplicaPool)
 
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
