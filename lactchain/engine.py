@@ -104,3 +104,21 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
         kw.update(extra or {})
     kw.update(actor_moves(env))
     return load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw)
+
+
+REPLICAS_TAG = "replicas"  # on a run whose engine is a pool: one line per replica (node, pid), for runs show / Jobs
+
+
+def record_replicas(registry: Any, run_id: str, model: Any) -> None:
+    """Tag the run with where its engine replicas run (a `ReplicaPool` or `RayReplicaPool`):
+    `runs show` and the console's Jobs screen list them while it runs."""
+    described = model.describe() if hasattr(model, "describe") and hasattr(model, "replicas") else None
+    if not described or not described.get("replicas"):
+        return
+    import json
+
+    rows = [{k: r[k] for k in ("replica", "node", "pid", "cores", "gpus") if r.get(k) is not None}
+            for r in described["replicas"]]
+    if described.get("ray"):
+        rows = [{**row, "namespace": described["ray"]["namespace"]} for row in rows]
+    registry.set_tag(run_id, REPLICAS_TAG, json.dumps(rows))

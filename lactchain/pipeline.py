@@ -519,7 +519,7 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     """What generates in the loop: the actor itself (engine hf), or a vLLM engine on the
     same base model serving the actor's current adapter (engine vllm). The engine stops
     when the job is cancelled (and at exit), so it never outlives the run."""
-    from lactchain.engine import load_generator_for
+    from lactchain.engine import load_generator_for, record_replicas
     from lactchain.models.vllm_engine import resolve_engine
 
     if resolve_engine(cfg.engine.engine, model=cfg.actor if cfg.engine.engine == "auto" else None) != "vllm":
@@ -528,6 +528,7 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
                                    cfg.engine.replace(engine="vllm"), progress=progress)
     if handle is not None:
         handle.on_cancel(generator.close)
+        record_replicas(handle.registry, handle.run_id, generator)
     return generator
 
 

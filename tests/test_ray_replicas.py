@@ -170,6 +170,9 @@ def test_a_stopped_replicated_job_leaves_no_actor_and_no_engine(ray_pool, cluste
     try:
         wait_until(lambda: len(reg.steps(run_id=run_id)) > 0, timeout=300)  # generating on its replicas
         assert len(mine()) == 2 and len(set(_engine_processes()) - before) == 2
+        shown = subprocess.run([sys.executable, "-m", "lactchain.cli", "runs", "show", run_id, "--db", str(db)],
+                               capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "200"})
+        assert "replicas" in shown.stdout and namespace in shown.stdout, shown.stdout
     finally:
         run = reg.get_run(run_id)
         if how == "runs kill":
@@ -184,3 +187,35 @@ def test_a_stopped_replicated_job_leaves_no_actor_and_no_engine(ray_pool, cluste
     if how == "runs kill":
         wait_until(lambda: reg.get_run(run_id)["status"] != "RUNNING", timeout=60)
         assert reg.get_run(run_id)["status"] == "KILLED"
+
+
+@needs_ray
+def test_a_pipeline_iteration_collects_and_evaluates_on_ray_replicas(ray_pool, cluster, h32, tmp_path, capsys):
+    """One loop iteration with its rollouts on 2 Ray replicas (the actor trains on
+    transformers beside them, then the replicas serve its new adapter for the evaluation)."""
+    import ray
+
+    from cli_helpers import run_cli
+    from lactchain.registry import Registry
+
+    db = tmp_path / "r.db"
+    code, out, err = run_cli(["pipeline", "--actor", str(h32), "--critic", "tiny", "--engine", "vllm",
+                              "--dtype", "float32", "--data-parallel-size", "2", "--ray-address", cluster.address,
+                              "--iterations", "1", "--states", "6", "--samples", "2", "--explore", "4",
+                              "--td-rounds", "1", "--td-lists-per-state", "4", "--actor-epochs", "1",
+                              "--db", db, "--json"], capsys)
+    assert code == 0, err[-3000:]
+    result = json.loads(out)
+    with Registry(db) as reg:
+        params = reg.params(result["run_id"])
+        assert params["ray_address"] == cluster.address and params["data_parallel_size"] == 2
+        replicas = json.loads(reg.tags(result["run_id"])["replicas"])  # where its rollouts ran
+        assert len(replicas) == 2 and len({r["node"] for r in replicas}) == 2
+        assert {r["namespace"] for r in replicas} == {f"lactchain-{result['run_id']}"}
+        phases = {r["kind"] for r in reg.list_runs(parent_id=result["run_id"])}
+        assert {"pairs", "eval", "actor"} <= phases
+        evals = [r for r in reg.list_runs(parent_id=result["run_id"]) if r["kind"] == "eval"]
+        assert len(evals) == 2 and all(len(reg.steps(run_id=r["id"])) >= 6 for r in evals)  # before and after
+    # the loop's replicas are gone with it (the module's pool is all that is left)
+    namespaces = {a["namespace"] for a in ray.util.list_named_actors(all_namespaces=True)}
+    assert f"lactchain-{result['run_id']}" not in namespaces

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from lactchain.config import ConfigError
-from lactchain.engine import EngineConfig, load_generator_for
+from lactchain.engine import EngineConfig, load_generator_for, record_replicas
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
@@ -119,6 +119,8 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
             model = load_generator_for(actor, adapter_path, env, settings, progress=spin, extra=extra)
     if handle is not None and hasattr(model, "close"):
         handle.on_cancel(model.close)
+    if handle is not None:
+        record_replicas(handle.registry, handle.run_id, model)
     return model
 
 
