@@ -159,6 +159,22 @@ async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, 
             assert {str(v) for _, v in select._options if v is not Select.NULL} >= {"batches_per_s", "loss", "lr"}
 
 
+async def test_a_running_jobs_engine_replicas_are_shown(make_app, registry):
+    """A job on an engine pool tags where its replicas run; the Jobs screen names them
+    under its log (Ray node ids shortened)."""
+    import json
+
+    with live_job(registry, "play") as (_, run_id):
+        registry.set_tag(run_id, "replicas", json.dumps([{"replica": 0, "node": "1a2b3c4d5e", "pid": 4242},
+                                                         {"replica": 1, "node": "9f8e7d6c5b", "pid": 4243}]))
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(app, pilot)
+            assert str(app.screen.query_one("#job-log").border_subtitle) == \
+                "2 replicas: node 1a2b3c pid 4242 · node 9f8e7d pid 4243"
+
+
 def test_default_metric_per_kind():
     from tui.screens.jobs import default_metric
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,6 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import (Button, DataTable, Input, Label, Select, Static, TabbedContent,
                              TabPane)
 
+from lactchain.engine import REPLICAS_TAG
+from lactchain.safe_text import printable
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
@@ -58,7 +61,24 @@ def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]
     runs = [dict(r) for r in reg.list_runs(limit=limit * 3)
             # a job has a command line; the Lab's episodes and labelling sessions are not jobs
             if (r["kind"] in JOB_KINDS and r.get("cmd")) or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
-    return with_metrics(reg, runs[:limit], cache)
+    runs = runs[:limit]
+    for run in runs:  # where a running job's engine replicas are (a tag the job writes when its pool is up)
+        if run["status"] == "RUNNING":
+            run["_replicas"] = reg.tags(run["id"]).get(REPLICAS_TAG)
+    return with_metrics(reg, runs, cache)
+
+
+def replicas_line(job: dict) -> str:
+    """'2 replicas: node 1a2b3c pid 4242 · node 9f8e7d pid 4243' for a job on an engine pool."""
+    import json
+
+    try:
+        rows = json.loads(job.get("_replicas") or "[]")
+    except ValueError:
+        return ""
+    parts = [" ".join(x for x in (f"node {str(r['node'])[:6]}" if r.get("node") else "",
+                                  f"pid {r['pid']}" if r.get("pid") else "") if x) for r in rows if isinstance(r, dict)]
+    return f"{len(parts)} replica{'s' if len(parts) != 1 else ''}: " + " · ".join(parts) if parts else ""
 
 
 class JobsScreen(RunControls, BaseScreen):
@@ -296,6 +316,12 @@ class JobsScreen(RunControls, BaseScreen):
             self.show_job(job)  # a new launch, or the first refresh: the log and chart follow it
         elif job is not None:
             self.sync_metrics(job)
+        if job is not None:
+            self.show_replicas(job)
+
+    def show_replicas(self, job: dict) -> None:
+        """Under the log: where a running job's engine replicas are."""
+        self.query_one("#job-log").border_subtitle = escape(printable(replicas_line(job)))
 
     def selected_job(self) -> dict | None:
         return next((j for j in self.jobs if str(j["id"]) == self.selected_id), None)
@@ -313,6 +339,7 @@ class JobsScreen(RunControls, BaseScreen):
         """Point the log tail, the metric list and the chart at this job."""
         self._shown_id = str(job["id"])
         self.query_one("#job-log", LogTail).follow(job.get("log_path"), placeholder="(no log yet)")
+        self.show_replicas(job)
         self._metric = None  # a new job: its own default metric
         self._shown_keys = None
         self.sync_metrics(job)
