@@ -1,0 +1,94 @@
+"""What replicas cost and give on this machine (`lactchain bench replicas`): one vLLM engine
+in-process, the same engine as one Ray actor (the Ray transport's overhead per call),
+and 2 replicas as Ray actors and as local worker processes (env-steps/s), timed
+interleaved on the same 16 prompts, medians of warm calls. The answers of every engine
+are checked equal (greedy), so the timings compare the same work.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any, Callable
+
+OVERHEAD_TARGET_PCT = 10.0  # the Ray transport's cost per call, against one in-process engine
+
+
+def grid_prompts(n: int, moves: Any) -> list[str]:
+    """`n` prompts of distinct grid start states (one env step each)."""
+    from lactchain.envs import GridWorldEnv, all_states
+    from lactchain.prompts import PromptSpec
+
+    env = GridWorldEnv(moves=moves)
+    spec = PromptSpec(moves=moves)
+    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal][:n]
+    return [spec.render(env.describe(s)) for s in states]
+
+
+def _local_cluster(cpus: int) -> tuple[str, Callable[[], None]]:
+    """A one-node Ray cluster on this machine for the benchmark (the address, a stop)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "include_dashboard": False})
+
+    def stop() -> None:
+        import ray
+
+        ray.shutdown()
+        cluster.shutdown()
+
+    return cluster.address, stop
+
+
+def bench_replicas(actor: str = "smollm2-135m", *, ray_address: str | None = None, calls: int = 5,
+                   n_prompts: int = 16, dtype: str = "bfloat16",
+                   say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Time generate() on each engine set-up; see the module docstring."""
+    from lactchain.models.vllm_engine import VLLMActor
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    stop_cluster = None
+    if ray_address is None:
+        ray_address, stop_cluster = _local_cluster(cores)
+    setups = {
+        "in-process": dict(),
+        "ray x1": dict(data_parallel_size=1, ray_address=ray_address, cpu_threads=cores),  # same cores as in-process
+        "ray x2": dict(data_parallel_size=2, ray_address=ray_address, cpu_threads=max(1, cores // 2)),
+        "processes x2": dict(data_parallel_size=2),
+    }
+    engines: dict[str, Any] = {}
+    try:
+        for name, kw in setups.items():
+            say(f"starting {name}")
+            t0 = time.perf_counter()
+            engines[name] = VLLMActor.load(actor, device="cpu", dtype=dtype, **kw)
+            say(f"{name} ready in {time.perf_counter() - t0:.0f} s")
+        prompts = grid_prompts(n_prompts, engines["in-process"].moves)
+        answers = {name: [s.token_ids for s in e.generate(prompts)] for name, e in engines.items()}  # warm-up
+        times: dict[str, list[float]] = {name: [] for name in engines}
+        for k in range(calls):  # interleaved: a slower minute hits every set-up alike
+            for name, engine in engines.items():
+                t0 = time.perf_counter()
+                engine.generate(prompts)
+                times[name].append(time.perf_counter() - t0)
+            say(f"round {k + 1}/{calls}: " + ", ".join(f"{n} {t[-1]:.3f} s" for n, t in times.items()))
+    finally:
+        for engine in engines.values():
+            engine.close()
+        if stop_cluster is not None:
+            stop_cluster()
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    base = medians["in-process"]
+    overhead = 100.0 * (medians["ray x1"] - base) / base
+    return {
+        "actor": actor, "dtype": dtype, "cores": cores, "prompts": n_prompts, "calls": calls,
+        "setups": {name: {"median_s": round(m, 4), "env_steps_per_s": round(n_prompts / m, 2),
+                          "calls_s": [round(t, 4) for t in times[name]]} for name, m in medians.items()},
+        "same_answers": all(a == answers["in-process"] for a in answers.values()),
+        "ray_overhead_pct": round(overhead, 2),
+        "ray_overhead_target_pct": OVERHEAD_TARGET_PCT,
+        "meets_target": overhead < OVERHEAD_TARGET_PCT,
+        "two_replicas_speedup_ray": round(base / medians["ray x2"], 3),
+        "two_replicas_speedup_processes": round(base / medians["processes x2"], 3),
+    }
