@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
+from lactchain.jobs.ranks import processes_of, run_ranks
 from lactchain.jobs.spec import Job
 from lactchain.lifecycle import run_context, spawn, strip_detach
 
@@ -85,8 +86,9 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
         check_adoptable(registry, run_id, job.kind)
     with run_context(registry, job.kind, name=name or job.name(config), params=params, run_id=run_id,
                      cmd=cmd, quiet=quiet) as handle:
-        if run_id is None:
-            save_config(handle.dir, job, config)
+        config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE
+        if processes_of(config) > 1:  # DDP: the ranks run the job's body, this process keeps the run
+            return {"run_id": handle.run_id, **run_ranks(handle, job.command, config_path, processes_of(config))}
         return {"run_id": handle.run_id, **job.run(handle, config)}
 
 

@@ -75,6 +75,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
     save_adapter,
 )
 from lactchain.train.rft import train_rft  # noqa: E402
+from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -395,12 +396,15 @@ class ActorTrainingCallback(TrainerCallback):
         if self._t0 is not None:
             self.step_times.append(time.perf_counter() - self._t0)
             self._t0 = None
-        if self.handle is not None and self.handle.cancelled.is_set():
+        if self.handle is None:
+            return control
+        cancelled, out_of_time = any_rank(self.handle.cancelled.is_set(), self.handle.out_of_time())  # all ranks alike
+        if cancelled:
             # SIGTERM: checkpoint now, then stop; the jobs layer marks the run KILLED.
             self.cancelled = True
             control.should_save = True
             control.should_training_stop = True
-        elif self.handle is not None and self.handle.out_of_time():
+        elif out_of_time:
             self.out_of_time = True  # the budget's deadline: stop and keep the adapter as it is
             control.should_training_stop = True
         return control
@@ -514,8 +518,8 @@ def build_trainer(
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
         learning_rate=float(config.lr),
-        # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses.
-        per_device_train_batch_size=int(config.batch_size) * (2 if loss == "kto" else 1),
+        # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses, over all processes.
+        per_device_train_batch_size=int(config.batch_size) * (2 if loss == "kto" else 1) // world_size(),
         gradient_accumulation_steps=int(config.grad_accum),
         num_train_epochs=float(config.epochs),
         max_steps=int(config.max_steps) if config.max_steps else -1,
@@ -648,9 +652,11 @@ def train_actor(
     meta = {"base": getattr(actor, "name", None), "loss": loss, "beta": beta_r, "simpo_gamma": gamma_r,
             "lora_r": config.lora_r, "lora_alpha": config.lora_alpha, "step": step, "pairs": info["pairs"],
             "complete": not callback.cancelled, "started_from": str(getattr(actor, "adapter", None) or "") or None}
-    adapter_dir = save_adapter(trainer.model, out / "adapter", meta)
-    if handle is not None:
-        handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
+    adapter_dir = out / "adapter"
+    if is_main_process():  # one process writes (the others hold the same weights)
+        save_adapter(trainer.model, adapter_dir, meta)
+        if handle is not None:
+            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, trainer.model, adapter_dir)
     timed = callback.step_times[1:] or callback.step_times  # the first step pays one-off costs
     result = {
@@ -661,6 +667,7 @@ def train_actor(
         "pairs": info["pairs"],
         "dataset_rows": info["dataset_rows"],
         "trainable_params": info["trainable_params"],
+        "processes": world_size(),
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,
         "seconds": seconds,

@@ -225,6 +225,8 @@ class TrainActorConfig(Config):
 
 # ---- the job: `lactchain train-actor` ---------------------------------------------------------
 
+DDP_LOSSES = ("simpo", "dpo", "kto")  # TRL trainers: DDP through accelerate as they are
+
 @dataclass
 class TrainActorJobConfig(TrainActorConfig):
     """`lactchain train-actor`: the trainer's settings plus where the pairs and the actor
@@ -252,8 +254,19 @@ class TrainActorJobConfig(TrainActorConfig):
                                 "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from", short="--resume",
                                 check="run:actor")
 
+    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU, NCCL on GPUs), "
+                               "the global batch kept at --batch-size (each process takes batch-size / N). "
+                               "simpo, dpo and kto.", min=1, max=64)
+
     def check(self) -> None:
         super().check()
+        if self.processes > 1:
+            if self.loss not in DDP_LOSSES:
+                self.refuse("processes", f"--loss {self.loss} trains on one process (DDP runs "
+                                         f"{', '.join(DDP_LOSSES)}); leave --processes out")
+            if self.batch_size % self.processes:
+                self.refuse("processes", f"--batch-size {self.batch_size} does not split over {self.processes} "
+                                         "processes; give a multiple")
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
         if self.loss == "grpo" and not self.rollouts_from:

@@ -1,0 +1,66 @@
+"""One rank of a training job on N processes: `python -m lactchain.jobs.rank JOB CONFIG
+--run-id ID --db DB`, started by `accelerate launch` (lactchain.jobs.ranks). It runs the
+job's body on the saved config inside the launcher's run; rank 0 writes the registry,
+its files and the result, the others write nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from typing import Any
+
+from lactchain.jobs.ranks import RESULT_FILE
+
+
+class _WritesDropped:
+    """A registry whose writes do nothing: what ranks other than 0 see (reads pass)."""
+
+    _WRITES = ("log_", "add_", "set_", "update_", "end_", "start_", "save_", "create_", "delete_", "prune_",
+               "heartbeat", "restore_")
+
+    def __init__(self, registry: Any) -> None:
+        self._registry = registry
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(self._WRITES):
+            return lambda *args, **kwargs: None
+        return getattr(self._registry, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The job's body on the saved config, inside the launcher's run."""
+    from lactchain.jobs.launch import load_config
+    from lactchain.jobs.table import JOBS
+    from lactchain.lifecycle import RunHandle
+    from lactchain.registry import Registry
+    from lactchain.train.ddp import is_main_process
+
+    parser = argparse.ArgumentParser(prog="python -m lactchain.jobs.rank", description=__doc__)
+    parser.add_argument("job")
+    parser.add_argument("config")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--db", required=True)
+    args = parser.parse_args(argv)
+    job = JOBS[args.job]
+    config = load_config(job, args.config)
+    main_rank = is_main_process()
+    with Registry(args.db) as registry:
+        handle = RunHandle(registry if main_rank else _WritesDropped(registry), args.run_id,
+                           registry.run_dir(args.run_id), quiet=True)
+
+        def stop(_signum: int, _frame: Any) -> None:
+            handle.cancelled.set()  # the trainer stops at its next step, with the other ranks
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop)
+        result = job.run(handle, config)
+        if main_rank:
+            path = registry.run_dir(args.run_id) / RESULT_FILE
+            path.write_text(json.dumps(result, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""What a trainer needs to know when it runs as one of N processes (DDP under `accelerate
+launch`): its rank, the world size, and one decision for all ranks. A stop (SIGTERM,
+a budget's deadline) reaches each rank at its own moment; a rank that stops alone
+would leave the others waiting in their next all-reduce, so every rank stops at the
+step any of them asks to."""
+
+from __future__ import annotations
+
+import os
+
+
+def world_size() -> int:
+    """The processes of this training (WORLD_SIZE, set by the launcher); 1 alone."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def is_main_process() -> bool:
+    """Rank 0, or a process training alone: the one that writes results and files."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
+def any_rank(*flags: bool) -> tuple[bool, ...]:
+    """The flags OR-ed over every rank (an all-reduce); as given when training alone."""
+    import torch.distributed as dist
+
+    if world_size() == 1 or not (dist.is_available() and dist.is_initialized()):
+        return tuple(bool(f) for f in flags)
+    import torch
+
+    votes = torch.tensor([int(bool(f)) for f in flags], dtype=torch.int64)
+    dist.all_reduce(votes, op=dist.ReduceOp.MAX)
+    return tuple(bool(v) for v in votes.tolist())

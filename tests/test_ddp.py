@@ -1,0 +1,103 @@
+"""Training on 2 processes (`train-actor --processes 2`: DDP under `accelerate launch`,
+gloo on this CPU): the same final loss as one process at the same global batch, one
+adapter written by rank 0, and a SIGTERM that stops every rank at the same step and
+leaves a resumable KILLED run. Real subprocesses, the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lactchain.registry import Registry
+from test_train_actor import small_pairs, tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _pairs_db(tmp_path, n: int = 16):
+    db = tmp_path / "runs" / "registry.db"
+    with Registry(db) as reg:
+        src = reg.create_run("pairs")
+        reg.add_pairs(src, small_pairs(tiny(), n))
+    return db, src
+
+
+def _lactchain(*args, timeout=600):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "lactchain.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("loss", ["dpo", "simpo"])
+def test_two_processes_reach_the_loss_of_one_at_the_same_global_batch(tmp_path, loss):
+    db, src = _pairs_db(tmp_path)
+    args = ["train-actor", "--actor", "tiny", "--loss", loss, "--pairs-from", src, "--max-steps", "8",
+            "--batch-size", "4", "--lr", "1e-3", "--db", db, "--json"]
+    one = _lactchain(*args)
+    two = _lactchain(*args, "--processes", "2")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert a["processes"] == 1 and b["processes"] == 2 and a["steps"] == b["steps"] == 8
+    assert b["train_loss"] == pytest.approx(a["train_loss"], rel=0.05), (a["train_loss"], b["train_loss"])
+    with Registry(db) as reg:
+        run = reg.get_run(b["run_id"])
+        assert run["status"] == "FINISHED" and reg.params(run["id"])["processes"] == 2
+        assert reg.latest_artifact(run["id"], "adapter")["path"] == b["adapter"]
+        assert len(reg.metric_history(run["id"], "loss")) == len(reg.metric_history(a["run_id"], "loss"))  # rank 0 only
+
+
+def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
+    from cli_helpers import run_cli
+
+    db, src = _pairs_db(tmp_path, 4)
+    capsys.readouterr()  # the test's own model loading
+    for extra, words in ((["--loss", "rft"], "--loss rft trains on one process"),
+                         (["--batch-size", "3"], "--batch-size 3 does not split over 2 processes")):
+        code, _, err = run_cli(["train-actor", "--actor", "tiny", "--pairs-from", src, "--processes", "2", *extra,
+                                "--db", db], capsys)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sigterm_stops_every_rank_and_the_run_resumes(tmp_path):
+    db, src = _pairs_db(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "lactchain.cli", "train-actor", "--actor", "tiny", "--loss", "dpo",
+                             "--pairs-from", src, "--max-steps", "400", "--batch-size", "4", "--lr", "1e-3",
+                             "--save-steps", "1000", "--processes", "2", "--db", str(db), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        run_id = None
+        with Registry(db) as reg:
+            while time.time() < deadline and proc.poll() is None:
+                runs = reg.list_runs(kind="actor")
+                if runs and len(reg.metric_history(runs[0]["id"], "loss")) >= 2:
+                    run_id = runs[0]["id"]
+                    break
+                time.sleep(0.2)
+        assert run_id is not None, proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no metrics"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err.decode()[-3000:]
+    ranks = subprocess.run(["pgrep", "-f", f"lactchain.jobs.rank train-actor .*{run_id}"], capture_output=True)
+    assert ranks.stdout.strip() == b"", "a rank outlived its job"
+    with Registry(db) as reg:
+        assert reg.get_run(run_id)["status"] == "KILLED"
+        ckpt = reg.latest_artifact(run_id, "checkpoint")
+        assert ckpt is not None and ckpt["meta"]["cancelled"]
+        stopped_at = ckpt["step"]
+    resumed = _lactchain("train-actor", "--actor", "tiny", "--loss", "dpo", "--pairs-from", src, "--max-steps",
+                         stopped_at + 2, "--batch-size", "4", "--lr", "1e-3", "--processes", "2",
+                         "--resume-from", run_id, "--db", db, "--json")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(resumed.stdout)["steps"] == stopped_at + 2
