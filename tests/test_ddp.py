@@ -101,3 +101,22 @@ def test_sigterm_stops_every_rank_and_the_run_resumes(tmp_path):
                          "--resume-from", run_id, "--db", db, "--json")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads(resumed.stdout)["steps"] == stopped_at + 2
+
+
+def test_train_critic_on_two_processes_fits_like_one(tmp_path):
+    """The same critic fit (val loss after 3 epochs) on 1 and 2 processes: each rank takes
+    half of every batch, gradients averaged over the ranks."""
+    db = tmp_path / "registry.db"
+    play = _lactchain("play", "--actor", "tiny", "-n", "40", "--start", "random", "--db", db, "--json")
+    assert play.returncode == 0, play.stderr[-2000:]
+    play_id = json.loads(play.stdout)["run_id"]
+    args = ["train-critic", "--critic", "tiny", "-e", play_id, "--epochs", "3", "--batch-size", "16", "--db", db, "--json"]
+    one, two = _lactchain(*args), _lactchain(*args, "--processes", "2")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = json.loads(one.stdout)["metrics"], json.loads(two.stdout)["metrics"]
+    assert b["val_loss"] == pytest.approx(a["val_loss"], rel=0.05), (a["val_loss"], b["val_loss"])
+    assert b["train_loss"] == pytest.approx(a["train_loss"], rel=0.05), (a["train_loss"], b["train_loss"])
+    with Registry(db) as reg:
+        run = reg.get_run(json.loads(two.stdout)["run_id"])
+        assert run["status"] == "FINISHED" and len(reg.artifacts(run["id"], "critic")) == 3  # rank 0's checkpoints

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     """The job's body on the saved config, inside the launcher's run."""
     from lactchain.jobs.launch import load_config
     from lactchain.jobs.table import JOBS
-    from lactchain.lifecycle import RunHandle
+    from lactchain.lifecycle import Cancelled, RunHandle
     from lactchain.registry import Registry
     from lactchain.train.ddp import is_main_process
 
@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     job = JOBS[args.job]
     config = load_config(job, args.config)
+    import torch
+    from accelerate import PartialState
+
+    PartialState(cpu=not torch.cuda.is_available())  # joins the process group (gloo on a CPU, NCCL on GPUs)
     main_rank = is_main_process()
     with Registry(args.db) as registry:
         handle = RunHandle(registry if main_rank else _WritesDropped(registry), args.run_id,
@@ -55,7 +59,13 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
-        result = job.run(handle, config)
+        try:
+            result = job.run(handle, config)
+        except Cancelled:  # every rank stopped at the same step; rank 0 keeps a checkpoint
+            if main_rank:
+                for fn in handle._on_cancel:
+                    fn()
+            return 130
         if main_rank:
             path = registry.run_dir(args.run_id) / RESULT_FILE
             path.write_text(json.dumps(result, default=str))

@@ -42,6 +42,8 @@ import torch
 from lactchain.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
 from lactchain.paths import writing
+from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
+                                 world_size)
 
 CHECKPOINT_KIND = "critic"
 OPTIMIZER_NAME = "optimizer.pt"
@@ -68,11 +70,13 @@ def spearman_vs_optimal(critic: Any, gamma: float) -> float:
 
 # ---- 2-6. training --------------------------------------------------------------------------
 
-def _batches(n: int, batch_size: int, seed: int) -> list[list[int]]:
+def _batches(n: int, batch_size: int, seed: int, least: int = 2) -> list[list[int]]:
+    """Shuffled batches; a last one smaller than `least` joins the one before (BatchNorm
+    needs two samples, on every rank of a DDP run: 2 per process)."""
     order = list(range(n))
     random.Random(seed).shuffle(order)
-    batches = [order[i : i + max(batch_size, 2)] for i in range(0, n, max(batch_size, 2))]
-    if len(batches) > 1 and len(batches[-1]) == 1:  # BatchNorm needs two samples
+    batches = [order[i : i + max(batch_size, least)] for i in range(0, n, max(batch_size, least))]
+    if len(batches) > 1 and len(batches[-1]) < least:
         batches[-2].extend(batches.pop())
     return batches
 
@@ -184,6 +188,8 @@ def train_critic(
         rets = np.asarray([s.ret for s in train])
         model.set_target_stats(rets.mean(), rets.std())
         done_epochs = 0
+    world, me = world_size(), rank()
+    same_start(model.trainable_parameters())  # DDP: every rank from rank 0's weights
     model.batch_size = max(batch_size, 1)
     optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=c.weight_decay)
     if start is not None and (Path(start["path"]) / OPTIMIZER_NAME).is_file():
@@ -217,20 +223,24 @@ def train_critic(
     for epoch in range(done_epochs + 1, epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        batches = _batches(len(train), batch_size, seed * 100_003 + epoch)
+        batches = _batches(len(train), batch_size, seed * 100_003 + epoch, least=2 * world)
         tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
         skipped = state["batches_done"]
         for i, idx in enumerate(batches):
             if i < state["batches_done"]:
                 continue  # trained before the partial checkpoint this run resumed from
-            handle.check_cancelled()
+            if any_rank(handle.cancelled.is_set())[0]:  # DDP: every rank stops at the same batch
+                handle.cancelled.set()
+                handle.check_cancelled()
             # linear learning-rate annealing to 0 over the whole run (CleanRL's anneal_lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr * (1.0 - ((epoch - 1) + i / len(batches)) / epochs)
-            batch = [train[j] for j in idx]
+            whole = [train[j] for j in idx]
+            batch = whole[me::world]  # this rank's slice of the global batch (all of it alone)
             loss, v_item, q_item = _loss(model, batch, q_weight)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            average_gradients(model.trainable_parameters(), len(batch) / len(whole))
             optimizer.step()
             state["batches_since_save"] += 1
             state["batches_done"] = i + 1
@@ -241,6 +251,10 @@ def train_critic(
                 on_batch(i + 1, len(batches))
         state["epoch"], state["batches_done"] = epoch, 0
         seconds = time.perf_counter() - t0
+        tot, tot_v, tot_q, n = sum_over_ranks(tot, tot_v, tot_q, n)  # the whole global batches' losses
+        if not is_main_process():  # rank 0 evaluates, logs and checkpoints; the others go on training
+            metrics = {"train_loss": tot / max(n, 1)}
+            continue
         metrics = {
             # over the batches this run trained (a resumed epoch: those after its partial checkpoint)
             "train_loss": tot / max(n, 1),

@@ -30,6 +30,9 @@ class TrainCriticConfig(Config):
     q_weight: float = option(1.0, "Weight of the Q(s, moves) loss; 0 trains V only.", min=0.0)
     resume_from: str | None = option(None, "Continue from the last checkpoint of this train-critic run.",
                                      check="run:critic")
+    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU), each taking "
+                               "its slice of every --batch-size batch (at least 2 steps each: BatchNorm).",
+                            min=1, max=64)
     env: str = env_field()
     scene: str | None = scene_field()
     state_text: str = state_text_field()
@@ -45,6 +48,9 @@ class TrainCriticConfig(Config):
             self.refuse("episodes_from", "give at least one play run whose stored steps to learn from")
         if not self.lr > 0:
             self.refuse("lr", "must be above 0")
+        if self.batch_size < 2 * self.processes:
+            self.refuse("processes", f"--batch-size {self.batch_size} gives each of {self.processes} processes fewer "
+                                     "than 2 steps (BatchNorm needs 2): raise --batch-size")
         normalize_env_field(self)
         check_world(self)
 

@@ -33,3 +33,42 @@ def any_rank(*flags: bool) -> tuple[bool, ...]:
     votes = torch.tensor([int(bool(f)) for f in flags], dtype=torch.int64)
     dist.all_reduce(votes, op=dist.ReduceOp.MAX)
     return tuple(bool(v) for v in votes.tolist())
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def sum_over_ranks(*values: float) -> tuple[float, ...]:
+    """Each value summed over the ranks (e.g. loss totals, for the whole global batch)."""
+    import torch.distributed as dist
+
+    if world_size() == 1 or not (dist.is_available() and dist.is_initialized()):
+        return tuple(float(v) for v in values)
+    import torch
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return tuple(float(v) for v in t.tolist())
+
+
+def same_start(params) -> None:  # noqa: ANN001 - an iterable of tensors
+    """Every rank starts from rank 0's weights (what DDP's constructor does)."""
+    import torch.distributed as dist
+
+    if world_size() > 1 and dist.is_available() and dist.is_initialized():
+        for p in params:
+            dist.broadcast(p.data, src=0)
+
+
+def average_gradients(params, share: float) -> None:  # noqa: ANN001
+    """The global batch's mean gradient on every rank: each rank's gradient (the mean over
+    its slice) weighted by its `share` of the batch, summed over the ranks."""
+    import torch.distributed as dist
+
+    if world_size() == 1 or not (dist.is_available() and dist.is_initialized()):
+        return
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(share)
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
