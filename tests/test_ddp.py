@@ -34,7 +34,7 @@ def _lactchain(*args, timeout=600):
                           timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize("loss", ["dpo", "simpo"])
+@pytest.mark.parametrize("loss", ["rft", "dpo", "simpo"])
 def test_two_processes_reach_the_loss_of_one_at_the_same_global_batch(tmp_path, loss):
     db, src = _pairs_db(tmp_path)
     args = ["train-actor", "--actor", "tiny", "--loss", loss, "--pairs-from", src, "--max-steps", "8",
@@ -58,7 +58,7 @@ def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
 
     db, src = _pairs_db(tmp_path, 4)
     capsys.readouterr()  # the test's own model loading
-    for extra, words in ((["--loss", "rft"], "--loss rft trains on one process"),
+    for extra, words in ((["--loss", "grpo", "--rollouts-from", "x"], "--loss grpo trains on one process"),
                          (["--batch-size", "3"], "--batch-size 3 does not split over 2 processes")):
         code, _, err = run_cli(["train-actor", "--actor", "tiny", "--pairs-from", src, "--processes", "2", *extra,
                                 "--db", db], capsys)

@@ -25,6 +25,11 @@ from typing import Any
 RESULT_FILE = "rank0_result.json"
 
 
+class RanksFailed(ValueError):
+    """A rank of a multi-process training ended in an error (its traceback is in the job's
+    output); one line for the user, the run FAILED."""
+
+
 def processes_of(config: Any) -> int:
     return int(getattr(config, "processes", 1) or 1)
 
@@ -73,6 +78,6 @@ def run_ranks(handle: Any, job_command: str, config_path: Path, n: int) -> dict[
     if signalled or handle.cancelled.is_set():
         raise Cancelled("stopped on a termination signal")
     if proc.returncode != 0 or not result_path.is_file():
-        raise RuntimeError(f"the {n} training processes failed (exit code {proc.returncode}); their errors are "
+        raise RanksFailed(f"the {n} training processes failed (exit code {proc.returncode}); their errors are "
                            "above (or in `lactchain runs logs`)")
     return json.loads(result_path.read_text())

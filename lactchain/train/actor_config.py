@@ -225,7 +225,7 @@ class TrainActorConfig(Config):
 
 # ---- the job: `lactchain train-actor` ---------------------------------------------------------
 
-DDP_LOSSES = ("simpo", "dpo", "kto")  # TRL trainers: DDP through accelerate as they are
+DDP_LOSSES = ("rft", "simpo", "dpo", "kto")  # TRL's trainers through accelerate as they are; rft's loop by hand
 
 @dataclass
 class TrainActorJobConfig(TrainActorConfig):
@@ -256,7 +256,7 @@ class TrainActorJobConfig(TrainActorConfig):
 
     processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU, NCCL on GPUs), "
                                "the global batch kept at --batch-size (each process takes batch-size / N). "
-                               "simpo, dpo and kto.", min=1, max=64)
+                               "rft, simpo, dpo and kto (grpo trains on one).", min=1, max=64)
 
     def check(self) -> None:
         super().check()

@@ -31,6 +31,8 @@ import torch
 from lactchain.models.actor import _common_prefix_len, ensure_distinct_pad
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
+                                 world_size)
 from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
 
 
@@ -138,6 +140,8 @@ def train_rft(
         torch.manual_seed(seed)
         model = add_lora(model, config)
     params = [p for p in model.parameters() if p.requires_grad]
+    world, me = world_size(), rank()
+    same_start(params)  # DDP (--processes): every rank from rank 0's weights
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
     order = list(range(len(encoded)))
@@ -152,19 +156,21 @@ def train_rft(
         for i in range(0, len(order), batch_size):
             if step >= total_steps:
                 break
-            if handle is not None and handle.cancelled.is_set():
-                cancelled = True
-                break
-            if handle is not None and step and handle.out_of_time():
-                out_of_time = True  # the budget's deadline: keep what is learnt so far
-                break
+            if handle is not None:  # every rank of a DDP run decides alike
+                cancelled, out_of_time = any_rank(handle.cancelled.is_set(), bool(step) and handle.out_of_time())
+                if cancelled or out_of_time:  # out of time: the budget's deadline, keep what is learnt so far
+                    break
             s0 = time.perf_counter()
-            loss = nll_loss(model, [encoded[j] for j in order[i : i + batch_size]], actor.pad_token_id)
+            whole = order[i : i + batch_size]
+            whole += order[: max(0, world - len(whole))]  # a short last batch: every rank gets a row (as DistributedSampler pads)
+            mine = whole[me::world]  # this rank's slice of the global batch (all of it alone)
+            loss = nll_loss(model, [encoded[j] for j in mine], actor.pad_token_id)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            average_gradients(params, len(mine) / len(whole))
             optimizer.step()
             step += 1
-            losses.append(loss.item())
+            losses.append(sum_over_ranks(loss.item() * len(mine) / len(whole))[0])
             metrics = {"loss": losses[-1], "step_time_s": time.perf_counter() - s0, "lr": lr}
             if handle is not None:
                 handle.log_metrics(metrics, step=step)
@@ -175,11 +181,13 @@ def train_rft(
     seconds = time.perf_counter() - t0
     meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": config.lora_r, "lora_alpha": config.lora_alpha,
             "step": step, "rows": len(rows), "complete": not cancelled, "started_from": started_from}
-    adapter_dir = save_adapter(model, out / "adapter", meta)
-    if handle is not None:
-        handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
+    adapter_dir = out / "adapter"
+    if is_main_process():  # one process writes (the others hold the same weights)
+        save_adapter(model, adapter_dir, meta)
+        if handle is not None:
+            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
-    return {"loss_type": "rft", "steps": step, "rows": len(rows), "pairs": len(rows),
+    return {"loss_type": "rft", "processes": world, "steps": step, "rows": len(rows), "pairs": len(rows),
             "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
             "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
