@@ -58,7 +58,8 @@ def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
 
     db, src = _pairs_db(tmp_path, 4)
     capsys.readouterr()  # the test's own model loading
-    for extra, words in ((["--loss", "grpo", "--rollouts-from", "x"], "--loss grpo trains on one process"),
+    for extra, words in ((["--loss", "grpo", "--rollouts-from", "x", "--processes", "3"],
+                          "grpo's 8 start states per step do not split over 3 processes"),
                          (["--batch-size", "3"], "--batch-size 3 does not split over 2 processes")):
         code, _, err = run_cli(["train-actor", "--actor", "tiny", "--pairs-from", src, "--processes", "2", *extra,
                                 "--db", db], capsys)
@@ -120,3 +121,20 @@ def test_train_critic_on_two_processes_fits_like_one(tmp_path):
     with Registry(db) as reg:
         run = reg.get_run(json.loads(two.stdout)["run_id"])
         assert run["status"] == "FINISHED" and len(reg.artifacts(run["id"], "critic")) == 3  # rank 0's checkpoints
+
+
+def test_grpo_on_two_processes_samples_and_scores_whole_groups_on_each(tmp_path):
+    """GRPO on 2 ranks: each samples the groups of its share of the step's states with the
+    policy that trains (TRL gathers the rewards); rank 0 writes the adapter."""
+    db = tmp_path / "registry.db"
+    play = _lactchain("play", "--actor", "tiny", "--episodes", "3", "--max-actions", "3", "--db", db, "--json")
+    assert play.returncode == 0, play.stderr[-2000:]
+    play_id = json.loads(play.stdout)["run_id"]
+    done = _lactchain("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play_id, "--max-steps",
+                      "2", "--lr", "1e-3", "--processes", "2", "--db", db, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads(done.stdout)
+    assert res["processes"] == 2 and res["steps"] == 2 and res["samples_scored"] > 0
+    with Registry(db) as reg:
+        assert reg.get_run(res["run_id"])["status"] == "FINISHED"
+        assert reg.latest_artifact(res["run_id"], "adapter")["path"] == res["adapter"]

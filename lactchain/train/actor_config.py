@@ -225,7 +225,7 @@ class TrainActorConfig(Config):
 
 # ---- the job: `lactchain train-actor` ---------------------------------------------------------
 
-DDP_LOSSES = ("rft", "simpo", "dpo", "kto")  # TRL's trainers through accelerate as they are; rft's loop by hand
+DDP_LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")  # TRL's trainers through accelerate; rft's loop by hand
 
 @dataclass
 class TrainActorJobConfig(TrainActorConfig):
@@ -256,7 +256,8 @@ class TrainActorJobConfig(TrainActorConfig):
 
     processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU, NCCL on GPUs), "
                                "the global batch kept at --batch-size (each process takes batch-size / N). "
-                               "rft, simpo, dpo and kto (grpo trains on one).", min=1, max=64)
+                               "Every loss; grpo: each process samples and scores its share of the states of a step.",
+                            min=1, max=64)
 
     def check(self) -> None:
         super().check()
@@ -264,7 +265,11 @@ class TrainActorJobConfig(TrainActorConfig):
             if self.loss not in DDP_LOSSES:
                 self.refuse("processes", f"--loss {self.loss} trains on one process (DDP runs "
                                          f"{', '.join(DDP_LOSSES)}); leave --processes out")
-            if self.batch_size % self.processes:
+            if self.loss == "grpo" and self.grpo.states_per_step % self.processes:
+                n = self.grpo.states_per_step
+                self.refuse("processes", f"grpo's {n} start states per step do not split over {self.processes} "
+                                         f"processes; use a divisor of {n}")
+            if self.loss != "grpo" and self.batch_size % self.processes:
                 self.refuse("processes", f"--batch-size {self.batch_size} does not split over {self.processes} "
                                          "processes; give a multiple")
         if self.loss == "rft" and self.resume:

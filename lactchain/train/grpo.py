@@ -34,6 +34,7 @@ from lactchain.train.actor import (
     run_trainer,
     save_adapter,
 )
+from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
@@ -129,9 +130,11 @@ def train_grpo(
     bf16 = config.bf16 if config.bf16 is not None else bool(
         use_cuda and torch.cuda.is_bf16_supported(including_emulation=False))
     k, per_step = task.generations, config.grpo.states_per_step
+    # Each step's states over all processes (DDP, --processes): each rank samples and scores whole groups of its share.
+    per_rank = max(1, min(per_step, len(task.rows)) // world_size())
     args = GRPOConfig(
         output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
-        per_device_train_batch_size=k * min(per_step, len(task.rows)), gradient_accumulation_steps=1,
+        per_device_train_batch_size=k * per_rank, gradient_accumulation_steps=1,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
         scale_rewards=config.grpo.scale_rewards, logging_steps=int(config.logging_steps), save_strategy="steps",
@@ -168,14 +171,16 @@ def train_grpo(
     meta = {"base": getattr(actor, "name", None), "loss": "grpo", "lora_r": config.lora_r,
             "lora_alpha": config.lora_alpha, "step": step, "states": len(task.rows), "generations": k,
             "complete": not callback.cancelled, "started_from": started_from}
-    adapter_dir = save_adapter(trainer.model, out / "adapter", meta)
-    if handle is not None:
-        handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
+    adapter_dir = out / "adapter"
+    if is_main_process():  # one process writes (the others hold the same weights)
+        save_adapter(trainer.model, adapter_dir, meta)
+        if handle is not None:
+            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, trainer.model, adapter_dir)
     for w in callback.warnings:
         print(f"warning [{w.code}]: {w.message}", file=sys.stderr)
     timed = callback.step_times[1:] or callback.step_times
-    return {"loss_type": "grpo", "steps": step, "states": len(task.rows), "generations": k,
+    return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
