@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -66,42 +65,38 @@ def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_sigterm_stops_every_rank_and_the_run_resumes(tmp_path):
+def test_a_detached_two_process_run_killed_stops_every_rank_and_resumes(tmp_path):
+    """`--detach`, `runs kill`, `runs resume`: the user's path, on 2 processes. Every rank
+    stops at the same step (none is left behind), rank 0's checkpoint is the resume's start."""
     db, src = _pairs_db(tmp_path)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "lactchain.cli", "train-actor", "--actor", "tiny", "--loss", "dpo",
-                             "--pairs-from", src, "--max-steps", "400", "--batch-size", "4", "--lr", "1e-3",
-                             "--save-steps", "1000", "--processes", "2", "--db", str(db), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        deadline = time.time() + 300
-        run_id = None
-        with Registry(db) as reg:
-            while time.time() < deadline and proc.poll() is None:
-                runs = reg.list_runs(kind="actor")
-                if runs and len(reg.metric_history(runs[0]["id"], "loss")) >= 2:
-                    run_id = runs[0]["id"]
-                    break
-                time.sleep(0.2)
-        assert run_id is not None, proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no metrics"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err.decode()[-3000:]
-    ranks = subprocess.run(["pgrep", "-f", f"lactchain.jobs.rank train-actor .*{run_id}"], capture_output=True)
-    assert ranks.stdout.strip() == b"", "a rank outlived its job"
+    launched = _lactchain("train-actor", "--actor", "tiny", "--loss", "dpo", "--pairs-from", src, "--max-steps", "400",
+                          "--batch-size", "4", "--lr", "1e-3", "--save-steps", "1000", "--processes", "2",
+                          "--db", db, "--detach", "--json")
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    run_id = json.loads(launched.stdout)["run_id"]
     with Registry(db) as reg:
+        deadline = time.time() + 300
+        while time.time() < deadline and len(reg.metric_history(run_id, "loss")) < 2:
+            assert reg.get_run(run_id)["status"] in ("SCHEDULED", "RUNNING"), reg.get_run(run_id).get("error")
+            time.sleep(0.2)
+        killed = _lactchain("runs", "kill", run_id, "--wait", "120", "--db", db)
+        assert killed.returncode == 0, killed.stderr
         assert reg.get_run(run_id)["status"] == "KILLED"
         ckpt = reg.latest_artifact(run_id, "checkpoint")
         assert ckpt is not None and ckpt["meta"]["cancelled"]
-        stopped_at = ckpt["step"]
-    resumed = _lactchain("train-actor", "--actor", "tiny", "--loss", "dpo", "--pairs-from", src, "--max-steps",
-                         stopped_at + 2, "--batch-size", "4", "--lr", "1e-3", "--processes", "2",
-                         "--resume-from", run_id, "--db", db, "--json")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert json.loads(resumed.stdout)["steps"] == stopped_at + 2
+    ranks = subprocess.run(["pgrep", "-f", f"lactchain.jobs.rank train-actor .*{run_id}"], capture_output=True)
+    assert ranks.stdout.strip() == b"", "a rank outlived its job"
+    resumed = _lactchain("runs", "resume", run_id, "--db", db, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    new_id = json.loads(resumed.stdout)["run_id"]
+    with Registry(db) as reg:
+        deadline = time.time() + 300
+        while time.time() < deadline and len(reg.metric_history(new_id, "loss")) < 1:
+            time.sleep(0.2)
+        first = reg.metric_history(new_id, "loss")[0]["step"]
+        assert first > ckpt["step"]  # continued from rank 0's checkpoint, on 2 processes again
+        assert reg.params(new_id)["processes"] == 2
+        assert _lactchain("runs", "kill", new_id, "--wait", "120", "--db", db).returncode == 0
 
 
 def test_train_critic_on_two_processes_fits_like_one(tmp_path):
