@@ -232,3 +232,27 @@ def test_a_file_where_the_runs_folder_belongs_is_named_in_one_line(tmp_path):
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert f"{tmp_path / 'runs'} is a file" in out.stderr and "Errno" not in out.stderr
     assert (tmp_path / "runs").read_text() == "not a folder"
+
+
+def test_runs_compare_puts_what_differs_first(tmp_path, capsys):
+    from cli_helpers import run_cli
+
+    db = tmp_path / "reg.db"
+    with Registry(db) as reg:
+        a = reg.create_run("actor", params={"actor": "tiny", "loss": "simpo", "lr": 0.001})
+        b = reg.create_run("actor", params={"actor": "tiny", "loss": "dpo", "lr": 0.001})
+        reg.log_metrics(a, {"loss": 0.5}, step=3)
+        reg.log_metrics(b, {"loss": 0.7, "margin": 1.0}, step=3)
+    code, out, err = run_cli(["runs", "compare", a, b, "--db", db, "--json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows[0] == {"section": "params", "key": "loss", "values": ["simpo", "dpo"], "differs": True}
+    assert {"section": "params", "key": "lr", "values": [0.001, 0.001], "differs": False} in rows
+    assert {"section": "metrics", "key": "loss", "values": [0.5, 0.7], "differs": True} in rows
+    assert {"section": "metrics", "key": "margin", "values": [None, 1.0], "differs": True} in rows
+    code, out, _ = run_cli(["runs", "compare", a, b, "--differing", "--db", db], capsys)
+    assert code == 0 and "simpo" in out and "lr" not in out.split("metrics")[0]
+    for argv, words in (([a], "compare takes 2 to 3 runs, got 1"), ([a, a], f"compare names run {a} more than once"),
+                        ([a, "nope"], "no run with id 'nope'")):
+        code, _, err = run_cli(["runs", "compare", *argv, "--db", db], capsys)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err

@@ -67,6 +67,8 @@ COMMANDS: tuple[Command, ...] = (
             "Sort"),
     Command("Mark run", "Select a run for the metric overlay", "space", "mark", "runs", "Mark"),
     Command("Overlay metric", "Chart a metric across the marked runs", "m", "overlay", "runs", "Overlay"),
+    Command("Compare runs", "The marked runs (2 or 3) side by side: params that differ, then metrics", "equals_sign",
+            "compare", "runs", "Compare"),
     Command("Load adapter into lab", "Load the run's adapter into the Lab's actor", "a", "load_adapter", "runs",
             "Load adapter"),
     Command("Resume run", "Continue the KILLED/FAILED run from its newest checkpoint (a detached job)", "R",

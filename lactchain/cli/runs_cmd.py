@@ -199,6 +199,39 @@ def show(
         console.print(table)
 
 
+@app.command("compare")
+def compare(
+    run_ids: Annotated[list[str], typer.Argument(help="2 or 3 runs: ids or unique prefixes.", metavar="RUN...")],
+    differing: Annotated[bool, typer.Option("--differing", help="Only the params that differ.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Runs side by side: params that differ first (bold), then the shared ones, then
+    the latest metrics, the kind's key metric first."""
+    from lactchain.run_compare import compare_runs
+
+    with open_existing(db, reading=True) as reg:
+        try:
+            table = compare_runs(reg, run_ids, all_params=not differing)
+        except (RunNotFound, ValueError) as exc:
+            fail(str(exc))
+            return
+    if as_json:
+        print_json(table.as_dict())
+        return
+    out = Table(box=box.SIMPLE_HEAD, title=f"compare {' · '.join(r['id'] for r in table.runs)}", title_justify="left")
+    out.add_column("", style="dim")
+    out.add_column("key", overflow="fold")
+    for run in table.runs:
+        out.add_column(shown(run["id"]), overflow="fold")
+    section = None
+    for sec, key, values, differs in table.rows:
+        style = "bold" if differs else "dim" if sec == "params" else ""
+        out.add_row(sec if sec != section else "", shown(key), *(_fmt_value(v) for v in values), style=style)
+        section = sec
+    console.print(out)
+
+
 FORCE_REAP_S = 5.0  # how long `runs kill --force` waits for the killed process to be gone
 
 

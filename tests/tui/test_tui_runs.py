@@ -255,3 +255,38 @@ async def test_the_chart_opens_on_a_metric_with_a_curve(make_app, registry):
         screen = app.screen
         assert screen.selected_id == run_id
         assert screen._chart_key == "loss"
+
+
+async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
+    """Mark two runs with space, `=`: their params and metrics side by side, the setting
+    that differs first and bold; fewer than two marked is a warning, not a screen."""
+    from rich.text import Text
+
+    from tui.widgets.compare import CompareScreen
+
+    a = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "simpo"}, metrics={"loss": [3, 2, 1]})
+    b = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "dpo"}, metrics={"loss": [4, 3]},
+                offset_s=10)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        app.screen.query_one("#runs-table", DataTable).focus()
+        await pilot.press("space", "equals_sign")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, CompareScreen)  # one marked: a warning
+        await pilot.press("down", "space", "equals_sign")
+        await settle(app, pilot)
+        assert isinstance(app.screen, CompareScreen)
+        table = app.screen.query_one("#compare-table", DataTable)
+        rows = [[c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        order = {str(col.key.value): i for i, col in enumerate(table.ordered_columns)}
+        first = rows[0]
+        assert first[1] == "loss" and first[0] == "params"  # the differing param leads
+        assert {first[order[a]], first[order[b]]} == {"simpo", "dpo"}
+        assert table.get_row_at(0)[1].style == "bold"
+        metric = next(r for r in rows if r[1] == "loss" and r is not first)
+        assert {metric[order[a]], metric[order[b]]} == {"1", "3"}
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, CompareScreen)

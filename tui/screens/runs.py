@@ -432,6 +432,23 @@ class RunsScreen(RunControls, BaseScreen):
         self.query_one("#runs-tabs", TabbedContent).active = "tab-chart"
         await self.draw_chart()
 
+    async def action_compare(self) -> None:
+        """The marked runs side by side (2 or 3; mark them with space)."""
+        from lactchain.run_compare import MAX_RUNS, compare_runs
+        from tui.widgets.compare import CompareScreen
+
+        ids = sorted(self.marked)
+        if not 2 <= len(ids) <= MAX_RUNS:
+            self.notify(f"mark 2 or 3 runs with space first ({len(ids)} marked)", severity="warning")
+            return
+        keys = [self._registry_id(i) for i in ids]
+        try:
+            table = await self.app.registry.call(compare_runs, keys)
+        except Exception as exc:  # noqa: BLE001 - a run deleted meanwhile: say so
+            self.app.report_error("compare failed", exc)
+            return
+        self.app.push_screen(CompareScreen(table))
+
     def _selected_run(self) -> dict | None:
         return next((r for r in self.runs if str(r["id"]) == self.selected_id), None)
 
