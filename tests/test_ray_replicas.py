@@ -20,6 +20,7 @@ import time
 import pytest
 
 from lactchain.models.ray_replicas import ray_installed
+from test_vllm_replicas import adapter_reaches_both_halves
 from test_vllm_engine import (  # noqa: F401  (fixtures, reused)
     HAS_VLLM,
     _prompts,
@@ -125,19 +126,7 @@ def test_two_ray_replicas_on_two_nodes_answer_exactly_like_one_engine(ray_pool, 
 
 @needs_ray
 def test_an_adapter_reaches_the_replica_on_the_other_node(ray_pool, vllm_h32, trained_adapter):
-    prompts = _prompts(16)  # rows 0-7 on replica 0, 8-15 on replica 1
-    base = ray_pool.generate(prompts)
-    ray_pool.load_adapter(trained_adapter)
-    vllm_h32.load_adapter(trained_adapter)
-    try:
-        tuned, want = ray_pool.generate(prompts), vllm_h32.generate(prompts)
-        assert [s.token_ids for s in tuned] == [s.token_ids for s in want]
-        changed = [i for i, (a, b) in enumerate(zip(base, tuned)) if a.token_ids != b.token_ids]
-        assert any(i < 8 for i in changed) and any(i >= 8 for i in changed), changed  # both replicas tuned
-    finally:
-        ray_pool.unload_adapter()
-        vllm_h32.unload_adapter()
-    assert [s.token_ids for s in ray_pool.generate(prompts)] == [s.token_ids for s in base]
+    adapter_reaches_both_halves(ray_pool, vllm_h32, trained_adapter)  # the far replica merges its own copy
 
 
 @needs_ray

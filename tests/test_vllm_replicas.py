@@ -156,23 +156,32 @@ def test_two_replicas_answer_exactly_like_one_engine(pool, vllm_h32):
         assert a == pytest.approx(b, abs=1e-5)
 
 
-@needs_vllm
-def test_an_adapter_reaches_every_replica(pool, vllm_h32, trained_adapter):
+def adapter_reaches_both_halves(pool, single, adapter, while_loaded=lambda: None):  # noqa: ANN001, ANN201
+    """Loaded on a 2-replica pool, the adapter tunes the rows of both replicas exactly as on
+    one engine; unloaded, the base answers come back."""
     prompts = _prompts(16)  # rows 0-7 on replica 0, 8-15 on replica 1
     base = pool.generate(prompts)
-    pool.load_adapter(trained_adapter)
-    vllm_h32.load_adapter(trained_adapter)
+    pool.load_adapter(adapter)
+    single.load_adapter(adapter)
     try:
-        tuned, want = pool.generate(prompts), vllm_h32.generate(prompts)
+        tuned, want = pool.generate(prompts), single.generate(prompts)
         assert [s.token_ids for s in tuned] == [s.token_ids for s in want]
         changed = [i for i, (a, b) in enumerate(zip(base, tuned)) if a.token_ids != b.token_ids]
         assert any(i < 8 for i in changed) and any(i >= 8 for i in changed), changed  # both replicas tuned
-        assert pool.adapter == trained_adapter and pool.describe()["adapter"] == str(trained_adapter)
-        assert [d.name for d in pool._tmp.iterdir()] == ["merged-1"]  # merged once, for both
+        while_loaded()
     finally:
         pool.unload_adapter()
-        vllm_h32.unload_adapter()
+        single.unload_adapter()
     assert [s.token_ids for s in pool.generate(prompts)] == [s.token_ids for s in base]
+
+
+@needs_vllm
+def test_an_adapter_reaches_every_replica(pool, vllm_h32, trained_adapter):
+    def merged_once():
+        assert pool.adapter == trained_adapter and pool.describe()["adapter"] == str(trained_adapter)
+        assert [d.name for d in pool._tmp.iterdir()] == ["merged-1"]  # merged once, for both
+
+    adapter_reaches_both_halves(pool, vllm_h32, trained_adapter, merged_once)
     assert pool.adapter is None and list(pool._tmp.iterdir()) == []
 
 
