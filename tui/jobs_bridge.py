@@ -80,7 +80,14 @@ def _forms() -> tuple[JobForm, ...]:
 
 JOB_FORMS = _forms()
 FORMS_BY_COMMAND = {f.command: f for f in JOB_FORMS}
-JOB_KINDS = tuple(f.command for f in JOB_FORMS)
+JOB_KINDS = tuple(f.command for f in JOB_FORMS)  # the commands the Jobs form launches
+
+
+def job_run_kinds() -> frozenset[str]:
+    """The run kinds those commands create (train-actor -> actor, ...): what the Jobs table lists."""
+    from lactchain.jobs.table import BY_COMMAND
+
+    return frozenset(BY_COMMAND[c].kind for c in JOB_KINDS if c in BY_COMMAND)
 
 
 CONSOLE_ONLY_ACTORS = ("oracle",)  # the console's planner actor: no model, not a CLI preset

@@ -312,3 +312,16 @@ async def test_c_on_runs_loads_a_critic_run_into_the_console(make_app, registry)
         await pilot.press("c")
         await settle(app, pilot)
         assert loaded == [run_id]
+
+
+def test_the_jobs_table_lists_finished_job_runs_by_their_run_kind(registry):
+    """A finished train-actor run (kind actor) with a command line is a job even without a
+    pid; a Lab episodes run (kind play, no command) is not."""
+    from tui.screens.jobs import fetch_jobs
+
+    job = registry.create_run("actor", cmd=["lactchain", "train-actor"])
+    registry.end_run(job, "FINISHED")
+    lab = registry.create_run("play", name="console episodes")
+    registry.end_run(lab, "FINISHED")
+    listed = {r["id"] for r in fetch_jobs(registry, False, {})}
+    assert job in listed and lab not in listed

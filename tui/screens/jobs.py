@@ -21,7 +21,7 @@ from lactchain.safe_text import printable
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
-from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JOB_KINDS, build_argv, check_form, cli_actor,
+from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, build_argv, check_form, cli_actor, job_run_kinds,
                              launch_job, run_choices)
 from tui.messages import JobLaunched
 from tui.screens.base import BaseScreen
@@ -58,9 +58,10 @@ def fetch_jobs(reg: Any, reap: bool, cache: dict, limit: int = 60) -> list[dict]
             reap_dead_runs(reg)
         except Exception:  # noqa: BLE001 - listing matters more than reaping
             pass
+    kinds = job_run_kinds()
     runs = [dict(r) for r in reg.list_runs(limit=limit * 3)
             # a job has a command line; the Lab's episodes and labelling sessions are not jobs
-            if (r["kind"] in JOB_KINDS and r.get("cmd")) or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
+            if (r["kind"] in kinds and r.get("cmd")) or r["status"] in ("RUNNING", "SCHEDULED") or r.get("pid")]
     runs = runs[:limit]
     for run in runs:  # where a running job's engine replicas are (a tag the job writes when its pool is up)
         if run["status"] == "RUNNING":
