@@ -30,7 +30,7 @@ cards), and value labelers average the one-step advantage over them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lactchain.envs.catalog import EnvState
 # Moving and replaying envs lives in lactchain.envs.replay; the names stay importable from here.
@@ -312,3 +312,16 @@ def ranking_accuracy(pairs: Sequence[Mapping[str, Any]], oracle: OracleLabeler) 
     return {"ranking_accuracy": agree / decided if decided else float("nan"), "ranking_pairs": len(pairs),
             "ranking_ties": ties}
 
+
+
+def sampled_groups(env: Any, states: Sequence[Any], samples: Sequence[Any], k: int,
+                   deals: Callable[[int], Sequence[int] | None]) -> list["Group"]:
+    """GRPO's batch as a labeler sees it: the states come K at a time (each repeated for
+    its K samples); each group is one state with its K sampled lists executed from it,
+    on the deals `deals(i)` names for the group starting at row i."""
+    groups = []
+    for i in range(0, len(states), k):
+        g = Group(states[i], "", seeds=deals(i))
+        g.candidates = [execute_candidate(env, g, s.moves, s.text, s.mode) for s in samples[i:i + k]]
+        groups.append(g)
+    return groups

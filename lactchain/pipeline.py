@@ -40,7 +40,7 @@ from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.lifecycle import RunHandle, run_context
-from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate
+from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
 LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
@@ -699,11 +699,8 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         k = cfg.samples
 
         def reward(states: list[Any], samples: list[Any]) -> list[float]:
-            groups = []
-            for i in range(0, len(states), k):
-                g = Group(states[i], "", seeds=deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
-                g.candidates = [execute_candidate(env, g, s.moves, s.text, s.mode) for s in samples[i : i + k]]
-                groups.append(g)
+            groups = sampled_groups(env, states, samples, k,
+                                    lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
             labeler.score(groups)
             return [c.advantage for g in groups for c in g.candidates]
 

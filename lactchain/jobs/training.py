@@ -250,7 +250,7 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
     (the built-in strategy), and each sampled list's reward (`--grpo-reward`)."""
     from lactchain.envs.catalog import make_env
     from lactchain.envs.replay import deal_seeds
-    from lactchain.labelers import Group, OracleLabeler, execute_candidate
+    from lactchain.labelers import OracleLabeler, sampled_groups
     from lactchain.prompts import PromptSpec
     from lactchain.train.grpo import GRPOTask
 
@@ -268,11 +268,8 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
     generations = 4
 
     def reward(batch_states: list[Any], samples: list[Any]) -> list[float]:
-        groups = []
-        for i in range(0, len(batch_states), generations):
-            g = Group(batch_states[i], "", seeds=deal_seeds(env, config.seed * 7919 + i, 4))
-            g.candidates = [execute_candidate(env, g, s.moves, s.text, s.mode) for s in samples[i:i + generations]]
-            groups.append(g)
+        groups = sampled_groups(env, batch_states, samples, generations,
+                                lambda i: deal_seeds(env, config.seed * 7919 + i, 4))
         if oracle is not None:
             oracle.score(groups)
             return [c.advantage for g in groups for c in g.candidates]
