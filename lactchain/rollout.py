@@ -125,6 +125,11 @@ class _Slot:
     episode: EpisodeResult | None = None
 
 
+def episode_seed(rollout_seed: int, idx: int) -> int:
+    """The env seed of episode `idx` of a rollout seeded `rollout_seed` (its deal, on a dealt env)."""
+    return rollout_seed * 1_000_003 + idx
+
+
 def run_rollouts(
     actor: ActorLike,
     cfg: RolloutConfig,
@@ -157,7 +162,7 @@ def run_rollouts(
         nonlocal next_episode
         idx = next_episode
         next_episode += 1
-        seed = cfg.seed * 1_000_003 + idx
+        seed = episode_seed(cfg.seed, idx)
         start = starts[idx]
         slot.env.reset(seed=seed, options={"state": start.as_dict()} if start is not None else None)
         ep = EpisodeResult(idx, seed, slot.env.state.as_dict(),

@@ -123,7 +123,9 @@ def _deal_seeds(seed: int) -> tuple[int, int]:
 
 
 def _deal_key(rollout_seed: int, idx: int) -> str:
-    return f"deal {rollout_seed * 1_000_003 + idx}"  # the episode's own seed (lactchain.rollout)
+    from lactchain.rollout import episode_seed
+
+    return f"deal {episode_seed(rollout_seed, idx)}"  # the episode's own seed
 
 
 def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: StrategySearchConfig) -> Any:
