@@ -74,6 +74,7 @@ class Search:
     descriptions: dict[str, str] = field(default_factory=dict)  # state key -> its state text
     failures: list[dict[str, Any]] = field(default_factory=list)  # recent failed episodes: state text, answer, caption
     curve: list[dict[str, Any]] = field(default_factory=list)  # per round: best so far, evaluations, per proposer
+    seconds: float = 0.0  # searching time so far, over the runs of a resumed search (its budget counts them all)
 
     def best(self) -> Candidate:
         return max(self.candidates, key=lambda c: (c.mean, -c.round))

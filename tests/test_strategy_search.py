@@ -79,6 +79,7 @@ def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subproc
     assert reg.get_run(new_id)["status"] == "FINISHED", reg.get_run(new_id).get("error")
     done = _search_file(reg, new_id)
     assert done["rounds_done"] == 6 and done["candidates"][: len(kept["candidates"])] == kept["candidates"]
+    assert done["seconds"] > kept["seconds"] > 0  # the search's time over both runs: what --budget-min counts
     assert [r["step"] for r in reg.metric_history(new_id, "best")] == list(range(kept["rounds_done"] + 1, 7))
     assert "resuming" in (reg.run_dir(new_id) / "log.txt").read_text()
 

@@ -198,15 +198,16 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
                 proposers.append(LLMProposer(writer, text_env.judge_description))
         save = _saver(handle, search)
         save([])  # search.json as of now (the start strategy scored: a resume need not score it again)
-        t0 = time.time()
+        t0, before = time.time(), search.seconds  # a resumed search's budget counts its earlier runs too
         while search.rounds_done < config.rounds:
             handle.check_cancelled()
-            if config.budget_min is not None and time.time() - t0 > config.budget_min * 60:
+            if config.budget_min is not None and before + time.time() - t0 > config.budget_min * 60:
                 line(f"budget of {config.budget_min:g} min spent after round {search.rounds_done}", force=True)
                 break
             rng = random.Random(config.seed * 1_000_003 + search.rounds_done + 1)
             with err_console.status(f"round {search.rounds_done + 1}/{config.rounds}"):
                 new = run_round(search, proposers, config.per_round, train, on_train, rng, handle.check_cancelled)
+            search.seconds = before + time.time() - t0
             save(new)
             point = search.curve[-1]
             handle.log_metrics({k: float(v) for k, v in point.items() if isinstance(v, (int, float)) and k != "round"},
