@@ -261,3 +261,31 @@ def test_archive_screen_snapshot(snap_compare, make_app, fixed_ids, utc, archive
 
     assert len(rows) > 20
     assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+def test_dt_instruct_modal_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
+    """The decision transformer's modal over the Archive (no dt run yet: it says how to
+    train one), at both sizes."""
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        app = pilot.app
+        await settle(app, pilot)
+        await pilot.press("5")
+        await settle(app, pilot)
+        await pilot.press("i")
+        await settle(app, pilot)
+        await asyncio.sleep(0)
+
+    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
+
+
+async def test_at_80x24_the_archive_table_shows_several_trajectories(make_app, archive):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("5")
+        await settle(app, pilot)
+        table = app.screen.query_one("#archive-table", DataTable)
+        grid = app.screen.query_one("#archive-grid")
+        assert table.content_region.height - 1 >= 5  # rows under the header, not 2
+        assert grid.content_region.height >= 8  # the 8x8 flat scene still fits beside it
