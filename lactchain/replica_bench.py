@@ -44,7 +44,7 @@ def _local_cluster(cpus: int) -> tuple[str, Callable[[], None]]:
 SETUPS = ("in-process", "ray-1", "ray-2", "processes-2")
 
 
-def setup_kwargs(ray_address: str, cores: int) -> dict[str, dict[str, Any]]:
+def setup_kwargs(ray_address: str | None, cores: int) -> dict[str, dict[str, Any]]:
     """Each set-up's engine settings: one engine here; one Ray actor on the same cores (its
     transport is all that differs); 2 Ray actors; 2 local worker processes."""
     return {"in-process": {},
@@ -62,7 +62,8 @@ def bench_replicas(actor: str = "smollm2-135m", *, ray_address: str | None = Non
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     stop_cluster = None
     if ray_address is None and any(name.startswith("ray") for name in (only or SETUPS)):
-        ray_address, stop_cluster = _local_cluster(cores)
+        # ray-1 and ray-2 are alive at once (timed in turn, idle otherwise): room for both
+        ray_address, stop_cluster = _local_cluster(2 * cores)
     setups = {name: kw for name, kw in setup_kwargs(ray_address, cores).items() if name in (only or SETUPS)}
     engines: dict[str, Any] = {}
     try:
