@@ -179,6 +179,34 @@ def test_a_stopped_replicated_job_leaves_no_actor_and_no_engine(ray_pool, cluste
 
 
 @needs_ray
+@pytest.mark.parametrize("command", ["evaluate", "play"])
+def test_play_and_evaluate_on_two_ray_replicas_record_one_engines_answers(ray_pool, cluster, h32, tmp_path, capsys,
+                                                                         command):
+    """The same job on one engine and on 2 Ray replicas (fp32; play seeded and sampled):
+    the very same completions, rewards and results."""
+    from cli_helpers import run_cli
+    from lactchain.registry import Registry
+
+    db = tmp_path / "r.db"
+    args = [command, "--actor", str(h32), "--engine", "vllm", "--dtype", "float32", "--max-actions", "3", "--db", db,
+            "--json"]
+    args += ["--states", "8"] if command == "evaluate" else ["--episodes", "6", "--envs", "3", "--start", "random",
+                                                             "--temperature", "1", "--seed", "9"]
+    results = []
+    for extra in ([], ["--data-parallel-size", "2", "--ray-address", cluster.address]):
+        code, out, err = run_cli([*args, *extra], capsys)
+        assert code == 0, err[-3000:]
+        results.append(json.loads(out))
+    with Registry(db) as reg:
+        one, two = ([(r["t"], r["completion"], r["reward"]) for r in reg.steps(run_id=res["run_id"])] for res in results)
+        assert one and two == one
+        assert json.loads(reg.tags(results[1]["run_id"])["replicas"])[0]["namespace"].startswith("lactchain-")
+    for key in ("success_rate", "mean_return"):
+        if key in results[0]:
+            assert results[1][key] == results[0][key], key
+
+
+@needs_ray
 def test_a_pipeline_iteration_collects_and_evaluates_on_ray_replicas(ray_pool, cluster, h32, tmp_path, capsys):
     """One loop iteration with its rollouts on 2 Ray replicas (the actor trains on
     transformers beside them, then the replicas serve its new adapter for the evaluation)."""
