@@ -66,12 +66,14 @@ def bench_replicas(actor: str = "smollm2-135m", *, ray_address: str | None = Non
         ray_address, stop_cluster = _local_cluster(2 * cores)
     setups = {name: kw for name, kw in setup_kwargs(ray_address, cores).items() if name in (only or SETUPS)}
     engines: dict[str, Any] = {}
+    startup: dict[str, float] = {}
     try:
         for name, kw in setups.items():
             say(f"starting {name}")
             t0 = time.perf_counter()
             engines[name] = VLLMActor.load(actor, device="cpu", dtype=dtype, **kw)
-            say(f"{name} ready in {time.perf_counter() - t0:.0f} s")
+            startup[name] = time.perf_counter() - t0
+            say(f"{name} ready in {startup[name]:.0f} s")
         prompts = grid_prompts(n_prompts, engines["in-process"].moves)
         answers = {name: [s.token_ids for s in e.generate(prompts)] for name, e in engines.items()}  # warm-up
         times: dict[str, list[float]] = {name: [] for name in engines}
@@ -92,7 +94,8 @@ def bench_replicas(actor: str = "smollm2-135m", *, ray_address: str | None = Non
     return {
         "actor": actor, "dtype": dtype, "cores": cores, "prompts": n_prompts, "calls": calls,
         "setups": {name: {"median_s": round(m, 4), "env_steps_per_s": round(n_prompts / m, 2),
-                          "calls_s": [round(t, 4) for t in times[name]]} for name, m in medians.items()},
+                          "startup_s": round(startup[name], 1), "calls_s": [round(t, 4) for t in times[name]]}
+                   for name, m in medians.items()},
         "same_answers": all(a == answers["in-process"] for a in answers.values()),
         "ray_overhead_pct": None if overhead is None else round(overhead, 2),
         "ray_overhead_target_pct": OVERHEAD_TARGET_PCT,
