@@ -244,39 +244,32 @@ def utc(monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
+def _pressing(*groups: tuple[str, ...]):  # noqa: ANN202
+    """A snapshot's run_before: each group of keys pressed, the app settled after each."""
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        await settle(pilot.app, pilot)
+        for keys in groups:
+            await pilot.press(*keys)
+            await settle(pilot.app, pilot)
+        await asyncio.sleep(0)
+
+    return run_before
+
+
 @pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=["100x30", "80x24"])
 def test_archive_screen_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
     _, _, rows = archive
 
-    async def run_before(pilot) -> None:  # noqa: ANN001
-        app = pilot.app
-        await settle(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
-        await pilot.press("v")
-        await settle(app, pilot)
-        await pilot.press("down", "home", "right", "right", "right")
-        await settle(app, pilot)
-        await asyncio.sleep(0)
-
     assert len(rows) > 20
-    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
+    assert snap_compare(make_app(), terminal_size=size,
+                        run_before=_pressing(("5",), ("v",), ("down", "home", "right", "right", "right")))
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
 def test_dt_instruct_modal_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
     """The decision transformer's modal over the Archive (no dt run yet: it says how to
     train one), at both sizes."""
-    async def run_before(pilot) -> None:  # noqa: ANN001
-        app = pilot.app
-        await settle(app, pilot)
-        await pilot.press("5")
-        await settle(app, pilot)
-        await pilot.press("i")
-        await settle(app, pilot)
-        await asyncio.sleep(0)
-
-    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
+    assert snap_compare(make_app(), terminal_size=size, run_before=_pressing(("5",), ("i",)))
 
 
 async def test_at_80x24_the_archive_table_shows_several_trajectories(make_app, archive):
