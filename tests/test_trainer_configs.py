@@ -28,12 +28,14 @@ TRAIN_ACTOR = {
     "lora_r": ("--lora-r", 8), "lora_alpha": ("--lora-alpha", 16), "save_steps": ("--save-steps", 25),
     "resume": ("--resume-from", None), "seed": ("--seed", 0),
     "rollouts_from": ("--rollouts-from", []), "grpo_reward": ("--grpo-reward", "return"),
+    "processes": ("--processes", 1),
 }
 TRAIN_CRITIC = {
     "episodes_from": ("--episodes-from", []), "critic": ("--critic", "minilm-l6"), "epochs": ("--epochs", 5),
     "gamma": ("--gamma", 0.9), "lr": ("--lr", 5e-4), "batch_size": ("--batch-size", 64), "seed": ("--seed", 0),
     "lora_r": ("--lora-r", 8), "q_weight": ("--q-weight", 1.0), "resume_from": ("--resume-from", None),
     "env": ("--env", "grid"), "scene": ("--scene", None), "state_text": ("--state-text", "egocentric"),
+    "processes": ("--processes", 1),
 }
 DT_TRAIN = {
     "archive": ("--archive", ""), "describer": ("--describer", "rule"), "text_encoder": ("--text-encoder", "learned"),
@@ -64,7 +66,8 @@ def test_train_actor_params_are_the_commands_params():
     """What `train-actor` records (its params dict) reads back into the job config and out again."""
     recorded = dict(loss="dpo", pairs_from=["r1"], labeler="critic", actor="tiny", adapter=None, epochs=2.0,
                     max_steps=None, lr=1e-4, batch_size=4, beta=0.2, simpo_gamma=None, cpo_alpha=0.0, lora_r=4,
-                    lora_alpha=8, save_steps=10, resume=None, seed=3, rollouts_from=[], grpo_reward="return")
+                    lora_alpha=8, save_steps=10, resume=None, seed=3, rollouts_from=[], grpo_reward="return",
+                    processes=1)
     config = TrainActorJobConfig.from_params(recorded)
     params = config.to_params()
     assert {k: params[k] for k in recorded} == recorded

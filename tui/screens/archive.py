@@ -181,6 +181,10 @@ def verify_row(row: dict) -> str | None:
     return None if problem is None else str(problem)
 
 
+TABLE_MIN_LINES = 9  # 6 rows, the header and the border
+SCREEN_CHROME_LINES = 4  # the top bar, the run/filter bar, the summary and the footer
+
+
 @dataclass
 class Replay:
     """What the grid pane shows for one row: its scene, poses and moves."""
@@ -414,8 +418,11 @@ class ArchiveScreen(StepReplay, BaseScreen):
             self.populate()
 
     def _fit_replay_row(self, grid: CompactGridView) -> None:
-        """The replay row as tall as the grid with its legend (and its border)."""
-        self.query_one("#archive-replay-row").styles.height = max(10, grid.get_content_height(None, None, 0) + 2)
+        """The replay row as tall as the grid with its legend (and its border), but short of
+        the table's last 6 rows (on a short terminal the legend is cut, never the rows)."""
+        room = self.app.size.height - SCREEN_CHROME_LINES - TABLE_MIN_LINES
+        fit = grid.get_content_height(None, None, 0) + 2
+        self.query_one("#archive-replay-row").styles.height = max(10, min(fit, room) if room > 0 else fit)
 
     def update_summary(self) -> None:
         t = Text()
