@@ -27,6 +27,7 @@ before any run exists; Ray missing is a one-line error naming the extra.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -93,6 +94,7 @@ def namespace() -> str:
 
 
 _DRIVERS = {"pools": 0}  # live pools of this process: the last one closed disconnects the driver
+_POOL_SERIALS = itertools.count()  # names actors per pool: a closed pool's actors may still be dying
 
 
 def connect(address: str) -> None:
@@ -249,12 +251,12 @@ class RayReplicaPool(ReplicaPool):
         env = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
         if self.device == "cpu":
             env["OMP_NUM_THREADS"] = str(cpus)
-        workers = []
+        workers, serial = [], next(_POOL_SERIALS)
         for r in range(self.settings.data_parallel_size):
             spec = dict(folder=str(self.folder), name=f"{self.name} (replica {r})", moves=self.moves,
                         max_moves=self.max_moves, settings=local, device=self.device, replica=r, env=env,
                         threads=cpus if self.device == "cpu" and limit_threads else None)
-            actor = remote.options(name=f"replica-{r}", namespace=namespace(), max_restarts=0,
+            actor = remote.options(name=f"pool-{serial}-replica-{r}", namespace=namespace(), max_restarts=0,
                                    scheduling_strategy="SPREAD", **options).remote(spec)
             workers.append(_RayWorker(r, actor, []))
             self._workers = workers  # a failure part way closes the ones started
