@@ -243,15 +243,16 @@ def test_a_pipeline_iteration_collects_and_evaluates_on_ray_replicas(ray_pool, c
 @needs_ray
 def test_bench_replicas_prints_its_json(h32, tmp_path):
     """`lactchain bench replicas` (its own one-node cluster) on the tiny model: the Ray
-    actor answers as the in-process engine, and the JSON carries the overhead against its target."""
+    actors answer as the in-process engine (a second pool opens after the first closed), and the JSON carries the overhead against its target."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "replicas", "--actor", str(h32),
-                           "--dtype", "float32", "--calls", "1", "--prompts", "4", "--setups", "ray-1", "--json"],
+                           "--dtype", "float32", "--calls", "1", "--prompts", "4", "--setups", "ray-1,ray-2", "--json"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert set(result["setups"]) == {"in-process", "ray-1"}  # the test's choice; by default all four
+    # the test's choice (by default all four); ray-2 starts after ray-1 closed, in the same namespace
+    assert set(result["setups"]) == {"in-process", "ray-1", "ray-2"}
     assert result["same_answers"] is True and result["ray_overhead_target_pct"] == 10.0
     assert isinstance(result["ray_overhead_pct"], float)
     assert all(row["env_steps_per_s"] > 0 for row in result["setups"].values())
