@@ -123,6 +123,8 @@ class PipelineConfig(Config):
     cpo_alpha: float | None = _help("SimPO only: weight of the NLL term on chosen (CPO alpha; 0 = plain SimPO). "
                                     "Default: 1.0 with --loss simpo (CPO-SimPO: plain SimPO drifts in the loop, "
                                     "see the README's Results), else unused.", None)
+    kl_beta: float = _help("GRPO only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, loads no "
+                           "reference model; 0.04 is the DeepSeekMath value.", 0.0, min=0.0, max=10.0)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
                              negative="--no-train-bf16")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
@@ -179,6 +181,8 @@ class PipelineConfig(Config):
             self.cpo_alpha = SIMPO_LOOP_CPO_ALPHA if self.loss == "simpo" else 0.0
         if self.cpo_alpha < 0 or (self.cpo_alpha and self.loss != "simpo"):
             bad("cpo_alpha", f"must be >= 0 and only applies to --loss simpo (got {self.cpo_alpha} with {self.loss})")
+        if self.kl_beta and self.loss != "grpo":
+            bad("kl_beta", f"only applies to --loss grpo (got {self.kl_beta} with {self.loss})")
         for name in ("states", "eval_states"):
             value = getattr(self, name)
             if value != "all":
@@ -669,7 +673,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             h.stop_at = cfg.deadline - timing["evaluate_s"]
         trainer = TrainActorConfig.from_params(dict(
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
-            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it,
+            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it, **({"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {}),
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
         on_log = live.trainer(it)
         if cfg.loss == "grpo":
@@ -776,7 +780,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         if rows:
             phase(it, "train-actor", "actor",
                   {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
-                   "cpo_alpha": cfg.cpo_alpha},
+                   "cpo_alpha": cfg.cpo_alpha, **({"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {})},
                   lambda h: train_and_sync(h, rows, it))
             evaluate(it)
         longest_iteration = max(longest_iteration, time.time() - it_start)

@@ -119,6 +119,20 @@ def test_the_loop_with_simpo_or_grpo_raises_the_tiny_actors_success_with_the_cri
         assert all(p["loss_type"] == loss for p in trains)
 
 
+def test_the_loops_kl_beta_reaches_grpo_and_is_recorded(tmp_path):
+    """`pipeline --loss grpo --kl-beta 0.04` (the labelled GRPO variant of the method
+    comparison): the trainer gets TRL's beta, and the loop and its phase record it."""
+    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss="grpo", kl_beta=0.04, iterations=1,
+                         states=4, eval_states=4, td_lists_per_state=8, explore=4, td_rounds=1, actor_epochs=1,
+                         baseline=False)
+    with Registry(tmp_path / "registry.db") as reg:
+        with run_context(reg, "pipeline", name="tiny grpo kl", params=cfg.params(), quiet=True) as handle:
+            out = run_pipeline(handle, cfg)
+        assert reg.params(handle.run_id)["kl_beta"] == 0.04
+        trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
+        assert trains and all(p["kl_beta"] == 0.04 and p["loss_type"] == "grpo" for p in trains)
+
+
 def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigterm(tmp_path, lc):
     """`train-actor --loss grpo --rollouts-from PLAY`: the states a play run visited are
     GRPO's start states, each sampled list rewarded by what the env pays for it; a real

@@ -312,6 +312,8 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
     ({"temperature": 0.2}, "too low"),
     ({"gamma": 1.5}, "gamma must be in"),
     ({"cpo_alpha": 1.0}, "only applies to --loss simpo"),
+    ({"kl_beta": 0.04}, "kl-beta only applies to --loss grpo"),
+    ({"loss": "grpo", "kl_beta": -1.0}, "kl"),
     ({"states": "some"}, "states must be 'all' or a number"),
     ({"eval_states": 0}, "eval-states must be 'all' or a number from 1 to"),
     ({"actor_lr": 0.0}, "must be > 0"),

@@ -290,3 +290,31 @@ async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
         await pilot.press("escape")
         await settle(app, pilot)
         assert not isinstance(app.screen, CompareScreen)
+
+
+async def test_a_screen_switch_back_keeps_its_footer_keys_and_still_follows_a_theme_change(make_app):
+    """Keys 1-5 do not remount a screen's footer keys or restyle it when nothing changed
+    (what made a switch slow), but a theme changed while the screen was away reaches it."""
+    from tui.widgets.footer import FittedFooter
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        runs = app.screen
+        keys = list(runs.query_one(FittedFooter).children)
+        background = runs.styles.background
+        assert keys and isinstance(runs, RunsScreen)
+        await pilot.press("1")
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        assert app.screen is runs and list(runs.query_one(FittedFooter).children) == keys
+        await pilot.press("1")
+        await settle(app, pilot)
+        app.theme = "textual-light" if app.current_theme.dark else "textual-dark"
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        assert runs.styles.background != background

@@ -29,7 +29,20 @@ class FittedFooter(Footer):
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit)
 
+    _composed: tuple | None = None
+
+    def _signature(self) -> tuple:
+        """What the keys shown depend on: a screen switch that leaves them as they were
+        (every visit after the first) keeps the key widgets instead of remounting them."""
+        bindings = tuple((b.key, b.description, b.action, enabled, b.show)
+                         for _, b, enabled, _ in self.screen.active_bindings.values())
+        return bindings, self._text_focused(), self.size.width
+
     async def recompose(self) -> None:
+        signature = self._signature()
+        if self.children and signature == self._composed:
+            return
+        self._composed = signature
         await super().recompose()
         if self.children and self._text_focused():  # the bindings changed with the focus: say how back
             self.styles.grid_size_columns = int(self.styles.grid_size_columns or len(self.children)) + 1
