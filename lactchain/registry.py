@@ -117,6 +117,10 @@ def _write_refused(exc: sqlite3.OperationalError) -> bool:
     return any(w in text for w in ("readonly", "read-only", "disk is full", "disk i/o", "unable to open"))
 
 
+class WriteRefused(RegistryFileError):
+    """A write to a registry opened read-only (every write passes `Registry._write`)."""
+
+
 class AmbiguousRunId(RunNotFound):
     """An id prefix matches more than one run."""
 
@@ -583,7 +587,7 @@ class Registry:
         """One short write transaction that holds the write lock from its first statement."""
         with self._lock:
             if self.readonly:
-                raise RegistryFileError(f"{self.path} is open read-only (read-only media or a full disk); "
+                raise WriteRefused(f"{self.path} is open read-only (read-only media or a full disk); "
                                         "nothing can be written to it now")
             db = self._database()
             if db.conn.in_transaction:  # nested call from another write method

@@ -54,6 +54,36 @@ def test_two_processes_reach_the_loss_of_one_at_the_same_global_batch(tmp_path, 
         assert len(reg.metric_history(run["id"], "loss")) == len(reg.metric_history(a["run_id"], "loss"))  # rank 0 only
 
 
+def test_a_rank_other_than_0_reads_the_registry_and_drops_every_write(tmp_path):
+    """What ranks 1..N-1 get: the registry opened read-only behind a proxy. Every write
+    (whatever the method's name) is dropped at the registry's own write gate; reads pass."""
+    from lactchain.jobs.rank import _WritesDropped
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        run = reg.create_run("actor")
+        reg.start_run(run)
+        reg.log_metric(run, "loss", 1.0, step=1)
+    artifact = tmp_path / "adapter"
+    artifact.mkdir()
+    with Registry(db, readonly=True) as ro:
+        other = _WritesDropped(ro)
+        assert other.get_run(run)["status"] == "RUNNING" and other.path == ro.path
+        assert other.log_metric(run, "loss", 2.0, step=2) is None
+        other.log_metrics(run, {"loss": 3.0}, step=3)
+        other.log_params(run, {"lr": 0.1})
+        other.set_tag(run, "note", "x")
+        other.heartbeat(run)
+        other.add_artifact(run, "adapter", artifact)
+        other.end_run(run, "FINISHED")
+        assert other.create_run("actor") is None
+        assert [m["value"] for m in other.metric_history(run, "loss")] == [1.0]
+    with Registry(db) as reg:
+        assert [m["value"] for m in reg.metric_history(run, "loss")] == [1.0]
+        assert reg.get_run(run)["status"] == "RUNNING" and reg.params(run) == {} and reg.tags(run) == {}
+        assert reg.artifacts(run) == [] and len(reg.list_runs()) == 1
+
+
 def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
     from cli_helpers import run_cli
 

@@ -6,6 +6,7 @@ its files and the result, the others write nothing."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
@@ -15,18 +16,29 @@ from lactchain.jobs.ranks import RESULT_FILE
 
 
 class _WritesDropped:
-    """A registry whose writes do nothing: what ranks other than 0 see (reads pass)."""
-
-    _WRITES = ("log_", "add_", "set_", "update_", "end_", "start_", "save_", "create_", "delete_", "prune_",
-               "heartbeat", "restore_")
+    """What ranks other than 0 see: the run's registry opened read-only, each write
+    dropped, reads passed. The gate is the registry's own (every write goes through
+    `Registry._write`, which refuses on a read-only registry), so a write method is
+    dropped whatever its name."""
 
     def __init__(self, registry: Any) -> None:
         self._registry = registry
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith(self._WRITES):
-            return lambda *args, **kwargs: None
-        return getattr(self._registry, name)
+        from lactchain.registry import WriteRefused
+
+        attr = getattr(self._registry, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def dropping(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except WriteRefused:
+                return None
+
+        return dropping
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     PartialState(cpu=not torch.cuda.is_available())  # joins the process group (gloo on a CPU, NCCL on GPUs)
     main_rank = is_main_process()
-    with Registry(args.db) as registry:
+    with Registry(args.db, readonly=not main_rank) as registry:
         handle = RunHandle(registry if main_rank else _WritesDropped(registry), args.run_id,
                            registry.run_dir(args.run_id), quiet=True)
 
