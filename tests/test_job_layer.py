@@ -138,31 +138,38 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
         assert code == 0, err
         return json.loads(out) if out.strip().startswith("{") else out
 
-    def detached(*args):
-        run_id = cli(*args, "--detach", "--json")["run_id"]
-        run = _wait_done(db, run_id)
-        log = (tmp_path / run_id / "log.txt").read_text()
-        assert run["status"] == "FINISHED", log
-        with Registry.open_for_reading(db) as reg:
-            assert reg.get_run(run_id)["pid"]
-        assert (tmp_path / run_id / CONFIG_FILE).exists()
-        return run_id
+    def launch(*args):
+        return cli(*args, "--detach", "--json")["run_id"]
 
-    play = detached("play", "--actor", "tiny", "--episodes", "2", "--max-actions", "2")
-    detached("evaluate", "--actor", "tiny", "--states", "3", "--max-actions", "2")
-    critic = detached("train-critic", "-e", play, "--critic", "tiny", "--epochs", "1", "--batch-size", "2")
-    detached("collect-pairs", "--actor", "tiny", "--critic-run", critic, "--states", "2", "--samples", "2")
-    collect = detached("collect", "--episodes", "40")
-    judge = detached("judge", "--from", collect, "--pairs", "10")
-    reward = detached("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "2")
-    detached("reward-agents", "--reward-run", reward, "--train-episodes", "200", "--eval-episodes", "200")
-    detached("judge", "--from", play, "--pairs", "1", "--pairing", "random")
-    detached("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1")
-    detached("baselines", "train", "--episodes", "20")
-    archive = detached("archive", "fill", "--scene", "empty", "--behaviours", "60")
-    dt = detached("dt", "train", "--archive", archive, "--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd",
-                  "16", "--eval-every", "2", "--checkpoint-every", "2", "--select-fraction", "0")
-    detached("dt", "eval", dt, "--limit", "2", "--goal-starts", "2")
+    def finished(*run_ids):
+        """Waits for detached runs launched together (independent jobs run side by side)."""
+        for run_id in run_ids:
+            run = _wait_done(db, run_id)
+            log = (tmp_path / run_id / "log.txt").read_text()
+            assert run["status"] == "FINISHED", log
+            with Registry.open_for_reading(db) as reg:
+                assert reg.get_run(run_id)["pid"]
+            assert (tmp_path / run_id / CONFIG_FILE).exists()
+        return run_ids if len(run_ids) > 1 else run_ids[0]
+
+    play, collect, archive, *_ = finished(
+        launch("play", "--actor", "tiny", "--episodes", "2", "--max-actions", "2"),
+        launch("collect", "--episodes", "40"),
+        launch("archive", "fill", "--scene", "empty", "--behaviours", "60"),
+        launch("evaluate", "--actor", "tiny", "--states", "3", "--max-actions", "2"),
+        launch("bandit", "--runs", "5", "--steps", "20", "--agents", "eps:0.1"),
+        launch("baselines", "train", "--episodes", "20"))
+    critic, judge, dt, _ = finished(
+        launch("train-critic", "-e", play, "--critic", "tiny", "--epochs", "1", "--batch-size", "2"),
+        launch("judge", "--from", collect, "--pairs", "10"),
+        launch("dt", "train", "--archive", archive, "--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd",
+               "16", "--eval-every", "2", "--checkpoint-every", "2", "--select-fraction", "0"),
+        launch("judge", "--from", play, "--pairs", "1", "--pairing", "random"))
+    _, reward, _ = finished(
+        launch("collect-pairs", "--actor", "tiny", "--critic-run", critic, "--states", "2", "--samples", "2"),
+        launch("train-reward", "--pairs-from", judge, "--critic", "tiny", "--epochs", "2"),
+        launch("dt", "eval", dt, "--limit", "2", "--goal-starts", "2"))
+    finished(launch("reward-agents", "--reward-run", reward, "--train-episodes", "200", "--eval-episodes", "200"))
     assert {"play", "evaluate", "train-critic", "collect-pairs", "collect", "judge", "train-reward", "reward-agents", "bandit", "baselines train", "archive fill", "dt train", "dt eval"} <= set(JOBS)
 
     with Registry(db) as reg:  # a judge run that died: resumed from its saved config
