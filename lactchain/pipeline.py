@@ -549,6 +549,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     from lactchain.train.grpo import train_grpo
 
     reg = handle.registry
+    loss_only = {"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {}  # settings only this loss reads
     result = PipelineResult()
     resume = resume or {}
     done = {(p["iteration"], p["phase"]): p for p in resume.get("phases", [])}
@@ -673,7 +674,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             h.stop_at = cfg.deadline - timing["evaluate_s"]
         trainer = TrainActorConfig.from_params(dict(
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
-            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it, **({"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {}),
+            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it, **loss_only,
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
         on_log = live.trainer(it)
         if cfg.loss == "grpo":
@@ -780,7 +781,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         if rows:
             phase(it, "train-actor", "actor",
                   {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
-                   "cpo_alpha": cfg.cpo_alpha, **({"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {})},
+                   "cpo_alpha": cfg.cpo_alpha, **loss_only},
                   lambda h: train_and_sync(h, rows, it))
             evaluate(it)
         longest_iteration = max(longest_iteration, time.time() - it_start)

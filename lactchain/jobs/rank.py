@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from lactchain.jobs.ranks import RESULT_FILE
+from lactchain.registry import WriteRefused
 
 
 class _WritesDropped:
@@ -25,8 +26,6 @@ class _WritesDropped:
         self._registry = registry
 
     def __getattr__(self, name: str) -> Any:
-        from lactchain.registry import WriteRefused
-
         attr = getattr(self._registry, name)
         if not callable(attr):
             return attr

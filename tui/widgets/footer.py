@@ -19,6 +19,7 @@ class FittedFooter(Footer):
     FittedFooter .-esc-hint { color: $warning; text-style: bold; }
     """
     ESC_HINT = " esc: screen keys "
+    _composed: tuple | None = None  # the signature the key widgets were composed for
 
     def _text_focused(self) -> bool:
         try:
@@ -28,8 +29,6 @@ class FittedFooter(Footer):
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit)
-
-    _composed: tuple | None = None
 
     def _signature(self) -> tuple:
         """What the keys shown depend on: a screen switch that leaves them as they were
