@@ -64,6 +64,7 @@ class LactChainApp(App):
         "archive": _lazy_screen("tui.screens.archive", "ArchiveScreen"),
     }
     DEFAULT_MODE = "lab"
+    PAINT_MOUNTED_SWITCH_AT_ONCE = True  # False: Textual's stock 50 ms mask on every switch (bench comparison)
     BINDINGS = bindings_for("app")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
@@ -114,6 +115,8 @@ class LactChainApp(App):
         self.labels_run_id: str | None = None  # created by the Labelling screen on the first label
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None
+        self._visited_modes = {self.DEFAULT_MODE}  # screens mounted once: a switch back has nothing to mask
+        self._switching_to_mounted = False
 
     def _initial_status(self, model: Any | None, spec: str | None, unset_label: str) -> tuple[str, str | None]:
         """(label, top-bar status) of a model slot before any background load:
@@ -155,6 +158,23 @@ class LactChainApp(App):
         if any(n.message == message and n.title == title for n in self._notifications):
             return
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    # ---- screen switches -----------------------------------------------------------
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Textual holds every repaint for 50 ms after a mode switch (`delay_update`) to mask
+        the new screen's mount. A screen already mounted has nothing to mask: it paints at
+        once, and its `on_screen_resume` refresh follows as a second frame."""
+        self._switching_to_mounted = self.PAINT_MOUNTED_SWITCH_AT_ONCE and mode in self._visited_modes
+        self._visited_modes.add(mode)
+        try:
+            return super().switch_mode(mode)
+        finally:
+            self._switching_to_mounted = False
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if not self._switching_to_mounted:
+            super().delay_update(delay)
 
     # ---- the one error path -------------------------------------------------------
     def action_toggle_keys(self) -> None:

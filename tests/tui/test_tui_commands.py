@@ -80,6 +80,27 @@ async def test_number_keys_switch_screens_and_ctrl_q_quits(make_app):
     assert app.return_code == 0
 
 
+async def test_a_switch_back_to_a_mounted_screen_is_painted_at_once(make_app):
+    """Textual holds repaints for 50 ms after a switch to mask a mount (`App._batch_count`);
+    a screen already mounted has nothing to mask, so no hold is taken."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.switch_mode("runs")  # first visit: mounts, held
+        assert app._batch_count == 1
+        for _ in range(100):  # the hold ends on its timer
+            await pilot.pause(0.05)
+            if not app._batch_count:
+                break
+        # nor is it marked stale (a return would reparse every CSS source, ~0.2 s)
+        assert app.screen._css_update_count == app._css_update_count
+        app.switch_mode("lab")  # both mounted from here on
+        assert app._batch_count == 0 and app.current_mode == "lab"
+        app.switch_mode("runs")
+        assert app._batch_count == 0 and app.current_mode == "runs"
+        await pilot.pause()
+        assert app.screen.query("#runs-table")
+
+
 def test_importing_the_tui_pulls_in_no_model_libraries():
     import subprocess
     import sys

@@ -1,5 +1,5 @@
 """Shared screen behaviour: one error path for workers (harlequin-style), and screen
-switches that do not restyle a screen nothing has restyled."""
+switches that do not restyle or reparse for a screen nothing has restyled."""
 
 from __future__ import annotations
 
@@ -13,6 +13,20 @@ from textual.worker import Worker, WorkerState
 class BaseScreen(Screen):
     _styled_for: Any = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Made on a mode's first visit, a screen is styled at its mount by the stylesheet as
+        # it is now. Textual still counts it stale (-1) and reparses every CSS source for it,
+        # twice on that visit and again on its first return (~0.2 s each on this CPU). The
+        # first screen keeps that refresh: it is what sets the theme's variables. A theme
+        # change after this still restyles every screen as before.
+        try:
+            app = self.app
+        except RuntimeError:  # NoActiveAppError: made outside a running app
+            return
+        if app.screen_stack:
+            self._css_update_count = app._css_update_count
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_error(f"{event.worker.name or 'background task'} failed", event.worker.error)
@@ -24,11 +38,14 @@ class BaseScreen(Screen):
         app = self.app
         return app.theme, frozenset(app.classes), frozenset(self.classes), tuple(app.size)
 
+    def _on_screen_suspend(self) -> None:
+        """The context the screen is left in (its breakpoint classes arrive after its first
+        resume, so the context at that resume would differ on the first return)."""
+        self._styled_for = self._style_context()
+
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         """Textual restyles every widget of a screen each time it comes back (keys 1-5), a
         third of a switch here. Runs before `Screen._on_screen_resume` (subclass first, the
-        same event): skip that restyle while the context it was styled in still holds."""
-        context = self._style_context()
-        if context == self._styled_for:
+        same event): skip that restyle while the context it was left in still holds."""
+        if self._style_context() == self._styled_for:
             event.refresh_styles = False
-        self._styled_for = context

@@ -7,6 +7,8 @@ from typing import Any
 
 from textual import work
 
+KILL_FOLLOW_S, KILL_FOLLOW_TICKS = 0.25, 16
+
 
 class RunControls:
     """Mixed into a screen with `selected_run()` (the highlighted row, a run dict) and
@@ -35,6 +37,9 @@ class RunControls:
             except Exception as exc:  # noqa: BLE001
                 self.app.report_error("kill failed", exc)  # type: ignore[attr-defined]
             self.refresh_listing()
+            # The job ends KILLED a moment after SIGTERM (it checkpoints first): follow it at
+            # 4 Hz for a few seconds instead of waiting for the screen's own poll.
+            self.set_interval(KILL_FOLLOW_S, self.refresh_listing, repeat=KILL_FOLLOW_TICKS)  # type: ignore[attr-defined]
 
         self.app.push_screen(ConfirmScreen(  # type: ignore[attr-defined]
             f"Stop {run['id']} ({run.get('kind')})? It saves a checkpoint and ends KILLED; `R` resumes it later."),
