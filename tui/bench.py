@@ -13,8 +13,8 @@ Pilot's return (`roundtrip_*_ms`: adds Pilot's three idle waits of >= 20 ms each
 cost). `stock_mask` repeats the idle pass with Textual's stock 50 ms repaint hold on every
 switch, the console's behaviour before it painted mounted screens at once.
 
-The job is a real detached `lactchain play --actor tiny` (tiny model, endless episodes) in
-the benchmark's own registry, stepping while the console is measured. Targets from issue
+The job is a real detached `lactchain train-actor --actor tiny --loss grpo` in the
+benchmark's own registry, training while the console is measured. Targets from issue
 29: switch median < 100 ms and max < 300 ms, first paint < 1 s, ctrl+q < 1 s, KILLED
 within 2 s."""
 
@@ -130,22 +130,33 @@ async def _kill(pilot: Any, run_id: str) -> float | None:
     return None
 
 
-def _start_job(db: Path) -> str:
-    """A real detached job stepping the tiny actor for ever (until killed)."""
-    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "play", "--actor", "tiny", "--episodes", "100000",
-                          "--envs", "1", "--free", "--db", str(db), "--detach", "--json"],
-                         capture_output=True, text=True, timeout=300)
+def _lactchain(*args: str) -> str:
+    """Run one detached (or short) CLI command; its run id."""
+    res = subprocess.run([sys.executable, "-m", "lactchain.cli", *args, "--json"], capture_output=True, text=True,
+                         timeout=300)
     if res.returncode != 0:
-        raise RuntimeError(f"could not start the job: {res.stderr.strip()}")
-    run_id = json.loads(res.stdout)["run_id"]
+        raise RuntimeError(f"could not start {args[0]}: {res.stderr.strip()}")
+    return json.loads(res.stdout)["run_id"]
+
+
+def _start_job(db: Path) -> str:
+    """A real detached train-actor job on the tiny actor (issue 29's load): GRPO sampling
+    from the start states of a short tiny `play` run, with steps enough to outlast the
+    measurement (it is killed at the end). Returns once it has logged a training step."""
     from lactchain.registry import Registry
 
+    play = _lactchain("play", "--actor", "tiny", "--episodes", "4", "--envs", "1", "--db", str(db))
+    job = _lactchain("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play,
+                     "--max-steps", "100000", "--db", str(db), "--detach")
     with Registry(db) as reg:
-        for _ in range(600):
-            if reg.get_run(run_id)["status"] == "RUNNING" and reg.counts(run_id)["steps"]:
-                return run_id
+        for _ in range(1500):
+            run = reg.get_run(job)
+            if run["status"] not in ("SCHEDULED", "RUNNING"):
+                raise RuntimeError(f"job {job} ended {run['status']} before the measurement")
+            if run["status"] == "RUNNING" and reg.counts(job)["metrics"]:
+                return job
             time.sleep(0.2)
-    raise RuntimeError(f"job {run_id} did not start stepping")
+    raise RuntimeError(f"job {job} logged no training step in 5 minutes")
 
 
 def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
@@ -161,7 +172,7 @@ def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
         if with_job:
             job = _start_job(db)
             result["under_job"] = asyncio.run(measure(db, rounds, job))
-            result["under_job"]["job"] = "lactchain play --actor tiny (detached, stepping)"
+            result["under_job"]["job"] = "lactchain train-actor --actor tiny --loss grpo (detached, training)"
         result["met"] = {phase: {k: (v is not None and result[phase].get(k) is not None and result[phase][k] <= v)
                                  for k, v in TARGETS.items() if k in result[phase]}
                          for phase in ("idle", "under_job") if phase in result}
