@@ -14,7 +14,8 @@ Proposers (one interface, `Proposer.propose(search, n, rng) -> texts`):
   env's pool of hints (`strategy_hints`, hand-written per env) and the parent's own;
 - `demos`: the parent plus 1-3 worked examples (state text -> the move list that
   succeeded in one action from it), bootstrapped from the search's own successful
-  episodes on training states (and from `extra_demos`, filtered to training states);
+  episodes on training states, and, once those are used up, from sampled attempts
+  (temperature 1) of the best strategy on the training states still without one;
 - `llm`: a meta-prompt shows the best strategies so far with their scores (ascending,
   OPRO's order) and a few failed episodes (GEPA's reflection); the proposer model writes
   a new strategy in free text.
@@ -70,6 +71,7 @@ class Search:
     candidates: list[Candidate] = field(default_factory=list)
     rounds_done: int = 0
     evaluations: int = 0  # episodes played for the search (training states only)
+    sampled: int = 0  # of which sampled attempts (the demos proposer's bootstrap)
     successes: dict[str, list[str]] = field(default_factory=dict)  # state key -> a one-action winning move list
     descriptions: dict[str, str] = field(default_factory=dict)  # state key -> its state text
     failures: list[dict[str, Any]] = field(default_factory=list)  # recent failed episodes: state text, answer, caption
@@ -175,14 +177,31 @@ class EditProposer:
 
 
 class DemoProposer:
-    """A parent's instructions plus 1-3 worked examples from successful training episodes."""
+    """A parent's instructions plus 1-3 worked examples from successful training episodes.
+
+    Greedy play of a weak start strategy succeeds from few training states, so the worked
+    examples run out after a few rounds (every combination tried). Then, as DSPy's
+    BootstrapFewShot does with sampled attempts, `sample(text, starts)` plays the best
+    strategy so far `attempts` times at temperature 1 from each training state without a
+    known one-action success; its successes join the pool. Those episodes count as the
+    search's evaluations; they are training states only."""
 
     name = "demos"
 
+    def __init__(self, sample: Callable[[str, Sequence[Any]], list["Episode"]] | None = None,
+                 train_states: Sequence[Any] = (), attempts: int = 4) -> None:
+        self.sample, self.train_states, self.attempts = sample, list(train_states), attempts
+
     def propose(self, search: Search, n: int, rng: random.Random) -> list[tuple[str, int | None]]:
+        out: list[tuple[str, int | None]] = []
+        self._combine(search, out, n, rng)
+        if len(out) < n and self._bootstrap(search):
+            self._combine(search, out, n, rng)
+        return out
+
+    def _combine(self, search: Search, out: list[tuple[str, int | None]], n: int, rng: random.Random) -> None:
         train = set(search.train_keys)
         pool = [k for k in search.successes if k in train and k in search.descriptions]
-        out: list[tuple[str, int | None]] = []
         for _ in range(n * 8):
             if len(out) >= n or not pool:
                 break
@@ -191,7 +210,21 @@ class DemoProposer:
             lines = [f"- {search.descriptions[k]} Answer: {format_moves(search.successes[k])}" for k in picked]
             keep_new(search, out, f"{_strip_demos(search.candidates[parent].text)}\n{DEMO_HEADER}\n" + "\n".join(lines),
                      parent)
-        return out
+
+    def _bootstrap(self, search: Search) -> bool:
+        """Sampled attempts from the training states without a success; True if any succeeded."""
+        if self.sample is None:
+            return False
+        missing = [s for s, k in zip(self.train_states, search.train_keys) if k not in search.successes]
+        if not missing:
+            return False
+        before = len(search.successes)
+        episodes = self.sample(search.best().text, [s for s in missing for _ in range(self.attempts)])
+        search.evaluations += len(episodes)
+        search.sampled += len(episodes)
+        for ep in episodes:
+            record(search, ep)
+        return len(search.successes) > before
 
 
 META_PROMPT = """You write instructions for an agent. {about}
@@ -266,22 +299,27 @@ def score(search: Search, candidate: Candidate, train_states: Sequence[Any], eva
     """Play `candidate` from every training state; keep its scores, successes and failures."""
     episodes = evaluate(candidate.text, train_states)
     search.evaluations += len(episodes)
-    train = set(search.train_keys)
     for ep in episodes:
-        if ep.key not in train:  # never: the search plays training states only
-            raise RuntimeError(f"the search evaluated a state outside its training states: {ep.key}")
+        record(search, ep)
         candidate.scores[ep.key] = 1.0 if ep.success else 0.0
-        search.descriptions.setdefault(ep.key, ep.description)
-        if ep.success and ep.one_action:
-            known = search.successes.get(ep.key)
-            if known is None or len(ep.first_moves) < len(known):
-                search.successes[ep.key] = list(ep.first_moves)
-        elif not ep.success:
-            search.failures.append({"state": ep.description, "answer": format_moves(ep.first_moves),
-                                    "caption": ep.caption})
-    search.failures = search.failures[-50:]
     search.candidates.append(candidate)
     return candidate
+
+
+def record(search: Search, ep: Episode) -> None:
+    """What one training episode teaches the search: its state's text, a one-action
+    success (the shortest kept) or a failure (the last 50 kept, for the llm proposer)."""
+    if ep.key not in set(search.train_keys):  # never: the search plays training states only
+        raise RuntimeError(f"the search evaluated a state outside its training states: {ep.key}")
+    search.descriptions.setdefault(ep.key, ep.description)
+    if ep.success and ep.one_action:
+        known = search.successes.get(ep.key)
+        if known is None or len(ep.first_moves) < len(known):
+            search.successes[ep.key] = list(ep.first_moves)
+    elif not ep.success:
+        search.failures.append({"state": ep.description, "answer": format_moves(ep.first_moves),
+                                "caption": ep.caption})
+        del search.failures[:-50]
 
 
 def curve_point(search: Search, proposers: Sequence[Proposer]) -> dict[str, Any]:

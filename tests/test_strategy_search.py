@@ -13,8 +13,8 @@ import pytest
 from lactchain.registry import Registry
 
 from cli_helpers import wait_until
-from lactchain.strategy_search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, LLMProposer, Search,
-                                       sentences)
+from lactchain.strategy_search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, Episode, LLMProposer,
+                                       Search, sentences)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,7 +37,8 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
     for c in saved["candidates"]:  # every score is on a training state, none on a held-out one
         assert set(c["scores"]) == train
     assert saved["rounds_done"] == out["rounds"] == 2 and out["heldout_states"] == 12
-    assert out["evaluations"] == 8 * len(saved["candidates"])  # training states only, once per candidate
+    # training states only: once per candidate, plus the demos proposer's sampled attempts
+    assert out["evaluations"] == 8 * len(saved["candidates"]) + saved["sampled"]
     versions = [p for p in reg.prompts() if p["run_id"] == out["run_id"]]
     assert len(versions) == len(saved["candidates"]) - 1  # every candidate but the built-in start strategy
     by_version = {c["version"]: c for c in saved["candidates"]}
@@ -119,6 +120,41 @@ def test_edits_change_one_sentence_and_demos_add_worked_examples_from_training_s
     s.descriptions = {"s0": "You are at (x=2, y=3).", "h0": "HELD OUT"}
     demos = DemoProposer().propose(s, 3, random.Random(1))
     assert demos and all(DEMO_HEADER in t and "['move forward']" in t and "HELD OUT" not in t for t, _ in demos)
+
+
+def test_demos_out_of_examples_bootstrap_more_from_sampled_attempts_on_training_states_only():
+    """Once every combination of the known successes is tried, the best strategy is sampled
+    from the training states still without a success; what succeeds becomes a new example."""
+    s = _search([("Go.", [1, 0, 0])])
+    s.heldout_keys = ["h0"]
+    s.successes = {"s0": ["move forward"]}
+    s.descriptions = {"s0": "At s0.", "h0": "HELD OUT"}
+    asked: list[list[str]] = []
+
+    def sample(text: str, starts: list[str]) -> list[Episode]:
+        asked.append(list(starts))  # the env would play these; s1 succeeds once, s2 never
+        return [Episode(k, f"At {k}.", k == "s1" and i == 1, ["turn left"], k == "s1" and i == 1)
+                for i, k in enumerate(starts)]
+
+    demos = DemoProposer(sample, train_states=["s0", "s1", "s2"], attempts=2)
+    first = demos.propose(s, 1, random.Random(0))
+    assert len(first) == 1 and asked == []  # the known example still had a combination left
+    s.candidates.append(Candidate(first[0][0], "demos", 1, {"s0": 1.0, "s1": 0.0, "s2": 0.0}, parent=0))
+    out = demos.propose(s, 3, random.Random(0))
+    assert asked == [["s1", "s1", "s2", "s2"]]  # missing training states only, `attempts` times each
+    assert s.evaluations == s.sampled == 4 and s.successes["s1"] == ["turn left"]
+    assert any("At s1. Answer: ['turn left']" in t for t, _ in out) and not any("HELD OUT" in t for t, _ in out)
+
+
+def test_a_search_whose_proposers_run_dry_stops_early(tmp_path, lc):
+    """Blackjack's deals are not resampled, so demos has nothing new once its examples are
+    used: the search ends after 25 empty rounds instead of spinning to --rounds."""
+    db = tmp_path / "registry.db"
+    code, stdout, err = lc("strategy", "search", "--actor", "tiny", "--env", "blackjack", "--proposers", "demos",
+                           "--rounds", "1000", "--train-states", "4", "--heldout-states", "4", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert out["rounds"] < 1000 and "no proposer had a new strategy in 25 rounds" in err
 
 
 def test_the_llm_proposer_reads_the_scored_history_and_returns_valid_strategies(tiny_actor):

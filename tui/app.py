@@ -21,6 +21,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands

@@ -20,6 +20,8 @@ from lactchain.jobs.spec import Job
 from lactchain.strategy_search import PROPOSERS
 
 SEARCH_FILE = "search.json"
+STALL_ROUNDS = 25  # rounds in a row with nothing new from any proposer end a search early
+SAMPLE_SEED_BASE = 7_000_000_000  # sampled attempts' rollout seeds: apart from the evaluation seeds
 SEARCH_ARTIFACT = "strategy-search"  # the run's search.json, registered after every whole round (what a resume reads)
 
 
@@ -128,8 +130,10 @@ def _deal_key(rollout_seed: int, idx: int) -> str:
     return f"deal {episode_seed(rollout_seed, idx)}"  # the episode's own seed
 
 
-def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: StrategySearchConfig) -> Any:
-    """(strategy text, starts, rollout seed) -> the search's Episodes: greedy, constrained."""
+def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: StrategySearchConfig,
+              temperature: float = 0.0) -> Any:
+    """(strategy text, starts, rollout seed) -> the search's Episodes: constrained, greedy
+    unless a `temperature` is given (the demos proposer's sampled attempts)."""
     from lactchain.rollout import RolloutConfig, run_rollouts
     from lactchain.strategies import Strategy
     from lactchain.strategy_search import Episode, state_key
@@ -138,7 +142,7 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
 
     def evaluate(text: str, starts: Sequence[Any], seed: int) -> list[Any]:
         cfg = RolloutConfig(episodes=len(starts), n_envs=min(config.envs, len(starts)), constrained=True,
-                            temperature=0.0, seed=seed, env_kwargs={**world, "max_actions": config.max_actions},
+                            temperature=temperature, seed=seed, env_kwargs={**world, "max_actions": config.max_actions},
                             env=text_env.name)
         summary = run_rollouts(model, cfg, prompt=Strategy(text).prompt(model.moves, text_env), starts=list(starts))
         out = []
@@ -167,6 +171,7 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
         train, held, train_keys, held_keys = _split(text_env, config)
         train_seed, held_seed = _deal_seeds(config.seed)
         evaluate_at = evaluator(model, text_env, world, config)
+        dealt = bool(getattr(text_env, "evaluation_deals", None))  # a start is a seeded deal: no resampling it
 
         def on_train(text: str, starts: Sequence[Any]) -> list[Any]:
             return evaluate_at(text, starts, train_seed)
@@ -191,7 +196,8 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
             if name == "edits":
                 proposers.append(EditProposer(getattr(text_env, "strategy_hints", GENERIC_HINTS)))
             elif name == "demos":
-                proposers.append(DemoProposer())
+                proposers.append(DemoProposer(None if dealt else _sampler(model, text_env, world, config, search),
+                                              train_states=train))
             else:
                 writer = model if config.proposer_actor in (None, config.model.actor) else \
                     Actor.load(config.proposer_actor, moves=model.moves)
@@ -199,6 +205,7 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
         save = _saver(handle, search)
         save([])  # search.json as of now (the start strategy scored: a resume need not score it again)
         t0, before = time.time(), search.seconds  # a resumed search's budget counts its earlier runs too
+        idle = 0  # rounds in a row in which no proposer had anything new
         while search.rounds_done < config.rounds:
             handle.check_cancelled()
             if config.budget_min is not None and before + time.time() - t0 > config.budget_min * 60:
@@ -209,11 +216,16 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
                 new = run_round(search, proposers, config.per_round, train, on_train, rng, handle.check_cancelled)
             search.seconds = before + time.time() - t0
             save(new)
+            idle = 0 if new else idle + 1
             point = search.curve[-1]
             handle.log_metrics({k: float(v) for k, v in point.items() if isinstance(v, (int, float)) and k != "round"},
                                step=search.rounds_done)
             line(f"round {search.rounds_done}: {len(new)} new, best {point['best']:.3f} on {len(train_keys)} training "
                  f"states, front {point['front']}, {point['evaluations']} episodes", force=True)
+            if idle >= STALL_ROUNDS:
+                line(f"no proposer had a new strategy in {STALL_ROUNDS} rounds: stopping after round "
+                     f"{search.rounds_done}", force=True)
+                break
         best = search.best()
         start_text = search.candidates[0].text
         with err_console.status(f"held-out: {len(held)} start states"):
@@ -248,6 +260,17 @@ def _saver(handle: Any, search: Any) -> Any:
                                      meta={"rounds": search.rounds_done, "candidates": len(search.candidates)})
 
     return save
+
+
+def _sampler(model: Any, text_env: Any, world: dict[str, Any], config: StrategySearchConfig, search: Any) -> Any:
+    """The demos proposer's sampled attempts: temperature 1, and a rollout seed of its own
+    per call (from the episodes played so far, so a resumed search does not replay them)."""
+    sample_at = evaluator(model, text_env, world, config, temperature=1.0)
+
+    def sample(text: str, starts: Sequence[Any]) -> list[Any]:
+        return sample_at(text, starts, SAMPLE_SEED_BASE + config.seed * 1_000_003 + search.evaluations)
+
+    return sample
 
 
 def _mean_success(episodes: Sequence[Any]) -> float:

@@ -5,7 +5,6 @@ snapshot at 100x30."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from lactchain.envs import State
 from lactchain.trajectories import Trajectory, verify
 from tui.screens.archive import ArchiveScreen, current_annotation, parse_filter, row_matches
 from tui.widgets.compact_grid import CompactGridView
-from tui_helpers import FIXED_MS, open_archive, palette, settle, static_text
+from tui_helpers import FIXED_MS, open_archive, palette, pressing, settle, static_text
 
 WRONG = "Goes to the bathtub, then the fridge."  # an LLM-style description in the wrong order
 
@@ -244,32 +243,20 @@ def utc(monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
-def _pressing(*groups: tuple[str, ...]):  # noqa: ANN202
-    """A snapshot's run_before: each group of keys pressed, the app settled after each."""
-    async def run_before(pilot) -> None:  # noqa: ANN001
-        await settle(pilot.app, pilot)
-        for keys in groups:
-            await pilot.press(*keys)
-            await settle(pilot.app, pilot)
-        await asyncio.sleep(0)
-
-    return run_before
-
-
 @pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=["100x30", "80x24"])
 def test_archive_screen_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
     _, _, rows = archive
 
     assert len(rows) > 20
     assert snap_compare(make_app(), terminal_size=size,
-                        run_before=_pressing(("5",), ("v",), ("down", "home", "right", "right", "right")))
+                        run_before=pressing(("5",), ("v",), ("down", "home", "right", "right", "right")))
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
 def test_dt_instruct_modal_snapshot(snap_compare, make_app, fixed_ids, utc, archive, size):
     """The decision transformer's modal over the Archive (no dt run yet: it says how to
     train one), at both sizes."""
-    assert snap_compare(make_app(), terminal_size=size, run_before=_pressing(("5",), ("i",)))
+    assert snap_compare(make_app(), terminal_size=size, run_before=pressing(("5",), ("i",)))
 
 
 async def test_at_80x24_the_archive_table_shows_several_trajectories(make_app, archive):

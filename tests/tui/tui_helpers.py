@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -25,6 +26,23 @@ async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
             except WorkerCancelled:
                 pass
         await pilot.pause()
+
+
+def pressing(*groups: tuple[str, ...], then=None):  # noqa: ANN001, ANN202
+    """A snapshot's run_before: the app settled, each group of keys pressed (settled after
+    each), then `then(pilot)` if given, settled too."""
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        app = pilot.app
+        await settle(app, pilot)
+        for keys in groups:
+            await pilot.press(*keys)
+            await settle(app, pilot)
+        if then is not None:
+            await then(pilot)
+            await settle(app, pilot)
+        await asyncio.sleep(0)
+
+    return run_before
 
 
 def static_text(screen: Any, selector: str) -> str:
