@@ -75,6 +75,7 @@ class Search:
     successes: dict[str, list[str]] = field(default_factory=dict)  # state key -> a one-action winning move list
     descriptions: dict[str, str] = field(default_factory=dict)  # state key -> its state text
     failures: list[dict[str, Any]] = field(default_factory=list)  # recent failed episodes: state text, answer, caption
+    greedy_answers: dict[str, list[str]] = field(default_factory=dict)  # state key -> every distinct greedy answer
     curve: list[dict[str, Any]] = field(default_factory=list)  # per round: best so far, evaluations, per proposer
     seconds: float = 0.0  # searching time so far, over the runs of a resumed search (its budget counts them all)
 
@@ -102,6 +103,12 @@ class Search:
             weights.append(1 + sum(c.scores.get(k, 0.0) >= max(self.candidates[j].scores.get(k, 0.0) for j in front)
                                    and c.scores.get(k, 0.0) > 0 for k in self.train_keys))
         return rng.choices(front, weights=weights)[0]
+
+    @property
+    def answers_per_state(self) -> float:
+        """Distinct greedy answers per training state over every candidate so far: 1.0 means
+        no strategy changed what the actor answers anywhere (a search cannot gain then)."""
+        return sum(len(a) for a in self.greedy_answers.values()) / max(1, len(self.greedy_answers))
 
     def seen(self, text: str) -> bool:
         return any(c.text == text for c in self.candidates)
@@ -302,6 +309,9 @@ def score(search: Search, candidate: Candidate, train_states: Sequence[Any], eva
     for ep in episodes:
         record(search, ep)
         candidate.scores[ep.key] = 1.0 if ep.success else 0.0
+        answers = search.greedy_answers.setdefault(ep.key, [])
+        if format_moves(ep.first_moves) not in answers:
+            answers.append(format_moves(ep.first_moves))
     search.candidates.append(candidate)
     return candidate
 
@@ -326,6 +336,7 @@ def curve_point(search: Search, proposers: Sequence[Proposer]) -> dict[str, Any]
     """The round's point: the best training score so far, overall and by proposer."""
     point: dict[str, Any] = {"round": search.rounds_done, "evaluations": search.evaluations,
                              "best": search.best().mean, "front": len(search.front()),
+                             "answers_per_state": search.answers_per_state,
                              "candidates": len(search.candidates)}
     for p in proposers:
         own = [c.mean for c in search.candidates if c.proposer == p.name]

@@ -39,6 +39,8 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
     assert saved["rounds_done"] == out["rounds"] == 2 and out["heldout_states"] == 12
     # training states only: once per candidate, plus the demos proposer's sampled attempts
     assert out["evaluations"] == 8 * len(saved["candidates"]) + saved["sampled"]
+    # what the actor answered greedily, per training state, over every candidate (1.0: no strategy changed it)
+    assert set(saved["greedy_answers"]) == train and 1.0 <= out["answers_per_state"] <= len(saved["candidates"])
     versions = [p for p in reg.prompts() if p["run_id"] == out["run_id"]]
     assert len(versions) == len(saved["candidates"]) - 1  # every candidate but the built-in start strategy
     by_version = {c["version"]: c for c in saved["candidates"]}
@@ -204,7 +206,8 @@ def test_bench_strategy_runs_each_proposer_per_seed_and_writes_its_json_png_and_
     assert all(r["heldout_best"]["n"] == 2 for r in out["table"])
     for key in ("bench_json", "bench_png", "bench_md"):
         assert Path(out[key]).is_file()
-    assert "| edits | 0,1 |" in Path(out["bench_md"]).read_text()
+    assert "| edits | 0,1 |" in Path(out["bench_md"]).read_text() and "greedy answers per state" in Path(
+        out["bench_md"]).read_text()
     # A resume keeps the finished cells: nothing is played again.
     code, stdout, err = lc("bench", "strategy", *TINY, "--proposers", "edits,demos", "--seeds", "0,1", "--rounds", "2",
                            "--budget-min", "5", "--resume-from", out["run_id"], "--db", db, "--json")

@@ -237,7 +237,8 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
         return {"best_version": best.version, "best_text": best.text, "best_proposer": best.proposer,
                 "train_best": best.mean, "train_start": search.candidates[0].mean, "heldout_start": held_start,
                 "heldout_best": held_best, "rounds": search.rounds_done, "candidates": len(search.candidates),
-                "evaluations": search.evaluations, "train_states": len(train_keys), "heldout_states": len(held_keys),
+                "evaluations": search.evaluations, "answers_per_state": search.answers_per_state,
+                "train_states": len(train_keys), "heldout_states": len(held_keys),
                 "curve": search.curve, "search_file": str(handle.dir / SEARCH_FILE)}
 
 
@@ -369,7 +370,7 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
             out = run_strategy_search(child, cell_config)
         cell = {"key": key, "proposer": name, "seed": seed, "run_id": child.run_id, "wall_min": (time.time() - t0) / 60,
                 **{k: out[k] for k in ("curve", "train_start", "train_best", "heldout_start", "heldout_best",
-                                       "evaluations", "rounds", "best_version", "best_text")}}
+                                       "evaluations", "answers_per_state", "rounds", "best_version", "best_text")}}
         done.write_text(json.dumps(cell))
         handle.log_metrics({f"{key}/heldout_best": float(out["heldout_best"])}, step=n)
         err_console.print(f"cell {n}/{len(plan)} {key}: held-out {out['heldout_start']:.3f} -> "
@@ -397,8 +398,8 @@ def summarize_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for name in dict.fromkeys(c["proposer"] for c in cells):
         group = [c for c in cells if c["proposer"] == name]
         rows.append({"proposer": name, "seeds": [c["seed"] for c in group],
-                     **{k: spread([c[k] for c in group]) for k in ("heldout_start", "heldout_best", "train_best",
-                                                                   "evaluations", "wall_min")}})
+                     **{k: spread([c.get(k) for c in group]) for k in (
+                         "heldout_start", "heldout_best", "train_best", "answers_per_state", "evaluations", "wall_min")}})
     return rows
 
 
@@ -409,11 +410,12 @@ def markdown_cells(rows: Sequence[dict[str, Any]], title: str) -> str:
         return fmt.format(s["mean"]) + (f" [{fmt.format(s['min'])}-{fmt.format(s['max'])}]" if s["n"] > 1 else "")
 
     lines = [f"# {title}", "", "| proposer | seeds | held-out: start strategy | held-out: best found | "
-             "training: best | episodes played | minutes |", "|---|---|---|---|---|---|---|"]
+             "training: best | greedy answers per state | episodes played | minutes |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['proposer']} | {','.join(map(str, r['seeds']))} | {cell(r['heldout_start'])} | "
-                     f"{cell(r['heldout_best'])} | {cell(r['train_best'])} | {cell(r['evaluations'], '{:.0f}')} | "
-                     f"{cell(r['wall_min'], '{:.1f}')} |")
+                     f"{cell(r['heldout_best'])} | {cell(r['train_best'])} | {cell(r['answers_per_state'], '{:.2f}')} | "
+                     f"{cell(r['evaluations'], '{:.0f}')} | {cell(r['wall_min'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 
