@@ -309,9 +309,9 @@ def score(search: Search, candidate: Candidate, train_states: Sequence[Any], eva
     for ep in episodes:
         record(search, ep)
         candidate.scores[ep.key] = 1.0 if ep.success else 0.0
-        answers = search.greedy_answers.setdefault(ep.key, [])
-        if format_moves(ep.first_moves) not in answers:
-            answers.append(format_moves(ep.first_moves))
+        answers, answer = search.greedy_answers.setdefault(ep.key, []), format_moves(ep.first_moves)
+        if answer not in answers:
+            answers.append(answer)
     search.candidates.append(candidate)
     return candidate
 
@@ -319,7 +319,7 @@ def score(search: Search, candidate: Candidate, train_states: Sequence[Any], eva
 def record(search: Search, ep: Episode) -> None:
     """What one training episode teaches the search: its state's text, a one-action
     success (the shortest kept) or a failure (the last 50 kept, for the llm proposer)."""
-    if ep.key not in set(search.train_keys):  # never: the search plays training states only
+    if ep.key not in search.train_keys:  # never: the search plays training states only
         raise RuntimeError(f"the search evaluated a state outside its training states: {ep.key}")
     search.descriptions.setdefault(ep.key, ep.description)
     if ep.success and ep.one_action:

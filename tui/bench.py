@@ -36,8 +36,8 @@ TARGETS = {"switch_median_ms": 100.0, "switch_max_ms": 300.0, "first_paint_s": 1
 SCREENS = ("2", "3", "4", "5", "1")
 
 
-def _timed_app(stock_mask: bool) -> Any:
-    """The console, recording when each frame goes to the terminal."""
+def _timed_app(db: Path, stock_mask: bool) -> Any:
+    """The console on the registry `db`, recording when each frame goes to the terminal."""
     from textual._compositor import CompositorUpdate
 
     from tui.app import LactChainApp
@@ -47,7 +47,7 @@ def _timed_app(stock_mask: bool) -> Any:
         PAINT_MOUNTED_SWITCH_AT_ONCE = not stock_mask
 
         def __init__(self) -> None:
-            super().__init__(actor_spec="oracle", actor=OracleActor(), load_models=False, db_path=TimedApp.db)
+            super().__init__(actor_spec="oracle", actor=OracleActor(), load_models=False, db_path=db)
             self.frames: list[float] = []
 
         def _display(self, screen: Any, renderable: Any) -> None:
@@ -62,9 +62,7 @@ def _timed_app(stock_mask: bool) -> Any:
 
 async def measure(db: Path, rounds: int, job: str | None, stock_mask: bool = False) -> dict[str, Any]:
     """One pass of the figures on the registry `db` (with the run `job` live, if given)."""
-    app_class = _timed_app(stock_mask)
-    app_class.db = db
-    app = app_class()
+    app = _timed_app(db, stock_mask)()
     t0 = time.perf_counter()
     out: dict[str, Any] = {}
     async with app.run_test(size=(120, 40)) as pilot:
@@ -143,6 +141,7 @@ def _start_job(db: Path) -> str:
     """A real detached train-actor job on the tiny actor (issue 29's load): GRPO sampling
     from the start states of a short tiny `play` run, with steps enough to outlast the
     measurement (it is killed at the end). Returns once it has logged a training step."""
+    from lactchain.jobs import ACTIVE
     from lactchain.registry import Registry
 
     play = _lactchain("play", "--actor", "tiny", "--episodes", "4", "--envs", "1", "--db", str(db))
@@ -151,7 +150,7 @@ def _start_job(db: Path) -> str:
     with Registry(db) as reg:
         for _ in range(1500):
             run = reg.get_run(job)
-            if run["status"] not in ("SCHEDULED", "RUNNING"):
+            if run["status"] not in ACTIVE:
                 raise RuntimeError(f"job {job} ended {run['status']} before the measurement")
             if run["status"] == "RUNNING" and reg.counts(job)["metrics"]:
                 return job

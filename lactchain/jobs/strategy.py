@@ -21,7 +21,7 @@ from lactchain.strategy_search import PROPOSERS
 
 SEARCH_FILE = "search.json"
 STALL_ROUNDS = 25  # rounds in a row with nothing new from any proposer end a search early
-SAMPLE_SEED_BASE = 7_000_000_000  # sampled attempts' rollout seeds: apart from the evaluation seeds
+SAMPLE_SEED_BASE = 7_000_000_000  # sampled attempts' rollout seeds (their sampling only: the states are given)
 SEARCH_ARTIFACT = "strategy-search"  # the run's search.json, registered after every whole round (what a resume reads)
 
 
@@ -81,7 +81,7 @@ def _check_split(config: StrategySearchConfig) -> None:
 
     probe = make_env(config.world.env, **config.world.env_kwargs())
     total = len(probe.start_states())
-    if not getattr(probe, "evaluation_deals", None) and config.train_states >= total:
+    if not _dealt(probe) and config.train_states >= total:
         raise ConfigError(f"--train-states {config.train_states}: leaves none of the env's {total} start states to "
                           f"hold out; use at most {total - 1}")
 
@@ -99,6 +99,11 @@ def _prepare(registry: Any, config: StrategySearchConfig) -> dict[str, Any]:
         raise ConfigError(f"--resume-from {config.resume_from}: it saved no search (it stopped before its first "
                           "round, as did the runs it resumed); start a new search")
     return {**extra, "resume_from": config.resume_from}
+
+
+def _dealt(text_env: Any) -> bool:
+    """Whether the env's start states are seeded deals (Blackjack) rather than a list."""
+    return bool(getattr(text_env, "evaluation_deals", None))
 
 
 def _split(text_env: Any, config: StrategySearchConfig) -> tuple[list[Any], list[Any], list[str], list[str]]:
@@ -138,7 +143,7 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
     from lactchain.strategies import Strategy
     from lactchain.strategy_search import Episode, state_key
 
-    dealt = bool(getattr(text_env, "evaluation_deals", None))
+    dealt = _dealt(text_env)
 
     def evaluate(text: str, starts: Sequence[Any], seed: int) -> list[Any]:
         cfg = RolloutConfig(episodes=len(starts), n_envs=min(config.envs, len(starts)), constrained=True,
@@ -171,7 +176,6 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
         train, held, train_keys, held_keys = _split(text_env, config)
         train_seed, held_seed = _deal_seeds(config.seed)
         evaluate_at = evaluator(model, text_env, world, config)
-        dealt = bool(getattr(text_env, "evaluation_deals", None))  # a start is a seeded deal: no resampling it
 
         def on_train(text: str, starts: Sequence[Any]) -> list[Any]:
             return evaluate_at(text, starts, train_seed)
@@ -196,8 +200,9 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
             if name == "edits":
                 proposers.append(EditProposer(getattr(text_env, "strategy_hints", GENERIC_HINTS)))
             elif name == "demos":
-                proposers.append(DemoProposer(None if dealt else _sampler(model, text_env, world, config, search),
-                                              train_states=train))
+                # a dealt env's start is a seeded deal: sampling it again would play another deal
+                sample = None if _dealt(text_env) else _sampler(model, text_env, world, config, search)
+                proposers.append(DemoProposer(sample, train_states=train))
             else:
                 writer = model if config.proposer_actor in (None, config.model.actor) else \
                     Actor.load(config.proposer_actor, moves=model.moves)
@@ -390,6 +395,9 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     return {**summary, **{f"bench_{k}": str(p) for k, p in paths.items()}}
 
 
+SUMMARY_KEYS = ("heldout_start", "heldout_best", "train_best", "answers_per_state", "evaluations", "wall_min")
+
+
 def summarize_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per proposer: held-out and training success as mean, min and max over seeds."""
     from lactchain.compare import spread
@@ -398,8 +406,7 @@ def summarize_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for name in dict.fromkeys(c["proposer"] for c in cells):
         group = [c for c in cells if c["proposer"] == name]
         rows.append({"proposer": name, "seeds": [c["seed"] for c in group],
-                     **{k: spread([c.get(k) for c in group]) for k in (
-                         "heldout_start", "heldout_best", "train_best", "answers_per_state", "evaluations", "wall_min")}})
+                     **{k: spread([c.get(k) for c in group]) for k in SUMMARY_KEYS}})
     return rows
 
 
@@ -414,8 +421,9 @@ def markdown_cells(rows: Sequence[dict[str, Any]], title: str) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['proposer']} | {','.join(map(str, r['seeds']))} | {cell(r['heldout_start'])} | "
-                     f"{cell(r['heldout_best'])} | {cell(r['train_best'])} | {cell(r['answers_per_state'], '{:.2f}')} | "
-                     f"{cell(r['evaluations'], '{:.0f}')} | {cell(r['wall_min'], '{:.1f}')} |")
+                     f"{cell(r['heldout_best'])} | {cell(r['train_best'])} | "
+                     f"{cell(r['answers_per_state'], '{:.2f}')} | {cell(r['evaluations'], '{:.0f}')} | "
+                     f"{cell(r['wall_min'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 
