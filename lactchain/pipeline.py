@@ -608,10 +608,14 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                                  should_stop=h.cancelled.is_set, env=cfg.env, env_kwargs=world)
             if out["top_answer_share"] > COLLAPSE_SHARE:
                 msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
-                       f"{out['top_answer']}")
+                       f"{out['top_answer']} (iteration {iteration})")
                 for rid in (h.run_id, handle.run_id):
                     reg.set_tag(rid, "warning", msg)
                 print(f"warning [collapse] at iteration {iteration}: {msg}", file=sys.stderr, flush=True)
+            elif reg.tags(handle.run_id).get("warning", "").startswith("collapse:"):
+                # The run's warning speaks of its latest policy: the untrained model's collapse
+                # stays on iteration 0's eval run, not on a run whose actor has since learned.
+                reg.set_tag(handle.run_id, "warning", None)
             return out
 
         t0 = time.time()

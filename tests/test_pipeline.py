@@ -10,6 +10,7 @@ import pytest
 
 from lactchain.envs import GridWorldEnv, State
 from lactchain.labelers import execute_from
+from lactchain.pipeline import COLLAPSE_SHARE
 from lactchain.registry import Registry
 
 
@@ -51,6 +52,23 @@ def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
     assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
     live = reg.metric_history(out["run_id"], "live/train-actor/loss")
     assert live and [r["step"] for r in live] == list(range(1, len(live) + 1))
+
+
+def test_the_runs_collapse_warning_speaks_of_its_last_evaluation(pipeline_run):
+    """A collapsed evaluation tags its own eval run; the pipeline run carries the warning
+    only while its latest policy is collapsed (the untrained model's collapse at iteration 0
+    must not stay on a run whose actor learned since)."""
+    reg, out, _ = pipeline_run
+    evals = sorted((c for c in reg.list_runs(parent_id=out["run_id"]) if c["kind"] == "eval"),
+                   key=lambda r: r["created_ms"])
+    for row, run in zip(out["curve"], evals):
+        tagged = reg.tags(run["id"]).get("warning", "")
+        assert tagged.startswith("collapse:") == (row["top_answer_share"] > COLLAPSE_SHARE), (row, tagged)
+        if tagged:
+            assert f"(iteration {row['iteration']})" in tagged
+    last = out["curve"][-1]
+    warning = reg.tags(out["run_id"]).get("warning", "")
+    assert warning.startswith("collapse:") == (last["top_answer_share"] > COLLAPSE_SHARE), (last, warning)
 
 
 def test_pipeline_pairs_differ_and_replay_from_their_start_state(pipeline_run):
