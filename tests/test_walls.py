@@ -116,6 +116,20 @@ def test_coords_state_text_changes_every_prompt_and_the_critic_text():
         GridWorldEnv(state_text="polar")
 
 
+def test_the_wall_list_is_in_the_prefix_every_state_of_a_scene_shares():
+    # The actor's cache reuses the longest prefix a batch's prompts share; the walls are
+    # the scene's, so they come before the pose, and what the agent faces stays per state.
+    env = GridWorldEnv(scene="rooms")
+    texts = [env.describe(s) for s in env.start_states()]
+    walls = "The grid world is 8x8. Walls at (x=3, y=0),"
+    assert all(t.startswith(walls) for t in texts)
+    assert all(t.index("Walls at") < t.index("You are at") for t in texts)
+    facing = [s for s in env.start_states() if "You are facing a wall." in env.describe(s)]
+    assert 0 < len(facing) < len(texts)
+    assert all(t.endswith("You are facing a wall.") for t in map(env.describe, facing))
+    assert "Walls at" not in GridWorldEnv().describe(GridWorldEnv().start)
+
+
 def test_a_state_inside_a_wall_is_refused():
     with pytest.raises(ValueError, match=r"state \(1, 1\) is inside a wall of scene 'hook'"):
         GridWorldEnv(scene=HOOK).reset(options={"state": {"x": 1, "y": 1, "orientation": "east"}})
