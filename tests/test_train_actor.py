@@ -281,6 +281,30 @@ def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapte
         reloaded.completion_logprobs(prompts, completions), abs=1e-4)
 
 
+@pytest.mark.parametrize("loss", ["simpo", "grpo"])
+def test_a_continued_adapter_trains_under_the_bf16_autocast_asked_for_again(loss, registry):
+    """The loop trains the same in-memory actor every iteration. accelerate marks a model it
+    prepared and skips a marked one, so the second call used to train fp32 (2x slower)."""
+    from lactchain.train.grpo import GRPOTask, train_grpo
+
+    actor = tiny()
+    pairs = small_pairs(actor, 4)
+    task = GRPOTask([{"prompt": p["prompt"], "state": p["state"]} for p in pairs],
+                    reward=lambda states, samples: [float(len(s.moves)) for s in samples], generations=2)
+    autocast_in_forward = []
+    hook = actor.model.get_input_embeddings().register_forward_hook(
+        lambda *_: autocast_in_forward.append(torch.is_autocast_enabled("cpu")))
+    for call in (1, 2):
+        autocast_in_forward.clear()
+        config = cfg(loss=loss, max_steps=1, lr=1e-3, batch_size=4, bf16=True)
+        if loss == "grpo":
+            train_grpo(actor, task, config, handle=make_handle(registry))
+        else:
+            train_actor(actor, pairs, config, handle=make_handle(registry))
+        assert any(autocast_in_forward), f"training call {call} ran without autocast"
+    hook.remove()
+
+
 @pytest.mark.parametrize("loss", ["rft", "simpo"])
 def test_a_budget_deadline_stops_training_early_and_keeps_a_usable_adapter(loss, registry):
     """bench learn gives every method the same minutes: a trainer whose phase is past its
