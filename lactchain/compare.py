@@ -104,14 +104,22 @@ def markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
 
 
 def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """compare.png: `figure(cells, title)` written to `path`."""
+    from lactchain.figures import save_figure
+
+    return save_figure(figure(cells, title), path)
+
+
+def figure(cells: Sequence[dict[str, Any]], title: str) -> Any:
     """Success against wall time and against env moves, one line per (loss, explore):
     the mean over seeds at each evaluated iteration, the band from min to max."""
-    from lactchain.figures import new_figure, save_figure
+    from lactchain.figures import new_figure
 
     by: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:
         by[(c["loss"], c["explore"])].append(c)
     fig, axes = new_figure(1, 2, figsize=(12, 4.5), dpi=110, sharey=True)
+    moves: list[float] = []
     for (loss, explore), group in sorted(by.items()):
         n = min(len(c["curve"]) for c in group)  # iterations every seed reached
         label = f"{loss} (explore {explore})"
@@ -120,13 +128,19 @@ def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
             ys = [[c["curve"][i]["success_rate"] for c in group] for i in range(n)]
             line, = ax.plot(xs, [sum(y) / len(y) for y in ys], marker="o", label=label)
             ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.15)
+            if key == "env_moves":
+                moves += xs
     axes[0].set_xlabel("wall time (min)")
     axes[1].set_xlabel("env moves of the training data")
-    axes[1].set_xscale("symlog")
+    positive = [m for m in moves if m > 0]
+    # A log axis only where the moves span a decade: inside one (every cell past the same
+    # critic fit, e.g. 69k-86k) it would show no tick between its decade marks.
+    if positive and max(positive) >= 10 * min(positive):
+        axes[1].set_xscale("symlog")
     axes[0].set_ylabel("greedy success (all start states)")
     for ax in axes:
         ax.axhline(TARGET_SUCCESS, color="grey", lw=0.8, ls=":")
         ax.set_ylim(-0.02, 1.02)
     axes[0].legend(loc="lower right", fontsize=8)
     fig.suptitle(title)
-    return save_figure(fig, path)
+    return fig

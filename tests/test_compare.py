@@ -144,3 +144,20 @@ def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_p
     else:
         assert len(saved["curve"]) >= 2 and saved["curve"][0]["iteration"] == 0
         assert (folder / "learning_curve.partial.png").is_file()
+
+
+@pytest.mark.parametrize("moves", [[68_830, 70_546, 86_411], [0, 4_000, 120_000]])
+def test_the_env_moves_axis_is_numbered_whether_the_moves_span_one_decade_or_several(moves):
+    """Every cell of an explore-0 comparison starts past the same critic fit (69k-86k
+    moves): a log axis over that range drew no tick at all."""
+    from lactchain.compare import figure
+
+    cells = [{"loss": loss, "explore": 0, "seed": 0,
+              "curve": [{"wall_s": 60.0 * i, "env_moves": m + j, "success_rate": i / 2} for i, m in enumerate(moves)]}
+             for j, loss in enumerate(["rft", "simpo"])]
+    fig = figure(cells, "test")
+    fig.canvas.draw()
+    ax = fig.axes[1]
+    lo, hi = ax.get_xlim()
+    shown = [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi and t.get_text()]
+    assert len(shown) >= 2, f"env-move axis over {moves} shows ticks {shown}"
