@@ -119,7 +119,6 @@ def figure(cells: Sequence[dict[str, Any]], title: str) -> Any:
     for c in cells:
         by[(c["loss"], c["explore"])].append(c)
     fig, axes = new_figure(1, 2, figsize=(12, 4.5), dpi=110, sharey=True)
-    moves: list[float] = []
     for (loss, explore), group in sorted(by.items()):
         n = min(len(c["curve"]) for c in group)  # iterations every seed reached
         label = f"{loss} (explore {explore})"
@@ -128,11 +127,9 @@ def figure(cells: Sequence[dict[str, Any]], title: str) -> Any:
             ys = [[c["curve"][i]["success_rate"] for c in group] for i in range(n)]
             line, = ax.plot(xs, [sum(y) / len(y) for y in ys], marker="o", label=label)
             ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.15)
-            if key == "env_moves":
-                moves += xs
     axes[0].set_xlabel("wall time (min)")
     axes[1].set_xlabel("env moves of the training data")
-    positive = [m for m in moves if m > 0]
+    positive = [p["env_moves"] for c in cells for p in c["curve"] if (p["env_moves"] or 0) > 0]
     # A log axis only where the moves span a decade: inside one (every cell past the same
     # critic fit, e.g. 69k-86k) it would show no tick between its decade marks.
     if positive and max(positive) >= 10 * min(positive):
