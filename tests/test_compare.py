@@ -5,6 +5,7 @@ table; bad settings refused in one line before any run exists."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ TINY = ["--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1", "--bu
         "--td-lists-per-state", "16", "--td-rounds", "2", "--actor-epochs", "1", "--explore", "16", "--json"]
 
 
-def test_compare_runs_every_cell_writes_json_png_table_and_resumes_at_the_first_unfinished_cell(lc, tmp_path):
+def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfinished_cell_and_keeps_carried_cells(
+        lc, tmp_path):
     db = tmp_path / "registry.db"
     code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--db", db)
     assert code == 0, err[-2000:]
@@ -50,6 +52,25 @@ def test_compare_runs_every_cell_writes_json_png_table_and_resumes_at_the_first_
     with Registry(db) as reg:
         assert [reg.params(r["id"])["loss"] for r in reg.list_runs(parent_id=again["run_id"])] == ["grpo"]
 
+    # the cells carried to another machine (no registry): kept there, nothing runs again
+    carried = tmp_path / "carried"
+    shutil.copytree(Path(again["compare_json"]).parent / "cells", carried)
+    assert json.loads((carried / "rft-explore16-seed0.json").read_text())["settings"]["td_lists_per_state"] == 16
+    other = tmp_path / "other.db"
+    code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--cells-from", carried, "--db", other)
+    assert code == 0, err[-2000:]
+    moved = json.loads(out)
+    assert {c["key"]: c["run_id"] for c in moved["cells"]} == {c["key"]: c["run_id"] for c in again["cells"]}
+    with Registry(other) as reg:
+        assert reg.list_runs(parent_id=moved["run_id"]) == []
+    assert "| rft | 16 | 0 |" in Path(moved["compare_md"]).read_text()
+
+    # a cell run with other settings is refused before any run exists, naming the setting
+    code, _, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--samples", "3", "--cells-from", carried,
+                      "--db", tmp_path / "third.db")
+    assert code != 0 and "cell rft-explore16-seed0 was run with samples 4 (this comparison: 3)" in err, err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+
 
 @pytest.mark.parametrize("argv, message", [
     (["--compare", "rft,sft"], "--compare 'rft,sft': unknown loss sft"),
@@ -62,6 +83,9 @@ def test_compare_runs_every_cell_writes_json_png_table_and_resumes_at_the_first_
     (["--explore", "0,256"], "a list of settings needs --compare"),
     (["--seeds", "0,1"], "a list of settings needs --compare"),
     (["--compare", "rft,simpo", "--samples", "1"], "samples must be >= 2"),
+    (["--compare", "rft", "--cells-from", "no-such-folder"], "no-such-folder is not a folder"),
+    (["--cells-from", "."], "keeps the cells of a comparison; add --compare LOSSES"),
+    (["--compare", "rft", "--cells-from", "."], "holds no comparison cells"),
 ])
 def test_bad_comparison_settings_are_one_line_refusals_before_any_run(lc, tmp_path, argv, message):
     db = tmp_path / "registry.db"

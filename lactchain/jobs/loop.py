@@ -102,6 +102,10 @@ class BenchLearnConfig(PipelineConfig):
                                                  "minutes are left (a budget in steps).", min=1, max=10_000)
     resume_from: str | None = option(None, "With --compare: continue this stopped comparison: its finished cells "
                                            "are kept, the rest run. `lactchain runs resume RUN` passes it.")
+    cells_from: str | None = option(None, "With --compare: keep the finished cells in this folder (a comparison's run "
+                                          "folder, or a copy of its cells such as docs/results/NAME, from any "
+                                          "machine): the cells of this comparison run with its settings are not "
+                                          "run again.")
 
     def lists(self) -> tuple[list[str], list[int], list[int]]:
         """(losses, explores, seeds) of --compare / --explore / --seeds; ValueError for a bad list."""
@@ -140,11 +144,35 @@ class BenchLearnConfig(PipelineConfig):
         if not losses:
             if len(explores) > 1 or self.seeds is not None:
                 self.refuse("explore" if len(explores) > 1 else "seeds", "a list of settings needs --compare LOSSES")
+            if self.cells_from is not None:
+                self.refuse("cells_from", "keeps the cells of a comparison; add --compare LOSSES")
             super().check()
             return
         for loss in losses:  # every cell's own loop config must hold, before any run exists
             for explore in explores:
                 self.cell_config(loss, explore, seeds[0])
+        if self.cells_from is not None:
+            try:
+                self.kept_cells()
+            except ValueError as exc:
+                self.refuse("cells_from", str(exc))
+
+    def cell_settings(self, loss: str, explore: int, seed: int) -> dict[str, Any]:
+        """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match."""
+        from lactchain.compare_cells import cell_settings
+
+        return cell_settings(self.cell_config(loss, explore, seed).params(), self.budget_min, self.budget_iterations)
+
+    def kept_cells(self) -> list[dict[str, Any]]:
+        """The finished cells of --cells-from that this comparison keeps (ValueError: a cell
+        of the plan was run with other settings)."""
+        from lactchain.compare import cell_key
+        from lactchain.compare_cells import keep_cells
+
+        if self.cells_from is None:
+            return []
+        return keep_cells(self.cells_from, [cell_key(*c) for c in self.cells()],
+                          lambda c: self.cell_settings(c["loss"], c["explore"], c["seed"]))
 
     def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
         """One comparison cell's loop config: this config with the cell's loss, explore
@@ -166,7 +194,8 @@ class BenchLearnConfig(PipelineConfig):
     def record_params(self) -> dict[str, Any]:
         params = self.params()
         params.pop("transfer", None)
-        for name in ("compare", "seeds", "budget_iterations", "resume_from", "transfer_scene", "transfer_max_actions"):
+        for name in ("compare", "seeds", "budget_iterations", "resume_from", "cells_from", "transfer_scene",
+                     "transfer_max_actions"):
             if params.get(name) is None:
                 params.pop(name, None)  # a plain bench learn records what it always did
         return params
@@ -305,6 +334,10 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
         for path in kept:
             shutil.copy(path, cells_dir / path.name)
         err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
+    for cell in config.kept_cells():
+        (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
+        older = "" if "settings" in cell else " (an older cell: only the settings its compare.json records were checked)"
+        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')}){older}")
     strat = resolve_strategy(reg, config.strategy, config.env)
     plan = config.cells()
     results = []
@@ -327,7 +360,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
                     f"{config.budget_min:g} min)"))
             cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
                     "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
-                    "after": out.get("after")}
+                    "after": out.get("after"), "settings": config.cell_settings(loss, explore, seed)}
             done.write_text(json.dumps(cell, default=str))
             final = out["curve"][-1]
             handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
