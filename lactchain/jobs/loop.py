@@ -151,7 +151,7 @@ class BenchLearnConfig(PipelineConfig):
         for loss in losses:  # every cell's own loop config must hold, before any run exists
             for explore in explores:
                 self.cell_config(loss, explore, seeds[0])
-        if self.cells_from is not None:
+        if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
             try:
                 self.kept_cells()
             except ValueError as exc:
@@ -334,7 +334,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
         for path in kept:
             shutil.copy(path, cells_dir / path.name)
         err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
-    for cell in config.kept_cells():
+    for cell in [] if config.resume_from else config.kept_cells():
         (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
         older = "" if "settings" in cell else " (an older cell: only the settings its compare.json records were checked)"
         err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')}){older}")
