@@ -68,7 +68,7 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     # a cell run with other settings is refused before any run exists, naming the setting
     code, _, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--samples", "3", "--cells-from", carried,
                       "--db", tmp_path / "third.db")
-    assert code != 0 and "cell rft-explore16-seed0 was run with samples 4 (this comparison: 3)" in err, err
+    assert code != 0 and "cell rft-explore16-seed0 was run with samples 4 (this benchmark: 3)" in err, err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
 
 
@@ -85,7 +85,7 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     (["--compare", "rft,simpo", "--samples", "1"], "samples must be >= 2"),
     (["--compare", "rft", "--cells-from", "no-such-folder"], "no-such-folder is not a folder"),
     (["--cells-from", "."], "keeps the cells of a comparison; add --compare LOSSES"),
-    (["--compare", "rft", "--cells-from", "."], "holds no comparison cells"),
+    (["--compare", "rft", "--cells-from", "."], "holds no benchmark cells"),
 ])
 def test_bad_comparison_settings_are_one_line_refusals_before_any_run(lc, tmp_path, argv, message):
     db = tmp_path / "registry.db"

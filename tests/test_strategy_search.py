@@ -214,6 +214,21 @@ def test_bench_strategy_runs_each_proposer_per_seed_and_writes_its_json_png_and_
     assert code == 0, err
     again = json.loads(stdout)
     assert [c["run_id"] for c in again["cells"]] == [c["run_id"] for c in out["cells"]]
+    # The bench folder carried to another machine (no registry): its cells are kept there,
+    # and one more seed runs beside them; other settings are refused before any run.
+    folder = Path(out["bench_json"]).parent
+    code, stdout, err = lc("bench", "strategy", *TINY, "--proposers", "edits", "--seeds", "0,1,2", "--rounds", "2",
+                           "--budget-min", "5", "--cells-from", folder, "--db", tmp_path / "other.db", "--json")
+    assert code == 0, err
+    moved = json.loads(stdout)
+    assert [c["key"] for c in moved["cells"]] == ["edits-seed0", "edits-seed1", "edits-seed2"]
+    assert [c["run_id"] for c in moved["cells"][:2]] == [c["run_id"] for c in out["cells"] if c["proposer"] == "edits"]
+    assert [c["seed"] for c in moved["cells"] if c.get("settings", {}).get("rounds") == 2] == [0, 1, 2]
+    with Registry(tmp_path / "other.db") as other:
+        assert len(other.list_runs(parent_id=moved["run_id"])) == 1
+    code, _, err = lc("bench", "strategy", *TINY, "--proposers", "edits", "--seeds", "0,1", "--rounds", "3",
+                      "--budget-min", "5", "--cells-from", folder, "--db", tmp_path / "third.db")
+    assert code != 0 and "cell edits-seed0 was run with rounds 2 (this benchmark: 3)" in err, err
 
 
 @pytest.mark.parametrize("world", [["--scene", "rooms", "--state-text", "coords"], ["--env", "blackjack"]])

@@ -159,19 +159,20 @@ class BenchLearnConfig(PipelineConfig):
 
     def cell_settings(self, loss: str, explore: int, seed: int) -> dict[str, Any]:
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match."""
-        from lactchain.compare_cells import cell_settings
+        from lactchain.carried_cells import COMPARE_CELLS, cell_settings
 
-        return cell_settings(self.cell_config(loss, explore, seed).params(), self.budget_min, self.budget_iterations)
+        return cell_settings(COMPARE_CELLS, self.cell_config(loss, explore, seed).params(),
+                             budget_min=self.budget_min, budget_iterations=self.budget_iterations)
 
     def kept_cells(self) -> list[dict[str, Any]]:
         """The finished cells of --cells-from that this comparison keeps (ValueError: a cell
         of the plan was run with other settings)."""
         from lactchain.compare import cell_key
-        from lactchain.compare_cells import keep_cells
+        from lactchain.carried_cells import COMPARE_CELLS, keep_cells
 
         if self.cells_from is None:
             return []
-        return keep_cells(self.cells_from, [cell_key(*c) for c in self.cells()],
+        return keep_cells(COMPARE_CELLS, self.cells_from, [cell_key(*c) for c in self.cells()],
                           lambda c: self.cell_settings(c["loss"], c["explore"], c["seed"]))
 
     def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
@@ -320,6 +321,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import shutil
     import time
 
+    from lactchain.carried_cells import older_note
     from lactchain.compare import cell_key
     from lactchain.lifecycle import run_context
     from lactchain.pipeline import load_loop_actor, run_pipeline
@@ -336,8 +338,8 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
         err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
     for cell in [] if config.resume_from else config.kept_cells():
         (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
-        older = "" if "settings" in cell else " (an older cell: only the settings its compare.json records were checked)"
-        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')}){older}")
+        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')})"
+                          + older_note(cell))
     strat = resolve_strategy(reg, config.strategy, config.env)
     plan = config.cells()
     results = []

@@ -314,6 +314,9 @@ class BenchStrategyConfig(StrategySearchConfig):
     seeds: str = option("0", "Seeds of the cells, e.g. 0,1,2 (each its own split, proposals and deals).")
     resume_from: str | None = option(None, "Continue this stopped bench: its finished cells are kept, the rest run. "
                                            "`lactchain runs resume RUN` passes it.")
+    cells_from: str | None = option(None, "Keep the finished cells in this folder (a bench's run folder, or a copy "
+                                          "such as docs/results/NAME, from any machine): the cells of this bench "
+                                          "run with its settings are not run again.")
 
     def seed_list(self) -> list[int]:
         from lactchain.compare import parse_list
@@ -328,10 +331,34 @@ class BenchStrategyConfig(StrategySearchConfig):
             raise ConfigError(str(exc)) from None
         if any(not 0 <= s <= SEED_MAX for s in seeds):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
+        if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
+            try:
+                self.kept_cells()
+            except ValueError as exc:
+                self.refuse("cells_from", str(exc))
 
     def cells(self) -> list[tuple[str, int]]:
         """(proposer, seed) of every cell, seed by seed (a stopped bench already compares every proposer)."""
         return [(name, seed) for seed in self.seed_list() for name in self.names()]
+
+    def cell_config(self, name: str, seed: int) -> StrategySearchConfig:
+        return self.project(StrategySearchConfig, proposers=name, seed=seed, resume_from=None)
+
+    def cell_settings(self, name: str, seed: int) -> dict[str, Any]:
+        """What the cell (proposer, seed) runs with beyond its key: a kept cell must match."""
+        from lactchain.carried_cells import STRATEGY_CELLS, cell_settings
+
+        return cell_settings(STRATEGY_CELLS, self.cell_config(name, seed).record_params())
+
+    def kept_cells(self) -> list[dict[str, Any]]:
+        """The finished cells of --cells-from this bench keeps (ValueError: one of its plan
+        was run with other settings)."""
+        from lactchain.carried_cells import STRATEGY_CELLS, keep_cells
+
+        if self.cells_from is None:
+            return []
+        return keep_cells(STRATEGY_CELLS, self.cells_from, [f"{name}-seed{seed}" for name, seed in self.cells()],
+                          lambda c: self.cell_settings(c["proposer"], c["seed"]))
 
 
 def _prepare_bench(registry: Any, config: BenchStrategyConfig) -> dict[str, Any]:
@@ -350,6 +377,7 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     episodes played, mean and min-max band over seeds) and .md (held-out success)."""
     import shutil
 
+    from lactchain.carried_cells import older_note
     from lactchain.lifecycle import run_context
 
     reg = handle.registry
@@ -359,6 +387,10 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
         old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / "cells"
         for path in sorted(old.glob("*.json")) if old.is_dir() else []:
             shutil.copy(path, cells_dir / path.name)
+    for cell in [] if config.resume_from else config.kept_cells():
+        (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
+        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')})"
+                          + older_note(cell))
     results = []
     plan = config.cells()
     for n, (name, seed) in enumerate(plan, 1):
@@ -368,14 +400,15 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
             results.append(json.loads(done.read_text()))
             continue
         handle.check_cancelled()
-        cell_config = config.project(StrategySearchConfig, proposers=name, seed=seed, resume_from=None)
+        cell_config = config.cell_config(name, seed)
         t0 = time.time()
         with run_context(reg, "strategy", name=f"bench strategy cell {key}", params=cell_config.record_params(),
                          parent_id=handle.run_id, quiet=True) as child:
             out = run_strategy_search(child, cell_config)
         cell = {"key": key, "proposer": name, "seed": seed, "run_id": child.run_id, "wall_min": (time.time() - t0) / 60,
                 **{k: out[k] for k in ("curve", "train_start", "train_best", "heldout_start", "heldout_best",
-                                       "evaluations", "answers_per_state", "rounds", "best_version", "best_text")}}
+                                       "evaluations", "answers_per_state", "rounds", "best_version", "best_text")},
+                "settings": config.cell_settings(name, seed)}
         done.write_text(json.dumps(cell))
         handle.log_metrics({f"{key}/heldout_best": float(out["heldout_best"])}, step=n)
         err_console.print(f"cell {n}/{len(plan)} {key}: held-out {out['heldout_start']:.3f} -> "

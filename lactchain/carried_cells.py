@@ -1,0 +1,118 @@
+"""Finished benchmark cells kept from a folder (`bench learn --compare ... --cells-from DIR`,
+`bench strategy ... --cells-from DIR`).
+
+A comparison runs for hours, over several sittings and often several machines; its
+registry may not travel, but its cells do (a run folder's cells/, or the copy under
+docs/results). A cell is kept only when it belongs to this bench's plan and was run
+with this bench's settings, so a table never mixes budgets or critics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+
+@dataclass(frozen=True)
+class CellKind:
+    """What one bench's cells look like: the fields that make a JSON object a cell, the
+    summary files that also list cells (and the settings an older cell is checked by),
+    the params that are the cell's key rather than its settings."""
+
+    fields: tuple[str, ...]
+    summaries: tuple[str, ...]
+    summary_settings: tuple[str, ...]
+    key_params: tuple[str, ...]
+    file_pattern: str
+
+
+COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
+                         summaries=("compare.json", "compare.partial.json"),
+                         summary_settings=("budget_min", "budget_iterations", "env", "actor", "critic", "labeler"),
+                         key_params=("loss", "explore", "seed", "deadline"),
+                         file_pattern="<loss>-explore<N>-seed<S>.json")
+STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
+                          summary_settings=("budget_min", "actor", "env", "scene"),
+                          key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")
+
+
+def cell_settings(kind: CellKind, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """What a cell was run with beyond its key: its params (and `extra`, e.g. the budget)."""
+    return {**{k: v for k, v in params.items() if k not in kind.key_params}, **extra}
+
+
+def cells_folder(path: str | Path) -> Path:
+    """The folder holding the cell files: `path`, or its cells/ (a bench's run folder)."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder; give a benchmark's run folder or a copy of its cells")
+    return folder / "cells" if (folder / "cells").is_dir() else folder
+
+
+def read_cells(kind: CellKind, folder: Path) -> dict[str, dict[str, Any]]:
+    """Every cell in `folder` (and beside it, for a run folder's cells/) by key: the cell
+    files, and the cells a summary lists (a docs/results copy often holds only that)."""
+    cells: dict[str, dict[str, Any]] = {}
+    for path in sorted({*folder.glob("*.json"), *(folder.parent / s for s in kind.summaries)}):
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} is not readable JSON ({exc.__class__.__name__}); move it out of the folder")
+        listed = data.get("cells") if path.name in kind.summaries and isinstance(data, dict) else [data]
+        for cell in listed if isinstance(listed, list) else []:
+            if isinstance(cell, dict) and all(f in cell for f in kind.fields):
+                cells.setdefault(cell["key"], cell)
+    return cells
+
+
+def summary_settings(kind: CellKind, folder: Path) -> dict[str, Any] | None:
+    """The settings a summary beside the cells records, for cells written before cells
+    recorded their own (None: no summary)."""
+    for base in (folder, folder.parent):
+        for name in kind.summaries:
+            if (base / name).is_file():
+                data = json.loads((base / name).read_text())
+                return {k: data[k] for k in kind.summary_settings if k in data}
+    return None
+
+
+def first_difference(theirs: dict[str, Any], ours: dict[str, Any]) -> str | None:
+    """'name A (this bench: B)' for the first setting both record that differs (ours as
+    JSON reads it back, so tuples and lists agree)."""
+    ours = json.loads(json.dumps(ours, default=str))
+    for name in sorted(set(theirs) & set(ours)):
+        if theirs[name] != ours[name]:
+            return f"{name.replace('_', '-')} {theirs[name]!r} (this benchmark: {ours[name]!r})"
+    return None
+
+
+def keep_cells(kind: CellKind, path: str | Path, plan: Iterable[str],
+               settings_of: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells in `path` that belong to `plan` (cell keys), each checked against
+    `settings_of(cell)`, this bench's settings for that cell; ValueError names the first
+    cell that differs. Cells of other keys are left alone (not kept)."""
+    folder = cells_folder(path)
+    found = read_cells(kind, folder)
+    if not found:
+        raise ValueError(f"{folder} holds no benchmark cells ({kind.file_pattern})")
+    kept = [found[key] for key in plan if key in found]
+    for cell in kept:
+        recorded = cell.get("settings")
+        if recorded is None:
+            recorded = summary_settings(kind, folder)
+            if recorded is None:
+                raise ValueError(f"cell {cell['key']} records no settings and no summary is beside it; "
+                                 "keep the benchmark's folder whole")
+        differs = first_difference(recorded, settings_of(cell))
+        if differs:
+            raise ValueError(f"cell {cell['key']} was run with {differs}; "
+                             "keep only cells run with this benchmark's settings")
+    return kept
+
+
+def older_note(cell: dict[str, Any]) -> str:
+    """The caveat printed beside a kept cell that predates recorded settings."""
+    return "" if "settings" in cell else " (an older cell: only the settings its summary records were checked)"
