@@ -103,6 +103,19 @@ def markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def machines_line(cells: Sequence[dict[str, Any]]) -> str:
+    """'Ran on: CPU A (keys); CPU B (keys)': minutes compare only on like machines."""
+    by: dict[str, list[str]] = defaultdict(list)
+    for c in cells:
+        m = c.get("machine") or {}
+        what = m.get("gpu") or m.get("cpu") or "not recorded"
+        if m.get("cpu") and not m.get("gpu"):
+            what += (f" ({m['cpu_kind']})" if m.get("cpu_kind") else "") + f", {m.get('cores')} cores, " + ("bf16: " + "+".join(m["cpu_bf16"]) if m.get("cpu_bf16")
+                                                      else "no native bf16")
+        by[what].append(c["key"])
+    return "Ran on: " + "; ".join(f"{what} ({', '.join(keys)})" for what, keys in by.items()) + "\n"
+
+
 def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """compare.png: `figure(cells, title)` written to `path`."""
     from lactchain.figures import save_figure

@@ -5,6 +5,7 @@ table; bad settings refused in one line before any run exists."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
         assert {reg.params(r["id"])["loss"] for r in children} == {"rft", "grpo"}
     table = Path(result["compare_md"]).read_text()
     assert "| rft | 16 | 0 |" in table and "| grpo | 16 | 0 |" in table
+    # minutes compare only on like machines: each cell says which one it ran on
+    assert all(c["machine"]["cores"] == os.cpu_count() and c["machine"]["cpu"] for c in cells.values())
+    assert f"{os.cpu_count()} cores" in table.splitlines()[-1] and "(rft-explore16-seed0, grpo-explore16-seed0)" in table
     assert Path(result["compare_png"]).stat().st_size > 10_000
     assert {r["loss"] for r in json.loads(Path(result["compare_json"]).read_text())["table"]} == {"rft", "grpo"}
 
@@ -185,3 +189,15 @@ def test_the_env_moves_axis_is_numbered_whether_the_moves_span_one_decade_or_sev
     lo, hi = ax.get_xlim()
     shown = [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi and t.get_text()]
     assert len(shown) >= 2, f"env-move axis over {moves} shows ticks {shown}"
+
+
+def test_the_table_names_each_machine_its_cells_ran_on_and_the_cells_that_predate_the_record():
+    from lactchain.compare import machines_line
+
+    ice = {"cpu": "Xeon", "cpu_kind": "family 6 model 106", "cores": 2, "cpu_bf16": [], "gpu": None}
+    spr = {"cpu": "Xeon", "cpu_kind": "family 6 model 143", "cores": 2, "cpu_bf16": ["amx_bf16", "avx512_bf16"],
+           "gpu": None}
+    line = machines_line([{"key": "rft-s0", "machine": spr}, {"key": "rft-s1", "machine": ice},
+                          {"key": "rft-s2", "machine": ice}, {"key": "old"}])
+    assert line == ("Ran on: Xeon (family 6 model 143), 2 cores, bf16: amx_bf16+avx512_bf16 (rft-s0); "
+                    "Xeon (family 6 model 106), 2 cores, no native bf16 (rft-s1, rft-s2); not recorded (old)\n")

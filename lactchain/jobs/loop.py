@@ -271,6 +271,7 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
 
     from lactchain.envs.catalog import make_env
     from lactchain.evaluate import evaluate_actor
+    from lactchain.machine import machine_info
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
@@ -290,7 +291,8 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
             write_partial(handle, config)
             raise
         result = {"budget_min": config.budget_min, "wall_min": (time.time() - t0) / 60, "actor": cfg.actor,
-                  "critic": cfg.critic, "labeler": cfg.labeler, "loss": cfg.loss, "env": cfg.env, **out}
+                  "critic": cfg.critic, "labeler": cfg.labeler, "loss": cfg.loss, "env": cfg.env,
+                  "machine": machine_info(), **out}
         target = transfer_target(config) if config.transfer else None
         if target is not None:
             label, env_kwargs = target
@@ -324,6 +326,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     from lactchain.carried_cells import older_note
     from lactchain.compare import cell_key
     from lactchain.lifecycle import run_context
+    from lactchain.machine import machine_info
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
@@ -362,7 +365,8 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
                     f"{config.budget_min:g} min)"))
             cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
                     "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
-                    "after": out.get("after"), "settings": config.cell_settings(loss, explore, seed)}
+                    "after": out.get("after"), "settings": config.cell_settings(loss, explore, seed),
+                    "machine": machine_info()}
             done.write_text(json.dumps(cell, default=str))
             final = out["curve"][-1]
             handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
@@ -381,7 +385,7 @@ def write_compare(handle: Any, config: BenchLearnConfig, results: list[dict[str,
     """compare.json, .png and .md of the finished cells (compare.partial.* for a stopped one)."""
     import json
 
-    from lactchain.compare import markdown, plot, summarize
+    from lactchain.compare import machines_line, markdown, plot, summarize
 
     title = (f"bench learn --compare {config.compare} ({config.budget_min:g} min"
              + (f", <= {config.budget_iterations} iterations" if config.budget_iterations else "") + " per cell)"
@@ -394,7 +398,7 @@ def write_compare(handle: Any, config: BenchLearnConfig, results: list[dict[str,
     paths = {kind: handle.dir / f"{stem}.{kind}" for kind in ("json", "png", "md")}
     paths["json"].write_text(json.dumps(summary, indent=2, default=str) + "\n")
     plot(results, paths["png"], title)
-    paths["md"].write_text(markdown(rows, title))
+    paths["md"].write_text(markdown(rows, title) + "\n" + machines_line(results))
     for kind, path in paths.items():
         handle.registry.add_artifact(handle.run_id, "plot" if kind == "png" else "report", path,
                                      meta={"what": f"compare {kind}" + (" (partial)" if partial else "")})

@@ -1,0 +1,51 @@
+"""What machine a benchmark ran on, recorded beside its numbers.
+
+Wall-clock results only compare on like hardware, and "a 2-core CPU" is not one kind:
+whether it has native bf16 (AMX, AVX512-bf16) changes what bf16 generation costs. So
+every benchmark result says which CPU (and GPU) it ran on, the way pytest-benchmark
+records machine_info."""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of native bf16 matrix math
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none: macOS, Windows)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _bf16_flags() -> list[str]:
+    return sorted(set(BF16_FLAGS) & set(_cpuinfo().get("flags", "").split()))
+
+
+@lru_cache(maxsize=1)
+def cpu_has_bf16() -> bool:
+    """Whether this CPU does bf16 matrix math natively (else torch emulates it)."""
+    return bool(_bf16_flags())
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, native bf16, torch threads and version, the GPU if any."""
+    import torch
+
+    info = _cpuinfo()
+    kind = f"family {info['cpu family']} model {info['model']}" if "cpu family" in info and "model" in info else None
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": info.get("model name") or platform.processor() or platform.machine(), "cpu_kind": kind,
+            "cores": os.cpu_count(), "cpu_bf16": _bf16_flags(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "gpu": gpu}
