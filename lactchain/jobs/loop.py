@@ -152,6 +152,7 @@ class BenchLearnConfig(PipelineConfig):
             for explore in explores:
                 self.cell_config(loss, explore, seeds[0])
         if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
+            self.cells_from = str(Path(self.cells_from).expanduser().absolute())  # a detached job runs elsewhere
             try:
                 self.kept_cells()
             except ValueError as exc:

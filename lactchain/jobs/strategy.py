@@ -332,6 +332,7 @@ class BenchStrategyConfig(StrategySearchConfig):
         if any(not 0 <= s <= SEED_MAX for s in seeds):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
         if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
+            self.cells_from = str(Path(self.cells_from).expanduser().absolute())  # a detached job runs elsewhere
             try:
                 self.kept_cells()
             except ValueError as exc:
