@@ -1,4 +1,4 @@
-"""What machine a benchmark ran on, recorded beside its numbers.
+"""What machine (and which code) a benchmark ran on, recorded beside its numbers.
 
 Wall-clock results only compare on like hardware, and "a 2-core CPU" is not one kind:
 whether it has native bf16 (AMX, AVX512-bf16) decides whether bf16 generation is faster
@@ -61,3 +61,28 @@ def fast_generation_dtype() -> str:
     if torch.cuda.is_available():
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
     return "bfloat16" if cpu_has_bf16() else "float32"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict[str, Any]:
+    """lactchain's version and, run from a git checkout, its commit and whether tracked
+    files differ from it: the code a number came from (None where there is no git)."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("lactchain")
+    except PackageNotFoundError:
+        release = None
+    root = str(Path(__file__).resolve().parent.parent)
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"lactchain": release, "commit": commit, "dirty": bool(changes) if commit else None}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,8 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     assert "| rft | 16 | 0 |" in table and "| grpo | 16 | 0 |" in table
     # minutes compare only on like machines: each cell says which one it ran on
     assert all(c["machine"]["cores"] == os.cpu_count() and c["machine"]["cpu"] for c in cells.values())
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert all(c["code"]["commit"] == (head or None) for c in cells.values())  # the code each number came from
     assert f"{os.cpu_count()} cores" in table.splitlines()[-1] and "(rft-explore16-seed0, grpo-explore16-seed0)" in table
     assert Path(result["compare_png"]).stat().st_size > 10_000
     assert {r["loss"] for r in json.loads(Path(result["compare_json"]).read_text())["table"]} == {"rft", "grpo"}

@@ -272,7 +272,7 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
 
     from lactchain.envs.catalog import make_env
     from lactchain.evaluate import evaluate_actor
-    from lactchain.machine import machine_info
+    from lactchain.machine import code_version, machine_info
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
@@ -293,7 +293,7 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
             raise
         result = {"budget_min": config.budget_min, "wall_min": (time.time() - t0) / 60, "actor": cfg.actor,
                   "critic": cfg.critic, "labeler": cfg.labeler, "loss": cfg.loss, "env": cfg.env,
-                  "machine": machine_info(), **out}
+                  "machine": machine_info(), "code": code_version(), **out}
         target = transfer_target(config) if config.transfer else None
         if target is not None:
             label, env_kwargs = target
@@ -327,7 +327,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     from lactchain.carried_cells import older_note
     from lactchain.compare import cell_key
     from lactchain.lifecycle import run_context
-    from lactchain.machine import machine_info
+    from lactchain.machine import code_version, machine_info
     from lactchain.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategies import resolve_strategy
 
@@ -367,7 +367,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
             cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
                     "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
                     "after": out.get("after"), "settings": config.cell_settings(loss, explore, seed),
-                    "machine": machine_info()}
+                    "machine": machine_info(), "code": code_version()}
             done.write_text(json.dumps(cell, default=str))
             final = out["curve"][-1]
             handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)

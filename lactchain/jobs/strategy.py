@@ -380,7 +380,7 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
 
     from lactchain.carried_cells import older_note
     from lactchain.lifecycle import run_context
-    from lactchain.machine import machine_info
+    from lactchain.machine import code_version, machine_info
 
     reg = handle.registry
     cells_dir = handle.dir / "cells"
@@ -410,7 +410,8 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
         cell = {"key": key, "proposer": name, "seed": seed, "run_id": child.run_id, "wall_min": (time.time() - t0) / 60,
                 **{k: out[k] for k in ("curve", "train_start", "train_best", "heldout_start", "heldout_best",
                                        "evaluations", "answers_per_state", "rounds", "best_version", "best_text")},
-                "settings": config.cell_settings(name, seed), "machine": machine_info()}
+                "settings": config.cell_settings(name, seed), "machine": machine_info(),
+                "code": code_version()}
         done.write_text(json.dumps(cell))
         handle.log_metrics({f"{key}/heldout_best": float(out["heldout_best"])}, step=n)
         err_console.print(f"cell {n}/{len(plan)} {key}: held-out {out['heldout_start']:.3f} -> "
