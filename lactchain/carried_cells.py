@@ -99,13 +99,13 @@ def keep_cells(kind: CellKind, path: str | Path, plan: Iterable[str],
     if not found:
         raise ValueError(f"{folder} holds no benchmark cells ({kind.file_pattern})")
     kept = [found[key] for key in plan if key in found]
+    older = [c for c in kept if c.get("settings") is None]
+    summary = summary_settings(kind, folder) if older else None
+    if older and summary is None:
+        raise ValueError(f"cell {older[0]['key']} records no settings and no summary is beside it; "
+                         "keep the benchmark's folder whole")
     for cell in kept:
-        recorded = cell.get("settings")
-        if recorded is None:
-            recorded = summary_settings(kind, folder)
-            if recorded is None:
-                raise ValueError(f"cell {cell['key']} records no settings and no summary is beside it; "
-                                 "keep the benchmark's folder whole")
+        recorded = cell["settings"] if cell.get("settings") is not None else summary
         differs = first_difference(recorded, settings_of(cell))
         if differs:
             raise ValueError(f"cell {cell['key']} was run with {differs}; "

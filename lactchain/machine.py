@@ -30,14 +30,14 @@ def _cpuinfo() -> dict[str, str]:
     return fields
 
 
-def _bf16_flags() -> list[str]:
-    return sorted(set(BF16_FLAGS) & set(_cpuinfo().get("flags", "").split()))
+def _bf16_flags(info: dict[str, str]) -> list[str]:
+    return sorted(set(BF16_FLAGS) & set(info.get("flags", "").split()))
 
 
 @lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
     """Whether this CPU does bf16 matrix math natively (else torch emulates it)."""
-    return bool(_bf16_flags())
+    return bool(_bf16_flags(_cpuinfo()))
 
 
 def machine_info() -> dict[str, Any]:
@@ -48,7 +48,7 @@ def machine_info() -> dict[str, Any]:
     kind = f"family {info['cpu family']} model {info['model']}" if "cpu family" in info and "model" in info else None
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": info.get("model name") or platform.processor() or platform.machine(), "cpu_kind": kind,
-            "cores": os.cpu_count(), "cpu_bf16": _bf16_flags(), "torch_threads": torch.get_num_threads(),
+            "cores": os.cpu_count(), "cpu_bf16": _bf16_flags(info), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "gpu": gpu}
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lactchain.config import ConfigError, flat_names, option
 from lactchain.envs.catalog import env_class
+from lactchain.jobs.carried import check_cells_from, write_kept_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
@@ -151,12 +152,7 @@ class BenchLearnConfig(PipelineConfig):
         for loss in losses:  # every cell's own loop config must hold, before any run exists
             for explore in explores:
                 self.cell_config(loss, explore, seeds[0])
-        if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
-            self.cells_from = str(Path(self.cells_from).expanduser().absolute())  # a detached job runs elsewhere
-            try:
-                self.kept_cells()
-            except ValueError as exc:
-                self.refuse("cells_from", str(exc))
+        check_cells_from(self)
 
     def cell_settings(self, loss: str, explore: int, seed: int) -> dict[str, Any]:
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match."""
@@ -324,7 +320,6 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import shutil
     import time
 
-    from lactchain.carried_cells import older_note
     from lactchain.compare import cell_key
     from lactchain.lifecycle import run_context
     from lactchain.machine import code_version, machine_info
@@ -340,10 +335,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
         for path in kept:
             shutil.copy(path, cells_dir / path.name)
         err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
-    for cell in [] if config.resume_from else config.kept_cells():
-        (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
-        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')})"
-                          + older_note(cell))
+    write_kept_cells(config, cells_dir)
     strat = resolve_strategy(reg, config.strategy, config.env)
     plan = config.cells()
     results = []

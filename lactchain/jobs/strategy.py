@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lactchain.config import Config, ConfigError, option
+from lactchain.jobs.carried import check_cells_from, write_kept_cells
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
@@ -331,12 +332,7 @@ class BenchStrategyConfig(StrategySearchConfig):
             raise ConfigError(str(exc)) from None
         if any(not 0 <= s <= SEED_MAX for s in seeds):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
-        if self.cells_from is not None and not self.resume_from:  # a resume has them in its own cells/
-            self.cells_from = str(Path(self.cells_from).expanduser().absolute())  # a detached job runs elsewhere
-            try:
-                self.kept_cells()
-            except ValueError as exc:
-                self.refuse("cells_from", str(exc))
+        check_cells_from(self)
 
     def cells(self) -> list[tuple[str, int]]:
         """(proposer, seed) of every cell, seed by seed (a stopped bench already compares every proposer)."""
@@ -378,7 +374,6 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     episodes played, mean and min-max band over seeds) and .md (held-out success)."""
     import shutil
 
-    from lactchain.carried_cells import older_note
     from lactchain.lifecycle import run_context
     from lactchain.machine import code_version, machine_info
 
@@ -389,10 +384,7 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
         old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / "cells"
         for path in sorted(old.glob("*.json")) if old.is_dir() else []:
             shutil.copy(path, cells_dir / path.name)
-    for cell in [] if config.resume_from else config.kept_cells():
-        (cells_dir / f"{cell['key']}.json").write_text(json.dumps(cell, default=str))
-        err_console.print(f"cell {cell['key']} kept from {config.cells_from} (run {cell.get('run_id')})"
-                          + older_note(cell))
+    write_kept_cells(config, cells_dir)
     results = []
     plan = config.cells()
     for n, (name, seed) in enumerate(plan, 1):
