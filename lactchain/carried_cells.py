@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from lactchain.machine import code_version
+
 
 @dataclass(frozen=True)
 class CellKind:
@@ -114,5 +116,14 @@ def keep_cells(kind: CellKind, path: str | Path, plan: Iterable[str],
 
 
 def older_note(cell: dict[str, Any]) -> str:
-    """The caveat printed beside a kept cell that predates recorded settings."""
-    return "" if "settings" in cell else " (an older cell: only the settings its summary records were checked)"
+    """The caveats printed beside a kept cell: settings it predates, and code other than
+    this run's (not refused: a fix elsewhere need not void a measured cell, but the
+    reader of the table should know the numbers came from another commit)."""
+    note = "" if "settings" in cell else " (an older cell: only the settings its summary records were checked)"
+    theirs = (cell.get("code") or {}).get("commit")
+    ours = code_version()["commit"]
+    if theirs is None:
+        return note + " (its code is not recorded)"
+    if ours is not None and theirs != ours:
+        note += f" (code {theirs}; this run: {ours})"
+    return note

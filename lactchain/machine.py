@@ -86,3 +86,13 @@ def code_version() -> dict[str, Any]:
     commit = git("rev-parse", "--short=12", "HEAD")
     changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {"lactchain": release, "commit": commit, "dirty": bool(changes) if commit else None}
+
+
+def code_tags() -> dict[str, str]:
+    """`code_version` as run tags (`code.version`, `code.commit`, `code.dirty`), set by
+    whichever process runs a job: `runs show` then names the code behind every run's
+    numbers, not only a benchmark's cells. Unknown parts (no git) are left out."""
+    code = code_version()
+    found = {"code.version": code["lactchain"], "code.commit": code["commit"],
+             "code.dirty": None if code["dirty"] is None else str(code["dirty"]).lower()}
+    return {key: value for key, value in found.items() if value is not None}

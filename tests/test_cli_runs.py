@@ -85,6 +85,26 @@ def test_show_json_by_prefix(db):
     assert info["counts"]["episodes"] == 1 and info["counts"]["steps"] == 2 and info["counts"]["pairs"] == 1
 
 
+def test_a_run_names_the_code_that_ran_it(tmp_path):
+    """Every job's run records the lactchain version, git commit and whether tracked files
+    differed, so `runs show` ties any number to its code, not only a benchmark's cells."""
+    db = tmp_path / "reg.db"
+    played = runner.invoke(app, ["play", "--actor", "tiny", "--episodes", "1", "--envs", "1", "--free",
+                                 "--db", str(db), "--json"])
+    assert played.exit_code == 0, played.output
+    run_id = json.loads(played.stdout)["run_id"]
+    tags = json.loads(runner.invoke(app, ["runs", "show", run_id, "--db", str(db), "--json"]).stdout)["tags"]
+    git = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short=12", "HEAD"],
+                         capture_output=True, text=True)
+    if git.returncode == 0:
+        assert tags["code.commit"] == git.stdout.strip() and tags["code.dirty"] in ("true", "false")
+    else:
+        assert "code.commit" not in tags
+    from importlib.metadata import version
+
+    assert tags["code.version"] == version("lactchain")
+
+
 def test_show_table(db):
     critic, _ = _ids(db)
     result = runner.invoke(app, ["runs", "show", critic, "--db", str(db)])

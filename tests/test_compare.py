@@ -63,9 +63,13 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     carried = tmp_path / "carried"
     shutil.copytree(Path(again["compare_json"]).parent / "cells", carried)
     assert json.loads((carried / "rft-explore16-seed0.json").read_text())["settings"]["td_lists_per_state"] == 16
+    rft_cell = carried / "rft-explore16-seed0.json"  # measured on other code: kept, and the log says so
+    rft_cell.write_text(json.dumps({**json.loads(rft_cell.read_text()), "code": {"commit": "0123456789ab"}}))
     other = tmp_path / "other.db"
     code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--cells-from", carried, "--db", other)
     assert code == 0, err[-2000:]
+    if head:
+        assert f"(code 0123456789ab; this run: {head})" in " ".join(err.split())
     moved = json.loads(out)
     assert {c["key"]: c["run_id"] for c in moved["cells"]} == {c["key"]: c["run_id"] for c in again["cells"]}
     with Registry(other) as reg:
