@@ -42,13 +42,17 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
     # what the actor answered greedily, per training state, over every candidate (1.0: no strategy changed it)
     assert set(saved["greedy_answers"]) == train and 1.0 <= out["answers_per_state"] <= len(saved["candidates"])
     versions = [p for p in reg.prompts() if p["run_id"] == out["run_id"]]
-    assert len(versions) == len(saved["candidates"]) - 1  # every candidate but the built-in start strategy
+    assert len(versions) == len(saved["candidates"])  # every candidate, the built-in start strategy too
+    # so the best always names a version the next job takes (`--strategy VERSION`), even the start
+    assert out["best_version"] in {v["version"] for v in versions}
+    start = min(versions, key=lambda v: v["version"])
+    assert start["text"] == saved["candidates"][0]["text"] and start["score"] == pytest.approx(out["train_start"])
     by_version = {c["version"]: c for c in saved["candidates"]}
     for v in versions:
         c = by_version[v["version"]]
         assert v["text"] == c["text"] and v["score"] == pytest.approx(sum(c["scores"].values()) / 8)
     best = max(versions, key=lambda v: (v["score"], -v["version"]))
-    assert out["train_best"] == pytest.approx(max(v["score"] for v in versions + [{"score": out["train_start"]}]))
+    assert out["train_best"] == pytest.approx(max(v["score"] for v in versions))
     assert 0.0 <= out["heldout_best"] <= 1.0 and 0.0 <= out["heldout_start"] <= 1.0
     assert [r["step"] for r in reg.metric_history(out["run_id"], "best")] == [1, 2]
     # The versions list ranks a search's versions by score (best first).
@@ -74,7 +78,7 @@ def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subproc
     kept = json.loads(path.read_text())
     assert 1 <= kept["rounds_done"] < 6
     before = {p["version"] for p in reg.prompts() if p["run_id"] == run_id}
-    assert before == {c["version"] for c in kept["candidates"] if c["round"] >= 1}  # none from a half round
+    assert before == {c["version"] for c in kept["candidates"]}  # the start's too; none from a half round
     code, stdout, err = cli_subprocess("runs", "resume", run_id, "--db", db, "--json")
     assert code == 0, err
     new_id = json.loads(stdout)["run_id"]
