@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from lactchain.machine import code_tags
-
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 60.0
 ACTIVE = ("SCHEDULED", "RUNNING")
@@ -143,8 +141,6 @@ def run_context(
     beat = threading.Thread(target=_heartbeat, args=(registry, run_id, stop), daemon=True)
     beat.start()
     try:
-        for key, value in code_tags().items():  # the code this process runs, for `runs show`
-            registry.set_tag(run_id, key, value)
         yield handle
         if handle.cancelled.is_set():
             raise Cancelled("stopped early on a termination signal")

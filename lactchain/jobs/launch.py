@@ -19,6 +19,7 @@ from lactchain.jobs.checks import check_adoptable, check_models, check_reference
 from lactchain.jobs.ranks import processes_of, run_ranks
 from lactchain.jobs.spec import Job
 from lactchain.lifecycle import run_context, spawn, strip_detach
+from lactchain.machine import code_tags
 
 CONFIG_FILE = "config.json"
 
@@ -86,6 +87,8 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
         check_adoptable(registry, run_id, job.kind)
     with run_context(registry, job.kind, name=name or job.name(config), params=params, run_id=run_id,
                      cmd=cmd, quiet=quiet) as handle:
+        for key, value in code_tags().items():  # the code this process runs, for `runs show`
+            registry.set_tag(handle.run_id, key, value)
         config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE
         if processes_of(config) > 1:  # DDP: the ranks run the job's body, this process keeps the run
             return {"run_id": handle.run_id, **run_ranks(handle, job.command, config_path, processes_of(config))}
