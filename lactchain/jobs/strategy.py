@@ -210,9 +210,9 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
                 proposers.append(LLMProposer(writer, text_env.judge_description))
         save = _saver(handle, search)
         # search.json as of now (the start strategy scored: a resume need not score it again); the
-        # start becomes a version too unless it is one, so `best_version` names a version even when
-        # nothing beat it, and the next step of the recipe (`--strategy VERSION`) always has one
-        save([] if config.resume_from else search.candidates[:1])
+        # start becomes a version too unless it is one (the saver skips saved ones), so `best_version`
+        # names a version even when nothing beat it, and `--strategy VERSION` always has one
+        save(search.candidates[:1])
         t0, before = time.time(), search.seconds  # a resumed search's budget counts its earlier runs too
         idle = 0  # rounds in a row in which no proposer had anything new
         while search.rounds_done < config.rounds:
