@@ -54,9 +54,13 @@ def cells_folder(path: str | Path) -> Path:
 
 def read_cells(kind: CellKind, folder: Path) -> dict[str, dict[str, Any]]:
     """Every cell in `folder` (and beside it, for a run folder's cells/) by key: the cell
-    files, and the cells a summary lists (a docs/results copy often holds only that)."""
+    files, and the cells a summary lists (a docs/results copy often holds only that). A
+    cell file wins over a summary's entry of the same key: it is that cell's own record
+    (e.g. a rerun, or a later variant of a method, put into a docs copy's cells/)."""
     cells: dict[str, dict[str, Any]] = {}
-    for path in sorted({*folder.glob("*.json"), *(folder.parent / s for s in kind.summaries)}):
+    summaries = [folder.parent / s for s in kind.summaries] + [folder / s for s in kind.summaries]
+    files = [p for p in sorted(folder.glob("*.json")) if p.name not in kind.summaries]
+    for path in dict.fromkeys([*files, *summaries]):
         if not path.is_file():
             continue
         try:
