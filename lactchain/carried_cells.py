@@ -58,9 +58,9 @@ def read_cells(kind: CellKind, folder: Path) -> dict[str, dict[str, Any]]:
     cell file wins over a summary's entry of the same key: it is that cell's own record
     (e.g. a rerun, or a later variant of a method, put into a docs copy's cells/)."""
     cells: dict[str, dict[str, Any]] = {}
-    summaries = [folder.parent / s for s in kind.summaries] + [folder / s for s in kind.summaries]
-    files = [p for p in sorted(folder.glob("*.json")) if p.name not in kind.summaries]
-    for path in dict.fromkeys([*files, *summaries]):
+    files = sorted(p for p in folder.glob("*.json") if p.name not in kind.summaries)
+    summaries = [base / name for base in (folder.parent, folder) for name in kind.summaries]
+    for path in [*files, *summaries]:
         if not path.is_file():
             continue
         try:
