@@ -28,7 +28,8 @@ def _pairs_db(tmp_path, n: int = 16):
 
 
 def _lactchain(*args, timeout=600):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The gloo path on any box: on a CUDA box with one GPU, NCCL ranks would be refused.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.run([sys.executable, "-m", "lactchain.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -95,6 +96,16 @@ def test_two_processes_refuse_what_they_cannot_split(tmp_path, capsys):
         code, _, err = run_cli(["train-actor", "--actor", "tiny", "--pairs-from", src, "--processes", "2", *extra,
                                 "--db", db], capsys)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_on_a_cuda_box_each_process_needs_a_gpu_of_its_own():
+    from lactchain.train.ddp import gpus_short
+
+    assert gpus_short(2, 0) is None and gpus_short(2, 2) is None and gpus_short(4, 8) is None  # gloo; enough GPUs
+    why = gpus_short(2, 1)
+    assert why.startswith("2 processes need 2 GPUs") and "1 is visible" in why and "--processes 1" in why
+    assert "CUDA_VISIBLE_DEVICES=" in why and "\n" not in why
+    assert "3 are visible" in gpus_short(4, 3)
 
 
 def test_a_detached_two_process_run_killed_stops_every_rank_and_resumes(tmp_path):

@@ -33,6 +33,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
+from lactchain.train.ddp import gpus_short, visible_gpus
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
@@ -254,9 +255,9 @@ class TrainActorJobConfig(TrainActorConfig):
                                 "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from", short="--resume",
                                 check="run:actor")
 
-    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU, NCCL on GPUs), "
-                               "the global batch kept at --batch-size (each process takes batch-size / N). "
-                               "Every loss; grpo: each process samples and scores its share of the states of a step.",
+    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU; NCCL on "
+                               "GPUs, one GPU each), the global batch kept at --batch-size (each process takes "
+                               "batch-size / N). Every loss; grpo: each process samples and scores its share of the states of a step.",
                             min=1, max=64)
 
     def check(self) -> None:
@@ -272,6 +273,8 @@ class TrainActorJobConfig(TrainActorConfig):
             if self.loss != "grpo" and self.batch_size % self.processes:
                 self.refuse("processes", f"--batch-size {self.batch_size} does not split over {self.processes} "
                                          "processes; give a multiple")
+            if why := gpus_short(self.processes, visible_gpus()):
+                self.refuse("processes", why)
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
         if self.loss == "grpo" and not self.rollouts_from:

@@ -10,6 +10,7 @@ from typing import Any
 from lactchain.config import Config, option
 from lactchain.envs.catalog import env_field, normalize_env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
+from lactchain.train.ddp import gpus_short, visible_gpus
 
 
 
@@ -30,8 +31,9 @@ class TrainCriticConfig(Config):
     q_weight: float = option(1.0, "Weight of the Q(s, moves) loss; 0 trains V only.", min=0.0)
     resume_from: str | None = option(None, "Continue from the last checkpoint of this train-critic run.",
                                      check="run:critic")
-    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU), each taking "
-                               "its slice of every --batch-size batch (at least 2 steps each: BatchNorm).",
+    processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU; NCCL on "
+                               "GPUs, one GPU each), each taking its slice of every --batch-size batch (at least "
+                               "2 steps each: BatchNorm).",
                             min=1, max=64)
     env: str = env_field()
     scene: str | None = scene_field()
@@ -51,6 +53,8 @@ class TrainCriticConfig(Config):
         if self.batch_size < 2 * self.processes:
             self.refuse("processes", f"--batch-size {self.batch_size} gives each of {self.processes} processes fewer "
                                      "than 2 steps (BatchNorm needs 2): raise --batch-size")
+        if self.processes > 1 and (why := gpus_short(self.processes, visible_gpus())):
+            self.refuse("processes", why)
         normalize_env_field(self)
         check_world(self)
 

@@ -22,6 +22,35 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0") or 0) == 0
 
 
+def visible_gpus() -> int:
+    """CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applied); 0 on a CPU."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def gpus_short(processes: int, gpus: int) -> str | None:
+    """Why `processes` ranks cannot train on `gpus` GPUs, or None. On a CUDA box the ranks
+    talk over NCCL, which refuses two ranks on one GPU (accelerate puts rank i on GPU
+    i % count), so each rank needs a GPU of its own; with no GPU they use gloo on the cores."""
+    if gpus == 0 or processes <= gpus:
+        return None
+    return (f"{processes} processes need {processes} GPUs (NCCL runs one rank per GPU) and {gpus} "
+            f"{'is' if gpus == 1 else 'are'} visible: give --processes {gpus}, or hide the GPUs "
+            "(CUDA_VISIBLE_DEVICES=) to train on the CPU's cores")
+
+
+def _on_collective_device(tensor):  # noqa: ANN001, ANN202 - a torch tensor
+    """The tensor where the process group can reduce it: NCCL reduces CUDA tensors only
+    (this rank's GPU), gloo CPU ones."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        return tensor.to(torch.device("cuda", torch.cuda.current_device()))
+    return tensor
+
+
 def any_rank(*flags: bool) -> tuple[bool, ...]:
     """The flags OR-ed over every rank (an all-reduce); as given when training alone."""
     import torch.distributed as dist
@@ -30,7 +59,7 @@ def any_rank(*flags: bool) -> tuple[bool, ...]:
         return tuple(bool(f) for f in flags)
     import torch
 
-    votes = torch.tensor([int(bool(f)) for f in flags], dtype=torch.int64)
+    votes = _on_collective_device(torch.tensor([int(bool(f)) for f in flags], dtype=torch.int64))
     dist.all_reduce(votes, op=dist.ReduceOp.MAX)
     return tuple(bool(v) for v in votes.tolist())
 
@@ -47,7 +76,7 @@ def sum_over_ranks(*values: float) -> tuple[float, ...]:
         return tuple(float(v) for v in values)
     import torch
 
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    t = _on_collective_device(torch.tensor([float(v) for v in values], dtype=torch.float64))
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return tuple(float(v) for v in t.tolist())
 
