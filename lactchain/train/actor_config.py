@@ -257,7 +257,8 @@ class TrainActorJobConfig(TrainActorConfig):
 
     processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU; NCCL on "
                                "GPUs, one GPU each), the global batch kept at --batch-size (each process takes "
-                               "batch-size / N). Every loss; grpo: each process samples and scores its share of the states of a step.",
+                               "batch-size / N). Every loss; grpo: each process samples and scores its share of "
+                               "the states of a step.",
                             min=1, max=64)
 
     def check(self) -> None:
