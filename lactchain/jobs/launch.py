@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
-from lactchain.jobs.ranks import processes_of, run_ranks
+from lactchain.jobs.ranks import check_gpus_fit, processes_of, run_ranks
 from lactchain.jobs.spec import Job
 from lactchain.lifecycle import run_context, spawn, strip_detach
 from lactchain.machine import code_tags
@@ -25,10 +25,11 @@ CONFIG_FILE = "config.json"
 
 
 def precheck(job: Job, config: Config) -> None:
-    """The checks that need no registry (models, an engine), so a refusal leaves no
-    registry file behind."""
+    """The checks that need no registry (models, an engine, the GPUs), so a refusal leaves
+    no registry file behind."""
     params = config.to_params()
     check_models(params.get("actor"), params.get("critic"))
+    check_gpus_fit(config)
     if job.precheck is not None:
         job.precheck(config)
 

@@ -34,6 +34,16 @@ def processes_of(config: Any) -> int:
     return int(getattr(config, "processes", 1) or 1)
 
 
+def check_gpus_fit(config: Any) -> None:
+    """Refuse N ranks on a CUDA box with fewer than N GPUs (one per rank under NCCL), before
+    any run exists; a fact of this machine, so it is checked at launch, not in the config."""
+    from lactchain.train.ddp import gpus_short, visible_gpus
+
+    n = processes_of(config)
+    if n > 1 and (why := gpus_short(n, visible_gpus())):
+        config.refuse("processes", why)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -33,7 +33,6 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
-from lactchain.train.ddp import gpus_short, visible_gpus
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
@@ -274,8 +273,6 @@ class TrainActorJobConfig(TrainActorConfig):
             if self.loss != "grpo" and self.batch_size % self.processes:
                 self.refuse("processes", f"--batch-size {self.batch_size} does not split over {self.processes} "
                                          "processes; give a multiple")
-            if why := gpus_short(self.processes, visible_gpus()):
-                self.refuse("processes", why)
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
         if self.loss == "grpo" and not self.rollouts_from:

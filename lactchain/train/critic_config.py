@@ -10,7 +10,6 @@ from typing import Any
 from lactchain.config import Config, option
 from lactchain.envs.catalog import env_field, normalize_env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
-from lactchain.train.ddp import gpus_short, visible_gpus
 
 
 
@@ -53,8 +52,6 @@ class TrainCriticConfig(Config):
         if self.batch_size < 2 * self.processes:
             self.refuse("processes", f"--batch-size {self.batch_size} gives each of {self.processes} processes fewer "
                                      "than 2 steps (BatchNorm needs 2): raise --batch-size")
-        if self.processes > 1 and (why := gpus_short(self.processes, visible_gpus())):
-            self.refuse("processes", why)
         normalize_env_field(self)
         check_world(self)
 
