@@ -28,6 +28,7 @@ and the collapse alarm (share of the most common greedy answer).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections import Counter
@@ -35,12 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lactchain.config import Config, ConfigError, flat_fields, option
+from lactchain.config import Config, ConfigError, default_of, flat_fields, option
 from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
+from lactchain.train.actor_config import DPO_LOSS_TYPES, GRPO_LOSS_TYPES
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
 LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
@@ -48,6 +50,11 @@ LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
 # The NLL weight on chosen the loop's SimPO uses unless told: plain SimPO (0) drifted on the
 # tiny actor (success 7 % -> 47 % -> 17 % -> 17 %, oracle labeler) where 1.0 held 92-100 %.
 SIMPO_LOOP_CPO_ALPHA = 1.0
+# The loop's learning rate per loss when --actor-lr is not given (LoRA r 8, alpha 16), chosen by the sweep
+# in docs/results/loss-defaults (`python scripts/loss_sweep.py`); rft and simpo kept their measured 1e-3.
+LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-4, "kto": 1e-4, "grpo": 1e-4}
+LOOP_RPO_ALPHA = 1.0  # DPO's NLL weight on chosen unless told (RPO), as CPO-SimPO's cpo_alpha
+GROUPINGS = ("start", "state")
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
 
@@ -128,13 +135,35 @@ class PipelineConfig(Config):
     td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
     actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs for simpo/dpo/kto, "
                                 "the start states for grpo).", 8.0)
-    actor_lr: float = _help("Actor learning rate (LoRA).", 1e-3)
+    actor_lr: float | None = _help("Actor learning rate (LoRA). Default per loss (LOOP_LR, from the measured sweep "
+                                   "in docs/results/loss-defaults): rft 1e-3, simpo 1e-3, dpo 1e-4, kto 1e-4, "
+                                   "grpo 1e-4.", None)
     actor_batch_size: int = _help("Actor batch size.", 8)
     cpo_alpha: float | None = _help("SimPO only: weight of the NLL term on chosen (CPO alpha; 0 = plain SimPO). "
                                     "Default: 1.0 with --loss simpo (CPO-SimPO: plain SimPO drifts in the loop, "
                                     "see the README's Results), else unused.", None)
     kl_beta: float = _help("GRPO only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, loads no "
                            "reference model; 0.04 is the DeepSeekMath value.", 0.0, min=0.0, max=10.0)
+    grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
+                          "by the labeler. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
+                          "actions from each start state; every action joins the group of the state it was taken "
+                          "from (across episodes and iterations), rewarded with the env's discounted return from "
+                          "there.", "start", choices=GROUPINGS)
+    grpo_loss_type: str = _help("GRPO only: TRL's loss aggregation: dapo (token-level, TRL's default), dr_grpo (no "
+                                "length bias), grpo, bnpo.", "dapo", choices=GRPO_LOSS_TYPES)
+    scale_rewards: str = _help("GRPO only: advantages divided by the reward std of the group, of the batch, or not "
+                               "at all (none: Dr. GRPO).", "group", choices=("group", "batch", "none"))
+    epsilon_high: float | None = _help("GRPO only: upper clip of the probability ratio (clip-higher; DAPO 0.28; the "
+                                       "lower is 0.2).", 0.28, min=0.2, max=10.0)
+    group_filter: int = _help("GRPO only: sample groups for this many times a step's states and train on the ones "
+                              "whose rewards vary most (zero-variance groups carry no gradient). 1 = no filter.",
+                              2, min=1, max=16)
+    rpo_alpha: float | None = _help("DPO only: weight of an NLL term on chosen (RPO). Default: 1.0 with --loss dpo "
+                                    "(plain DPO pushes both sides of near-identical pairs down), else unused.", None,
+                                    min=0.0, max=100.0)
+    dpo_loss: str = _help("DPO only: sigmoid (DPO) or ipo.", "sigmoid", choices=DPO_LOSS_TYPES)
+    kto_balance: bool = _help("KTO only: each elite once, desirable and undesirable rows weighted 1:1.", True,
+                              negative="--no-kto-balance")
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
                              negative="--no-train-bf16")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
@@ -185,14 +214,26 @@ class PipelineConfig(Config):
             bad("gamma", f"must be in [0, 1), got {self.gamma}")
         if self.margin < 0:
             bad("margin", f"must be >= 0, got {self.margin}")
-        if not self.actor_epochs > 0 or not self.actor_lr > 0:
-            bad("actor_epochs/actor_lr", "must be > 0")
+        if not self.actor_epochs > 0:
+            bad("actor_epochs", "must be > 0")
         if self.cpo_alpha is None:
             self.cpo_alpha = SIMPO_LOOP_CPO_ALPHA if self.loss == "simpo" else 0.0
         if self.cpo_alpha < 0 or (self.cpo_alpha and self.loss != "simpo"):
             bad("cpo_alpha", f"must be >= 0 and only applies to --loss simpo (got {self.cpo_alpha} with {self.loss})")
-        if self.kl_beta and self.loss != "grpo":
-            bad("kl_beta", f"only applies to --loss grpo (got {self.kl_beta} with {self.loss})")
+        if self.actor_lr is None:
+            self.actor_lr = LOOP_LR[self.loss]
+        if not self.actor_lr > 0:
+            bad("actor_lr", "must be > 0")
+        if self.rpo_alpha is None:
+            self.rpo_alpha = LOOP_RPO_ALPHA if self.loss == "dpo" else 0.0
+        if self.rpo_alpha and self.loss != "dpo":
+            bad("rpo_alpha", f"only applies to --loss dpo (got {self.rpo_alpha} with {self.loss})")
+        if self.dpo_loss != "sigmoid" and self.loss != "dpo":
+            bad("dpo_loss", f"only applies to --loss dpo (got {self.dpo_loss} with {self.loss})")
+        if self.loss != "grpo":
+            for name in ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter"):
+                if getattr(self, name) != default_of(next(f for f in dataclasses.fields(self) if f.name == name)):
+                    bad(name, f"only applies to --loss grpo (got {getattr(self, name)} with {self.loss})")
         for name in ("states", "eval_states"):
             value = getattr(self, name)
             if value != "all":
@@ -475,8 +516,8 @@ class PhaseProgress:
                 self.handle.log_metrics({f"live/train-actor/{k}": v for k, v in numeric.items()}, step=self.step)
             except Exception:  # a busy registry must not stop training
                 pass
-            if self._due(step >= total):
-                shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("loss", "reward", "margin") if k in numeric)
+            shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("loss", "reward", "margin") if k in numeric)
+            if shown and self._due(step >= total):  # the trainer's end-of-run summary has none of these
                 print(f"iteration {iteration} train-actor: step {step}/{total} {shown}", file=sys.stderr, flush=True)
         return on_log
 
@@ -559,7 +600,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     from lactchain.train.grpo import train_grpo
 
     reg = handle.registry
-    loss_only = {"kl_beta": cfg.kl_beta} if cfg.loss == "grpo" else {}  # settings only this loss reads
+    loss_only = loss_settings(cfg)  # settings only this loss reads
     result = PipelineResult()
     resume = resume or {}
     done = {(p["iteration"], p["phase"]): p for p in resume.get("phases", [])}
@@ -711,8 +752,9 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
     def grpo_task(it: int) -> Any:
         """GRPO's start states (this iteration's), sampled on-policy by the training actor
         and scored by the labeler, which sees each state's K samples as one group."""
-        from lactchain.envs.replay import deal_seeds
-        from lactchain.train.grpo import GRPOTask
+        from lactchain.envs.replay import deal_seeds, execute_from
+        from lactchain.train.grpo import EpisodeSpec, GRPOTask
+        from lactchain.train.state_groups import StateGroups
 
         labeler = labeler_with(actor)  # the rollout labeler plays the policy being trained
         k = cfg.samples
@@ -724,8 +766,18 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             return [c.advantage for g in groups for c in g.candidates]
 
         rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts_of(it)]
+        episodes = None
+        if cfg.grouping == "state":
+            seeds = deal_seeds(env, cfg.seed * 7919 + it, 1)
+            if "groups" not in state_groups:  # one store for the whole run: groups grow across iterations
+                state_groups["groups"] = StateGroups(cfg.gamma, keep=max(k, 2))
+            episodes = EpisodeSpec(render=lambda s: prompt.render(env.describe(s)),
+                                   execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
+                                   groups=state_groups["groups"], max_actions=cfg.eval_max_actions)
         return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
-                        seed=cfg.seed * 7919 + it)
+                        seed=cfg.seed * 7919 + it, group_filter=cfg.group_filter, episodes=episodes)
+
+    state_groups: dict[str, Any] = {}  # grouping by state: the actions seen from each state, kept across iterations
 
     if cfg.baseline:
         evaluate(0)
@@ -800,6 +852,18 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             evaluate(it)
         longest_iteration = max(longest_iteration, time.time() - it_start)
     return result.summary()
+
+
+def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:
+    """The trainer settings only `cfg.loss` reads (flat TrainActorConfig names)."""
+    if cfg.loss == "grpo":
+        return {"kl_beta": cfg.kl_beta, "grpo_loss_type": cfg.grpo_loss_type, "scale_rewards": cfg.scale_rewards,
+                "epsilon_high": cfg.epsilon_high, "group_filter": cfg.group_filter}
+    if cfg.loss == "dpo":
+        return {"rpo_alpha": cfg.rpo_alpha, "dpo_loss": cfg.dpo_loss}
+    if cfg.loss == "kto":
+        return {"kto_balance": cfg.kto_balance}
+    return {}
 
 
 def _is_optimal(oracle: Any, row: dict[str, Any]) -> bool:

@@ -102,6 +102,10 @@ METRIC_NAMES = {
     "frac_reward_zero_std": "frac_reward_zero_std",
     "completions/mean_length": "completion_length",
     "clip_ratio/region_mean": "clip_ratio",
+    "clip_ratio/high_mean": "clip_ratio_high",
+    "clip_ratio/low_mean": "clip_ratio_low",
+    "policy_loss": "policy_loss",
+    "kl_to_start": "kl_to_start",
 }
 
 
@@ -196,9 +200,12 @@ def _strip_bos(prompt: str, tokenizer: Any) -> str:
     return prompt
 
 
-def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, seed: int = 0):
+def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, seed: int = 0, *,
+                  kto_balance: bool = False):
     """TRL's dataset for `loss`: prompt/chosen/rejected (simpo, dpo) or
-    prompt/completion/label (kto), from pairs whose `prompt` is the user message."""
+    prompt/completion/label (kto), from pairs whose `prompt` is the user message.
+    With `kto_balance`, each distinct (prompt, chosen) is one desirable row (not one per
+    pair): the weights of `kto_weights` then balance the two sides."""
     from datasets import Dataset
 
     from lactchain.preferences import to_dataset
@@ -221,12 +228,28 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
     order = list(range(len(paired)))
     random.Random(seed).shuffle(order)
     rows: dict[str, list] = {"prompt": [], "completion": [], "label": []}
+    seen: set[tuple[str, str]] = set()
     for i in order:
         r = paired[i]
-        rows["prompt"] += [r["prompt"], r["prompt"]]
-        rows["completion"] += [r["chosen"], r["rejected"]]
-        rows["label"] += [True, False]
+        for completion, label in ((r["chosen"], True), (r["rejected"], False)):
+            if kto_balance and label and (r["prompt"], completion) in seen:
+                continue  # the state's elite once, however many worse lists it was paired with
+            seen.add((r["prompt"], completion))
+            rows["prompt"].append(r["prompt"])
+            rows["completion"].append(completion)
+            rows["label"].append(label)
     return Dataset.from_dict(rows)
+
+
+def kto_weights(labels: Sequence[bool]) -> tuple[float, float]:
+    """(desirable_weight, undesirable_weight) that make the weighted counts 1:1, as TRL's
+    KTO guidance asks (desirable x n_D : undesirable x n_U within 1 to 4/3): the side
+    with fewer rows is weighted up, the other stays at 1."""
+    n_d = sum(1 for x in labels if x)
+    n_u = len(labels) - n_d
+    if not n_d or not n_u:
+        return 1.0, 1.0
+    return (n_u / n_d, 1.0) if n_u > n_d else (1.0, n_d / n_u)
 
 
 def tokenized_completions(trainer: Any) -> list[list[int]]:
@@ -372,8 +395,10 @@ class ActorTrainingCallback(TrainerCallback):
     def __init__(self, loss: str, handle: Any = None, simpo_gamma: float | None = None,
                  on_log: Callable[[int, int, dict[str, float]], None] | None = None,
                  on_warning: Callable[[TrainingWarning], None] | None = None,
-                 detector: FailureDetector | None = None) -> None:
+                 detector: FailureDetector | None = None,
+                 extra_metrics: Callable[[], Mapping[str, float]] | None = None) -> None:
         self.handle = handle
+        self.extra_metrics = extra_metrics  # the trainer's own numbers of the last step (GRPO's rollout)
         self.detector = detector or FailureDetector(loss, simpo_gamma)
         self.on_log_fn = on_log
         self.on_warning_fn = on_warning
@@ -413,6 +438,8 @@ class ActorTrainingCallback(TrainerCallback):
         metrics = map_metrics(logs or {})
         if not metrics:
             return
+        if self.extra_metrics is not None and "loss" in metrics:
+            metrics.update(self.extra_metrics())
         step = int(state.global_step)
         if "loss" in metrics and self.step_times:
             recent = self.step_times[-max(int(args.logging_steps or 1), 1):]
@@ -511,7 +538,7 @@ def build_trainer(
     cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
     model, continuing = _prepare_model(actor)
     with _quiet_datasets():
-        dataset = build_dataset(actor, pairs, loss, seed=seed)
+        dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
     if bf16 is None:  # bf16 autocast: on a GPU that has it; on CPU only when asked (faster with AVX512-bf16)
         bf16 = bool(use_cuda and torch.cuda.is_bf16_supported(including_emulation=False))
@@ -566,12 +593,19 @@ def build_trainer(
         elif loss == "dpo":
             from trl import DPOConfig, DPOTrainer
 
-            cfg = DPOConfig(loss_type=["sigmoid"], beta=beta, **common)
+            pref = config.preference
+            if pref.rpo_alpha:  # RPO: DPO (or IPO) plus an NLL term on chosen
+                losses = dict(loss_type=[pref.dpo_loss, "sft"], loss_weights=[1.0, float(pref.rpo_alpha)])
+            else:
+                losses = dict(loss_type=[pref.dpo_loss])
+            cfg = DPOConfig(beta=beta, **losses, **common)
             trainer = DPOTrainer(args=cfg, **kwargs)
         else:
             from trl import KTOConfig, KTOTrainer
 
-            cfg = KTOConfig(loss_type="kto", beta=beta, **common)
+            weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
+            cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
+                            **common)
             trainer = KTOTrainer(args=cfg, **kwargs)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
@@ -585,6 +619,10 @@ def build_trainer(
         "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
         "notes": notes, "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
+    if loss == "kto":
+        info["kto_desirable_weight"], info["kto_undesirable_weight"] = cfg.desirable_weight, cfg.undesirable_weight
+    if loss == "dpo":
+        info["rpo_alpha"], info["dpo_loss"] = config.preference.rpo_alpha, config.preference.dpo_loss
     return trainer, info
 
 
@@ -676,6 +714,7 @@ def train_actor(
         "checkpoints": [p for _, p in callback.checkpoints],
         "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
         "notes": info["notes"],
+        **{k: info[k] for k in ("kto_desirable_weight", "kto_undesirable_weight", "rpo_alpha", "dpo_loss") if k in info},
         "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,
         "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint),
     }

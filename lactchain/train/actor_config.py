@@ -11,9 +11,12 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
                   save_total_limit, logging_steps, max_length (TRL's Trainer)
     simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
+    dpo only      rpo_alpha (NLL on chosen), dpo_loss (sigmoid or ipo)
+    kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
-                  (kl_beta, scale_rewards, states_per_step): TRL's GRPOTrainer on fresh
-                  samples (lactchain.train.grpo), not on pairs
+                  (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
+                  group_filter): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
+                  not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
 a setting it does not read is refused, as is cpo_alpha / simpo_gamma with dpo or kto,
@@ -47,17 +50,19 @@ SIMPO_BETA_ALLOWED = (1.0, 20.0)
 SIMPO_RATIO_RECOMMENDED = (0.25, 0.5)
 SIMPO_RATIO_ALLOWED = (0.0, 1.0)
 KL_BETA_RECOMMENDED = (0.01, 1.0)  # DPO / KTO
+DPO_LOSS_TYPES = ("sigmoid", "ipo")
+GRPO_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo")  # TRL 1.16 GRPOConfig.loss_type values that fit LoRA + our rollouts
 
 _ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora_dropout", "target_modules", "seed")
 _TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
 # loss -> the TrainActorConfig settings it reads (`loss` itself aside)
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha"),
-    "dpo": _ALL + _TRL,
-    "kto": _ALL + _TRL,
+    "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss"),
+    "kto": _ALL + _TRL + ("kto_balance",),
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
-                    "states_per_step"),
+                    "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter"),
 }
 
 
@@ -111,10 +116,19 @@ def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) ->
 
 @dataclass
 class PreferenceSettings(Config):
-    """The preference losses' own setting (simpo, dpo, kto; not rft)."""
+    """The preference losses' own settings (simpo, dpo, kto; not rft)."""
 
     beta: float | None = option(
         None, "Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1.")
+    rpo_alpha: float = option(
+        0.0, "dpo only: weight of an NLL term on chosen (RPO; TRL loss_type [sigmoid, sft]): keeps DPO from pushing "
+             "both sides down when chosen and rejected differ by a move (likelihood displacement). 0 = plain DPO.",
+        min=0.0, max=100.0, cli=False)
+    dpo_loss: str = option("sigmoid", "dpo only: sigmoid (DPO) or ipo (IPO: a squared loss that stops at a margin "
+                                      "instead of pushing it to infinity).", choices=DPO_LOSS_TYPES, cli=False)
+    kto_balance: bool = option(True, "kto only: each distinct chosen list once, weighted so desirable and "
+                                     "undesirable rows count 1:1 (TRL's guidance; a state's elite against K-1 worse "
+                                     "lists is 1:(K-1) unweighted).", cli=False)
 
 
 @dataclass
@@ -138,6 +152,16 @@ class GRPOSettings(Config):
                                          "of the batch, or not at all (Dr. GRPO).", choices=("group", "batch", "none"), cli=False)
     states_per_step: int = option(8, "grpo only: start states per optimizer step (each with its group of samples).",
                                   min=1, max=4096, cli=False)
+    grpo_loss_type: str = option("dapo", "grpo only: TRL's loss aggregation: dapo (token-level over the batch, TRL's "
+                                         "default), dr_grpo (a constant: no length bias), grpo (per sequence), bnpo.",
+                                 choices=GRPO_LOSS_TYPES, cli=False)
+    epsilon_high: float | None = option(0.28, "grpo only: upper clip of the probability ratio (clip-higher, DAPO "
+                                              "0.28; the lower clip is 0.2). None: symmetric 0.2.",
+                                        min=0.2, max=10.0, cli=False)
+    group_filter: int = option(2, "grpo only: sample groups for this many times the step's states and train on the "
+                                  "ones whose rewards vary most (zero-variance groups last: they carry no gradient; "
+                                  "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
+                               min=1, max=16, cli=False)
 
 
 # ---- the trainer's config -----------------------------------------------------------------

@@ -1,16 +1,28 @@
 """GRPO on the actor through TRL's `GRPOTrainer`, with the lab's own generation.
 
 TRL's generation loop cannot take the constrained move-list grammar, so the trainer
-gets a `rollout_func` (TRL's hook for custom generation): each step, for the step's
-start states, the policy being trained (the actor's LoRA model) samples K move lists
-with the grammar (`actor.generate`, seeded) and hands back their exact token ids. The
-reward function executes each list from its state and asks the task for its score
-(in the loop: the labeler's advantage -- critic, rollout return, judge or oracle). A
-group is the K samples of one start state; TRL turns their rewards into advantages
-(minus the group mean, divided by the group's std unless `scale_rewards` says
-otherwise) and applies its clipped policy-gradient loss (`loss_type` dapo: token-level,
-no length bias). Samples are on-policy (one gradient step per generation), so no
-sampling log-probs are passed.
+gets a `rollout_func` (TRL's hook for custom generation): each step the policy being
+trained (the actor's LoRA model) samples with the grammar (`actor.generate`, seeded),
+the rollout scores the samples and hands back their exact token ids with their
+rewards. Two ways to form a group (TRL's unit: K consecutive samples of one prompt):
+
+- by start state (default): K move lists sampled from each of the step's start
+  states, each scored by the task (in the loop: the labeler's advantage -- critic,
+  rollout return, judge or oracle);
+- by state (GiGPO-style, `GRPOTask.episodes`): K multi-action episodes from each start
+  state; every action is filed under the state it was taken from, across episodes and
+  iterations (lactchain.train.state_groups), and rewarded with the env's discounted
+  return from there. The groups trained are visited states.
+
+Either way the rollout can over-sample (`group_filter`) and keep the groups whose
+rewards vary most: a group whose samples all score alike has zero advantage and only
+costs time (DAPO's dynamic sampling, RAGEN's variance filter). TRL turns the rewards
+into advantages (minus the group mean, divided by the std unless `scale_rewards` says
+otherwise) and applies its clipped policy-gradient loss (`loss_type`, clip-higher
+`epsilon_high`). Samples count as on-policy (one gradient step per generation), so no
+sampling log-probs are passed. Besides TRL's metrics (reward, reward_std,
+frac_reward_zero_std, entropy, clip ratios, kl when beta > 0) each step logs the
+filter's counts, the share of the most common sample and the KL to the base model.
 
 The trainer, LoRA, bf16, checkpoints, the metrics callback and the adapter saved at
 the end are the ones of the preference losses (lactchain.train.actor).
@@ -18,8 +30,11 @@ the end are the ones of the preference losses (lactchain.train.actor).
 
 from __future__ import annotations
 
-import itertools
+import math
+import random
+import statistics
 import sys
+from collections import Counter
 import warnings as pywarnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +51,30 @@ from lactchain.train.actor import (
 )
 from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora
+from lactchain.train.state_groups import StateGroups, Step
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
 
 
 @dataclass
+class EpisodeSpec:
+    """Grouping by state (GiGPO-style): how to play multi-action episodes from a start
+    state. Each step's groups are then states the episodes visited, each holding the
+    actions taken from it (this step's and earlier ones, `groups`), rewarded with the
+    env's discounted return from that state."""
+
+    render: Callable[[Any], str]  # state -> the user prompt
+    execute: Callable[[Any, Sequence[str]], tuple[float, Any, bool]]  # (state, moves) -> (reward, next state, done)
+    groups: StateGroups
+    max_actions: int = 5
+
+
+@dataclass
 class GRPOTask:
     """What GRPO trains on: the start states (each row {"prompt": user text, "state":
-    the env's state}), how to score sampled lists, and how to sample them."""
+    the env's state}), how to score sampled lists, and how to sample them.
+    `episodes` set: groups by state over multi-action episodes (rewards are the env's
+    returns; `reward` is not called)."""
 
     rows: list[dict[str, Any]]
     reward: Callable[[Sequence[Any], Sequence[Any]], list[float]]  # (states, samples) -> one reward each
@@ -51,19 +82,54 @@ class GRPOTask:
     temperature: float = 1.0
     constrained: bool = True
     seed: int = 0
+    group_filter: int = 1  # sample groups for this many x the step's states, keep the most varied
+    episodes: EpisodeSpec | None = None
+
+    def check(self) -> None:
+        if not self.rows:
+            raise ValueError("GRPO needs start states to sample from; got none")
+        if self.generations < 2:
+            raise ValueError(f"GRPO needs groups of at least 2 samples per state, got {self.generations}")
+        if not self.temperature > 0:
+            raise ValueError(f"GRPO samples at temperature > 0 (its groups must differ), got {self.temperature}")
+        if self.group_filter < 1:
+            raise ValueError(f"group_filter must be >= 1, got {self.group_filter}")
+
+
+def most_varied(rewards: Sequence[Sequence[float]], n: int) -> list[int]:
+    """The indices of the `n` groups whose rewards vary most (ties: the earlier group),
+    in their original order: DAPO's dynamic sampling / RAGEN's variance filter."""
+    spread = [statistics.pstdev(r) if len(r) > 1 else 0.0 for r in rewards]
+    best = sorted(range(len(rewards)), key=lambda i: (-spread[i], i))[:n]
+    return sorted(best)
+
+
+def top_share(samples: Sequence[Any]) -> float:
+    """The share of `samples` that are the most common move list (1.0: all alike)."""
+    if not samples:
+        return 0.0
+    return Counter(tuple(s.moves) for s in samples).most_common(1)[0][1] / len(samples)
 
 
 class _Rollouts:
-    """TRL's rollout_func and reward function around the actor and the task: the
-    samples of a step wait here (by key) until the reward function scores them."""
+    """TRL's rollout_func around the actor and the task: it samples (and, with a filter,
+    over-samples) the step's groups, scores them, and hands each sample's reward to the
+    reward function through the batch (`lc_reward`). Diagnostics of the last step wait
+    in `metrics` for the training callback."""
 
     def __init__(self, actor: Any, task: GRPOTask) -> None:
         self.actor, self.task = actor, task
-        self.pending: dict[int, Any] = {}
-        self.keys = itertools.count()
+        self.rng = random.Random(task.seed)
         self.calls = 0
         self.scored = 0
         self.env_moves = 0
+        self.metrics: dict[str, float] = {}
+
+    def _sample(self, user_texts: list[str], k: int) -> list[Any]:
+        self.calls += 1
+        return self.actor.generate(user_texts, constrained=self.task.constrained, temperature=self.task.temperature,
+                                   num_samples=k, seed=self.task.seed * 100_003 + self.calls,
+                                   max_new_tokens=MAX_COMPLETION_TOKENS)
 
     def rollout(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         k = self.task.generations
@@ -72,23 +138,106 @@ class _Rollouts:
         unique = prompts[::k]
         if any(prompts[i] != unique[i // k] for i in range(len(prompts))):
             raise ValueError("GRPO batch: a group's prompts differ (expected each prompt repeated consecutively)")
-        self.calls += 1
-        samples = self.actor.generate(unique, constrained=self.task.constrained, temperature=self.task.temperature,
-                                      num_samples=k, seed=self.task.seed * 100_003 + self.calls,
-                                      max_new_tokens=MAX_COMPLETION_TOKENS)
-        keys = [next(self.keys) for _ in samples]
-        self.pending.update(zip(keys, samples))
-        prompt_ids = [self.actor.prompt_ids(p) for p in unique]
-        return {"prompt_ids": [prompt_ids[i // k] for i in range(len(prompts))],
-                "completion_ids": [list(s.token_ids) for s in samples], "logprobs": None, "sample_key": keys}
+        if self.task.episodes is not None:
+            texts, groups, rewards = self._by_state(unique, k)
+        else:
+            texts, groups, rewards = self._by_start(unique, k)
+        kept = [s for g in groups for s in g]
+        self.metrics.update(top_sample_share=top_share(kept), **self._kl_to_base(texts, groups))
+        prompt_ids = [self.actor.prompt_ids(t) for t in texts]
+        return {"prompt_ids": [prompt_ids[i] for i in range(len(texts)) for _ in range(k)],
+                "completion_ids": [list(s.token_ids) for s in kept], "logprobs": None,
+                "lc_reward": [float(r) for rs in rewards for r in rs]}
 
-    def reward(self, prompts: list[str], completions: list[Any], sample_key: list[int], state_index: list[int],
-               **_: Any) -> list[float]:
-        samples = [self.pending.pop(k) for k in sample_key]
-        states = [self.task.rows[i]["state"] for i in state_index]
+    def _by_start(self, unique: list[str], k: int) -> tuple[list[str], list[list[Any]], list[list[float]]]:
+        """K samples from each of the step's start states (and, with a filter, from as
+        many more drawn at random), scored by the task; the most varied groups kept."""
+        by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
+        texts = list(unique)
+        extra = len(unique) * (self.task.group_filter - 1)
+        if extra:
+            texts += [r["prompt"] for r in self.rng.choices(self.task.rows, k=extra)]
+        samples = self._sample(texts, k)
+        states = [by_prompt[t] for t in texts for _ in range(k)]
+        flat = [float(r) for r in self.task.reward(states, samples)]
         self.scored += len(samples)
         self.env_moves += sum(len(s.moves) for s in samples)
-        return [float(r) for r in self.task.reward(states, samples)]
+        groups = [samples[i * k:(i + 1) * k] for i in range(len(texts))]
+        rewards = [flat[i * k:(i + 1) * k] for i in range(len(texts))]
+        keep = most_varied(rewards, len(unique))
+        zero = sum(1 for r in rewards if statistics.pstdev(r) == 0.0)
+        self.metrics = {"groups_sampled": float(len(texts)), "zero_std_share_sampled": zero / len(texts),
+                        "groups_filtered": float(len(texts) - len(keep))}
+        return [texts[i] for i in keep], [groups[i] for i in keep], [rewards[i] for i in keep]
+
+    def _by_state(self, unique: list[str], k: int) -> tuple[list[str], list[list[Any]], list[list[float]]]:
+        """K episodes from each of the step's start states (and more with a filter), every
+        action filed under its state; the step trains on the visited states whose
+        returns vary most, each group its state's newest K actions."""
+        spec = self.task.episodes
+        by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
+        starts = [by_prompt[t] for t in unique]
+        extra = len(unique) * (self.task.group_filter - 1)
+        starts += [r["state"] for r in self.rng.choices(self.task.rows, k=extra)] if extra else []
+        touched: list[Any] = []
+        for episode in self._play(starts, k, spec):
+            touched += spec.groups.add_episode(episode)
+        chosen = spec.groups.pick(touched, len(unique))
+        # Too few varied states visited: fill up with the start states (their K first actions form a group).
+        for s in starts:
+            if len(chosen) >= len(unique):
+                break
+            if s not in chosen:
+                chosen.append(s)
+        zero = sum(1 for s in set(touched) if spec.groups.spread(s) == 0.0)
+        self.metrics = {"groups_sampled": float(len(set(touched))), "zero_std_share_sampled": zero / max(len(set(touched)), 1),
+                        "groups_filtered": float(len(set(touched)) - len(chosen)), **spec.groups.stats()}
+        entries = [spec.groups.draw(s, k) for s in chosen]
+        return ([spec.render(s) for s in chosen], [[e.sample for e in g] for g in entries],
+                [[e.ret for e in g] for g in entries])
+
+    def _play(self, starts: list[Any], k: int, spec: EpisodeSpec) -> list[list[Step]]:
+        """K episodes from each start state, in lock-step: each action is one batched
+        generate over the episodes still running."""
+        episodes: list[list[Step]] = [[] for _ in range(len(starts) * k)]
+        current = [starts[i // k] for i in range(len(episodes))]
+        running = list(range(len(episodes)))
+        for _ in range(spec.max_actions):
+            if not running:
+                break
+            self.calls += 1
+            samples = self.actor.generate([spec.render(current[i]) for i in running], constrained=self.task.constrained,
+                                          temperature=self.task.temperature, num_samples=1,
+                                          seed=self.task.seed * 100_003 + self.calls,
+                                          max_new_tokens=MAX_COMPLETION_TOKENS)
+            still = []
+            for i, sample in zip(running, samples):
+                reward, nxt, done = spec.execute(current[i], sample.moves)
+                episodes[i].append(Step(current[i], sample, reward))
+                self.scored += 1
+                self.env_moves += len(sample.moves)
+                current[i] = nxt
+                if not done:
+                    still.append(i)
+            running = still
+        return episodes
+
+    def _kl_to_base(self, texts: list[str], groups: list[list[Any]]) -> dict[str, float]:
+        """How far training has moved the actor from the base model (adapter off), on the
+        step's samples: Schulman's k3 estimate of KL(policy || base) per sequence,
+        r - 1 - log r with r = p_base / p_policy: >= 0, and 0 while the adapter changes
+        nothing. (The samples come from the grammar-masked, tempered policy, so this is
+        a drift gauge, not an unbiased KL.)"""
+        model = self.actor.model
+        if not hasattr(model, "disable_adapter"):
+            return {}
+        prompts = [t for t, g in zip(texts, groups) for _ in g]
+        samples = [s for g in groups for s in g]
+        with model.disable_adapter():
+            base = self.actor.completion_logprobs(prompts, [s.token_ids for s in samples], add_eos=False)
+        log_r = [max(-20.0, min(20.0, b - s.logprob)) for s, b in zip(samples, base)]
+        k3 = [math.exp(x) - 1.0 - x for x in log_r]
+        return {"kl_to_base": sum(k3) / len(k3)} if k3 else {}
 
 
 def train_grpo(
@@ -111,10 +260,7 @@ def train_grpo(
 
     if config.loss != "grpo":
         raise ValueError(f"train_grpo trains loss 'grpo', not {config.loss!r}")
-    if not task.rows:
-        raise ValueError("GRPO needs start states to sample from; got none")
-    if task.generations < 2:
-        raise ValueError(f"GRPO needs groups of at least 2 samples per state, got {task.generations}")
+    task.check()
     if output_dir is None:
         if handle is None:
             raise ValueError("train_grpo needs output_dir= or a run handle")
@@ -137,7 +283,8 @@ def train_grpo(
         per_device_train_batch_size=k * per_rank, gradient_accumulation_steps=1,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
-        scale_rewards=config.grpo.scale_rewards, logging_steps=int(config.logging_steps), save_strategy="steps",
+        scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
+        epsilon_high=config.grpo.epsilon_high, logging_steps=int(config.logging_steps), save_strategy="steps",
         save_steps=int(config.save_steps), save_total_limit=int(config.save_total_limit) or None, report_to="none",
         bf16=bool(bf16), fp16=False, use_cpu=not use_cuda, dataloader_num_workers=0, disable_tqdm=True,
         seed=int(config.seed), data_seed=int(config.seed), lr_scheduler_type="constant", warmup_steps=0,
@@ -151,12 +298,11 @@ def train_grpo(
         args.gradient_checkpointing = False
     rollouts = _Rollouts(actor, task)
 
-    def labeler_reward(prompts: list[str], completions: list[Any], **kw: Any) -> list[float]:
-        return rollouts.reward(prompts, completions, **kw)
+    def labeler_reward(prompts: list[str], completions: list[Any], lc_reward: list[float], **_: Any) -> list[float]:
+        return list(lc_reward)  # scored in the rollout (it filters groups by their rewards)
 
-    dataset = Dataset.from_dict({"prompt": [r["prompt"] for r in task.rows],
-                                 "state_index": list(range(len(task.rows)))})
-    callback = ActorTrainingCallback("grpo", handle=handle, on_log=on_log)
+    dataset = Dataset.from_dict({"prompt": [r["prompt"] for r in task.rows]})
+    callback = ActorTrainingCallback("grpo", handle=handle, on_log=on_log, extra_metrics=lambda: rollouts.metrics)
     with _quiet_datasets(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*rollout_func.*")
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -182,6 +328,8 @@ def train_grpo(
     timed = callback.step_times[1:] or callback.step_times
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
+            "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": task.group_filter,
+            "grouping": "state" if task.episodes is not None else "start",
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
             "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,

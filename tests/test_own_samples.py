@@ -1,0 +1,157 @@
+"""Learning from the actor's own samples: GRPO's groups (by start state with the
+variance filter, by state GiGPO-style), DPO with an NLL term on chosen (RPO) or IPO,
+KTO's desirable/undesirable balance, and the per-loss defaults of the loop.
+
+Real components: the tiny transformers actor, TRL's trainers, the grid env."""
+
+from __future__ import annotations
+
+import pytest
+
+from lactchain.envs.gridworld import GridWorldEnv
+from lactchain.envs.replay import execute_from
+from lactchain.models.actor import Actor, Sample
+from lactchain.pipeline import LOOP_LR, PipelineConfig
+from lactchain.prompts import PromptSpec
+from lactchain.train.actor import build_dataset, build_trainer, kto_weights
+from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.grpo import EpisodeSpec, GRPOTask, _Rollouts, most_varied, top_share, train_grpo
+from lactchain.train.state_groups import StateGroups, Step, returns_to_go
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _sample(*moves: str) -> Sample:
+    return Sample(text=repr(list(moves)), moves=list(moves), mode="strict", logprob=-1.0, n_tokens=3, token_ids=[1, 2, 3])
+
+
+# ---- groups by state -------------------------------------------------------------------
+
+def test_two_episodes_passing_the_same_state_put_their_actions_in_one_group():
+    """Episode A reaches state X in one action, episode B in two; both then act from X:
+    X's group holds both actions, each with the discounted return from X on."""
+    groups = StateGroups(gamma=0.5, keep=8)
+    left, right, fwd = _sample("turn left"), _sample("turn right"), _sample("move forward")
+    groups.add_episode([Step("S0", fwd, -1.0), Step("X", left, 10.0)])
+    groups.add_episode([Step("S1", right, -1.0), Step("S2", fwd, -1.0), Step("X", right, -1.0), Step("Y", fwd, 10.0)])
+    x = groups.group("X")
+    assert [e.sample.moves for e in x] == [["turn left"], ["turn right"]]
+    assert [e.ret for e in x] == [10.0, -1.0 + 0.5 * 10.0]
+    assert groups.group("S0")[0].ret == -1.0 + 0.5 * 10.0
+    assert len(groups) == 5 and groups.episodes == 2
+    # X's returns differ, S0's single action does not make a group
+    assert groups.pick(["S0", "X", "Y", "X"], 4) == ["X"]
+    assert groups.spread("X") == pytest.approx(3.0)
+    # a group of two drawn for K = 4: newest first, repeated in turn
+    assert [e.sample.moves for e in groups.draw("X", 4)] == [["turn right"], ["turn left"]] * 2
+
+
+def test_returns_to_go_and_the_newest_actions_kept():
+    assert returns_to_go([1.0, 2.0, 3.0], 0.9) == pytest.approx([1 + 0.9 * (2 + 0.9 * 3), 2 + 0.9 * 3, 3.0])
+    assert returns_to_go([1.0], 0.9, tail=10.0) == pytest.approx([10.0])
+    groups = StateGroups(gamma=0.9, keep=2)
+    for i in range(3):
+        groups.add_episode([Step("X", _sample(f"m{i}"), float(i))])
+    assert [e.sample.moves for e in groups.group("X")] == [["m1"], ["m2"]]
+    with pytest.raises(ValueError, match="at least 2"):
+        StateGroups(gamma=0.9, keep=1)
+
+
+def test_the_variance_filter_keeps_the_groups_that_carry_a_gradient():
+    assert most_varied([[1, 1, 1], [0, 5, 0], [2, 2, 2], [1, 2, 3]], 2) == [1, 3]
+    assert most_varied([[1, 1], [2, 2]], 1) == [0]  # all flat: the earliest
+    assert top_share([_sample("a"), _sample("a"), _sample("b"), _sample("a")]) == 0.75
+
+
+def test_state_grouped_rollouts_play_episodes_and_train_on_visited_states(tmp_path):
+    """GRPO grouped by state on the tiny actor: each step plays K episodes from each
+    start state, trains on groups of visited states (rewards = env returns), and logs
+    the diagnostics a researcher reads (zero-variance share, entropy, clip fraction,
+    KL to the base model, the most common sample's share)."""
+    actor = Actor.load("tiny")
+    env = GridWorldEnv(moves=actor.moves)
+    prompt = PromptSpec.for_env(env, moves=actor.moves)
+    starts = list(env.start_states())[:4]
+    store = StateGroups(gamma=0.9, keep=4)
+    spec = EpisodeSpec(render=lambda s: prompt.render(env.describe(s)),
+                       execute=lambda s, m: execute_from(env, s, m), groups=store, max_actions=3)
+    rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts]
+    task = GRPOTask(rows, reward=lambda *_: pytest.fail("grouping by state rewards env returns"), generations=4,
+                    seed=3, group_filter=1, episodes=spec)
+    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, save_steps=100, grpo={"states_per_step": 4})
+    res = train_grpo(actor, task, settings, output_dir=tmp_path)
+    assert res["grouping"] == "state" and res["steps"] == 2
+    assert store.episodes == 2 * 4 * 4  # 2 steps x 4 start states x K = 4 episodes
+    assert all(len(store.group(s)) >= 2 for s in starts)
+    m = res["final_metrics"]
+    for key in ("reward", "reward_std", "frac_reward_zero_std", "zero_std_share_sampled", "entropy", "clip_ratio",
+                "kl_to_base", "top_sample_share", "state_groups", "groups_sampled"):
+        assert key in m, key
+    assert 0.0 <= m["frac_reward_zero_std"] <= 1.0 and m["kl_to_base"] >= 0.0
+
+
+def test_over_sampled_groups_are_scored_in_the_rollout_and_the_flattest_dropped():
+    """group_filter 3: the rollout samples 3x the step's states, scores them and keeps the
+    most varied; the rewards travel with the batch to TRL's reward function."""
+    actor = Actor.load("tiny")
+    env = GridWorldEnv(moves=actor.moves)
+    prompt = PromptSpec.for_env(env, moves=actor.moves)
+    rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in list(env.start_states())[:12]]
+
+    def reward(states, samples):  # the first state's groups are flat, the rest vary
+        return [0.0 if s == rows[0]["state"] else float(len(x.moves)) + i % 2 for i, (s, x) in
+                enumerate(zip(states, samples))]
+
+    task = GRPOTask(rows, reward, generations=4, seed=1, group_filter=3)
+    rollouts = _Rollouts(actor, task)
+    out = rollouts.rollout([rows[0]["prompt"]] * 4 + [rows[1]["prompt"]] * 4, trainer=None)
+    assert len(out["completion_ids"]) == len(out["lc_reward"]) == len(out["prompt_ids"]) == 8
+    assert rollouts.metrics["groups_sampled"] == 6 and rollouts.metrics["groups_filtered"] == 4
+    assert rollouts.scored == 24
+    kept = [out["lc_reward"][i:i + 4] for i in (0, 4)]
+    assert all(len(set(r)) > 1 for r in kept)  # the flat group of state 0 was dropped
+
+
+# ---- DPO (RPO / IPO) and KTO -----------------------------------------------------------------
+
+def _pairs(actor: Actor) -> list[dict]:
+    env = GridWorldEnv(moves=actor.moves)
+    prompt = PromptSpec.for_env(env, moves=actor.moves)
+    out = []
+    for s in list(env.start_states())[:3]:
+        p = prompt.render(env.describe(s))
+        out += [{"prompt": p, "chosen": ["move forward"], "rejected": [r]} for r in ("turn left", "turn right")]
+    return out
+
+
+def test_dpo_takes_an_nll_term_on_chosen_or_ipo_and_kto_balances_its_rows(tmp_path, tiny_actor):
+    actor = Actor.load("tiny")
+    pairs = _pairs(actor)
+    rpo = TrainActorConfig(loss="dpo", preference={"rpo_alpha": 1.0})
+    trainer, info = build_trainer(actor, pairs, rpo, output_dir=tmp_path / "dpo")
+    assert list(trainer.args.loss_type) == ["sigmoid", "sft"] and list(trainer.args.loss_weights) == [1.0, 1.0]
+    assert info["rpo_alpha"] == 1.0
+    ipo = TrainActorConfig(loss="dpo", preference={"dpo_loss": "ipo"})
+    trainer, _ = build_trainer(Actor.load("tiny"), pairs, ipo, output_dir=tmp_path / "ipo")
+    assert list(trainer.args.loss_type) == ["ipo"]
+
+    # KTO: 3 states x (1 elite vs 2 worse): each elite once, weighted 2:1 -> 1:1
+    rows = build_dataset(actor, pairs, "kto", kto_balance=True)
+    assert sum(rows["label"]) == 3 and len(rows) == 9
+    assert kto_weights(rows["label"]) == (2.0, 1.0)
+    kto = TrainActorConfig(loss="kto")
+    trainer, info = build_trainer(Actor.load("tiny"), pairs, kto, output_dir=tmp_path / "kto")
+    assert (trainer.args.desirable_weight, trainer.args.undesirable_weight) == (2.0, 1.0)
+    assert info["kto_desirable_weight"] == 2.0
+    unbalanced = build_dataset(actor, pairs, "kto", kto_balance=False)
+    assert sum(unbalanced["label"]) == 6 and len(unbalanced) == 12
+
+
+def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
+    for loss, lr in LOOP_LR.items():
+        cfg = PipelineConfig(actor="tiny", critic="tiny", loss=loss)
+        assert cfg.actor_lr == lr and cfg.params()["actor_lr"] == lr
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="grpo", actor_lr=3e-5).actor_lr == 3e-5
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="dpo").rpo_alpha == 1.0
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").rpo_alpha == 0.0
+    assert LOOP_LR["grpo"] < LOOP_LR["rft"]  # learning from its own samples wants a smaller step
