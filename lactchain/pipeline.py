@@ -55,6 +55,9 @@ SIMPO_LOOP_CPO_ALPHA = 1.0
 LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-4, "kto": 1e-4, "grpo": 1e-4}
 LOOP_RPO_ALPHA = 1.0  # DPO's NLL weight on chosen unless told (RPO), as CPO-SimPO's cpo_alpha
 GROUPINGS = ("start", "state")
+# The loop settings only one loss reads (a comparison's other cells leave them at their defaults).
+LOSS_ONLY = {"simpo": ("cpo_alpha",), "dpo": ("rpo_alpha", "dpo_loss"), "kto": ("kto_balance",),
+             "grpo": ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter")}
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
 
@@ -231,7 +234,7 @@ class PipelineConfig(Config):
         if self.dpo_loss != "sigmoid" and self.loss != "dpo":
             bad("dpo_loss", f"only applies to --loss dpo (got {self.dpo_loss} with {self.loss})")
         if self.loss != "grpo":
-            for name in ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter"):
+            for name in LOSS_ONLY["grpo"]:
                 if getattr(self, name) != default_of(next(f for f in dataclasses.fields(self) if f.name == name)):
                     bad(name, f"only applies to --loss grpo (got {getattr(self, name)} with {self.loss})")
         for name in ("states", "eval_states"):

@@ -175,10 +175,15 @@ class BenchLearnConfig(PipelineConfig):
     def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
         """One comparison cell's loop config: this config with the cell's loss, explore
         and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only)."""
+        from lactchain.pipeline import LOSS_ONLY
+
         names = set(flat_names(PipelineConfig))
         params = {k: v for k, v in self.to_params().items() if k in names}
-        params.update(loss=loss, explore=explore, seed=seed,
-                      cpo_alpha=self.cpo_alpha if loss == "simpo" else None)
+        params.update(loss=loss, explore=explore, seed=seed)
+        for other, settings in LOSS_ONLY.items():  # another loss's settings stay at their defaults in this cell
+            if other != loss:
+                for name in settings:
+                    params.pop(name, None)
         if self.budget_iterations:
             params["iterations"] = self.budget_iterations
         return PipelineConfig.from_params(params)

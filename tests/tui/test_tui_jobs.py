@@ -325,3 +325,34 @@ def test_the_jobs_table_lists_finished_job_runs_by_their_run_kind(registry):
     registry.end_run(lab, "FINISHED")
     listed = {r["id"] for r in fetch_jobs(registry, False, {})}
     assert job in listed and lab not in listed
+
+
+async def test_a_grpo_jobs_diagnostics_draw_in_the_jobs_chart(make_app, registry, tmp_path):
+    """A real GRPO run (tiny actor, TRL's trainer, 2 steps) logs its diagnostics per
+    step; the Jobs chart draws each of them for the running job."""
+    from lactchain.envs.gridworld import GridWorldEnv
+    from lactchain.lifecycle import RunHandle
+    from lactchain.models.actor import Actor
+    from lactchain.prompts import PromptSpec
+    from lactchain.train.actor_config import TrainActorConfig
+    from lactchain.train.grpo import GRPOTask, train_grpo
+
+    with live_job(registry, "actor") as (_, run_id):
+        actor = Actor.load("tiny")
+        env = GridWorldEnv(moves=actor.moves)
+        prompt = PromptSpec.for_env(env, moves=actor.moves)
+        rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in list(env.start_states())[:4]]
+        task = GRPOTask(rows, lambda states, samples: [float(len(x.moves)) for x in samples], generations=4, seed=2)
+        train_grpo(actor, task, TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, grpo={"states_per_step": 2}),
+                   handle=RunHandle(registry, run_id, tmp_path / "run"))
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(app, pilot)
+            screen = app.screen
+            assert screen.selected_id == run_id
+            for key in ("frac_reward_zero_std", "entropy", "clip_ratio", "kl_to_base", "top_sample_share", "reward_std"):
+                screen.query_one("#job-metric", Select).value = key
+                await settle(app, pilot)
+                chart = screen.query_one("#job-chart")
+                assert chart.drawn_title == key and chart.drawn_points == {run_id: 2}, key

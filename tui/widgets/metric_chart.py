@@ -15,6 +15,7 @@ class MetricChart(PlotextPlot):
     def plot_series(self, title: str, series: Mapping[str, Sequence[Mapping[str, float]]]) -> None:
         """series: label -> [{step, value}], drawn as lines on one chart."""
         plt = self.plt
+        self.drawn_title, self.drawn_points = title, {}  # what the chart shows now (read by tests and the app)
         plt.clear_data()
         plt.clear_figure()
         plt.title(title)
@@ -24,6 +25,7 @@ class MetricChart(PlotextPlot):
             pts = [(p.get("step") or i, p.get("value")) for i, p in enumerate(points) if p.get("value") is not None]
             if not pts:
                 continue
+            self.drawn_points[label] = len(pts)
             xs, ys = zip(*pts)
             if len(xs) == 1:
                 plt.scatter(list(xs), list(ys), label=label)
