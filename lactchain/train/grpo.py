@@ -231,8 +231,9 @@ class _Rollouts:
         model = self.actor.model
         if not hasattr(model, "disable_adapter"):
             return {}
-        prompts = [t for t, g in zip(texts, groups) for _ in g]
-        samples = [s for g in groups for s in g]
+        # One sample per group: a gauge, not worth a second forward pass over the whole batch.
+        prompts = [t for t, g in zip(texts, groups) if g]
+        samples = [g[0] for g in groups if g]
         with model.disable_adapter():
             base = self.actor.completion_logprobs(prompts, [s.token_ids for s in samples], add_eos=False)
         log_r = [max(-20.0, min(20.0, b - s.logprob)) for s, b in zip(samples, base)]
