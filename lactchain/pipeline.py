@@ -778,7 +778,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                                    execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
                                    groups=state_groups["groups"], max_actions=cfg.eval_max_actions)
         return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
-                        seed=cfg.seed * 7919 + it, group_filter=cfg.group_filter, episodes=episodes)
+                        seed=cfg.seed * 7919 + it, episodes=episodes)
 
     state_groups: dict[str, Any] = {}  # grouping by state: the actions seen from each state, kept across iterations
 

@@ -77,8 +77,9 @@ def test_state_grouped_rollouts_play_episodes_and_train_on_visited_states(tmp_pa
                        execute=lambda s, m: execute_from(env, s, m), groups=store, max_actions=3)
     rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts]
     task = GRPOTask(rows, reward=lambda *_: pytest.fail("grouping by state rewards env returns"), generations=4,
-                    seed=3, group_filter=1, episodes=spec)
-    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, save_steps=100, grpo={"states_per_step": 4})
+                    seed=3, episodes=spec)
+    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, save_steps=100,
+                                grpo={"states_per_step": 4, "group_filter": 1})
     res = train_grpo(actor, task, settings, output_dir=tmp_path)
     assert res["grouping"] == "state" and res["steps"] == 2
     assert store.episodes == 2 * 4 * 4  # 2 steps x 4 start states x K = 4 episodes
@@ -102,8 +103,8 @@ def test_over_sampled_groups_are_scored_in_the_rollout_and_the_flattest_dropped(
         return [0.0 if s == rows[0]["state"] else float(len(x.moves)) + i % 2 for i, (s, x) in
                 enumerate(zip(states, samples))]
 
-    task = GRPOTask(rows, reward, generations=4, seed=1, group_filter=3)
-    rollouts = _Rollouts(actor, task)
+    task = GRPOTask(rows, reward, generations=4, seed=1)
+    rollouts = _Rollouts(actor, task, group_filter=3)
     out = rollouts.rollout([rows[0]["prompt"]] * 4 + [rows[1]["prompt"]] * 4, trainer=None)
     assert len(out["completion_ids"]) == len(out["lc_reward"]) == len(out["prompt_ids"]) == 8
     assert rollouts.metrics["groups_sampled"] == 6 and rollouts.metrics["groups_filtered"] == 4

@@ -82,7 +82,6 @@ class GRPOTask:
     temperature: float = 1.0
     constrained: bool = True
     seed: int = 0
-    group_filter: int = 1  # sample groups for this many x the step's states, keep the most varied
     episodes: EpisodeSpec | None = None
 
     def check(self) -> None:
@@ -92,8 +91,6 @@ class GRPOTask:
             raise ValueError(f"GRPO needs groups of at least 2 samples per state, got {self.generations}")
         if not self.temperature > 0:
             raise ValueError(f"GRPO samples at temperature > 0 (its groups must differ), got {self.temperature}")
-        if self.group_filter < 1:
-            raise ValueError(f"group_filter must be >= 1, got {self.group_filter}")
 
 
 def most_varied(rewards: Sequence[Sequence[float]], n: int) -> list[int]:
@@ -117,8 +114,10 @@ class _Rollouts:
     reward function through the batch (`lc_reward`). Diagnostics of the last step wait
     in `metrics` for the training callback."""
 
-    def __init__(self, actor: Any, task: GRPOTask) -> None:
-        self.actor, self.task = actor, task
+    def __init__(self, actor: Any, task: GRPOTask, group_filter: int = 1) -> None:
+        if group_filter < 1:
+            raise ValueError(f"group_filter must be >= 1, got {group_filter}")
+        self.actor, self.task, self.group_filter = actor, task, int(group_filter)
         self.rng = random.Random(task.seed)
         self.calls = 0
         self.scored = 0
@@ -154,7 +153,7 @@ class _Rollouts:
         many more drawn at random), scored by the task; the most varied groups kept."""
         by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
         texts = list(unique)
-        extra = len(unique) * (self.task.group_filter - 1)
+        extra = len(unique) * (self.group_filter - 1)
         if extra:
             texts += [r["prompt"] for r in self.rng.choices(self.task.rows, k=extra)]
         samples = self._sample(texts, k)
@@ -177,7 +176,7 @@ class _Rollouts:
         spec = self.task.episodes
         by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
         starts = [by_prompt[t] for t in unique]
-        extra = len(unique) * (self.task.group_filter - 1)
+        extra = len(unique) * (self.group_filter - 1)
         starts += [r["state"] for r in self.rng.choices(self.task.rows, k=extra)] if extra else []
         touched: list[Any] = []
         for episode in self._play(starts, k, spec):
@@ -297,7 +296,7 @@ def train_grpo(
         args.activation_checkpointing, args.gradient_checkpointing = False, None
     else:  # pragma: no cover - older transformers
         args.gradient_checkpointing = False
-    rollouts = _Rollouts(actor, task)
+    rollouts = _Rollouts(actor, task, config.grpo.group_filter)
 
     def labeler_reward(prompts: list[str], completions: list[Any], lc_reward: list[float], **_: Any) -> list[float]:
         return list(lc_reward)  # scored in the rollout (it filters groups by their rewards)
@@ -329,7 +328,7 @@ def train_grpo(
     timed = callback.step_times[1:] or callback.step_times
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
-            "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": task.group_filter,
+            "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
             "grouping": "state" if task.episodes is not None else "start",
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
