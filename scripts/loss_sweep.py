@@ -3,6 +3,7 @@ the tiny actor and critic, one cell per (setting, seed), appended as JSON lines;
 finished cell is skipped when the file is read again (resumable).
 
     python scripts/loss_sweep.py OUT.jsonl '[{"loss": "grpo", "actor_lr": 1e-4}, ...]' --seeds 0,1,2
+    python scripts/loss_sweep.py OUT.jsonl --table     # the markdown table of what OUT holds
 
 Each line: the cell's settings, seed, the success / top-answer-share curve (iteration 0
 = before training) and seconds. LOOP_LR in lactchain/pipeline.py cites the results kept
@@ -21,10 +22,16 @@ from pathlib import Path
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("grid", help="JSON list of PipelineConfig settings, one dict per cell")
+    ap.add_argument("grid", nargs="?", help="JSON list of PipelineConfig settings, one dict per cell")
+    ap.add_argument("--table", action="store_true", help="print the markdown table of OUT and exit")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--iterations", type=int, default=3)
     args = ap.parse_args()
+    if args.table:
+        print(table([json.loads(line) for line in args.out.read_text().splitlines()]))
+        return
+    if not args.grid:
+        ap.error("give the grid (a JSON list of settings) or --table")
 
     import torch
 
@@ -54,6 +61,20 @@ def main() -> None:
             with args.out.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(json.dumps(rec), flush=True)
+
+
+def table(rows: list[dict]) -> str:
+    """One line per setting: success before -> each iteration per seed, the best gain and
+    the worst top-answer share over the trained iterations."""
+    out = ["| settings | seed | success: before -> iterations | best gain | worst top share (trained) |",
+           "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["kw"]["loss"], r["actor_lr"], json.dumps(r["kw"], sort_keys=True), r["seed"])):
+        succ = [c[0] for c in r["curve"]]
+        shares = [c[1] for c in r["curve"][1:]]
+        kw = ", ".join(f"{k}={v}" for k, v in r["kw"].items())
+        out.append(f"| {kw} | {r['seed']} | {' -> '.join(f'{x:.2f}' for x in succ)} | "
+                   f"{max(succ[1:]) - succ[0]:+.2f} | {max(shares):.2f} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
