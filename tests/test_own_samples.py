@@ -183,3 +183,17 @@ def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_coll
         assert max(trained) >= base + 0.3, curve
         assert all(row["top_answer_share"] <= 0.5 for row in curve[1:]), curve
         assert reg.params(handle.run_id)["actor_lr"] == LOOP_LR[loss]
+
+
+def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():
+    from lactchain.train.actor import FailureDetector
+
+    det = FailureDetector("grpo", window=3)
+    fired = []
+    for step, share in enumerate([0.5, 0.9, 0.95, 1.0], start=1):
+        fired += det.update({"loss": 0.0, "frac_reward_zero_std": 0.95, "top_sample_share": share}, step)
+    codes = {w.code: w.step for w in fired}
+    assert codes == {"groups_flat": 3, "samples_collapsed": 4}
+    healthy = FailureDetector("grpo", window=3)
+    assert not [w for s in range(1, 8) for w in healthy.update(
+        {"loss": 0.1, "frac_reward_zero_std": 0.25, "top_sample_share": 0.3}, s)]

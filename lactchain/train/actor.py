@@ -320,6 +320,10 @@ class FailureDetector:
       logs, by more than `fall_fraction` of its size: the loss is being won by
       pushing everything down, likely degenerate output.
     - loss_nan: the loss became NaN/inf.
+    - groups_flat (GRPO): >= `flat_share` of the groups scored alike in each of the last
+      `window` logs: zero advantages, nothing learned.
+    - samples_collapsed (GRPO): one move list was >= `flat_share` of the samples in each
+      of the last `window` logs.
     """
 
     loss_type: str
@@ -328,6 +332,7 @@ class FailureDetector:
     easy_logs: int = 3
     stuck_tol: float = 0.01
     fall_fraction: float = 0.02
+    flat_share: float = 0.9  # GRPO: share of flat groups / of one sample that says the step has no signal
     history: list[dict[str, float]] = field(default_factory=list)
     fired: dict[str, TrainingWarning] = field(default_factory=dict)
 
@@ -375,6 +380,17 @@ class FailureDetector:
                 yield "logp_chosen_falling", (
                     f"the chosen log-prob fell at each of the last {self.window} logs ({lp[0]:.3f} -> {lp[-1]:.3f}): "
                     "the margin is being won by pushing chosen down too (lower the learning rate or raise beta)")
+        flat = [r.get("frac_reward_zero_std") for r in h[-self.window:]]
+        if len(h) >= self.window and all(v is not None and v >= self.flat_share for v in flat):
+            yield "groups_flat", (
+                f"at least {self.flat_share:.0%} of GRPO's groups scored alike in each of the last {self.window} logs: "
+                "their advantages are 0 and the steps learn nothing (more --samples, --group-filter, a higher "
+                "--temperature, or a reward that tells the samples apart)")
+        same = [r.get("top_sample_share") for r in h[-self.window:]]
+        if len(h) >= self.window and all(v is not None and v >= self.flat_share for v in same):
+            yield "samples_collapsed", (
+                f"one move list was at least {self.flat_share:.0%} of GRPO's samples in each of the last {self.window} "
+                "logs: the policy has collapsed to one answer (lower the learning rate, or --kl-beta)")
 
 
 def map_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
