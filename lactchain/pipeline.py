@@ -232,12 +232,11 @@ class PipelineConfig(Config):
             self.rpo_alpha = LOOP_RPO_ALPHA if self.loss == "dpo" else 0.0
         if self.rpo_alpha and self.loss != "dpo":
             bad("rpo_alpha", f"only applies to --loss dpo (got {self.rpo_alpha} with {self.loss})")
-        if self.dpo_loss != "sigmoid" and self.loss != "dpo":
-            bad("dpo_loss", f"only applies to --loss dpo (got {self.dpo_loss} with {self.loss})")
-        if self.loss != "grpo":
-            for name in LOSS_ONLY["grpo"]:
-                if getattr(self, name) != default_of(next(f for f in dataclasses.fields(self) if f.name == name)):
-                    bad(name, f"only applies to --loss grpo (got {getattr(self, name)} with {self.loss})")
+        defaults = {f.name: default_of(f) for f in dataclasses.fields(self)}
+        for owner, names in LOSS_ONLY.items():  # another loss's setting is refused, not dropped silently
+            for name in names:
+                if owner != self.loss and name not in ("cpo_alpha", "rpo_alpha") and getattr(self, name) != defaults[name]:
+                    bad(name, f"only applies to --loss {owner} (got {getattr(self, name)} with {self.loss})")
         for name in ("states", "eval_states"):
             value = getattr(self, name)
             if value != "all":

@@ -204,11 +204,7 @@ class _Rollouts:
         for _ in range(spec.max_actions):
             if not running:
                 break
-            self.calls += 1
-            samples = self.actor.generate([spec.render(current[i]) for i in running], constrained=self.task.constrained,
-                                          temperature=self.task.temperature, num_samples=1,
-                                          seed=self.task.seed * 100_003 + self.calls,
-                                          max_new_tokens=MAX_COMPLETION_TOKENS)
+            samples = self._sample([spec.render(current[i]) for i in running], 1)
             still = []
             for i, sample in zip(running, samples):
                 reward, nxt, done = spec.execute(current[i], sample.moves)
