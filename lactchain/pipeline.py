@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lactchain.config import Config, ConfigError, default_of, flat_fields, option
+from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.lifecycle import RunHandle, run_context
 from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
-from lactchain.train.actor_config import DPO_LOSS_TYPES, GRPO_LOSS_TYPES
+from lactchain.train.actor_config import DPO_LOSS_TYPES, GRPO_LOSS_TYPES, TrainActorConfig
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
 LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
@@ -732,7 +732,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             h.stop_at = cfg.deadline - timing["evaluate_s"]
         trainer = TrainActorConfig.from_params(dict(
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
-            cpo_alpha=cfg.cpo_alpha, seed=cfg.seed + it, **loss_only,
+            seed=cfg.seed + it, **loss_only,
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
         on_log = live.trainer(it)
         if cfg.loss == "grpo":
@@ -858,15 +858,10 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
 
 
 def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:
-    """The trainer settings only `cfg.loss` reads (flat TrainActorConfig names)."""
-    if cfg.loss == "grpo":
-        return {"kl_beta": cfg.kl_beta, "grpo_loss_type": cfg.grpo_loss_type, "scale_rewards": cfg.scale_rewards,
-                "epsilon_high": cfg.epsilon_high, "group_filter": cfg.group_filter}
-    if cfg.loss == "dpo":
-        return {"rpo_alpha": cfg.rpo_alpha, "dpo_loss": cfg.dpo_loss}
-    if cfg.loss == "kto":
-        return {"kto_balance": cfg.kto_balance}
-    return {}
+    """The trainer settings only `cfg.loss` reads: its LOSS_ONLY names that are also
+    TrainActorConfig's (same names in both; `grouping` is the loop's own)."""
+    trainer = set(flat_names(TrainActorConfig))
+    return {name: getattr(cfg, name) for name in LOSS_ONLY.get(cfg.loss, ()) if name in trainer}
 
 
 def _is_optimal(oracle: Any, row: dict[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from lactchain.prompts import PromptSpec
 from lactchain.registry import Registry
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.grpo import GRPOTask, train_grpo
+from loop_helpers import run_tiny_loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -105,18 +106,16 @@ def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_
     extra = {"rejects_per_state": 2, "actor_epochs": 4} if loss == "simpo" else {"actor_epochs": 2}
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss=loss, iterations=3,
                          td_lists_per_state=64, explore=64, td_rounds=4, **extra)
-    with Registry(tmp_path / "registry.db") as reg:
-        with run_context(reg, "pipeline", name=f"tiny {loss}", params=cfg.params(), quiet=True) as handle:
-            out = run_pipeline(handle, cfg)
-        curve = out["curve"]
-        base, trained = curve[0]["success_rate"], [row["success_rate"] for row in curve[1:]]
-        assert len(trained) == 3
-        assert max(trained) >= base + 0.25 and trained[-1] > base, curve
-        assert curve[-1]["env_moves"] > curve[1]["env_moves"] > 0  # the training data's env steps add up
-        params = reg.params(handle.run_id)
-        assert params["loss"] == loss and params["cpo_alpha"] == (1.0 if loss == "simpo" else 0.0)
-        trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
-        assert all(p["loss_type"] == loss for p in trains)
+    out, params, success, reg = run_tiny_loop(tmp_path, cfg, f"tiny {loss}")
+    reg.close()
+    curve = out["curve"]
+    base, trained = success[0], success[1:]
+    assert len(trained) == 3
+    assert max(trained) >= base + 0.25 and trained[-1] > base, curve
+    assert curve[-1]["env_moves"] > curve[1]["env_moves"] > 0  # the training data's env steps add up
+    assert params["loss"] == loss and params["cpo_alpha"] == (1.0 if loss == "simpo" else 0.0)
+    trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
+    assert all(p["loss_type"] == loss for p in trains)
 
 
 def test_the_loops_kl_beta_reaches_grpo_and_is_recorded(tmp_path):

@@ -168,21 +168,18 @@ def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_coll
     critic. The tiny actor starts at about 7 % of the 60 start states; the best trained
     iteration must be >= 0.3 higher, and no trained iteration may answer more than half
     of the states alike (the collapse the old defaults ended in)."""
-    from lactchain.lifecycle import run_context
-    from lactchain.pipeline import run_pipeline
-    from lactchain.registry import Registry
+    from loop_helpers import run_tiny_loop
 
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss=loss, explore=0, iterations=3,
                          td_lists_per_state=64, td_rounds=4)
-    with Registry(tmp_path / "registry.db") as reg:
-        with run_context(reg, "pipeline", name=f"tiny {loss} explore 0", params=cfg.params(), quiet=True) as handle:
-            out = run_pipeline(handle, cfg)
-        curve = out["curve"]
-        base, trained = curve[0]["success_rate"], [row["success_rate"] for row in curve[1:]]
-        assert len(trained) == 3
-        assert max(trained) >= base + 0.3, curve
-        assert all(row["top_answer_share"] <= 0.5 for row in curve[1:]), curve
-        assert reg.params(handle.run_id)["actor_lr"] == LOOP_LR[loss]
+    out, params, success, reg = run_tiny_loop(tmp_path, cfg, f"tiny {loss} explore 0")
+    reg.close()
+    curve = out["curve"]
+    base, trained = success[0], success[1:]
+    assert len(trained) == 3
+    assert max(trained) >= base + 0.3, curve
+    assert all(row["top_answer_share"] <= 0.5 for row in curve[1:]), curve
+    assert params["actor_lr"] == LOOP_LR[loss]
 
 
 def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():

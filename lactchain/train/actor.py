@@ -105,7 +105,6 @@ METRIC_NAMES = {
     "clip_ratio/high_mean": "clip_ratio_high",
     "clip_ratio/low_mean": "clip_ratio_low",
     "policy_loss": "policy_loss",
-    "kl_to_start": "kl_to_start",
 }
 
 

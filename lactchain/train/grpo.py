@@ -118,6 +118,7 @@ class _Rollouts:
         if group_filter < 1:
             raise ValueError(f"group_filter must be >= 1, got {group_filter}")
         self.actor, self.task, self.group_filter = actor, task, int(group_filter)
+        self.state_of = {r["prompt"]: r["state"] for r in task.rows}  # rollout_func sees prompts only
         self.rng = random.Random(task.seed)
         self.calls = 0
         self.scored = 0
@@ -148,16 +149,18 @@ class _Rollouts:
                 "completion_ids": [list(s.token_ids) for s in kept], "logprobs": None,
                 "lc_reward": [float(r) for rs in rewards for r in rs]}
 
+    def _step_prompts(self, unique: list[str]) -> list[str]:
+        """The step's start prompts and, with a filter, (group_filter - 1) times as many
+        more drawn at random from the task's rows."""
+        extra = len(unique) * (self.group_filter - 1)
+        return list(unique) + ([r["prompt"] for r in self.rng.choices(self.task.rows, k=extra)] if extra else [])
+
     def _by_start(self, unique: list[str], k: int) -> tuple[list[str], list[list[Any]], list[list[float]]]:
         """K samples from each of the step's start states (and, with a filter, from as
         many more drawn at random), scored by the task; the most varied groups kept."""
-        by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
-        texts = list(unique)
-        extra = len(unique) * (self.group_filter - 1)
-        if extra:
-            texts += [r["prompt"] for r in self.rng.choices(self.task.rows, k=extra)]
+        texts = self._step_prompts(unique)
         samples = self._sample(texts, k)
-        states = [by_prompt[t] for t in texts for _ in range(k)]
+        states = [self.state_of[t] for t in texts for _ in range(k)]
         flat = [float(r) for r in self.task.reward(states, samples)]
         self.scored += len(samples)
         self.env_moves += sum(len(s.moves) for s in samples)
@@ -174,10 +177,7 @@ class _Rollouts:
         action filed under its state; the step trains on the visited states whose
         returns vary most, each group its state's newest K actions."""
         spec = self.task.episodes
-        by_prompt = {r["prompt"]: r["state"] for r in self.task.rows}
-        starts = [by_prompt[t] for t in unique]
-        extra = len(unique) * (self.group_filter - 1)
-        starts += [r["state"] for r in self.rng.choices(self.task.rows, k=extra)] if extra else []
+        starts = [self.state_of[t] for t in self._step_prompts(unique)]
         touched: list[Any] = []
         for episode in self._play(starts, k, spec):
             touched += spec.groups.add_episode(episode)
