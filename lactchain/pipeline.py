@@ -676,9 +676,12 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")}, body)
         timing["evaluate_s"] = max(timing["evaluate_s"], time.time() - t0)
 
+    # GRPO grouped by state rewards each action with the env's own return from its state:
+    # it reads no critic and no collected pairs, so it skips those phases (and their env moves).
+    env_rewarded = cfg.loss == "grpo" and cfg.grouping == "state"
     # The critic: fitted value iteration on random move lists, kept and topped up each iteration.
     critic_state: dict[str, Any] = {}
-    if cfg.labeler == "critic":
+    if cfg.labeler == "critic" and not env_rewarded:
         from lactchain.models.critic import Critic
         import torch
 
@@ -759,13 +762,15 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
         from lactchain.train.grpo import EpisodeSpec, GRPOTask
         from lactchain.train.state_groups import StateGroups
 
-        labeler = labeler_with(actor)  # the rollout labeler plays the policy being trained
         k = cfg.samples
+        labelers: list[Any] = []  # built on first use: a state-grouped run never scores with one
 
         def reward(states: list[Any], samples: list[Any]) -> list[float]:
             groups = sampled_groups(env, states, samples, k,
                                     lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
-            labeler.score(groups)
+            if not labelers:
+                labelers.append(labeler_with(actor))  # the rollout labeler plays the policy being trained
+            labelers[0].score(groups)
             return [c.advantage for g in groups for c in g.candidates]
 
         rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts_of(it)]
@@ -830,14 +835,15 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
                     "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
                     "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
 
-        phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
-                                       "temperature": cfg.temperature, "env": cfg.env,
-                                       **({"scene": cfg.scene} if cfg.scene else {})}, collect)
-        if "transitions" not in holder:  # collect was kept from the run this one resumes
+        if not env_rewarded:
+            phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
+                                           "temperature": cfg.temperature, "env": cfg.env,
+                                           **({"scene": cfg.scene} if cfg.scene else {})}, collect)
+        if "transitions" not in holder:  # collect was kept from the run this one resumes (or skipped)
             pending = saved["pending"] or {}
             holder["transitions"] = _transitions_from_json(pending.get("transitions", []), env)
             holder["pairs"] = reg.pairs(run_ids=pending["pairs_run"]) if pending.get("pairs_run") else []
-        if cfg.labeler == "critic" and cfg.td_rounds_per_iteration:
+        if cfg.labeler == "critic" and cfg.td_rounds_per_iteration and not env_rewarded:
             phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
                   lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
         if cfg.loss == "rft":

@@ -182,6 +182,23 @@ def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_coll
     assert params["actor_lr"] == LOOP_LR[loss]
 
 
+def test_a_state_grouped_grpo_run_on_taxi_skips_the_critic_and_the_collect_phase(tmp_path):
+    """Grouped by state, GRPO rewards each action with the env's own return: the loop must
+    not spend minutes (and ~70k env moves) fitting a critic nobody reads, nor collecting
+    pairs nobody trains on -- on Taxi too, where the LLM's prior has to pay."""
+    from loop_helpers import run_tiny_loop
+
+    cfg = PipelineConfig(actor="tiny", critic="tiny", env="taxi", loss="grpo", grouping="state", explore=0,
+                         iterations=1, states=4, samples=2, eval_states=20)
+    out, params, success, reg = run_tiny_loop(tmp_path, cfg, "tiny grpo by state on taxi")
+    kinds = [r["kind"] for r in reg.list_runs()]
+    reg.close()
+    assert [(p["iteration"], p["phase"]) for p in out["phases"]] == [(0, "evaluate"), (1, "train-actor"),
+                                                                     (1, "evaluate")]
+    assert "critic" not in kinds and "pairs" not in kinds
+    assert params["grouping"] == "state" and len(success) == 2
+
+
 def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():
     from lactchain.train.actor import FailureDetector
 
