@@ -145,7 +145,7 @@ class PipelineConfig(Config):
     actor_batch_size: int = _help("Actor batch size.", 8)
     cpo_alpha: float | None = _help("SimPO only: weight of the NLL term on chosen (CPO alpha; 0 = plain SimPO). "
                                     "Default: 1.0 with --loss simpo (CPO-SimPO: plain SimPO drifts in the loop, "
-                                    "see the README's Results), else unused.", None)
+                                    "see docs/results.md), else unused.", None)
     kl_beta: float = _help("GRPO only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, loads no "
                            "reference model; 0.04 is the DeepSeekMath value.", 0.0, min=0.0, max=10.0)
     grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
