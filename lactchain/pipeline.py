@@ -24,6 +24,11 @@ continues across iterations.
 
 evaluate: greedy from every non-goal start state; success, optimal-move ratio,
 and the collapse alarm (share of the most common greedy answer).
+
+Reading order: `_loop` is the algorithm, top to bottom; each phase is a module-level
+function (`fit_critic`, `collect`, `train_actor_phase`, `evaluate`) over one `LoopState`
+(`start_loop` builds it, from a killed run's state file on resume), and `run_phase` makes
+every phase a child run and saves the state after it.
 """
 
 from __future__ import annotations
@@ -590,22 +595,73 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     return generator
 
 
-def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
-          on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> dict[str, Any]:
-    """The phases; `actor` trains, `generator` (the actor, or a vLLM engine) generates."""
-    from lactchain.envs.catalog import make_env
-    from lactchain.evaluate import eval_states, evaluate_actor
-    from lactchain.labelers import OracleLabeler, make_labeler, ranking_accuracy
-    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
-    from lactchain.prompts import PromptSpec
-    from lactchain.train.actor import TrainActorConfig, train_actor
-    from lactchain.train.critic_td import Transition
-    from lactchain.train.grpo import train_grpo
+# ---- the loop's state, and its phases as functions over it ----------------------------------
 
-    reg = handle.registry
-    loss_only = loss_settings(cfg)  # settings only this loss reads
-    result = PipelineResult()
+@dataclass
+class LoopState:
+    """Everything the loop carries from phase to phase: built once by `start_loop` (from a
+    resumed run's state file when there is one), read and updated by the phase functions,
+    written back by `save` after every finished phase."""
+
+    handle: RunHandle
+    cfg: PipelineConfig
+    actor: Any  # the model that trains
+    generator: Any  # what generates: the actor itself, or a vLLM engine serving its adapter
+    env: Any
+    prompt: Any
+    oracle: Any
+    world: dict[str, Any]
+    result: PipelineResult
+    done: dict[tuple[int, str], dict[str, Any]]  # finished before a resume: (iteration, phase) -> its row
+    saved: dict[str, Any]  # what a resume needs beyond phases, elites and adapter: critic, transitions, pending
+    elites: EliteBuffer
+    live: PhaseProgress
+    on_phase: Callable[[int, str], None] | None = None
+    critic: dict[str, Any] = field(default_factory=dict)  # critic, optimizer, transitions, env_moves
+    state_groups: Any = None  # grouping by state: the actions seen from each state, across iterations
+    evaluate_s: float = 0.0  # the longest evaluation: what a budgeted trainer leaves time for
+
+    @property
+    def env_rewarded(self) -> bool:
+        """GRPO grouped by state rewards each action with the env's own return from its state:
+        it reads no critic and no collected pairs, so the loop skips those phases."""
+        return self.cfg.loss == "grpo" and self.cfg.grouping == "state"
+
+    @property
+    def fits_critic(self) -> bool:
+        return self.cfg.labeler == "critic" and not self.env_rewarded
+
+    def save(self) -> None:
+        _save_state(self.handle, {"phases": self.result.phases, "elites": self.elites.to_json(), **self.saved,
+                                  "adapter": str(self.actor.adapter) if getattr(self.actor, "adapter", None) else None})
+
+    def starts(self, it: int) -> list[Any]:
+        """Iteration `it`'s start states: all of them, or a sample drawn per iteration."""
+        from lactchain.evaluate import eval_states
+
+        if self.cfg.states == "all":
+            return eval_states(self.env, "all", self.cfg.seed)
+        return eval_states(self.env, self.cfg.states, self.cfg.seed + it)
+
+    def labeler(self, model: Any) -> Any:
+        """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
+        from lactchain.labelers import make_labeler
+
+        cfg = self.cfg
+        return make_labeler(cfg.labeler, env=self.env, gamma=cfg.gamma, critic=self.critic.get("critic"), actor=model,
+                            horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=self.prompt)
+
+
+def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
+               on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> LoopState:
+    """The loop's state at its start, or where a resumed run stopped (its finished phases
+    kept, its elites and critic restored)."""
+    from lactchain.envs.catalog import make_env
+    from lactchain.labelers import OracleLabeler
+    from lactchain.prompts import PromptSpec
+
     resume = resume or {}
+    result = PipelineResult()
     done = {(p["iteration"], p["phase"]): p for p in resume.get("phases", [])}
     if done:
         result.phases = list(resume["phases"])
@@ -614,132 +670,253 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             result.seconds_per_phase[p["phase"]] = result.seconds_per_phase.get(p["phase"], 0.0) + p["seconds"]
     world = cfg.env_kwargs()
     env = make_env(cfg.env, moves=actor.moves, **world)
-    prompt = PromptSpec.for_env(env, strategy=cfg.strategy, moves=actor.moves)
-    oracle = OracleLabeler(env, cfg.gamma)
+    state = LoopState(handle=handle, cfg=cfg, actor=actor, generator=generator, env=env,
+                      prompt=PromptSpec.for_env(env, strategy=cfg.strategy, moves=actor.moves),
+                      oracle=OracleLabeler(env, cfg.gamma), world=world, result=result, done=done,
+                      saved={"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
+                             "pending": resume.get("pending")},
+                      elites=EliteBuffer.from_json(resume.get("elites", []), env), live=PhaseProgress(handle),
+                      on_phase=on_phase)
+    if state.fits_critic and state.saved["critic"]:
+        load_critic(state)
+    return state
 
-    # what a resume needs beyond the phases, the elites and the actor's adapter
-    saved: dict[str, Any] = {"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
-                             "pending": resume.get("pending")}
-    elites = EliteBuffer.from_json(resume.get("elites", []), env)
 
-    def save_state() -> None:
-        _save_state(handle, {"phases": result.phases, "elites": elites.to_json(), **saved,
-                             "adapter": str(actor.adapter) if getattr(actor, "adapter", None) else None})
+def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: dict[str, Any],
+              fn: Callable[[RunHandle], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """One phase as a child run of the pipeline run: seeded, timed, its metrics logged on
+    both runs and the state saved after it. A phase finished before a resume is kept."""
+    handle, reg = state.handle, state.handle.registry
+    if (iteration, name) in state.done:
+        kept = state.done[(iteration, name)]
+        print(f"iteration {iteration} {name}: kept from run {kept['run_id']}", file=sys.stderr, flush=True)
+        return kept["run_id"], kept
+    handle.check_cancelled()
+    if state.on_phase is not None:
+        state.on_phase(iteration, name)
+    seed_phase(state.cfg.seed, iteration, name)
+    t0 = time.perf_counter()
+    with run_context(reg, kind, name=f"{name} (iteration {iteration})", params=params,
+                     parent_id=handle.run_id) as child:
+        metrics = fn(child)
+        numeric = _numeric(metrics)
+        child.log_metrics(numeric)
+    seconds = time.perf_counter() - t0
+    state.result.add(iteration, name, child.run_id, seconds, metrics)
+    handle.log_metrics({f"{name}/{k}": v for k, v in numeric.items()}, step=iteration)
+    handle.log_metrics({f"{name}/seconds": seconds}, step=iteration)
+    # Progress lines for the job's log (stderr: stdout is the --json result).
+    print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
+          file=sys.stderr, flush=True)
+    state.save()
+    return child.run_id, metrics
 
-    def phase(iteration: int, name: str, kind: str, params: dict[str, Any], fn: Callable[[RunHandle], dict[str, Any]]):
-        if (iteration, name) in done:  # finished before the resume
-            print(f"iteration {iteration} {name}: kept from run {done[(iteration, name)]['run_id']}",
-                  file=sys.stderr, flush=True)
-            return done[(iteration, name)]["run_id"], done[(iteration, name)]
-        handle.check_cancelled()
-        if on_phase is not None:
-            on_phase(iteration, name)
-        seed_phase(cfg.seed, iteration, name)
-        t0 = time.perf_counter()
-        with run_context(reg, kind, name=f"{name} (iteration {iteration})", params=params,
-                         parent_id=handle.run_id) as child:
-            metrics = fn(child)
-            numeric = _numeric(metrics)
-            child.log_metrics(numeric)
-        seconds = time.perf_counter() - t0
-        result.add(iteration, name, child.run_id, seconds, metrics)
-        handle.log_metrics({f"{name}/{k}": v for k, v in numeric.items()}, step=iteration)
-        handle.log_metrics({f"{name}/seconds": seconds}, step=iteration)
-        # Progress lines for the job's log (stderr: stdout is the --json result).
-        print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
-              file=sys.stderr, flush=True)
-        save_state()
-        return child.run_id, metrics
 
-    timing = {"evaluate_s": 0.0}  # the longest evaluation: what a budgeted trainer leaves time for
-    live = PhaseProgress(handle)
+def evaluate(state: LoopState, iteration: int) -> None:
+    """Greedy from every start state; tags the run when one answer takes over (collapse)."""
+    from lactchain.evaluate import evaluate_actor
 
-    def evaluate(iteration: int) -> None:
-        def body(h: RunHandle) -> dict[str, Any]:
-            out = evaluate_actor(generator, states=cfg.eval_states, constrained=cfg.constrained, n_envs=cfg.n_envs,
-                                 prompt=prompt,
-                                 max_actions=cfg.eval_max_actions, seed=cfg.seed, registry=reg, run_id=h.run_id,
-                                 should_stop=h.cancelled.is_set, env=cfg.env, env_kwargs=world)
-            if out["top_answer_share"] > COLLAPSE_SHARE:
-                msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
-                       f"{out['top_answer']} (iteration {iteration})")
-                for rid in (h.run_id, handle.run_id):
-                    reg.set_tag(rid, "warning", msg)
-                print(f"warning [collapse] at iteration {iteration}: {msg}", file=sys.stderr, flush=True)
-            elif reg.tags(handle.run_id).get("warning", "").startswith("collapse:"):
-                # The run's warning speaks of its latest policy: the untrained model's collapse
-                # stays on iteration 0's eval run, not on a run whose actor has since learned.
-                reg.set_tag(handle.run_id, "warning", None)
-            return out
+    cfg, handle, reg = state.cfg, state.handle, state.handle.registry
 
-        t0 = time.time()
-        phase(iteration, "evaluate", "eval", {"states": cfg.eval_states, "adapter": str(actor.adapter or "")}, body)
-        timing["evaluate_s"] = max(timing["evaluate_s"], time.time() - t0)
+    def body(h: RunHandle) -> dict[str, Any]:
+        out = evaluate_actor(state.generator, states=cfg.eval_states, constrained=cfg.constrained,
+                             n_envs=cfg.n_envs, prompt=state.prompt, max_actions=cfg.eval_max_actions, seed=cfg.seed,
+                             registry=reg, run_id=h.run_id, should_stop=h.cancelled.is_set, env=cfg.env,
+                             env_kwargs=state.world)
+        if out["top_answer_share"] > COLLAPSE_SHARE:
+            msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
+                   f"{out['top_answer']} (iteration {iteration})")
+            for rid in (h.run_id, handle.run_id):
+                reg.set_tag(rid, "warning", msg)
+            print(f"warning [collapse] at iteration {iteration}: {msg}", file=sys.stderr, flush=True)
+        elif reg.tags(handle.run_id).get("warning", "").startswith("collapse:"):
+            # The run's warning speaks of its latest policy: the untrained model's collapse
+            # stays on iteration 0's eval run, not on a run whose actor has since learned.
+            reg.set_tag(handle.run_id, "warning", None)
+        return out
 
-    # GRPO grouped by state rewards each action with the env's own return from its state:
-    # it reads no critic and no collected pairs, so it skips those phases (and their env moves).
-    env_rewarded = cfg.loss == "grpo" and cfg.grouping == "state"
-    # The critic: fitted value iteration on random move lists, kept and topped up each iteration.
-    critic_state: dict[str, Any] = {}
-    if cfg.labeler == "critic" and not env_rewarded:
-        from lactchain.models.critic import Critic
-        import torch
+    t0 = time.time()
+    run_phase(state, iteration, "evaluate", "eval",
+              {"states": cfg.eval_states, "adapter": str(state.actor.adapter or "")}, body)
+    state.evaluate_s = max(state.evaluate_s, time.time() - t0)
 
-        from lactchain.paths import writing
-        from lactchain.train.critic_td import (TD_OPTIMIZER_FILE, TDConfig, fit_critic_td, random_transitions,
-                                               td_optimizer)
 
-        def load_critic() -> None:
-            if saved["critic"]:  # resumed: the critic and its optimizer as of the last finished phase
-                critic_state["critic"] = Critic.load(checkpoint=saved["critic"])
-                kept = Path(saved["critic"]) / TD_OPTIMIZER_FILE
-                if kept.is_file():
-                    state = torch.load(kept, map_location="cpu", weights_only=True)
-                    critic_state["optimizer"] = td_optimizer(critic_state["critic"], TDConfig(), state)
-            else:
-                critic_state["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(actor.moves), **world},
-                                                     env=cfg.env)
-            fresh = random_transitions(env, cfg.td_lists_per_state, cfg.seed)
-            critic_state["env_moves"] = sum(len(t.moves) for t in fresh)  # counted by the fit that loaded it
-            critic_state["transitions"] = fresh + _transitions_from_json(saved["transitions"], env)
-            critic_state.setdefault("optimizer", None)
+def load_critic(state: LoopState) -> None:
+    """The critic and its optimizer as of the last finished phase (resumed), or fresh; with
+    the random move lists it fits on (regenerated: env steps are free) and the actor's
+    candidates saved so far."""
+    import torch
 
-        def fit(h: RunHandle, rounds: int, new: list[Any]) -> dict[str, Any]:
-            if "critic" not in critic_state:
-                load_critic()
-            critic_state["transitions"] = critic_state["transitions"] + new
-            saved["transitions"] = saved["transitions"] + _transitions_json(new)
-            td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed,
-                          q_weight=0.5 if cfg.critic_scorer == "q" else 0.0)  # the Q head ranks only if trained
-            critic_state["optimizer"], metrics = fit_critic_td(
-                critic_state["critic"], critic_state["transitions"], td, critic_state["optimizer"],
-                should_stop=h.cancelled.is_set)
-            folder = critic_state["critic"].save(h.dir / "critic")
-            with writing(folder, "the critic's optimizer"):
-                torch.save(critic_state["optimizer"].state_dict(), folder / TD_OPTIMIZER_FILE)
-            reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
-            saved["critic"] = str(folder)
-            return {**metrics, "env_moves": critic_state.pop("env_moves", 0)}
+    from lactchain.models.critic import Critic
+    from lactchain.train.critic_td import TD_OPTIMIZER_FILE, TDConfig, random_transitions, td_optimizer
 
-        if saved["critic"]:
-            load_critic()
+    cfg, critic = state.cfg, state.critic
+    if state.saved["critic"]:
+        critic["critic"] = Critic.load(checkpoint=state.saved["critic"])
+        kept = Path(state.saved["critic"]) / TD_OPTIMIZER_FILE
+        if kept.is_file():
+            optimizer_state = torch.load(kept, map_location="cpu", weights_only=True)
+            critic["optimizer"] = td_optimizer(critic["critic"], TDConfig(), optimizer_state)
+    else:
+        critic["critic"] = Critic.load(cfg.critic, env_kwargs={"moves": tuple(state.actor.moves), **state.world},
+                                       env=cfg.env)
+    fresh = random_transitions(state.env, cfg.td_lists_per_state, cfg.seed)
+    critic["env_moves"] = sum(len(t.moves) for t in fresh)  # counted by the fit that loaded it
+    critic["transitions"] = fresh + _transitions_from_json(state.saved["transitions"], state.env)
+    critic.setdefault("optimizer", None)
 
-        phase(0, "train-critic", "critic", {"critic": cfg.critic, "rounds": cfg.td_rounds,
-                                             "lists_per_state": cfg.td_lists_per_state, "gamma": cfg.gamma},
-              lambda h: fit(h, cfg.td_rounds, []))
 
-    def train_and_sync(h: RunHandle, rows: list[dict[str, Any]], it: int) -> dict[str, Any]:
-        """train-actor, then the new adapter handed to a separate rollout engine (timed).
-        Under a budget the trainer stops early enough for the evaluation that follows."""
+def fit_critic(state: LoopState, iteration: int, rounds: int, new: list[Any]) -> None:
+    """The train-critic phase: fitted value iteration on the random lists and every candidate
+    collected so far (`new`: this iteration's), checkpointed with its optimizer."""
+    import torch
+
+    from lactchain.paths import writing
+    from lactchain.train.critic_td import TD_OPTIMIZER_FILE, TDConfig, fit_critic_td
+
+    cfg, critic, reg = state.cfg, state.critic, state.handle.registry
+
+    def body(h: RunHandle) -> dict[str, Any]:
+        if "critic" not in critic:
+            load_critic(state)
+        critic["transitions"] = critic["transitions"] + new
+        state.saved["transitions"] = state.saved["transitions"] + _transitions_json(new)
+        td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed,
+                      q_weight=0.5 if cfg.critic_scorer == "q" else 0.0)  # the Q head ranks only if trained
+        critic["optimizer"], metrics = fit_critic_td(critic["critic"], critic["transitions"], td,
+                                                     critic["optimizer"], should_stop=h.cancelled.is_set)
+        folder = critic["critic"].save(h.dir / "critic")
+        with writing(folder, "the critic's optimizer"):
+            torch.save(critic["optimizer"].state_dict(), folder / TD_OPTIMIZER_FILE)
+        reg.add_artifact(h.run_id, "critic", folder, step=int(metrics.get("round", 0)), meta=_numeric(metrics))
+        state.saved["critic"] = str(folder)
+        return {**metrics, "env_moves": critic.pop("env_moves", 0)}
+
+    params = ({"critic": cfg.critic, "rounds": rounds, "lists_per_state": cfg.td_lists_per_state, "gamma": cfg.gamma}
+              if iteration == 0 else {"rounds": rounds, "continued": True})
+    run_phase(state, iteration, "train-critic", "critic", params, body)
+
+
+def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The collect phase: every start state's K samples, greedy answer, elite, explore and
+    stitched lists, executed and ranked by the labeler; the elites updated and the pairs
+    stored. Returns (the actor's own transitions, the pairs) -- from the state file when
+    this phase finished before a resume."""
+    from lactchain.labelers import ranking_accuracy
+    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
+    from lactchain.train.critic_td import Transition
+
+    cfg, env, elites, reg = state.cfg, state.env, state.elites, state.handle.registry
+    holder: dict[str, Any] = {}
+
+    def body(h: RunHandle) -> dict[str, Any]:
+        starts = state.starts(it)
+        sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
+                              seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
+                              deals=cfg.deals)
+        groups = draw_groups(state.generator, starts, sampling, prompt=state.prompt, env_kwargs=state.world,
+                             on_progress=state.live.states(it, "collect", len(starts)))
+        holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
+        explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
+        elites.add_to(groups, env)
+        stitched = elites.stitch(groups, env) if cfg.stitch else 0
+        labeler = state.labeler(state.generator)
+        labeler.score(groups)
+        changed = elites.update(groups)
+        batch = pairs_against(groups, EliteBuffer.best_of, labeler, cfg.margin, cfg.rejects_per_state, PairBatch())
+        batch.ranking = ranking_accuracy(batch.pairs, state.oracle)
+        reg.add_pairs(h.run_id, batch.pairs)
+        holder["pairs"] = batch.pairs
+        state.saved["pending"] = {"iteration": it, "pairs_run": h.run_id,
+                                  "transitions": _transitions_json(holder["transitions"])}
+        return {**batch.stats(), **_collect_metrics(state, groups), "elites_changed": changed,
+                "stitched": stitched, "explored": explored}
+
+    run_phase(state, it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
+                                              "temperature": cfg.temperature, "env": cfg.env,
+                                              **({"scene": cfg.scene} if cfg.scene else {})}, body)
+    if "transitions" not in holder:  # collect was kept from the run this one resumes
+        pending = state.saved["pending"] or {}
+        holder["transitions"] = _transitions_from_json(pending.get("transitions", []), env)
+        holder["pairs"] = reg.pairs(run_ids=pending["pairs_run"]) if pending.get("pairs_run") else []
+    return holder["transitions"], holder["pairs"]
+
+
+def _collect_metrics(state: LoopState, groups: list[Group]) -> dict[str, Any]:
+    """What a collect says about its targets: how many elites, how many optimal, who won."""
+    elite_rows = state.elites.rows()
+    optimal = sum(1 for r in elite_rows if _is_optimal(state.oracle, r))
+    greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
+    won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
+    moves = sum(len(c.moves) * len(g.seeds) for g in groups for c in g.candidates)
+    return {"elites": len(elite_rows), "env_moves": moves,
+            **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore")},
+            "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
+            "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
+            "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
+
+
+def grpo_task(state: LoopState, it: int) -> Any:
+    """GRPO's start states (this iteration's), sampled on-policy by the training actor and
+    scored by the labeler, which sees each state's K samples as one group; grouped by
+    state, K multi-action episodes rewarded with the env's discounted return instead."""
+    from lactchain.envs.replay import deal_seeds, execute_from
+    from lactchain.train.grpo import EpisodeSpec, GRPOTask
+    from lactchain.train.state_groups import StateGroups
+
+    cfg, env, prompt, k = state.cfg, state.env, state.prompt, state.cfg.samples
+    labelers: list[Any] = []  # built on first use: a state-grouped run never scores with one
+
+    def reward(states: list[Any], samples: list[Any]) -> list[float]:
+        groups = sampled_groups(env, states, samples, k,
+                                lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
+        if not labelers:
+            labelers.append(state.labeler(state.actor))  # the rollout labeler plays the policy being trained
+        labelers[0].score(groups)
+        return [c.advantage for g in groups for c in g.candidates]
+
+    rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in state.starts(it)]
+    episodes = None
+    if cfg.grouping == "state":
+        seeds = deal_seeds(env, cfg.seed * 7919 + it, 1)
+        if state.state_groups is None:  # one store for the whole run: groups grow across iterations
+            state.state_groups = StateGroups(cfg.gamma, keep=max(k, 2))
+        episodes = EpisodeSpec(render=lambda s: prompt.render(env.describe(s)),
+                               execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
+                               groups=state.state_groups, max_actions=cfg.eval_max_actions)
+    return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
+                    seed=cfg.seed * 7919 + it, episodes=episodes)
+
+
+def training_rows(state: LoopState, it: int, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What train-actor learns from: the elites (rft), the start states (grpo samples as it
+    goes) or the pairs (simpo, dpo, kto)."""
+    if state.cfg.loss == "rft":
+        return state.elites.rows()
+    if state.cfg.loss == "grpo":
+        return [{"state": s} for s in state.starts(it)]
+    return pairs
+
+
+def train_actor_phase(state: LoopState, it: int, rows: list[dict[str, Any]]) -> None:
+    """train-actor at the loss's own settings; under a budget it stops early enough for the
+    evaluation that follows. The new adapter is handed to a separate rollout engine (timed)."""
+    from lactchain.train.actor import TrainActorConfig, train_actor
+    from lactchain.train.grpo import train_grpo
+
+    cfg, actor, generator = state.cfg, state.actor, state.generator
+    loss_only = loss_settings(cfg)  # settings only this loss reads
+
+    def body(h: RunHandle) -> dict[str, Any]:
         if cfg.deadline is not None:
-            h.stop_at = cfg.deadline - timing["evaluate_s"]
+            h.stop_at = cfg.deadline - state.evaluate_s
         trainer = TrainActorConfig.from_params(dict(
             loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
             seed=cfg.seed + it, **loss_only,
             bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
-        on_log = live.trainer(it)
+        on_log = state.live.trainer(it)
         if cfg.loss == "grpo":
-            metrics = train_grpo(actor, grpo_task(it), trainer, handle=h, on_log=on_log)
+            metrics = train_grpo(actor, grpo_task(state, it), trainer, handle=h, on_log=on_log)
         else:
             metrics = train_actor(actor, rows, trainer, handle=h, on_log=on_log)
         out = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
@@ -750,117 +927,36 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
             out["adapter_load_s"] = time.perf_counter() - t0
         return out
 
-    def labeler_with(model: Any) -> Any:
-        """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
-        return make_labeler(cfg.labeler, env=env, gamma=cfg.gamma, critic=critic_state.get("critic"), actor=model,
-                            horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=prompt)
+    run_phase(state, it, "train-actor", "actor",
+              {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
+               "cpo_alpha": cfg.cpo_alpha, **loss_only}, body)
 
-    def grpo_task(it: int) -> Any:
-        """GRPO's start states (this iteration's), sampled on-policy by the training actor
-        and scored by the labeler, which sees each state's K samples as one group."""
-        from lactchain.envs.replay import deal_seeds, execute_from
-        from lactchain.train.grpo import EpisodeSpec, GRPOTask
-        from lactchain.train.state_groups import StateGroups
 
-        k = cfg.samples
-        labelers: list[Any] = []  # built on first use: a state-grouped run never scores with one
-
-        def reward(states: list[Any], samples: list[Any]) -> list[float]:
-            groups = sampled_groups(env, states, samples, k,
-                                    lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
-            if not labelers:
-                labelers.append(labeler_with(actor))  # the rollout labeler plays the policy being trained
-            labelers[0].score(groups)
-            return [c.advantage for g in groups for c in g.candidates]
-
-        rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in starts_of(it)]
-        episodes = None
-        if cfg.grouping == "state":
-            seeds = deal_seeds(env, cfg.seed * 7919 + it, 1)
-            if "groups" not in state_groups:  # one store for the whole run: groups grow across iterations
-                state_groups["groups"] = StateGroups(cfg.gamma, keep=max(k, 2))
-            episodes = EpisodeSpec(render=lambda s: prompt.render(env.describe(s)),
-                                   execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
-                                   groups=state_groups["groups"], max_actions=cfg.eval_max_actions)
-        return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
-                        seed=cfg.seed * 7919 + it, episodes=episodes)
-
-    state_groups: dict[str, Any] = {}  # grouping by state: the actions seen from each state, kept across iterations
-
+def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
+          on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> dict[str, Any]:
+    """The learning loop, top to bottom: `actor` trains, `generator` (the actor, or a vLLM
+    engine) generates; every phase is a child run and the state is saved after each, so a
+    resume (`resume`: the killed run's state) goes on at the first unfinished phase."""
+    state = start_loop(handle, cfg, actor, generator, on_phase, resume)
+    if state.fits_critic:  # the critic: fitted on random move lists, topped up each iteration
+        fit_critic(state, 0, cfg.td_rounds, [])
     if cfg.baseline:
-        evaluate(0)
-    pool = eval_states(env, cfg.states, cfg.seed) if cfg.states == "all" else None
-
-    def starts_of(it: int) -> list[Any]:
-        return pool if pool is not None else eval_states(env, cfg.states, cfg.seed + it)
-
+        evaluate(state, 0)
     longest_iteration = 0.0
     for it in range(1, cfg.iterations + 1):
         # Start another iteration only if one as long as the longest so far still fits.
         if cfg.deadline is not None and time.time() + longest_iteration > cfg.deadline:
             break
         it_start = time.time()
-        holder: dict[str, Any] = {}
-
-        def collect(h: RunHandle) -> dict[str, Any]:
-            starts = starts_of(it)
-            sampling = DrawConfig(samples=cfg.samples, temperature=cfg.temperature, constrained=cfg.constrained,
-                                  seed=cfg.seed * 7919 + it, batch_states=8, include_greedy=True, env=cfg.env,
-                                  deals=cfg.deals)
-            groups = draw_groups(generator, starts, sampling, prompt=prompt, env_kwargs=world,
-                                 on_progress=live.states(it, "collect", len(starts)))
-            holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
-            explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
-            elites.add_to(groups, env)
-            stitched = elites.stitch(groups, env) if cfg.stitch else 0
-            labeler = labeler_with(generator)
-            labeler.score(groups)
-            changed = elites.update(groups)
-            batch = pairs_against(groups, EliteBuffer.best_of, labeler, cfg.margin, cfg.rejects_per_state,
-                                  PairBatch())
-            batch.ranking = ranking_accuracy(batch.pairs, oracle)
-            reg.add_pairs(h.run_id, batch.pairs)
-            holder["pairs"] = batch.pairs
-            saved["pending"] = {"iteration": it, "pairs_run": h.run_id,
-                                "transitions": _transitions_json(holder["transitions"])}
-            elite_rows = elites.rows()
-            optimal = sum(1 for r in elite_rows if _is_optimal(oracle, r))
-            greedy = [c for g in groups for c in g.candidates if c.source == "greedy"]
-            won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
-            moves = sum(len(c.moves) * len(g.seeds) for g in groups for c in g.candidates)
-            return {**batch.stats(), "elites": len(elite_rows), "elites_changed": changed, "stitched": stitched,
-                    "explored": explored, "env_moves": moves,
-                    **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore")},
-                    "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
-                    "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
-                    "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
-
-        if not env_rewarded:
-            phase(it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
-                                           "temperature": cfg.temperature, "env": cfg.env,
-                                           **({"scene": cfg.scene} if cfg.scene else {})}, collect)
-        if "transitions" not in holder:  # collect was kept from the run this one resumes (or skipped)
-            pending = saved["pending"] or {}
-            holder["transitions"] = _transitions_from_json(pending.get("transitions", []), env)
-            holder["pairs"] = reg.pairs(run_ids=pending["pairs_run"]) if pending.get("pairs_run") else []
-        if cfg.labeler == "critic" and cfg.td_rounds_per_iteration and not env_rewarded:
-            phase(it, "train-critic", "critic", {"rounds": cfg.td_rounds_per_iteration, "continued": True},
-                  lambda h: fit(h, cfg.td_rounds_per_iteration, holder["transitions"]))
-        if cfg.loss == "rft":
-            rows = elites.rows()
-        elif cfg.loss == "grpo":  # trains on the start states (it samples as it goes)
-            rows = [{"state": s} for s in starts_of(it)]
-        else:
-            rows = holder["pairs"]
-
+        transitions, pairs = ([], []) if state.env_rewarded else collect(state, it)
+        if state.fits_critic and cfg.td_rounds_per_iteration:
+            fit_critic(state, it, cfg.td_rounds_per_iteration, transitions)
+        rows = training_rows(state, it, pairs)
         if rows:
-            phase(it, "train-actor", "actor",
-                  {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
-                   "cpo_alpha": cfg.cpo_alpha, **loss_only},
-                  lambda h: train_and_sync(h, rows, it))
-            evaluate(it)
+            train_actor_phase(state, it, rows)
+            evaluate(state, it)
         longest_iteration = max(longest_iteration, time.time() - it_start)
-    return result.summary()
+    return state.result.summary()
 
 
 def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:

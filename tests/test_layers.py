@@ -378,3 +378,35 @@ def test_every_console_module_imports():
     out = _import_all(_importable("tui"))
     lines = [f"{name}: {tb.strip().splitlines()[-1]}" for name, tb in sorted(out["failed"].items())]
     assert not out["failed"], "\n".join(["modules that do not import:", *lines, "", *out["failed"].values()])
+
+
+# ---- names that cross a module line, and the loop's length -------------------------------------
+
+def test_no_module_imports_a_private_name_from_another():
+    """What crosses a module line has a public name: `from lactchain.x import _y` couples a
+    module to another's internals (rename it, or keep it where it is used)."""
+    bad = []
+    for module in sorted(modules()):
+        for node in ast.walk(tree(module)):
+            if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    bad.append(f"{modules()[module].relative_to(ROOT)}:{node.lineno}: {node.module}.{alias.name}")
+    assert not bad, "\n".join(bad)
+
+
+LOOP_MAX_LINES = 80
+
+
+def test_the_loop_reads_as_one_algorithm_under_80_lines():
+    """The learning loop is one function a newcomer reads top to bottom (its phases are
+    module-level functions over a LoopState): it may not grow past LOOP_MAX_LINES."""
+    loops = [node for node in ast.walk(tree("lactchain.pipeline"))
+             if isinstance(node, ast.FunctionDef) and node.name == "_loop"]
+    assert len(loops) == 1
+    node = loops[0]
+    length = node.end_lineno - node.lineno + 1
+    assert length <= LOOP_MAX_LINES, f"lactchain/pipeline.py: _loop is {length} lines (at most {LOOP_MAX_LINES})"

@@ -52,7 +52,7 @@ class LactChainApp(App):
     - `registry_factory` opens the registry (default: `lactchain.registry.Registry(db_path)`),
     - `actor` / `critic`: already-loaded models (tests); otherwise they load from
       `actor_spec` / `critic_spec` in workers when `load_models` is true,
-    - `launcher(argv) -> LaunchResult` starts a detached job (default: the CLI).
+    - `launcher(request) -> LaunchResult` starts a detached job (default: `jobs_bridge.launch_job`, the job layer in this process).
     """
 
     TITLE = "LactChain lab"

@@ -25,8 +25,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -128,25 +126,25 @@ async def _kill(pilot: Any, run_id: str) -> float | None:
     return None
 
 
-def _lactchain(*args: str) -> str:
-    """Run one detached (or short) CLI command; its run id."""
-    res = subprocess.run([sys.executable, "-m", "lactchain.cli", *args, "--json"], capture_output=True, text=True,
-                         timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"could not start {args[0]}: {res.stderr.strip()}")
-    return json.loads(res.stdout)["run_id"]
-
-
 def _start_job(db: Path) -> str:
     """A real detached train-actor job on the tiny actor (issue 29's load): GRPO sampling
     from the start states of a short tiny `play` run, with steps enough to outlast the
-    measurement (it is killed at the end). Returns once it has logged a training step."""
+    measurement (it is killed at the end). Returns once it has logged a training step.
+    Both start through the job layer, as the console's own launches do."""
     from lactchain.jobs import ACTIVE
+    from lactchain.jobs.control import start_job
     from lactchain.registry import Registry
 
-    play = _lactchain("play", "--actor", "tiny", "--episodes", "4", "--envs", "1", "--db", str(db))
-    job = _lactchain("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play,
-                     "--max-steps", "100000", "--db", str(db), "--detach")
+    with Registry(db) as reg:
+        play = start_job(reg, "play", {"actor": "tiny", "episodes": 4, "envs": 1})
+        for _ in range(1500):
+            if reg.get_run(play)["status"] not in ACTIVE:
+                break
+            time.sleep(0.2)
+        if reg.get_run(play)["status"] != "FINISHED":
+            raise RuntimeError(f"the play run {play} ended {reg.get_run(play)['status']}")
+        job = start_job(reg, "train-actor", {"actor": "tiny", "loss": "grpo", "rollouts_from": play,
+                                             "max_steps": 100000})
     with Registry(db) as reg:
         for _ in range(1500):
             run = reg.get_run(job)

@@ -1,10 +1,11 @@
-"""The TUI's only door to background jobs: build the CLI argv, launch it, kill it.
+"""The TUI's only door to background jobs: launch, resume and kill them through the job
+layer (`lactchain.jobs.control`), in this process: no CLI subprocess, no output parsing.
 
-Every job is a `lactchain <command> ... --detach --db <db>` process, exactly what a
-researcher would type; the CLI's `--detach` starts the real job in its own session
-and records pid/pgid/log in the registry, so jobs outlive the TUI and the TUI
-re-attaches by reading the registry. `launch_job` and `kill_job` are the two
-functions the jobs wiring replaces (`lactchain.jobs` lands in a later issue).
+A launch does what `lactchain <command> ... --detach` does (the same config, the same
+checks, the same SCHEDULED run and detached `python -m lactchain.jobs` child in its own
+session), so jobs outlive the TUI and the TUI re-attaches by reading the registry. The
+command line that would do the same (`JobRequest.argv`) is what the Jobs form previews
+and what the run records as its command.
 
 JOB_FORMS is generated from the job table's configs (`lactchain.jobs.JOBS`): the
 fields a config marks `form=...`, with their flag, label, default, choices and help.
@@ -12,12 +13,7 @@ fields a config marks `form=...`, with their flag, label, default, choices and h
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -103,24 +99,14 @@ def cli_actor(console_actor: str | None) -> tuple[str, str]:
     return ActorPart().actor, f" (the console's actor {console_actor or 'none'} is not a model)"
 
 
-def cli_prefix() -> list[str]:
-    """How to call the CLI: the `lactchain` script next to this interpreter, else PATH, else -c."""
-    here = Path(sys.executable).with_name("lactchain")
-    if here.exists():
-        return [str(here)]
-    found = shutil.which("lactchain")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "from lactchain.cli import main; main()"]
-
-
 def build_argv(command: str, values: Mapping[str, Any], db_path: str | os.PathLike | None,
-               prefix: Sequence[str] | None = None) -> list[str]:
-    """`lactchain <command> --opt value ... --detach --db <db>`; empty values are left out."""
+               prefix: Sequence[str] = ("lactchain",)) -> list[str]:
+    """`lactchain <command> --opt value ... --detach --json --db <db>`: the command line that
+    launches what the form launches (shown and recorded; never run). Empty values are left out."""
     form = FORMS_BY_COMMAND.get(command)
     if form is None:
         raise ValueError(f"unknown job {command!r}; one of {', '.join(JOB_KINDS)}")
-    argv = list(prefix if prefix is not None else cli_prefix()) + command.split()  # "strategy search": a group
+    argv = list(prefix) + command.split()  # "strategy search": a group
     for field in form.fields:
         value = values.get(field.name, field.default)
         if field.flag:
@@ -156,21 +142,14 @@ def check_form(registry: Any, command: str, values: Mapping[str, Any]) -> list[t
 
 def _config_problems(command: str, values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The job config's own validation of the form's values (bounds, choices, numbers):
-    the one place the CLI checks them too."""
+    the one place the CLI and the launch check them too."""
     from lactchain.config import ConfigError
+    from lactchain.jobs.control import config_values
     from lactchain.jobs.table import BY_COMMAND
 
-    from lactchain.config import flag_of, flat_fields
-
-    form, config = FORMS_BY_COMMAND[command], BY_COMMAND[command].config
-    names = {flag_of(f)[2:]: f.name for _, f in flat_fields(config)}
-    given = {}
-    for field in form.fields:
-        text = str(values.get(field.name, "") or "").strip()
-        if text:
-            given[names[field.name]] = text
+    form, job = FORMS_BY_COMMAND[command], BY_COMMAND[command]
     try:
-        config.from_params(given)
+        job.config.from_params(config_values(job, {f.name: values.get(f.name, "") for f in form.fields}))
     except ConfigError as exc:
         message = str(exc)
         name = next((f.name for f in form.fields if message.startswith(f"--{f.name} ") or
@@ -212,6 +191,26 @@ def run_choices(registry: Any, kind: str, limit: int = 200) -> list[str]:
     return [r["id"] for r in registry.list_runs(kind=kind or None, limit=limit)]
 
 
+RESUME = "runs resume"  # a JobRequest that continues a run (values: {"run": RUN_ID})
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What the console asks of the job layer: a form's job with its values, or a resume."""
+
+    command: str
+    values: Mapping[str, Any]
+    db_path: str | os.PathLike | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        """The command line that does the same (the form's preview, the run's recorded command)."""
+        if self.command == RESUME:
+            db = ["--db", str(self.db_path)] if self.db_path is not None else []
+            return ["lactchain", "runs", "resume", str(self.values["run"]), "--json", *db]
+        return build_argv(self.command, self.values, self.db_path)
+
+
 @dataclass(frozen=True)
 class LaunchResult:
     argv: tuple[str, ...]
@@ -219,47 +218,26 @@ class LaunchResult:
     output: str
 
 
-_RUN_ID_RE = re.compile(r"run[ _-]?id[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9_.-]+)", re.I)
+def launch_job(request: JobRequest) -> LaunchResult:
+    """Start the request's job detached (or resume its run) through `lactchain.jobs`, on a
+    registry connection of the calling worker thread; returns once the child is started.
+    Raises RuntimeError with the one-line reason when a value, a reference or the run's
+    state refuses it (nothing is created then)."""
+    from lactchain.config import ConfigError
+    from lactchain.jobs.control import resume_run, start_job
+    from lactchain.registry import Registry, RunNotFound
+    from lactchain.resume import NotResumable
 
-
-def parse_run_id(output: str) -> str | None:
-    """The run id printed by `--detach --json` ({"run_id": ...}), or by the plain text form."""
-    text = output.strip()
-    start = text.find("{")
-    if start >= 0:
-        try:
-            obj = json.loads(text[start:])
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict):
-            for key in ("run_id", "id"):
-                if obj.get(key):
-                    return str(obj[key])
-    m = _RUN_ID_RE.search(output) or re.search(r"started\s+(\S+)\s+in the background", output)
-    return m.group(1) if m else None
-
-
-def launch_job(argv: Sequence[str], timeout: float = 60.0) -> LaunchResult:
-    """Run the CLI with `--detach` and wait for it to hand back (it returns once the job
-    is started). Blocking: call from a worker thread. Raises RuntimeError with the
-    CLI's own message when it fails."""
+    argv = request.argv
     try:
-        proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError as exc:
-        raise RuntimeError(f"cannot run {argv[0]}: {exc}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"`{' '.join(argv[:3])} ...` did not detach within {timeout:.0f}s") from exc
-    output = (proc.stdout or "") + (proc.stderr or "")
-    if proc.returncode != 0:
-        last = (proc.stderr or proc.stdout or "").strip().splitlines()
-        raise RuntimeError(last[-1] if last else f"exit status {proc.returncode}")
-    return LaunchResult(tuple(argv), parse_run_id(proc.stdout or ""), output)
-
-
-def resume_argv(run_id: str, db_path: str | os.PathLike | None, prefix: Sequence[str] | None = None) -> list[str]:
-    """`lactchain runs resume RUN --json --db DB`: the CLI decides what can be resumed."""
-    argv = list(prefix if prefix is not None else cli_prefix()) + ["runs", "resume", run_id, "--json"]
-    return argv + (["--db", str(db_path)] if db_path is not None else [])
+        with Registry(request.db_path) as registry:
+            if request.command == RESUME:
+                run_id = resume_run(registry, str(request.values["run"]))
+            else:
+                run_id = start_job(registry, request.command, request.values, cmd=argv[:argv.index("--detach")])
+    except (ConfigError, NotResumable, RunNotFound) as exc:
+        raise RuntimeError(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from None
+    return LaunchResult(tuple(argv), run_id, f"started {run_id} in the background")
 
 
 def kill_job(registry: Any, run_id: str) -> str:

@@ -43,18 +43,18 @@ def _render(result: dict[str, Any]) -> None:
 
 def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
     """(run id, trajectory rows) of an archive run, or a one-line failure."""
-    from lactchain.cli.common import _one_line
+    from lactchain.cli.common import checked_or_fail
     from lactchain.jobs import archive
 
-    return _one_line(archive.load_archive, registry, run)
+    return checked_or_fail(archive.load_archive, registry, run)
 
 
 def archive_artifact(registry: Any, run: Any) -> Path:
     """The archive file of an archive run, or a one-line failure."""
-    from lactchain.cli.common import _one_line
+    from lactchain.cli.common import checked_or_fail
     from lactchain.jobs import archive
 
-    return _one_line(archive.archive_artifact, registry, run)
+    return checked_or_fail(archive.archive_artifact, registry, run)
 
 
 @app.command("verify")

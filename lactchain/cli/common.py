@@ -142,7 +142,7 @@ def open_existing(db: Optional[Path], reading: bool = False):
     return Registry.open_for_reading(path) if reading else Registry(path)
 
 
-def _one_line(check: Callable[..., Any], *args: Any) -> Any:
+def checked_or_fail(check: Callable[..., Any], *args: Any) -> Any:
     """A job-layer check (lactchain.jobs.checks) whose refusal ends the command in one line."""
     from lactchain.config import ConfigError
 
@@ -156,14 +156,14 @@ def check_models(actor: Optional[str] = None, critic: Optional[str] = None) -> N
     """Fail (one line) on an unknown or wrong-kind --actor/--critic before any run exists."""
     from lactchain.jobs import checks
 
-    _one_line(checks.check_models, actor, critic)
+    checked_or_fail(checks.check_models, actor, critic)
 
 
 def resolve_adapter(registry: Any, spec: Optional[str]) -> Optional[str]:
     """An adapter folder from a path or a run id's latest adapter (one line when neither)."""
     from lactchain.jobs import checks
 
-    return _one_line(checks.resolve_adapter, registry, spec)
+    return checked_or_fail(checks.resolve_adapter, registry, spec)
 
 
 def print_started(registry: Any, run_id: str, as_json: bool) -> None:

@@ -296,20 +296,6 @@ def logs(
                 time.sleep(0.5)
 
 
-def _resume(reg: Any, run: dict[str, Any]) -> str:
-    """A job from the job table re-reads the config saved in its run folder; a run made
-    before the job layer (no config.json) re-runs its recorded command line."""
-    from lactchain import jobs
-    from lactchain.jobs.launch import resume
-    from lactchain.jobs.table import job_of_run
-
-    job = job_of_run(reg, run)
-    if job is not None:
-        return resume(reg, job, run)
-    argv = jobs.strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
-    return jobs.detach(reg, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
-
-
 @app.command("resume")
 def resume(
     run_id: Annotated[str, typer.Argument(help="A KILLED or FAILED training run.")],
@@ -318,17 +304,15 @@ def resume(
 ) -> None:
     """Continue a killed or failed training run from its last checkpoint, as a new
     background run (child of the old one) with the same parameters."""
-    from lactchain.resume import RESUMES_TAG, NotResumable, check_resumable
+    from lactchain.jobs.control import resume_run
+    from lactchain.resume import NotResumable
 
     with _open_existing(db) as reg:
-        reap_dead_runs(reg)
         run = _get_run(reg, run_id)
         try:
-            check_resumable(reg, run)
+            new_id = resume_run(reg, run["id"])
         except NotResumable as exc:
             fail(str(exc))
-        new_id = _resume(reg, run)
-        reg.set_tag(new_id, RESUMES_TAG, run["id"])  # a resume of a resume is resumable in its turn
     if as_json:
         print_json({"run_id": new_id, "resumes": run["id"]})
     else:

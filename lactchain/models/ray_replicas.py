@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from lactchain.models.vllm_replicas import ReplicaDied, ReplicaError, ReplicaPool, _one_line
+from lactchain.models.vllm_replicas import ReplicaDied, ReplicaError, ReplicaPool, one_line
 from lactchain.models.vllm_single import EngineSettings, VLLMEngine, merge_adapter
 
 RAY_EXTRA = "pip install -e '.[ray]'"
@@ -191,12 +191,12 @@ class _RayWorker:
             return ray.get(self._pending)
         except RayActorError as exc:
             raise ReplicaDied(f"replica {self.replica} (pid {self.pid}) ended unexpectedly: "
-                              f"{_one_line(exc, 300)}") from None
+                              f"{one_line(exc, 300)}") from None
         except RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, BaseException) else None
             if cause is not None and "\n" not in str(cause).strip():
                 raise cause from None
-            raise ReplicaError(f"replica {self.replica}: {_one_line(cause or exc)}") from None
+            raise ReplicaError(f"replica {self.replica}: {one_line(cause or exc)}") from None
 
     def stop(self) -> None:
         try:

@@ -79,7 +79,7 @@ from typing import Any, Callable, Optional, Sequence
 from lactchain.models.vllm_single import (
     EngineSettings,
     VLLMEngine,
-    _device,
+    vllm_device,
     check_adapter,
     check_generate_args,
     check_model,
@@ -146,7 +146,7 @@ def device_slices(replicas: int, tensor_parallel_size: int, available: Sequence[
 def check_capacity(settings: EngineSettings, device: Optional[str] = None) -> list[list[int]]:
     """`device_slices` for these settings on this machine (ValueError, one line, when the
     replicas x tensor-parallel ranks asked for exceed its devices). No vLLM needed."""
-    device = _device(device)
+    device = vllm_device(device)
     return device_slices(settings.data_parallel_size, settings.tensor_parallel_size, available_devices(device),
                          device, settings.cpu_threads)
 
@@ -194,7 +194,7 @@ def _die_with_parent(parent_pid: int, pdeathsig: bool) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def _one_line(exc: BaseException, limit: int = 500) -> str:
+def one_line(exc: BaseException, limit: int = 500) -> str:
     text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or "(no message)"
     text = f"{type(exc).__name__}: {text}"
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -208,7 +208,7 @@ def _wire(exc: BaseException) -> BaseException:
             return pickle.loads(pickle.dumps(exc))
         except Exception:
             pass
-    return ReplicaError(_one_line(exc))
+    return ReplicaError(one_line(exc))
 
 
 def _quit(code: int) -> None:
@@ -406,7 +406,7 @@ class ReplicaPool:
         self.moves: tuple[str, ...] = tuple(moves)
         self.max_moves = int(max_moves)
         self.settings = settings
-        self.device = _device(device)
+        self.device = vllm_device(device)
         self.adapter: Optional[Path] = None
         self._lock = threading.RLock()  # one round of calls at a time
         self._merged: Optional[tuple[Path, Path]] = None  # (adapter, its merged copy) in merge mode

@@ -77,7 +77,7 @@ def resolve_engine(engine: str, batch_job: bool = True, model: str | Path | None
     return engine
 
 
-def _device(device: str | None) -> str:
+def vllm_device(device: str | None) -> str:
     if device is not None:
         return str(device)
     import torch
@@ -93,7 +93,7 @@ def check_model_spec(model: str | Path, device: str | None = None) -> None:
     from lactchain.models.presets import resolve_actor
 
     folder = resolve_actor(str(model))
-    check_model(AutoConfig.from_pretrained(str(folder), trust_remote_code=False), str(model), _device(device))
+    check_model(AutoConfig.from_pretrained(str(folder), trust_remote_code=False), str(model), vllm_device(device))
 
 
 # ---- configuration (pure) ----------------------------------------------------------------
@@ -412,7 +412,7 @@ class VLLMEngine(ScoringTokens):
 
         require_vllm()
         settings = replace(settings or EngineSettings(), **overrides)
-        device = _device(device)
+        device = vllm_device(device)
         folder = resolve_actor(spec, progress)
         return cls._start(folder, name=spec, moves=moves, max_moves=max_moves, settings=settings, device=device,
                           adapter=adapter, progress=progress)

@@ -498,7 +498,7 @@ class ActorTrainingCallback(TrainerCallback):
 # ---- 3. trainer ---------------------------------------------------------------------
 
 @contextmanager
-def _quiet_datasets() -> Iterator[None]:
+def quiet_datasets() -> Iterator[None]:
     """No `Map: 100%` bars from datasets on stderr (the CLI draws its own progress)."""
     try:
         from datasets.utils import logging as dlog
@@ -514,7 +514,7 @@ def _quiet_datasets() -> Iterator[None]:
             dlog.enable_progress_bar()
 
 
-def _prepare_model(actor: Any) -> tuple[Any, bool]:
+def prepare_model(actor: Any) -> tuple[Any, bool]:
     """The model to train and whether it already carries an adapter to continue."""
     from peft import PeftModel
 
@@ -551,8 +551,8 @@ def build_trainer(
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     beta, gamma, notes = config.hparams()
     cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
-    model, continuing = _prepare_model(actor)
-    with _quiet_datasets():
+    model, continuing = prepare_model(actor)
+    with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
     if bf16 is None:  # bf16 autocast: on a GPU that has it; on CPU only when asked (faster with AVX512-bf16)
@@ -597,7 +597,7 @@ def build_trainer(
     set_seed(int(seed))  # CPOTrainer wraps the model in LoRA before Trainer seeds anything
     kwargs = dict(model=model, train_dataset=dataset, processing_class=actor.tokenizer,
                   peft_config=peft_config, callbacks=list(callbacks))
-    with _quiet_datasets(), pywarnings.catch_warnings():
+    with quiet_datasets(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         if loss == "simpo":

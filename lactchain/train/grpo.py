@@ -43,8 +43,8 @@ from typing import Any, Callable, Sequence
 from lactchain.train.actor import (
     ActorTrainingCallback,
     TrainActorConfig,
-    _prepare_model,
-    _quiet_datasets,
+    prepare_model,
+    quiet_datasets,
     finish_actor,
     run_trainer,
     save_adapter,
@@ -264,7 +264,7 @@ def train_grpo(
     out = Path(output_dir)
     started_from = str(getattr(actor, "adapter", None) or "") or None
     set_seed(int(config.seed))
-    model, continuing = _prepare_model(actor)
+    model, continuing = prepare_model(actor)
     if not continuing:  # LoRA put on here (not by TRL), so the actor generates with the policy that trains
         model = add_lora(model, config)
     actor.model = model
@@ -299,7 +299,7 @@ def train_grpo(
 
     dataset = Dataset.from_dict({"prompt": [r["prompt"] for r in task.rows]})
     callback = ActorTrainingCallback("grpo", handle=handle, on_log=on_log, extra_metrics=lambda: rollouts.metrics)
-    with _quiet_datasets(), pywarnings.catch_warnings():
+    with quiet_datasets(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*rollout_func.*")
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         trainer = GRPOTrainer(model=model, reward_funcs=[labeler_reward], args=args, train_dataset=dataset,

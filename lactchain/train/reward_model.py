@@ -55,14 +55,14 @@ class RewardModel(nn.Module):
 
     def __init__(self, backbone_spec: str = "tiny", device: str | torch.device | None = None):
         super().__init__()
-        from lactchain.models.critic import Critic, _head
+        from lactchain.models.critic import Critic, value_head
         from lactchain.models.presets import quiet_bars
 
         self.backbone_spec = backbone_spec
         with quiet_bars(lambda *_: None):  # no weight-loading bars in a job's log
             self.encoder = Critic.load(backbone_spec, device=device, lora_r=1)  # embeddings only; LoRA stays at zero
         self.encoder.requires_grad_(False)
-        self.head = _head(int(self.encoder.backbone.config.hidden_size)).to(self.encoder.device)
+        self.head = value_head(int(self.encoder.backbone.config.hidden_size)).to(self.encoder.device)
         self.config: dict[str, Any] = {}  # filled by load()
         self._cache: dict[str, Tensor] = {}
 

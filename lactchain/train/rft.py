@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from lactchain.models.actor import _common_prefix_len, ensure_distinct_pad
+from lactchain.models.actor import common_prefix_len, ensure_distinct_pad
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
@@ -55,7 +55,7 @@ def encode_rows(actor: Any, rows: Sequence[Mapping[str, Any]]) -> list[EncodedRo
 
 def _common_prefix(rows: Sequence[EncodedRow]) -> int:
     """Prompt tokens all rows share, keeping >= 1 prompt token per row in the suffix."""
-    return max(_common_prefix_len([r.prompt for r in rows]) - 1, 0)
+    return max(common_prefix_len([r.prompt for r in rows]) - 1, 0)
 
 
 def nll_loss(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Jobs screen: the form builds the CLI argv; a launched job shows up live; kill."""
+"""Jobs screen: the form previews the CLI line and launches through the job layer; a
+launched job shows up live; kill."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Select, TabbedContent
 
-from tui.jobs_bridge import LaunchResult, build_argv, parse_run_id
+from tui.jobs_bridge import LaunchResult, build_argv
 from tui_helpers import live_job, open_job_form, settle
 
 
@@ -17,7 +18,6 @@ def test_build_argv_is_the_cli_detach_path(tmp_path):
                                       "epochs": "5"}, tmp_path / "r.db", prefix=["lactchain"])
     assert argv == ["lactchain", "train-actor", "--loss", "kto", "--epochs", "5", "--pairs-from", "pairs-1",
                     "--pairs-from", "pairs-2", "--actor", "tiny", "--detach", "--json", "--db", str(tmp_path / "r.db")]
-    assert parse_run_id('{\n  "run_id": "play-0a1b2c3d",\n  "status": "SCHEDULED"\n}') == "play-0a1b2c3d"
 
 
 def test_job_forms_use_the_cli_options():
@@ -44,8 +44,9 @@ def _ids(table: DataTable) -> list[str]:
 async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
     launched: list[list[str]] = []
 
-    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain ... --detach`
-        launched.append(list(argv))
+    def fake_launcher(request):  # noqa: ANN001, ANN202 - stands in for the job layer's detach
+        argv = request.argv
+        launched.append(argv)
         run_id = registry.create_run(argv[1], params={"argv": argv}, cmd=argv)
         return LaunchResult(tuple(argv), run_id, "")
 
@@ -207,7 +208,7 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
     play = registry.create_run("play", cmd=["lactchain", "play"])
     registry.end_run(play, "FINISHED")
     launched = []
-    app = make_app(launcher=lambda argv: launched.append(argv))
+    app = make_app(launcher=lambda request: launched.append(request))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4")
         await settle(app, pilot)
@@ -257,9 +258,9 @@ async def test_one_key_map_R_resumes_on_jobs_and_l_shows_the_log_on_runs(make_ap
     registry.update_run(killed, pid=999_999)  # a detached job's row (Jobs lists jobs, not Lab sessions)
     launched: list[list[str]] = []
 
-    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain runs resume ... --json`
-        launched.append(list(argv))
-        return LaunchResult(tuple(argv), "actor-resumed", "")
+    def fake_launcher(request):  # noqa: ANN001, ANN202 - stands in for the job layer's resume
+        launched.append(request.argv)
+        return LaunchResult(tuple(request.argv), "actor-resumed", "")
 
     app = make_app(launcher=fake_launcher)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -356,3 +357,50 @@ async def test_a_grpo_jobs_diagnostics_draw_in_the_jobs_chart(make_app, registry
                 await settle(app, pilot)
                 chart = screen.query_one("#job-chart")
                 assert chart.drawn_title == key and chart.drawn_points == {run_id: 2}, key
+
+
+def test_the_console_launches_through_the_job_layer_not_a_cli_subprocess(db_path, monkeypatch):
+    """A launch from the console is the job layer in this process: the only process it
+    starts is the detached job itself (`python -m lactchain.jobs`), never `lactchain ...`
+    whose output would be parsed; the run records the command line that does the same."""
+    import subprocess
+    import sys
+
+    from lactchain.registry import Registry
+    from tui.jobs_bridge import JobRequest, launch_job
+
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def popen(argv, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - records, then starts it
+        started.append([str(a) for a in argv])
+        return real_popen(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"a subprocess was run: {a}"))
+    Registry(db_path).close()
+    t0 = time.perf_counter()
+    result = launch_job(JobRequest("play", {"actor": "tiny", "episodes": "1", "engine": ""}, db_path))
+    launched_s = time.perf_counter() - t0
+    (argv,) = started
+    assert argv[:4] == [sys.executable, "-m", "lactchain.jobs", "play"] and result.run_id in argv
+    with Registry(db_path) as reg:
+        run = reg.get_run(result.run_id)
+        cmd = run["cmd"]
+        assert cmd[:2] == ["lactchain", "play"] and cmd[cmd.index("--episodes") + 1] == "1" and "--detach" not in cmd
+        assert run["pgid"]
+        deadline = time.monotonic() + 120
+        while reg.get_run(result.run_id)["status"] not in ("FINISHED", "FAILED") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert reg.get_run(result.run_id)["status"] == "FINISHED"
+    assert launched_s < 5  # no CLI start-up (it took ~8 s through the CLI); the bench times it precisely
+    with pytest.raises(RuntimeError, match="must be a whole number"):
+        launch_job(JobRequest("play", {"actor": "tiny", "episodes": "x"}, db_path))
+
+
+def test_no_console_module_starts_a_process():
+    """Jobs start through `lactchain.jobs` only: no module of the console imports subprocess."""
+    root = Path(__file__).resolve().parents[2] / "tui"
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if "import subprocess" in p.read_text() or "os.system(" in p.read_text()]
+    assert offenders == []

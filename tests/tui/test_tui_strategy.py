@@ -110,9 +110,9 @@ async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(
 
     launched = []
 
-    def launcher(argv):  # noqa: ANN001, ANN202 - stands in for the detached CLI (run by the Jobs tests)
-        launched.append(list(argv))
-        return LaunchResult(tuple(argv), registry.create_run("eval", cmd=argv), "")
+    def launcher(request):  # noqa: ANN001, ANN202 - stands in for the job layer (run by the Jobs tests)
+        launched.append(request.argv)
+        return LaunchResult(tuple(request.argv), registry.create_run("eval", cmd=request.argv), "")
 
     app = make_app(launcher=launcher)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -153,9 +153,9 @@ async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
 
     launched: list[list[str]] = []
 
-    def fake_launcher(argv):  # noqa: ANN001, ANN202 - stands in for `lactchain ... --detach`
-        launched.append(list(argv))
-        return LaunchResult(tuple(argv), registry.create_run("strategy", cmd=argv), "")
+    def fake_launcher(request):  # noqa: ANN001, ANN202 - stands in for the job layer's detach
+        launched.append(request.argv)
+        return LaunchResult(tuple(request.argv), registry.create_run("strategy", cmd=request.argv), "")
 
     app = make_app(launcher=fake_launcher)
     async with app.run_test(size=(120, 40)) as pilot:

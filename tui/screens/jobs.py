@@ -21,7 +21,7 @@ from lactchain.safe_text import printable
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
-from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, build_argv, check_form, cli_actor, job_run_kinds,
+from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JobRequest, check_form, cli_actor, job_run_kinds,
                              launch_job, run_choices)
 from tui.messages import JobLaunched
 from tui.screens.base import BaseScreen
@@ -198,8 +198,11 @@ class JobsScreen(RunControls, BaseScreen):
             values[field.name] = "" if value is Select.NULL or value is None else str(value)
         return values
 
+    def request(self) -> JobRequest:
+        return JobRequest(self.command, self.form_values(), self.app.db_path)
+
     def argv(self) -> list[str]:
-        return build_argv(self.command, self.form_values(), self.app.db_path)
+        return self.request().argv
 
     def update_argv(self) -> None:
         argv = self.argv()
@@ -247,7 +250,8 @@ class JobsScreen(RunControls, BaseScreen):
         self.query_one("#jobs-table").focus()
 
     async def action_launch(self) -> None:
-        command, values, argv = self.command, self.form_values(), self.argv()
+        request = self.request()
+        command, values = request.command, request.values
         error = self.query_one("#job-error", Static)
         error.update("")
         for widget in self.query(".job-fields Input"):
@@ -263,19 +267,20 @@ class JobsScreen(RunControls, BaseScreen):
             self.query_one(f"#{field_id(command, problems[0][0])}").focus()
             return
         self.notify(f"launching {command}…", timeout=3)
-        self.launch(command, argv, values)
+        self.launch(request)
 
     @work(thread=True, exit_on_error=False, group="launch", name="launch job")
-    def launch(self, command: str, argv: list[str], values: dict[str, str]) -> None:
+    def launch(self, request: JobRequest) -> None:
         launcher = self.app.launcher or launch_job
+        command, values = request.command, dict(request.values)
         try:
-            result = launcher(argv)
-        except Exception as exc:  # noqa: BLE001 - the CLI's own one-line message, as the user would see it
+            result = launcher(request)
+        except Exception as exc:  # noqa: BLE001 - the job layer's one-line reason, as the CLI would say it
             self.app.call_from_thread(self.show_launch_error, command, str(exc))
             return
         forms = console_state.load(self.app.db_path).get("forms", {})
         console_state.save(self.app.db_path, forms={**(forms if isinstance(forms, dict) else {}), command: values})
-        self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(argv)))
+        self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(request.argv)))
 
     def show_launch_error(self, command: str, message: str) -> None:
         message = message.removeprefix("error: ")

@@ -58,12 +58,12 @@ class RunControls:
 
     @work(thread=True, exit_on_error=False, group="resume", name="resume run")
     def _resume_in_background(self, run_id: str) -> None:
-        from tui.jobs_bridge import launch_job, resume_argv
+        from tui.jobs_bridge import RESUME, JobRequest, launch_job
 
         app: Any = self.app  # type: ignore[attr-defined]
         try:
-            result = (app.launcher or launch_job)(resume_argv(run_id, app.db_path))
-        except Exception as exc:  # noqa: BLE001 - the CLI's own reason (e.g. play runs are not resumed)
+            result = (app.launcher or launch_job)(JobRequest(RESUME, {"run": run_id}, app.db_path))
+        except Exception as exc:  # noqa: BLE001 - the job layer's reason (e.g. play runs are not resumed)
             app.call_from_thread(app.report_error, f"{run_id} was not resumed", str(exc).removeprefix("error: "))
             return
         app.call_from_thread(self.notify, f"resuming {run_id} as {getattr(result, 'run_id', None)} (Jobs: 4)")  # type: ignore[attr-defined]

@@ -120,7 +120,7 @@ class StrategyEditor(Vertical):
     async def action_evaluate(self) -> None:
         """Evaluate the editor's strategy as a detached `lactchain evaluate --strategy V`
         job (saved first when it is new), so strategies compare by score in Runs."""
-        from tui.jobs_bridge import build_argv, cli_actor
+        from tui.jobs_bridge import JobRequest, cli_actor
 
         version = await self.action_save_version()
         if version is None:
@@ -128,16 +128,15 @@ class StrategyEditor(Vertical):
         actor, why = cli_actor(self.app.actor_spec)
         values = {"actor": actor, "adapter": self.app.adapter or "", "states": "all", "strategy": str(version),
                   "env": self.app.lab_session.env_name}  # the env the Lab plays: the strategy was written for it
-        argv = build_argv("evaluate", values, self.app.db_path)
         self.say(f"launching evaluate of version {version} with {actor}{why}…")
-        self._launch_evaluate(argv, version)
+        self._launch_evaluate(JobRequest("evaluate", values, self.app.db_path), version)
 
     @work(thread=True, exit_on_error=False, group="evaluate-strategy", name="evaluate strategy")
-    def _launch_evaluate(self, argv: list[str], version: int) -> None:
+    def _launch_evaluate(self, request: Any, version: int) -> None:
         from tui.jobs_bridge import launch_job
 
         try:
-            result = (self.app.launcher or launch_job)(argv)
+            result = (self.app.launcher or launch_job)(request)
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(self.say, f"✗ evaluate did not start: {exc}", "error")
             return

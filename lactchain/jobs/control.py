@@ -1,0 +1,63 @@
+"""Starting and resuming jobs from values rather than a command line: the door the console
+uses (no CLI subprocess, nothing parsed from stdout) and `runs resume` shares.
+
+`start_job` does what a job's CLI command does with `--detach`: build the config (a bad
+value is a one-line ConfigError), run the checks that need no registry, then the ones that
+do, and only then create the SCHEDULED run and spawn `python -m lactchain.jobs` in its own
+session. It returns the run id as soon as the child is started.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from lactchain.jobs import launch
+from lactchain.jobs.table import BY_COMMAND, job_of_run
+from lactchain.lifecycle import detach as detach_argv
+from lactchain.lifecycle import reap_dead_runs, strip_detach
+from lactchain.resume import RESUMES_TAG, check_resumable
+
+
+def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Sequence[str] | None = None) -> str:
+    """Detach job `command` with its config built from `values` (config field names or
+    their flags without dashes, text as a form holds it); `cmd` is the command line that
+    would do the same, recorded for `runs show`. Raises ConfigError before any run exists."""
+    from lactchain.config import ConfigError
+
+    job = BY_COMMAND.get(command)
+    if job is None:
+        raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")
+    config = job.config.from_params(config_values(job, values))
+    launch.precheck(job, config)
+    params = launch.prepare(registry, job, config)
+    return launch.detach(registry, job, config, params, cmd=cmd)
+
+
+def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` keyed by config field name, empty ones left out (the config's default)."""
+    from lactchain.config import flag_of, flat_fields
+
+    names = {flag_of(f)[2:]: f.name for _, f in flat_fields(job.config)}
+    out = {}
+    for key, value in values.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        out[names.get(key, key)] = value.strip() if isinstance(value, str) else value
+    return out
+
+
+def resume_run(registry: Any, run_id: str) -> str:
+    """Continue a KILLED or FAILED run as a new detached child run; its id. A job of the
+    table re-reads the config saved in its folder; a run made before the job layer re-runs
+    its recorded command line. Raises NotResumable (why not) or RunNotFound."""
+    reap_dead_runs(registry)
+    run = registry.get_run(run_id)
+    check_resumable(registry, run)
+    job = job_of_run(registry, run)
+    if job is not None:
+        new_id = launch.resume(registry, job, run)
+    else:
+        argv = strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
+        new_id = detach_argv(registry, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
+    registry.set_tag(new_id, RESUMES_TAG, run["id"])  # a resume of a resume is resumable in its turn
+    return new_id
