@@ -6,7 +6,7 @@ finished cell is skipped when the file is read again (resumable).
     python scripts/loss_sweep.py OUT.jsonl --table     # the markdown table of what OUT holds
 
 Each line: the cell's settings, seed, the success / top-answer-share curve (iteration 0
-= before training) and seconds. LOOP_LR in lactchain/pipeline.py cites the results kept
+= before training) and seconds. LOOP_LR in lactchain/loop/pipeline.py cites the results kept
 in docs/results/loss-defaults/.
 """
 
@@ -36,9 +36,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from lactchain.lifecycle import run_context
-    from lactchain.pipeline import PipelineConfig, run_pipeline
-    from lactchain.registry import Registry
+    from lactchain.runs.lifecycle import run_context
+    from lactchain.loop.pipeline import PipelineConfig, run_pipeline
+    from lactchain.runs.registry import Registry
 
     done = set()
     if args.out.is_file():

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 
-from lactchain.archive import fill, reachable_bds
+from lactchain.archive.store import fill, reachable_bds
 from lactchain.envs.scenes import get_scene
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 def test_reachable_bds_are_exact_on_hand_countable_bounds():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.archive import read_rows, write_rows
-from lactchain.archive_dataset import DATA_FILE, MANIFEST_FILE, decode_row, encode_row, load
-from lactchain.registry import Registry
+from lactchain.archive.store import read_rows, write_rows
+from lactchain.archive.dataset import DATA_FILE, MANIFEST_FILE, decode_row, encode_row, load
+from lactchain.runs.registry import Registry
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_a_truncated_miscounted_or_corrupted_dataset_creates_no_run(tmp_path, lc
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lactchain.archive_dataset import _sha256
+    from lactchain.archive.dataset import _sha256
 
     db, run, rows = filled
     out = tmp_path / "export"
@@ -136,7 +136,7 @@ def _reseal(data: Path, manifest_path: Path, manifest: dict, column: str, values
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lactchain.archive_dataset import _sha256
+    from lactchain.archive.dataset import _sha256
 
     table = pq.read_table(data)
     field = table.schema.field(column)

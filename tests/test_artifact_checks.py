@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from cli_helpers import run_cli
 
 

@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 import lactchain.envs  # noqa: F401 - registers ArmedBanditTestbed-v0
 from lactchain.baselines.bandits import SPEC_FORMS, make_agent, parse_agents, simulate
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from tests.cli_helpers import run_cli
 
 ALL_AGENTS = ["eps:0.1", "eps:0.01", "eps-const:0.1:0.1", "optimistic:5", "ucb:2", "gradient:0.1"]

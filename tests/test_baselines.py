@@ -11,7 +11,7 @@ from lactchain.baselines.agent import Agent, RandomAgent, SolverAgent, run_agent
 from lactchain.baselines.td import METHODS, Schedule, TabularAgent, ValueIterationAgent, value_iteration
 from lactchain.envs import Planner
 from lactchain.envs.catalog import make_env
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 @pytest.fixture(scope="module")

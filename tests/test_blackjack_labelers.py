@@ -11,7 +11,7 @@ import torch
 
 from lactchain.envs.blackjack import BlackjackSolver, Hand
 from lactchain.envs.catalog import make_env
-from lactchain.labelers import (
+from lactchain.loop.labelers import (
     Group,
     OracleLabeler,
     ValueLabeler,
@@ -159,7 +159,7 @@ def test_the_rollout_labeler_plays_seeded_deals_on_blackjack(env):
     where a deal leads to a hand the look-ahead never reached (asked for then)."""
     from dataclasses import dataclass
 
-    from lactchain.labelers import RolloutLabeler
+    from lactchain.loop.labelers import RolloutLabeler
 
     @dataclass
     class Answer:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lactchain.carried_cells import STRATEGY_CELLS, cells_folder, read_cells
+from lactchain.bench.carried_cells import STRATEGY_CELLS, cells_folder, read_cells
 
 
 def _cell(key: str, run_id: str) -> dict:

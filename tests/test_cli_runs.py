@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lactchain.cli import app
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 runner = CliRunner()
 

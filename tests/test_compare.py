@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 from cli_helpers import wait_until
 
@@ -119,7 +119,7 @@ def test_cells_run_seed_by_seed_so_a_stopped_comparison_already_compares_every_m
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):
     """A --compare (or bench strategy) run resumes cell by cell; a plain bench learn measures
     one budget and is run again."""
-    from lactchain.resume import NotResumable, check_resumable
+    from lactchain.runs.resume import NotResumable, check_resumable
 
     with Registry(tmp_path / "registry.db") as reg:
         def stopped(kind: str, cmd: list[str], params: dict) -> dict:
@@ -185,7 +185,7 @@ def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_p
 def test_the_env_moves_axis_is_numbered_whether_the_moves_span_one_decade_or_several(moves):
     """Every cell of an explore-0 comparison starts past the same critic fit (69k-86k
     moves): a log axis over that range drew no tick at all."""
-    from lactchain.compare import figure
+    from lactchain.bench.compare import figure
 
     cells = [{"loss": loss, "explore": 0, "seed": 0,
               "curve": [{"wall_s": 60.0 * i, "env_moves": m + j, "success_rate": i / 2} for i, m in enumerate(moves)]}
@@ -199,7 +199,7 @@ def test_the_env_moves_axis_is_numbered_whether_the_moves_span_one_decade_or_sev
 
 
 def test_the_table_names_each_machine_its_cells_ran_on_and_the_cells_that_predate_the_record():
-    from lactchain.compare import machines_line
+    from lactchain.bench.compare import machines_line
 
     ice = {"cpu": "Xeon", "cpu_kind": "family 6 model 106", "cores": 2, "cpu_bf16": [], "gpu": None}
     spr = {"cpu": "Xeon", "cpu_kind": "family 6 model 143", "cores": 2, "cpu_bf16": ["amx_bf16", "avx512_bf16"],

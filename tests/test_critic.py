@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from lactchain import jobs
 from lactchain.envs import GridWorldEnv, Planner, State, all_states
 from lactchain.moves import DEFAULT_MOVES
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 GAMMA = 0.9
 
@@ -93,7 +93,7 @@ def test_discounted_returns_per_episode_ordered_by_t():
 def test_episodes_cut_off_by_a_kill_are_not_learnt_from(registry):
     """A killed play run leaves its running episodes unfinished: their partial rewards are
     not a return, so train-critic leaves them out (and says so before a run starts)."""
-    from lactchain.returns import usable_steps
+    from lactchain.loop.returns import usable_steps
 
     s = {"x": 0, "y": 0, "orientation": "east"}
     run = registry.create_run("play")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from test_train_actor import small_pairs, tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.archive import fill, read_rows
-from lactchain.describe import (LLM_PROMPT_VERSION, RULE_PROMPT_VERSION, describe_rule, mentioned_order,
+from lactchain.archive.store import fill, read_rows
+from lactchain.archive.describe import (LLM_PROMPT_VERSION, RULE_PROMPT_VERSION, describe_rule, mentioned_order,
                                 order_correct, reference_order)
 from lactchain.envs.scenes import get_scene
-from lactchain.registry import Registry
-from lactchain.trajectories import annotate
+from lactchain.runs.registry import Registry
+from lactchain.archive.trajectories import annotate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -157,8 +157,8 @@ def test_ctrl_c_while_an_llm_describes_leaves_the_old_file(archive_run, lc, monk
 def test_the_accuracy_report_judges_each_description_again_not_its_stored_flag():
     """An imported dataset may claim `order_correct: true` for a wrong description: the
     report recomputes it from the text and the trajectory."""
-    from lactchain.archive import fill
-    from lactchain.describe import accuracy_table, describe_rule
+    from lactchain.archive.store import fill
+    from lactchain.archive.describe import accuracy_table, describe_rule
 
     archive = fill("flat", 60, seed=0)
     rows = [r for r in ({"key": k, **t.as_dict()} for k, t in archive.elites.items()) if len(r["bd"]["visited"]) >= 2][:4]

@@ -34,7 +34,7 @@ def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path)
     and the run is never left RUNNING."""
     import json
 
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     cli = [sys.executable, "-m", "lactchain.cli"]

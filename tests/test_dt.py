@@ -21,7 +21,7 @@ TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--batch-size", "16
 
 @pytest.fixture(scope="module")
 def rows():
-    from lactchain.archive import fill
+    from lactchain.archive.store import fill
 
     archive = fill("flat", 150, seed=0)
     return [{"key": k, **t.as_dict()} for k, t in archive.elites.items()]
@@ -29,13 +29,13 @@ def rows():
 
 @pytest.fixture(scope="module")
 def data(rows):
-    from lactchain.dt.train import prepare
+    from lactchain.archive.dt.train import prepare
 
     return prepare(rows, val_fraction=0.15, seed=0)
 
 
 def _model(data, text=None, **overrides):
-    from lactchain.dt.model import DecisionTransformer, DTConfig
+    from lactchain.archive.dt.model import DecisionTransformer, DTConfig
 
     torch.manual_seed(0)
     cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=2, n_head=2, n_embd=32, dropout=0.0,
@@ -45,7 +45,7 @@ def _model(data, text=None, **overrides):
 
 
 def _batch(data, text, idx):
-    from lactchain.dt.data import Tensors
+    from lactchain.archive.dt.data import Tensors
 
     tensors = Tensors([data.episodes[i] for i in idx], data.codec)
     return {**tensors.batch(range(len(idx))), **(text.encode([data.episodes[i].text for i in idx]) if text else {})}
@@ -54,7 +54,7 @@ def _batch(data, text, idx):
 # ---- tokenizer and data ------------------------------------------------------------------------
 
 def test_tokenizer_is_learned_on_descriptions_and_round_trips(data, tmp_path):
-    from lactchain.dt.tokenizer import LearnedText
+    from lactchain.archive.dt.tokenizer import LearnedText
 
     texts = data.texts(data.train)
     text = LearnedText.learn(texts)
@@ -71,8 +71,8 @@ def test_tokenizer_is_learned_on_descriptions_and_round_trips(data, tmp_path):
 
 
 def test_episodes_flatten_moves_end_in_stop_and_track_the_bd(rows, data):
-    from lactchain.dt.data import ACTIONS, STOP_ID, Tracker, moves_of, split
-    from lactchain.trajectories import behaviour_descriptor
+    from lactchain.archive.dt.data import ACTIONS, STOP_ID, Tracker, moves_of, split
+    from lactchain.archive.trajectories import behaviour_descriptor
 
     assert len(data.episodes) == len(rows) and data.undescribed == 0
     for ep in data.episodes:
@@ -96,7 +96,7 @@ def test_episodes_flatten_moves_end_in_stop_and_track_the_bd(rows, data):
 
 
 def test_model_selection_is_carved_from_training_and_leaves_the_held_out_split_alone(rows, data):
-    from lactchain.dt.train import prepare
+    from lactchain.archive.dt.train import prepare
 
     with_select = prepare(rows, val_fraction=0.15, seed=0, select_fraction=0.2)
     assert with_select.val == data.val  # the evaluation's held-out trajectories do not move
@@ -109,9 +109,9 @@ def test_model_selection_is_carved_from_training_and_leaves_the_held_out_split_a
 def test_relabelled_windows_are_real_trajectories_and_skip_held_out_bds(data):
     import numpy as np
 
-    from lactchain.describe import describe_rule
-    from lactchain.dt.data import ACTIONS, Relabeler, egocentric, window
-    from lactchain.trajectories import play
+    from lactchain.archive.describe import describe_rule
+    from lactchain.archive.dt.data import ACTIONS, Relabeler, egocentric, window
+    from lactchain.archive.trajectories import play
 
     assert egocentric({"x": 0, "y": 0, "orientation": "east"}, (3, 1)) == (3, 1)  # 3 ahead, 1 to the left
     assert egocentric({"x": 0, "y": 0, "orientation": "north"}, (3, 1)) == (1, -3)  # 1 ahead, 3 to the right
@@ -141,7 +141,7 @@ def test_relabelled_windows_are_real_trajectories_and_skip_held_out_bds(data):
 # ---- model -----------------------------------------------------------------------------------------
 
 def test_forward_shapes_and_causal_masking(data):
-    from lactchain.dt.tokenizer import LearnedText
+    from lactchain.archive.dt.tokenizer import LearnedText
 
     text = LearnedText.learn(data.texts(data.train))
     model = _model(data, text).eval()
@@ -168,8 +168,8 @@ def test_forward_shapes_and_causal_masking(data):
 
 
 def test_frozen_sentence_encoder_is_one_projected_token(data):
-    from lactchain.dt.model import DecisionTransformer, DTConfig
-    from lactchain.dt.tokenizer import FrozenText
+    from lactchain.archive.dt.model import DecisionTransformer, DTConfig
+    from lactchain.archive.dt.tokenizer import FrozenText
 
     calls = []
 
@@ -189,9 +189,9 @@ def test_frozen_sentence_encoder_is_one_projected_token(data):
 
 
 def test_a_few_training_steps_decrease_the_loss(data):
-    from lactchain.dt.data import Tensors
-    from lactchain.dt.model import action_loss
-    from lactchain.dt.tokenizer import LearnedText
+    from lactchain.archive.dt.data import Tensors
+    from lactchain.archive.dt.model import action_loss
+    from lactchain.archive.dt.tokenizer import LearnedText
 
     text = LearnedText.learn(data.texts(data.train))
     model = _model(data, text, rtg=True, tie_actions=True)
@@ -215,9 +215,9 @@ def test_a_few_training_steps_decrease_the_loss(data):
 def test_length_bucketed_loss_is_the_whole_batch_loss_and_gradient(data):
     """Training pads each length-sorted bucket to its own longest walk: same loss and
     gradient as the batch padded to its longest (dropout off), whatever the buckets."""
-    from lactchain.dt.model import action_loss
-    from lactchain.dt.tokenizer import LearnedText
-    from lactchain.dt.train import bucketed_loss
+    from lactchain.archive.dt.model import action_loss
+    from lactchain.archive.dt.tokenizer import LearnedText
+    from lactchain.archive.dt.train import bucketed_loss
 
     text = LearnedText.learn(data.texts(data.train))
     model = _model(data, text).train()  # dropout 0.0
@@ -239,7 +239,7 @@ def test_length_bucketed_loss_is_the_whole_batch_loss_and_gradient(data):
 # ---- evaluation pieces ------------------------------------------------------------------------------
 
 def test_planner_oracle_reaches_every_held_out_bd_exactly(data):
-    from lactchain.dt.evaluate import Task, _path, evaluate_planner, plan, score
+    from lactchain.archive.dt.evaluate import Task, _path, evaluate_planner, plan, score
 
     scene = data.codec.scene
     tasks = [Task.of(data.episodes[i]) for i in data.val]
@@ -254,7 +254,7 @@ def test_planner_oracle_reaches_every_held_out_bd_exactly(data):
 
 
 def test_rollout_stops_and_follows_the_env(data):
-    from lactchain.dt.evaluate import Task, rollout
+    from lactchain.archive.dt.evaluate import Task, rollout
     from lactchain.envs.gridworld import apply_move
 
     model = _model(data).eval()
@@ -289,7 +289,7 @@ def archive_db(tmp_path_factory):
 
 
 def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db, archive = archive_db
     code, out, err = run_cli(["dt", "train", "--archive", archive, "--steps", "20", *TINY, "--db", db, "--json"], capsys)
@@ -367,10 +367,10 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
 def test_killed_dt_training_resumes_from_its_checkpoint(archive_db, capsys, monkeypatch):
     """SIGTERM mid-training -> KILLED with a checkpoint at that step; `runs resume`'s command
     (the recorded one + --resume-from) continues the step count to the end."""
-    import lactchain.dt.train as dt_train
+    import lactchain.archive.dt.train as dt_train
     from lactchain import jobs
-    from lactchain.registry import Registry
-    from lactchain.resume import check_resumable
+    from lactchain.runs.registry import Registry
+    from lactchain.runs.resume import check_resumable
 
     db, archive = archive_db
     real = dt_train.train_dt
@@ -407,7 +407,7 @@ def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports
     """`lactchain bench dt`: the real archive fill / dt train / dt eval commands, tiny sizes,
     each a run in the registry it was given; the JSON says per encoder whether the targets
     are met. Bad input: one line, nothing run."""
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "bench.db"
     code, out, err = run_cli(["bench", "dt", "-n", "40", "--minutes", "1", "--steps", "6", "--seeds", "3",

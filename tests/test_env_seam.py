@@ -10,11 +10,11 @@ import re
 import pytest
 
 from lactchain.envs.blackjack import BLACKJACK_MOVES, BlackjackSolver, BlackjackTextEnv, Hand
-from lactchain.evaluate import evaluate_actor
+from lactchain.loop.evaluate import evaluate_actor
 from lactchain.models.actor import Sample
 from lactchain.moves import STRICT, format_moves
-from lactchain.registry import Registry
-from lactchain.rollout import RolloutConfig, run_rollouts
+from lactchain.runs.registry import Registry
+from lactchain.loop.rollout import RolloutConfig, run_rollouts
 
 _HAND_RE = re.compile(r"Your sum is (\d+)( with a usable ace)?; the dealer shows (an ace|a (\d+))")
 
@@ -211,7 +211,7 @@ def _catalog():
 def test_every_env_offers_the_seam_members(name):
     from lactchain.envs.catalog import TextEnv, env_class, make_env
     from lactchain.envs.replay import EndState, execute_from, stored_state
-    from lactchain.judge import render_judge_prompt
+    from lactchain.motif.judge import render_judge_prompt
     from lactchain.prompts import PromptSpec
 
     cls, env = env_class(name), make_env(name)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import json
 import pytest
 
 from lactchain.envs.gridworld import GridWorldEnv
-from lactchain.labelers import Group, OracleLabeler, execute_candidate
-from lactchain.lifecycle import RunHandle, run_context
+from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
+from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.models.actor import Actor
-from lactchain.pipeline import PipelineConfig, run_pipeline
+from lactchain.loop.pipeline import PipelineConfig, run_pipeline
 from lactchain.prompts import PromptSpec
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.grpo import GRPOTask, train_grpo
 from loop_helpers import run_tiny_loop

@@ -16,7 +16,7 @@ from lactchain.config import Config, ConfigError, flag_of, flat_fields, option
 from lactchain.jobs.launch import CONFIG_FILE, load_config
 from lactchain.jobs.spec import Job
 from lactchain.jobs.table import BY_COMMAND, JOBS
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 def test_every_job_command_is_generated_from_its_config():
@@ -189,7 +189,7 @@ def test_the_loop_engine_is_the_jobs_engine_part_and_reads_old_configs(lc, capsy
     import torch
 
     from lactchain.engine import EngineConfig
-    from lactchain.pipeline import PipelineConfig, load_loop_actor
+    from lactchain.loop.pipeline import PipelineConfig, load_loop_actor
 
     from lactchain.machine import fast_generation_dtype
 

@@ -14,7 +14,7 @@ import pytest
 from pathlib import Path
 
 from lactchain.jobs import pid_alive, reap_dead_runs
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 from cli_helpers import wait_until
 

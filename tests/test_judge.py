@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from lactchain.captions import captioned_episodes, collect_runs, replay_episode
+from lactchain.motif.captions import captioned_episodes, collect_runs, replay_episode
 from lactchain.envs.blackjack import BlackjackTextEnv
-from lactchain.judge import (
+from lactchain.motif.judge import (
     FIRST,
     SECOND,
     TIE,
@@ -24,7 +24,7 @@ from lactchain.judge import (
     render_judge_prompt,
 )
 from lactchain.prompts import PromptError
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -165,7 +165,7 @@ def test_the_judge_labeler_ranks_grid_candidates_from_their_captions():
     """The same seam as the critic: a judge scores a group's candidates pairwise; with the
     rule judge, the candidate with the best reward gets the top advantage."""
     from lactchain.envs import GridWorldEnv, State
-    from lactchain.labelers import Candidate, Group, JudgeLabeler, execute_from, make_labeler
+    from lactchain.loop.labelers import Candidate, Group, JudgeLabeler, execute_from, make_labeler
 
     env = GridWorldEnv()
     start = State(0, 0, "east")
@@ -234,7 +234,7 @@ def test_a_killed_judge_run_resumes_where_its_labels_end(tmp_path, lc):
 def test_forced_choice_judge_always_answers_from_next_token_probabilities(collected, tiny_actor):
     """The real tiny model: every pair gets one of 1, 2, tie (never unknown), and the answer
     is the option with the highest next-token log-probability, recorded as the raw answer."""
-    from lactchain.judge import ForcedChoiceJudge
+    from lactchain.motif.judge import ForcedChoiceJudge
 
     reg, runs = collected
     pairs = pair_episodes(captioned_episodes(reg, runs), 6, "random", seed=5)

@@ -35,8 +35,8 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #
 #   layer  name     modules
 #   -----  -------  ---------------------------------------------------------------------------
-#   0      base     lactchain.config, lactchain.paths, lactchain.registry, lactchain.moves,
-#                   lactchain.lifecycle, lactchain.prompts   (pure utilities: envs and models
+#   0      base     lactchain.config, lactchain.paths, lactchain.runs.registry, lactchain.moves,
+#                   lactchain.runs.lifecycle, lactchain.prompts   (pure utilities: envs and models
 #                   import moves / prompts / paths, so they sit below them)
 #   1      envs     lactchain (the package itself: its __init__ registers the envs),
 #                   lactchain.envs.*, lactchain.models.*
@@ -44,8 +44,8 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #   3      jobs     lactchain.jobs.*
 #   4      cli      lactchain.cli.*
 #   5      tui      tui.*
-BASE = ("lactchain.config", "lactchain.paths", "lactchain.registry", "lactchain.moves", "lactchain.lifecycle",
-        "lactchain.prompts")
+BASE = ("lactchain.config", "lactchain.paths", "lactchain.runs.registry", "lactchain.moves",
+        "lactchain.runs.lifecycle", "lactchain.prompts")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (  # (layer name, module prefixes); "*" = the rest of lactchain
     ("base", BASE),
     ("envs/models", ("lactchain.envs", "lactchain.models")),
@@ -215,7 +215,7 @@ def test_cycle_finder_on_a_toy_graph():
 
 
 def test_layer_map():
-    assert layer_name("lactchain.moves") == layer_name("lactchain.registry") == "base"
+    assert layer_name("lactchain.moves") == layer_name("lactchain.runs.registry") == "base"
     assert layer_name("lactchain.envs.gridworld") == layer_name("lactchain.models.actor") == "envs/models"
     assert layer_name("lactchain.labelers") == layer_name("lactchain.train.actor") == "library"
     assert layer_name("lactchain.jobs") == layer_name("lactchain.jobs.spec") == "jobs"
@@ -404,9 +404,9 @@ LOOP_MAX_LINES = 80
 def test_the_loop_reads_as_one_algorithm_under_80_lines():
     """The learning loop is one function a newcomer reads top to bottom (its phases are
     module-level functions over a LoopState): it may not grow past LOOP_MAX_LINES."""
-    loops = [node for node in ast.walk(tree("lactchain.pipeline"))
+    loops = [node for node in ast.walk(tree("lactchain.loop.pipeline"))
              if isinstance(node, ast.FunctionDef) and node.name == "_loop"]
     assert len(loops) == 1
     node = loops[0]
     length = node.end_lineno - node.lineno + 1
-    assert length <= LOOP_MAX_LINES, f"lactchain/pipeline.py: _loop is {length} lines (at most {LOOP_MAX_LINES})"
+    assert length <= LOOP_MAX_LINES, f"lactchain/loop/pipeline.py: _loop is {length} lines (at most {LOOP_MAX_LINES})"

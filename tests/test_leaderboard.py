@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 
 def test_the_leaderboard_ranks_classic_agents_and_the_llm_on_the_grid(tmp_path, lc):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from lactchain.envs import GridWorldEnv, Planner, State, all_states
-from lactchain.evaluate import answer_diversity, evaluate_actor
-from lactchain.labelers import (
+from lactchain.loop.evaluate import answer_diversity, evaluate_actor
+from lactchain.loop.labelers import (
     Candidate,
     Group,
     OracleLabeler,
@@ -22,7 +22,7 @@ from lactchain.labelers import (
 )
 from lactchain.moves import MOVE_FORWARD as F
 from lactchain.moves import TURN_LEFT as L
-from lactchain.pipeline import EliteBuffer, PipelineConfig
+from lactchain.loop.pipeline import EliteBuffer, PipelineConfig
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.critic_td import TDConfig, bellman_targets, fit_critic_td, random_transitions
@@ -264,7 +264,7 @@ def test_elites_only_improve_and_re_enter_every_group():
 
 
 def test_exploration_adds_distinct_random_lists_that_find_the_optimum():
-    from lactchain.preferences import add_exploration
+    from lactchain.loop.preferences import add_exploration
 
     env = GridWorldEnv()
     oracle = OracleLabeler(env, GAMMA)
@@ -333,7 +333,7 @@ def test_pipeline_config_params_are_its_fields():
 
 
 def test_pipeline_losses_match_the_trainers():
-    from lactchain.pipeline import LOSSES as PIPELINE_LOSSES
+    from lactchain.loop.pipeline import LOSSES as PIPELINE_LOSSES
     from lactchain.train.actor import LOSSES as TRAINER_LOSSES
 
     assert set(PIPELINE_LOSSES) == set(TRAINER_LOSSES)

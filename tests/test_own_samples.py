@@ -11,7 +11,7 @@ import pytest
 from lactchain.envs.gridworld import GridWorldEnv
 from lactchain.envs.replay import execute_from
 from lactchain.models.actor import Actor, Sample
-from lactchain.pipeline import LOOP_LR, PipelineConfig
+from lactchain.loop.pipeline import LOOP_LR, PipelineConfig
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor import build_dataset, build_trainer, kto_weights
 from lactchain.train.actor_config import TrainActorConfig

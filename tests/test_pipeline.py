@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from lactchain.envs import GridWorldEnv, State
-from lactchain.labelers import execute_from
-from lactchain.pipeline import COLLAPSE_SHARE
-from lactchain.registry import Registry
+from lactchain.loop.labelers import execute_from
+from lactchain.loop.pipeline import COLLAPSE_SHARE
+from lactchain.runs.registry import Registry
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
 @pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}), ("rollout", "simpo", {"cpo_alpha": 1.0})])
 def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labeler, loss, extra):
     from lactchain.jobs import run_context
-    from lactchain.pipeline import PipelineConfig, run_pipeline
+    from lactchain.loop.pipeline import PipelineConfig, run_pipeline
 
     reg = Registry(tmp_path / "registry.db")
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler=labeler, loss=loss, states=4, eval_states=4, **extra)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from lactchain.envs import GridWorldEnv, Planner, State
-from lactchain.labelers import execute_from
+from lactchain.loop.labelers import execute_from
 from lactchain.moves import format_moves
-from lactchain.preferences import (
+from lactchain.loop.preferences import (
     Candidate,
     advantage,
     best_vs_worst,

@@ -140,7 +140,7 @@ def test_a_stopped_replicated_job_leaves_no_actor_and_no_engine(ray_pool, cluste
     import ray
 
     from cli_helpers import wait_until
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     before = set(_engine_processes())
     db = tmp_path / "r.db"
@@ -187,7 +187,7 @@ def test_play_and_evaluate_on_two_ray_replicas_record_one_engines_answers(ray_po
     """The same job on one engine and on 2 Ray replicas (fp32; play seeded and sampled):
     the very same completions, rewards and results."""
     from cli_helpers import run_cli
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "r.db"
     args = [command, "--actor", str(h32), "--engine", "vllm", "--dtype", "float32", "--max-actions", "3", "--db", db,
@@ -215,7 +215,7 @@ def test_a_pipeline_iteration_collects_and_evaluates_on_ray_replicas(ray_pool, c
     import ray
 
     from cli_helpers import run_cli
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "r.db"
     code, out, err = run_cli(["pipeline", "--actor", str(h32), "--critic", "tiny", "--engine", "vllm",

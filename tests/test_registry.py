@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lactchain.registry import (
+from lactchain.runs.registry import (
     SCHEMA_VERSION,
     TABLES,
     AmbiguousRunId,
@@ -358,7 +358,7 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     path, go, n, shared = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     while not go.exists():
@@ -505,7 +505,7 @@ def test_runs_list_works_on_a_full_disk(tmp_path):
 # -- files deleted under a live connection ------------------------------------------------
 
 def test_a_deleted_wal_or_registry_is_put_back_from_the_open_connection(tmp_path):
-    from lactchain.lifecycle import registry_file_present
+    from lactchain.runs.lifecycle import registry_file_present
 
     path = tmp_path / "reg.db"
     reg = Registry(path)

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from lactchain.captions import captioned_episodes, collect_runs
+from lactchain.motif.captions import captioned_episodes, collect_runs
 from lactchain.envs.blackjack import BlackjackTextEnv
-from lactchain.judge import RuleJudge, label_rows, pair_episodes
-from lactchain.motif import CaptionReward, reward_fn
-from lactchain.registry import Registry
+from lactchain.motif.judge import RuleJudge, label_rows, pair_episodes
+from lactchain.motif.agents import CaptionReward, reward_fn
+from lactchain.runs.registry import Registry
 from lactchain.train.reward_model import (
     LabelledPair,
     RewardModel,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from lactchain.envs import Planner, GridWorldEnv, State
-from lactchain.registry import Registry
-from lactchain.rollout import RolloutConfig, run_rollouts
+from lactchain.runs.registry import Registry
+from lactchain.loop.rollout import RolloutConfig, run_rollouts
 
 torch.set_num_threads(1)
 

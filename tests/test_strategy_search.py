@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 from cli_helpers import wait_until
-from lactchain.strategy_search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, Episode, LLMProposer,
+from lactchain.strategy.search import (DEMO_HEADER, Candidate, DemoProposer, EditProposer, Episode, LLMProposer,
                                        Search, sentences)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -22,12 +22,12 @@ from lactchain.envs.taxi import (
     parse_taxi_state,
     start_states,
 )
-from lactchain.evaluate import evaluate_actor
+from lactchain.loop.evaluate import evaluate_actor
 from lactchain.models.actor import Sample
 from lactchain.moves import STRICT, format_moves
 from lactchain.prompts import PromptSpec
-from lactchain.registry import Registry
-from lactchain.rollout import RolloutConfig, run_rollouts
+from lactchain.runs.registry import Registry
+from lactchain.loop.rollout import RolloutConfig, run_rollouts
 
 # The optimum's mean return over the starts of seeds 0..99 (value iteration over P, gamma 1:
 # the best episode return is 21 - the shortest delivery's moves).

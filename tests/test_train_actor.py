@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from lactchain.envs import GridWorldEnv, Planner, all_states
 from lactchain.jobs import RunHandle
-from lactchain.labelers import execute_from
+from lactchain.loop.labelers import execute_from
 from lactchain.prompts import PromptSpec
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from lactchain.config import ConfigError
 from lactchain.train.actor import (
     ActorTrainingCallback,
@@ -454,7 +454,7 @@ def test_simpo_makes_the_tiny_actor_follow_the_optimal_moves(tmp_path):
     near misses that are worse by Q* (bump a wall, turn away, waste moves). The random
     tiny model never writes PREFIX; after 45 SimPO steps greedy constrained decoding
     does, and its first action there comes closer to optimal by the exact planner."""
-    from lactchain.evaluate import evaluate_actor
+    from lactchain.loop.evaluate import evaluate_actor
     from lactchain.models.actor import Actor
 
     actor = tiny()
@@ -475,7 +475,7 @@ def test_simpo_makes_the_tiny_actor_follow_the_optimal_moves(tmp_path):
 
     def optimality_gap(a) -> float:
         """Mean V*(s) - (r + 0.9 V*(s')) of the greedy first action on the trained states."""
-        from lactchain.labelers import execute_from
+        from lactchain.loop.labelers import execute_from
 
         out = a.generate(prompts, constrained=True, temperature=0.0)
         gaps = []

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from lactchain.config import ConfigError, default_of, flag_of, flat_fields
-from lactchain.dt.train_config import DTTrainConfig
-from lactchain.preferences import CollectConfig, DrawConfig
+from lactchain.archive.dt.train_config import DTTrainConfig
+from lactchain.loop.preferences import CollectConfig, DrawConfig
 from lactchain.train.actor_config import LOSS_SETTINGS, LOSSES, TrainActorConfig, TrainActorJobConfig
 from lactchain.train.critic_config import TrainCriticConfig
 

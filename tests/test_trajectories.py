@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lactchain.envs.scenes import get_scene
-from lactchain.trajectories import Trajectory, annotate, behaviour_descriptor, play, verify
+from lactchain.archive.trajectories import Trajectory, annotate, behaviour_descriptor, play, verify
 
 F, L, R = "move forward", "turn left", "turn right"
 FLAT = {"scene": "flat", "moves": (F, L, R)}

@@ -416,7 +416,7 @@ def _lactchain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 @needs_vllm
 def test_seeded_play_repeats_exactly_on_vllm(h32, tmp_path):
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "registry.db"
     args = ["play", "--actor", str(h32), "--engine", "vllm", "--episodes", "6", "--envs", "3", "--start", "random",
@@ -439,7 +439,7 @@ def test_seeded_play_repeats_exactly_on_vllm(h32, tmp_path):
 def test_evaluate_on_vllm_gives_the_hf_engines_greedy_answers_at_fp32(h32, tmp_path):
     """The same job on either engine: `evaluate --engine vllm` records the very completions
     and scores `--engine hf` does (greedy, fp32), and its params say which engine ran."""
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "registry.db"
     runs = {}
@@ -462,7 +462,7 @@ def test_evaluate_on_vllm_gives_the_hf_engines_greedy_answers_at_fp32(h32, tmp_p
 @needs_vllm
 def test_runs_kill_of_a_vllm_job_leaves_no_engine_process(h32, tmp_path):
     from lactchain.jobs import pid_alive
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     db = tmp_path / "registry.db"
     # The engine core runs inside the job (lactchain's default: nothing can be orphaned, even by
@@ -519,11 +519,11 @@ def test_pipeline_on_vllm_evaluates_each_iterations_adapter_like_hf(h32, tmp_pat
     """The loop with `engine vllm`: the transformers model trains, and after every
     train-actor its new adapter reaches the vLLM engine, so each evaluation's greedy
     answers (fp32) are the ones the hf engine gives with that iteration's adapter."""
-    from lactchain.evaluate import evaluate_actor
+    from lactchain.loop.evaluate import evaluate_actor
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
-    from lactchain.pipeline import LoopEngineConfig, PipelineConfig, run_pipeline
-    from lactchain.registry import Registry
+    from lactchain.loop.pipeline import LoopEngineConfig, PipelineConfig, run_pipeline
+    from lactchain.runs.registry import Registry
 
     reg = Registry(tmp_path / "registry.db")
     cfg = PipelineConfig(actor=str(h32), labeler="oracle", loss="rft", iterations=2, states=4, eval_states=4,

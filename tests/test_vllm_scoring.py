@@ -89,7 +89,7 @@ def test_choice_logprobs_equal_hf_and_first_token_scores(hf_h32, vllm_h32):
 
 
 def test_forced_choice_judge_reads_the_same_on_both_engines(hf_h32, vllm_h32):
-    from lactchain.judge import ForcedChoiceJudge
+    from lactchain.motif.judge import ForcedChoiceJudge
 
     eps = [SimpleNamespace(caption=c) for c in ("moved forward twice, reached the goal", "turned left, then stopped",
                                                 "hit a wall", "moved forward, turned right")]

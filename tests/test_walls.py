@@ -13,7 +13,7 @@ from lactchain.envs.gridworld import render_ansi, render_rgb, WALL_RGB
 from lactchain.envs.scenes import SCENES, Scene, get_scene, load_scene_file
 from lactchain.moves import ALL_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT
 from lactchain.prompts import PromptSpec
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 
 F, L, R = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT
 # 3x3, goal in the south-east corner, a wall between it and the start:

@@ -49,7 +49,7 @@ def _lazy_screen(module: str, name: str) -> Callable[[], Screen]:
 class LactChainApp(App):
     """The lab console. Everything heavy is injected or loaded lazily:
 
-    - `registry_factory` opens the registry (default: `lactchain.registry.Registry(db_path)`),
+    - `registry_factory` opens the registry (default: `lactchain.runs.registry.Registry(db_path)`),
     - `actor` / `critic`: already-loaded models (tests); otherwise they load from
       `actor_spec` / `critic_spec` in workers when `load_models` is true,
     - `launcher(request) -> LaunchResult` starts a detached job (default: `jobs_bridge.launch_job`, the job layer in this process).
@@ -373,7 +373,7 @@ def check_db(db: Path, explicit: bool) -> str | None:
     """Why the console cannot open this registry (one line), or None. A mistyped --db must
     not create folders and an empty registry; a file that is not a registry is refused
     before any screen draws."""
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     if db.is_dir():
         return f"--db {db} is a directory; point it at the registry file inside (e.g. {db / 'registry.db'})"

@@ -122,7 +122,7 @@ async def _launch(pilot: Any) -> float | None:
         await asyncio.sleep(0.002)
     if launched_ms is not None:  # the one-episode job ends before its registry folder goes away
         from lactchain.jobs import ACTIVE
-        from lactchain.registry import Registry
+        from lactchain.runs.registry import Registry
 
         with Registry(pilot.app.db_path) as reg:
             for _ in range(600):
@@ -170,7 +170,7 @@ def _start_job(db: Path) -> str:
     Both start through the job layer, as the console's own launches do."""
     from lactchain.jobs import ACTIVE
     from lactchain.jobs.control import start_job
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     with Registry(db) as reg:
         play = start_job(reg, "play", {"actor": "tiny", "episodes": 4, "envs": 1})
@@ -196,7 +196,7 @@ def _start_job(db: Path) -> str:
 def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lactchain-bench-console-") as folder:
         db = Path(folder) / "registry.db"
-        from lactchain.registry import Registry
+        from lactchain.runs.registry import Registry
 
         Registry(db).close()
         result: dict[str, Any] = {"rounds": rounds, "size": "120x40", "targets": TARGETS,

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 # The key metric of a run kind is the library's (the CLI's `runs list` shows the same one first).
-from lactchain.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
+from lactchain.runs.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
 
 
 def now_ms() -> int:

@@ -166,7 +166,7 @@ def _check_value(registry: Any, check: str, value: str) -> str | None:
 
         return VLLM_MISSING if value == "vllm" and not vllm_installed() else None
     if check == "strategy":
-        from lactchain.strategies import StrategyError, resolve_strategy
+        from lactchain.strategy.strategies import StrategyError, resolve_strategy
 
         try:
             resolve_strategy(registry, value)
@@ -225,8 +225,8 @@ def launch_job(request: JobRequest) -> LaunchResult:
     state refuses it (nothing is created then)."""
     from lactchain.config import ConfigError
     from lactchain.jobs.control import resume_run, start_job
-    from lactchain.registry import Registry, RunNotFound
-    from lactchain.resume import NotResumable
+    from lactchain.runs.registry import Registry, RunNotFound
+    from lactchain.runs.resume import NotResumable
 
     argv = request.argv
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lactchain.registry import now_ms
+from lactchain.runs.registry import now_ms
 
 
 class LabRecorder:

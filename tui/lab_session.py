@@ -28,7 +28,7 @@ from lactchain.prompts import PromptSpec
 from tui.models import sample_fields
 from tui.oracle import exact_q
 
-GAMMA = 0.9  # the pair builder's default (lactchain.preferences.collect_pairs)
+GAMMA = 0.9  # the pair builder's default (lactchain.loop.preferences.collect_pairs)
 DEAL_STRIDE = 1_000_003  # episode k of seed s is dealt from s * DEAL_STRIDE + k, as `lactchain play` does
 
 
@@ -262,7 +262,7 @@ class LabSession:
 
     def simulate(self, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[Any, float, bool, tuple]:
         """Where `moves` would take the agent from `state` (a scratch env; the live one is
-        untouched), as `lactchain.labelers.execute_from` does, plus the seed that draws."""
+        untouched), as `lactchain.loop.labelers.execute_from` does, plus the seed that draws."""
         env = make_env(self.env_name, **self.env_kwargs)
         env.reset(seed=seed, options={"state": state.as_dict()})
         _, reward, terminated, _, _ = env.step(list(moves))
@@ -340,7 +340,7 @@ class LabSession:
             rows.append(Candidate(tuple(moves), text, mode, nxt, reward, done, path, q_star=q_star))
         v_s = None
         if rows and self.critic_fits(critic):
-            from lactchain.preferences import advantage
+            from lactchain.loop.preferences import advantage
 
             v_s = self.critic_values(critic, [state])[0]
             v_next = self.critic_values(critic, [c.next_state for c in rows])

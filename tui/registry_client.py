@@ -26,9 +26,9 @@ class RegistryUnavailable(RuntimeError):
 def default_factory(db_path: Path | str | None) -> Callable[[], Any]:
     def open_registry() -> Any:
         try:
-            from lactchain.registry import Registry
+            from lactchain.runs.registry import Registry
         except ImportError as exc:  # the module lands in another issue
-            raise RegistryUnavailable(f"lactchain.registry is not available ({exc})") from exc
+            raise RegistryUnavailable(f"lactchain.runs.registry is not available ({exc})") from exc
         # Browsing works on read-only media or a full disk too (writes then say why they failed).
         return Registry.open_for_reading(db_path)
 

@@ -87,7 +87,7 @@ def main() -> None:
             raise
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            from lactchain.registry import BUSY_TIMEOUT_S
+            from lactchain.runs.registry import BUSY_TIMEOUT_S
 
             message = (f"the registry is locked by another process (waited {BUSY_TIMEOUT_S:g} s for its write "
                        "to end); try again when it is done")

@@ -2,7 +2,7 @@
 
 An archive run (kind `archive`) holds its elites as episodes (start, seed, return,
 length) and, for replay, `archive.jsonl`: one trajectory per line, with its BD key,
-annotations, scene, seed, actions and policy (`lactchain.trajectories.Trajectory`).
+annotations, scene, seed, actions and policy (`lactchain.archive.trajectories.Trajectory`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def verify_cmd(
 ) -> None:
     """Replay every trajectory of an archive from its start state with its recorded
     actions; list each mismatch by index with its first diverging step."""
-    from lactchain.trajectories import Trajectory, verify
+    from lactchain.archive.trajectories import Trajectory, verify
 
     registry = open_registry(db)
     run_id, rows = load_archive(registry, run)

@@ -45,7 +45,7 @@ def export_cmd(
     with the row count and the file's sha256. Load it with
     `datasets.load_dataset("parquet", data_dir=DIR)`, upload it to the Hub as is, or
     bring it back with `lactchain archive import DIR`."""
-    from lactchain.archive_dataset import export
+    from lactchain.archive.dataset import export
 
     if directory.exists() and not directory.is_dir():
         fail(f"{directory} is a file; give a folder to export into")

@@ -43,7 +43,7 @@ def _open(db: Optional[Path], run: str) -> tuple[str, Path, list[dict[str, Any]]
 
 def _checked(path: Path, rows: list[dict[str, Any]]) -> list[Any]:
     """Every row's scene, or a one-line error naming the first bad row (nothing written)."""
-    from lactchain.describe import check_row
+    from lactchain.archive.describe import check_row
 
     scenes = []
     for i, row in enumerate(rows):
@@ -62,8 +62,8 @@ def annotate_cmd(run: RunArgument, db: DbOption = None, as_json: JsonOption = Fa
     hand-edited file, this brings the archive back in line with its scenes and paths.
     Reports how many rows changed; an unchanged archive is not rewritten.
     """
-    from lactchain.archive import write_rows
-    from lactchain.trajectories import annotate
+    from lactchain.archive.store import write_rows
+    from lactchain.archive.trajectories import annotate
 
     run_id, path, rows = _open(db, run)
     scenes = _checked(path, rows)
@@ -112,7 +112,7 @@ def describe_cmd(
     describing again replaces that one and leaves the others. Prints this run's
     landmark-order accuracy and a table of every describer stored on the archive.
     """
-    from lactchain import describe as d
+    from lactchain.archive import describe as d
 
     llm = model != d.RULE_DESCRIBER
     if llm and not report:
@@ -130,7 +130,7 @@ def describe_cmd(
         entries = [d.description(r, describer, model, version, t, s) for r, t, s in zip(todo, texts, scenes)]
         for row, entry in zip(todo, entries):
             d.store_description(row, entry)
-        from lactchain.archive import write_rows
+        from lactchain.archive.store import write_rows
 
         write_rows(path, rows)
         correct = sum(e["order_correct"] for e in entries)
@@ -145,7 +145,7 @@ def describe_cmd(
 
 def _llm_texts(model: str, rows: list[dict[str, Any]], batch_size: int, max_new_tokens: int) -> list[str]:
     """The LLM's descriptions, with a progress line; Ctrl-C ends in one line, file untouched."""
-    from lactchain.describe import describe_llm
+    from lactchain.archive.describe import describe_llm
     from lactchain.models.actor import Actor
 
     line = LineLog()

@@ -29,7 +29,7 @@ class _Recording:
 
 
 def _rollout_rate(model: Any, envs: int, steps: int, constrained: bool, temperature: float, seed: int) -> dict[str, Any]:
-    from lactchain.rollout import RolloutConfig, run_rollouts
+    from lactchain.loop.rollout import RolloutConfig, run_rollouts
 
     cfg = RolloutConfig(episodes=envs * steps, n_envs=envs, constrained=constrained, temperature=temperature,
                         start="random", seed=seed, max_env_steps=envs * steps)

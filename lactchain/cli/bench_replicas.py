@@ -1,5 +1,5 @@
 """`lactchain bench replicas`: the Ray transport's cost per call and 1 vs 2 engine replicas
-(`lactchain.replica_bench`), as JSON. Run it alone: it times CPU work."""
+(`lactchain.bench.replicas`), as JSON. Run it alone: it times CPU work."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def bench_replicas(
     processes (env-steps/s), interleaved, medians of warm calls; answers checked equal."""
     from lactchain.models.ray_replicas import RayUnavailable, check_address, ray_installed
     from lactchain.models.vllm_engine import require_vllm
-    from lactchain.replica_bench import SETUPS, bench_replicas as run
+    from lactchain.bench.replicas import SETUPS, bench_replicas as run
 
     chosen = tuple(dict.fromkeys(["in-process", *(x.strip() for x in setups.split(",") if x.strip())]))
     unknown = [x for x in chosen if x not in SETUPS]

@@ -118,7 +118,7 @@ def relaunch_argv(ctx: click.Context) -> list[str]:
 def open_registry(db: Optional[Path]):
     """The registry a command writes to. An explicit --db (or $LACTCHAIN_DB) must be in
     an existing folder: a typo must not silently create folders and an empty registry."""
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     if db is not None:
         folder = db.expanduser().absolute().parent
@@ -132,7 +132,7 @@ def open_existing(db: Optional[Path], reading: bool = False):
     empty file is refused, never turned into a registry (`reading`: read-only when the
     file, its folder or the disk refuse writes)."""
     from lactchain.paths import default_db_path
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     path = db.expanduser().absolute() if db is not None else default_db_path()
     if not path.exists():

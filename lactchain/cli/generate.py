@@ -17,7 +17,7 @@ from lactchain.cli.common import (DbOption, DetachOption, JsonOption, RunIdOptio
                                   print_started)
 from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
 from lactchain.jobs.spec import Job
-from lactchain.lifecycle import Cancelled
+from lactchain.runs.lifecycle import Cancelled
 
 COMMON = ("db", "detach", "run_id", "as_json")
 
@@ -123,7 +123,7 @@ def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[
     import typer.main
 
     from lactchain.jobs import launch
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     app = typer.Typer()
     app.command(job.command.split()[-1])(make_command(job))

@@ -14,10 +14,10 @@ from rich.table import Table
 
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, open_existing, print_json, shown
 from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
-from lactchain.key_metrics import key_metrics_first
+from lactchain.runs.key_metrics import key_metrics_first
 from lactchain.safe_text import printable
 from lactchain.paths import default_db_path
-from lactchain.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
+from lactchain.runs.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 
@@ -208,7 +208,7 @@ def compare(
 ) -> None:
     """Runs side by side: params that differ first (bold), then the shared ones, then
     the latest metrics, the kind's key metric first."""
-    from lactchain.run_compare import compare_runs
+    from lactchain.runs.compare import compare_runs
 
     with open_existing(db, reading=True) as reg:
         try:
@@ -305,7 +305,7 @@ def resume(
     """Continue a killed or failed training run from its last checkpoint, as a new
     background run (child of the old one) with the same parameters."""
     from lactchain.jobs.control import resume_run
-    from lactchain.resume import NotResumable
+    from lactchain.runs.resume import NotResumable
 
     with _open_existing(db) as reg:
         run = _get_run(reg, run_id)
@@ -331,7 +331,7 @@ def export(
 ) -> None:
     """Export runs where people look: every logged metric at its step and time, and the
     params (TensorBoard hparams beside the final metrics, or CSV + JSON)."""
-    from lactchain.export import FORMATS, export_runs
+    from lactchain.runs.export import FORMATS, export_runs
 
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -34,7 +34,7 @@ def versions_cmd(
     """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first."""
     from lactchain.cli.common import open_registry
 
-    from lactchain.strategies import ranked_versions
+    from lactchain.strategy.strategies import ranked_versions
 
     rows = ranked_versions(open_registry(db).prompts())[:limit]
     if as_json:

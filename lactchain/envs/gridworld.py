@@ -317,7 +317,7 @@ class GridWorldEnv(gym.Env):
             text += f"; Walls {self.scene.name}" + ("; facing a wall" if facing_wall(state, self.walls, self.size) else "")
         return text
 
-    # Sentences the strategy search's `edits` proposer inserts (hand-written, lactchain.strategy_search).
+    # Sentences the strategy search's `edits` proposer inserts (hand-written, lactchain.strategy.search).
     strategy_hints = ("Read where the goal is: ahead, behind, to your left or to your right.",
                       "Turn toward the goal before moving forward.",
                       "To turn right, turn left three times.",

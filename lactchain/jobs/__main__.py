@@ -14,8 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     from lactchain.config import ConfigError
     from lactchain.jobs.launch import load_config, precheck, prepare, run_here
     from lactchain.jobs.table import JOBS
-    from lactchain.lifecycle import Cancelled
-    from lactchain.registry import Registry
+    from lactchain.runs.lifecycle import Cancelled
+    from lactchain.runs.registry import Registry
 
     parser = argparse.ArgumentParser(prog="python -m lactchain.jobs", description=__doc__)
     parser.add_argument("job", help=f"one of {', '.join(JOBS)}")

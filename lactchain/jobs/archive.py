@@ -17,7 +17,7 @@ from lactchain.jobs.spec import Job
 def record_archive(handle: Any, rows: list[dict[str, Any]]) -> Path:
     """Store trajectory rows as this archive run's file and episodes (start, seed,
     return, length): what fill, add and import share."""
-    from lactchain.archive import ARCHIVE_FILE, write_rows
+    from lactchain.archive.store import ARCHIVE_FILE, write_rows
 
     path = write_rows(handle.dir / ARCHIVE_FILE, rows)
     for i, row in enumerate(rows):
@@ -41,7 +41,7 @@ def archive_artifact(registry: Any, run: Any) -> Path:
 def load_archive(registry: Any, run: str, option_name: str = "RUN") -> tuple[str, list[dict[str, Any]]]:
     """(run id, trajectory rows) of an archive run; one-line refusals for a run without
     one or a file that is not an archive."""
-    from lactchain.archive import read_rows
+    from lactchain.archive.store import read_rows
 
     found = run_of_kind(registry, option_name, run, ("archive",), "an archive run (lactchain archive fill)")
     art = archive_artifact(registry, found)
@@ -73,7 +73,7 @@ class ArchiveFillConfig(Config):
 
 
 def run_fill(handle: Any, config: ArchiveFillConfig) -> dict[str, Any]:
-    from lactchain.archive import fill, reachable_bds
+    from lactchain.archive.store import fill, reachable_bds
 
     scene, behaviours = config.scene, config.behaviours
     line = LineLog()
@@ -142,7 +142,7 @@ def _prepare_add(registry: Any, config: ArchiveAddConfig) -> dict[str, Any]:
 
 
 def run_add(handle: Any, config: ArchiveAddConfig) -> dict[str, Any]:
-    from lactchain.archive import coverage, from_episode, merge, reachable_bds
+    from lactchain.archive.store import coverage, from_episode, merge, reachable_bds
 
     base = load_archive(handle.registry, config.into)[1] if config.into else []
     new, skipped = [], []
@@ -196,8 +196,8 @@ def _checked_import(config: ArchiveImportConfig) -> tuple[dict[str, Any], list[d
     checked = getattr(config, "_checked", None)
     if checked is not None:
         return checked
-    from lactchain.archive_dataset import load_export
-    from lactchain.trajectories import Trajectory, verify
+    from lactchain.archive.dataset import load_export
+    from lactchain.archive.trajectories import Trajectory, verify
 
     try:
         manifest, rows = load_export(Path(config.directory))

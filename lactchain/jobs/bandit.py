@@ -64,7 +64,7 @@ def summary(curves: dict[str, Any]) -> tuple[int, dict[str, dict[str, float]]]:
 
 def plot_curves(curves: dict[str, Any], path: Path, title: str) -> Path:
     """The book's two panels (Figure 2.2): average reward and % optimal action per step."""
-    from lactchain.figures import new_figure, save_figure
+    from lactchain.bench.figures import new_figure, save_figure
 
     fig, (top, bottom) = new_figure(2, 1, figsize=(8, 7), dpi=110, sharex=True)
     for name, c in curves.items():

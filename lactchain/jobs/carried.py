@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lactchain.carried_cells import older_note
+from lactchain.bench.carried_cells import older_note
 from lactchain.jobs.output import err_console
 
 

@@ -26,7 +26,7 @@ def check_models(actor: str | None = None, critic: str | None = None) -> None:
 def run_of_kind(registry: Any, option: str, spec: str, kinds: tuple[str, ...] = (), what: str = "") -> dict[str, Any]:
     """The run an option names: no such run, or a run of another kind, is refused
     (`what` words the expected kind, e.g. 'a judge run')."""
-    from lactchain.registry import RunNotFound
+    from lactchain.runs.registry import RunNotFound
 
     try:
         run = registry.get_run(spec)
@@ -66,7 +66,7 @@ def check_references(registry: Any, params: Mapping[str, Any], kind: str | None 
     --pairs-from must name something usable. Returns the resolved strategy (the env's
     built-in one when none is given)."""
     from lactchain.artifact_checks import check_critic_checkpoint
-    from lactchain.strategies import StrategyError, resolve_strategy
+    from lactchain.strategy.strategies import StrategyError, resolve_strategy
 
     resolve_adapter(registry, params.get("adapter"), base=params.get("actor"))
     for spec in params.get("pairs_from") or []:
@@ -97,7 +97,7 @@ def check_references(registry: Any, params: Mapping[str, Any], kind: str | None 
 def check_adoptable(registry: Any, run_id: str, kind: str) -> None:
     """A job only adopts a SCHEDULED run of its kind (the row a detach, a resume or the
     console created for it); never a run that already ran."""
-    from lactchain.registry import RunNotFound
+    from lactchain.runs.registry import RunNotFound
 
     try:
         run = registry.get_run(run_id)

@@ -13,9 +13,9 @@ from typing import Any, Mapping, Sequence
 
 from lactchain.jobs import launch
 from lactchain.jobs.table import BY_COMMAND, job_of_run
-from lactchain.lifecycle import detach as detach_argv
-from lactchain.lifecycle import reap_dead_runs, strip_detach
-from lactchain.resume import RESUMES_TAG, check_resumable
+from lactchain.runs.lifecycle import detach as detach_argv
+from lactchain.runs.lifecycle import reap_dead_runs, strip_detach
+from lactchain.runs.resume import RESUMES_TAG, check_resumable
 
 
 def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Sequence[str] | None = None) -> str:

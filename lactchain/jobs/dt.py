@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
-from lactchain.dt.train_config import DTTrainConfig
+from lactchain.archive.dt.train_config import DTTrainConfig
 from lactchain.jobs.archive import load_archive
 from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.output import LineLog
@@ -33,7 +33,7 @@ def _prepare_train(registry: Any, config: DTTrainConfig) -> dict[str, Any]:
     """The archive resolved (with descriptions by --describer), a resume of a dt run."""
     archive_id, rows = load_archive(registry, config.archive, "--archive")
     if config.describer != "rule":
-        from lactchain.dt.data import instruction
+        from lactchain.archive.dt.data import instruction
 
         described = sum(instruction(r, config.describer) is not None for r in rows)
         if described < 2:
@@ -57,7 +57,7 @@ MODEL_SHAPE = ("n_layer", "n_head", "n_embd", "text_encoder", "no_text", "max_vi
 
 
 def run_dt_train(handle: Any, config: DTTrainConfig) -> dict[str, Any]:
-    from lactchain.dt.train import train_dt
+    from lactchain.archive.dt.train import train_dt
 
     line = LineLog(every_s=0.0)
     line(f"dt train: archive {config.archive}, text {config.text_encoder}, {config.steps} steps"
@@ -90,7 +90,7 @@ class DTEvalConfig(Config):
                                            "non-goal pose).", min=1)
     checkpoint: str = option("best", "best: the checkpoint with the best closed-loop score on the selection split "
                                      "(the newest for runs without one); last: the newest.",
-                             choices=("best", "last"))  # lactchain.dt.evaluate.CHECKPOINTS
+                             choices=("best", "last"))  # lactchain.archive.dt.evaluate.CHECKPOINTS
 
     def check(self) -> None:
         if not self.dt_run:
@@ -99,7 +99,7 @@ class DTEvalConfig(Config):
 
 def _check_dt_checkpoint(name: str, run_id: str, folder: Path) -> None:
     """A dt checkpoint's weights load as plain tensors (a truncated copy is named, not an Errno)."""
-    from lactchain.dt.checkpoints import MODEL_FILE, read_tensors
+    from lactchain.archive.dt.checkpoints import MODEL_FILE, read_tensors
 
     try:
         state = read_tensors(folder / MODEL_FILE)
@@ -113,7 +113,7 @@ def _check_dt_checkpoint(name: str, run_id: str, folder: Path) -> None:
 
 def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
     """Both runs are dt runs with a checkpoint on disk."""
-    from lactchain.resume import latest_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
 
     config.dt_run = run_of_kind(registry, "RUN", config.dt_run, ("dt",), "a dt run (lactchain dt train)")["id"]
     if config.baseline:
@@ -135,7 +135,7 @@ def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
 
 
 def run_dt_eval(handle: Any, config: DTEvalConfig) -> dict[str, Any]:
-    from lactchain.dt.evaluate import evaluate_run
+    from lactchain.archive.dt.evaluate import evaluate_run
 
     result = evaluate_run(handle.registry, config.dt_run, baseline=config.baseline, limit=config.limit,
                           goal=config.goal, goal_starts=config.goal_starts, checkpoint=config.checkpoint)

@@ -130,7 +130,7 @@ def actor_for_job(actor: str, adapter: str | None, handle: Any, settings: Engine
     """The job's actor on its engine, closed when the job ends (a vLLM engine never outlives
     it). An engine error after a kill signal ends the run KILLED, not FAILED: `runs kill`
     signals the whole group, so the engine may stop before generate returns."""
-    from lactchain.lifecycle import Cancelled
+    from lactchain.runs.lifecycle import Cancelled
 
     model = load_actor(actor, adapter, handle.registry, quiet=quiet, env=env, settings=settings, handle=handle)
     try:

@@ -18,7 +18,7 @@ from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
 from lactchain.jobs.ranks import check_gpus_fit, processes_of, run_ranks
 from lactchain.jobs.spec import Job
-from lactchain.lifecycle import run_context, spawn, strip_detach
+from lactchain.runs.lifecycle import run_context, spawn, strip_detach
 from lactchain.machine import code_tags
 
 CONFIG_FILE = "config.json"

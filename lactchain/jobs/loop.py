@@ -1,4 +1,4 @@
-"""The learning loop as a job: `pipeline` runs lactchain.pipeline over child runs
+"""The learning loop as a job: `pipeline` runs lactchain.loop.pipeline over child runs
 (train-critic, evaluate, collect, train-actor), resumable at its first unfinished phase."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
-from lactchain.lifecycle import Cancelled
-from lactchain.pipeline import PipelineConfig
+from lactchain.runs.lifecycle import Cancelled
+from lactchain.loop.pipeline import PipelineConfig
 
 
 @dataclass
@@ -45,8 +45,8 @@ def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
 
 
 def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
-    from lactchain.pipeline import load_state, run_pipeline
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.pipeline import load_state, run_pipeline
+    from lactchain.strategy.strategies import resolve_strategy
 
     resume_from = config.resume_from
     state = load_state(handle.registry, resume_from) if resume_from else None
@@ -110,8 +110,8 @@ class BenchLearnConfig(PipelineConfig):
 
     def lists(self) -> tuple[list[str], list[int], list[int]]:
         """(losses, explores, seeds) of --compare / --explore / --seeds; ValueError for a bad list."""
-        from lactchain.compare import parse_list
-        from lactchain.pipeline import LOSSES
+        from lactchain.bench.compare import parse_list
+        from lactchain.loop.pipeline import LOSSES
 
         losses = parse_list(self.compare, "compare", str, len(LOSSES)) if self.compare is not None else []
         explores = parse_list(str(self.explore), "explore", int, 8)
@@ -119,7 +119,7 @@ class BenchLearnConfig(PipelineConfig):
         return losses, explores, seeds
 
     def check(self) -> None:
-        from lactchain.pipeline import LOSSES
+        from lactchain.loop.pipeline import LOSSES
 
         try:
             losses, explores, seeds = self.lists()
@@ -156,7 +156,7 @@ class BenchLearnConfig(PipelineConfig):
 
     def cell_settings(self, loss: str, explore: int, seed: int) -> dict[str, Any]:
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match."""
-        from lactchain.carried_cells import COMPARE_CELLS, cell_settings
+        from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings
 
         return cell_settings(COMPARE_CELLS, self.cell_config(loss, explore, seed).params(),
                              budget_min=self.budget_min, budget_iterations=self.budget_iterations)
@@ -164,8 +164,8 @@ class BenchLearnConfig(PipelineConfig):
     def kept_cells(self) -> list[dict[str, Any]]:
         """The finished cells of --cells-from that this comparison keeps (ValueError: a cell
         of the plan was run with other settings)."""
-        from lactchain.compare import cell_key
-        from lactchain.carried_cells import COMPARE_CELLS, keep_cells
+        from lactchain.bench.compare import cell_key
+        from lactchain.bench.carried_cells import COMPARE_CELLS, keep_cells
 
         if self.cells_from is None:
             return []
@@ -175,7 +175,7 @@ class BenchLearnConfig(PipelineConfig):
     def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
         """One comparison cell's loop config: this config with the cell's loss, explore
         and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only)."""
-        from lactchain.pipeline import LOSS_ONLY
+        from lactchain.loop.pipeline import LOSS_ONLY
 
         names = set(flat_names(PipelineConfig))
         params = {k: v for k, v in self.to_params().items() if k in names}
@@ -207,7 +207,7 @@ class BenchLearnConfig(PipelineConfig):
 def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:
     """The learning curve (success, optimal ratio, critic and ranking quality, collapse
     share per iteration, against wall time) as a PNG."""
-    from lactchain.figures import new_figure, save_figure
+    from lactchain.bench.figures import new_figure, save_figure
 
     fig, ax = new_figure(figsize=(8, 4.5), dpi=110)
     minutes = [row["wall_s"] / 60 for row in curve]
@@ -236,7 +236,7 @@ def write_partial(handle: Any, config: BenchLearnConfig) -> Path | None:
     bench_learn.partial.json and learning_curve.partial.png (None: nothing finished)."""
     import json
 
-    from lactchain.pipeline import STATE_FILE, PipelineResult
+    from lactchain.loop.pipeline import STATE_FILE, PipelineResult
 
     try:
         phases = json.loads((handle.dir / STATE_FILE).read_text())["phases"]
@@ -272,10 +272,10 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import time
 
     from lactchain.envs.catalog import make_env
-    from lactchain.evaluate import evaluate_actor
+    from lactchain.loop.evaluate import evaluate_actor
     from lactchain.machine import code_version, machine_info
-    from lactchain.pipeline import load_loop_actor, run_pipeline
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.pipeline import load_loop_actor, run_pipeline
+    from lactchain.strategy.strategies import resolve_strategy
 
     if config.compare:
         return run_compare(handle, config)
@@ -325,11 +325,11 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import shutil
     import time
 
-    from lactchain.compare import cell_key
-    from lactchain.lifecycle import run_context
+    from lactchain.bench.compare import cell_key
+    from lactchain.runs.lifecycle import run_context
     from lactchain.machine import code_version, machine_info
-    from lactchain.pipeline import load_loop_actor, run_pipeline
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.pipeline import load_loop_actor, run_pipeline
+    from lactchain.strategy.strategies import resolve_strategy
 
     reg = handle.registry
     cells_dir = handle.dir / CELLS_DIR
@@ -383,7 +383,7 @@ def write_compare(handle: Any, config: BenchLearnConfig, results: list[dict[str,
     """compare.json, .png and .md of the finished cells (compare.partial.* for a stopped one)."""
     import json
 
-    from lactchain.compare import machines_line, markdown, plot, summarize
+    from lactchain.bench.compare import machines_line, markdown, plot, summarize
 
     title = (f"bench learn --compare {config.compare} ({config.budget_min:g} min"
              + (f", <= {config.budget_iterations} iterations" if config.budget_iterations else "") + " per cell)"

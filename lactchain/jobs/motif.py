@@ -19,7 +19,7 @@ SEED_HELP = "Seed of the episodes (hand i is dealt from seed and i)."
 
 
 def policy_choices() -> tuple[str, ...]:
-    from lactchain.captions import POLICIES
+    from lactchain.motif.captions import POLICIES
 
     return tuple(POLICIES)
 
@@ -47,7 +47,7 @@ class CollectConfig(Config):
 
 
 def run_collect(handle: Any, config: CollectConfig) -> dict[str, Any]:
-    from lactchain.captions import collect_episodes, make_policy
+    from lactchain.motif.captions import collect_episodes, make_policy
     from lactchain.envs.catalog import make_env
 
     env, episodes = config.env, config.episodes
@@ -70,7 +70,7 @@ def run_collect(handle: Any, config: CollectConfig) -> dict[str, Any]:
 
 
 def pairing_choices() -> tuple[str, ...]:
-    from lactchain.judge import PAIRINGS
+    from lactchain.motif.judge import PAIRINGS
 
     return tuple(PAIRINGS)
 
@@ -111,8 +111,8 @@ def _prepare_judge(registry: Any, config: JudgeConfig) -> dict[str, Any]:
         raise ConfigError(f"--from: the runs are of different envs ({', '.join(sorted(envs))}); judge one env at a "
                           "time")
     config.from_runs, config.env = ids, envs.pop()
-    from lactchain.captions import captioned_episodes
-    from lactchain.judge import pair_episodes
+    from lactchain.motif.captions import captioned_episodes
+    from lactchain.motif.judge import pair_episodes
 
     try:
         pair_episodes(captioned_episodes(registry, ids), 1, config.pairing, config.seed)
@@ -131,10 +131,10 @@ def _prepare_judge(registry: Any, config: JudgeConfig) -> dict[str, Any]:
 
 
 def run_judge(handle: Any, config: JudgeConfig) -> dict[str, Any]:
-    from lactchain.captions import captioned_episodes
-    from lactchain.judge import (JUDGE_PROMPT_VERSION, ForcedChoiceJudge, LLMJudge, RuleJudge, agreement,
+    from lactchain.motif.captions import captioned_episodes
+    from lactchain.motif.judge import (JUDGE_PROMPT_VERSION, ForcedChoiceJudge, LLMJudge, RuleJudge, agreement,
                                  judge_in_batches, label_rows, pair_episodes)
-    from lactchain.resume import lineage
+    from lactchain.runs.resume import lineage
 
     env = config.env
     episodes = captioned_episodes(handle.registry, config.from_runs)
@@ -192,7 +192,7 @@ class TrainRewardConfig(Config):
 
 def _prepare_reward(registry: Any, config: TrainRewardConfig) -> dict[str, Any]:
     """Judge run ids (with the runs each resumed), one env, and at least two usable labels."""
-    from lactchain.resume import lineage
+    from lactchain.runs.resume import lineage
     from lactchain.train.reward_model import labelled_pairs
 
     ids, envs = [], set()
@@ -218,7 +218,7 @@ def _judged_sources(registry: Any, judge_ids: list[str]) -> list[str]:
 
 
 def run_train_reward(handle: Any, config: TrainRewardConfig) -> dict[str, Any]:
-    from lactchain.captions import captioned_episodes
+    from lactchain.motif.captions import captioned_episodes
     from lactchain.train.reward_model import RewardModel, caption_report, labelled_pairs, train_reward_model
 
     pairs = labelled_pairs(handle.registry.pairs(config.pairs_from))
@@ -257,7 +257,7 @@ class RewardAgentsConfig(Config):
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
     agents: list[str] = option([], "An agent to train: extrinsic, intrinsic or mixed (repeat the option). Default: "
                                    "all three with --reward-run, else extrinsic.",
-                               choices=("extrinsic", "intrinsic", "mixed"))  # lactchain.motif.AGENT_REWARDS
+                               choices=("extrinsic", "intrinsic", "mixed"))  # lactchain.motif.agents.AGENT_REWARDS
     references: bool = option(True, "Also score the exact optimum (oracle) and random play on the same hands.",
                               negative="--no-references")
     env: str = option("blackjack", "The env the agents play (the reward run's).", cli=False)
@@ -297,7 +297,7 @@ def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]
 
 def run_reward_agents(handle: Any, config: RewardAgentsConfig) -> dict[str, Any]:
     from lactchain.envs.catalog import make_env
-    from lactchain.motif import CaptionReward, train_and_score_agents
+    from lactchain.motif.agents import CaptionReward, train_and_score_agents
     from lactchain.train.reward_model import RewardModel
 
     folder = _reward_folder(handle.registry, config)

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from lactchain.jobs.ranks import RESULT_FILE
-from lactchain.registry import WriteRefused
+from lactchain.runs.registry import WriteRefused
 
 
 class _WritesDropped:
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     """The job's body on the saved config, inside the launcher's run."""
     from lactchain.jobs.launch import load_config
     from lactchain.jobs.table import JOBS
-    from lactchain.lifecycle import Cancelled, RunHandle
-    from lactchain.registry import Registry
+    from lactchain.runs.lifecycle import Cancelled, RunHandle
+    from lactchain.runs.registry import Registry
     from lactchain.train.ddp import is_main_process
 
     parser = argparse.ArgumentParser(prog="python -m lactchain.jobs.rank", description=__doc__)

@@ -62,7 +62,7 @@ def launch_command(job_command: str, config_path: Path, run_id: str, db: Path, p
 def run_ranks(handle: Any, job_command: str, config_path: Path, n: int) -> dict[str, Any]:
     """Inside the job's run: start the ranks on the saved config, pass a cancel on to them,
     wait; rank 0's result."""
-    from lactchain.lifecycle import Cancelled
+    from lactchain.runs.lifecycle import Cancelled
 
     result_path = Path(handle.dir) / RESULT_FILE
     result_path.unlink(missing_ok=True)

@@ -35,8 +35,8 @@ class PlayConfig(Config):
 def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     """Play episodes with an LLM actor and record every step in the registry."""
     from lactchain.envs.catalog import make_env
-    from lactchain.rollout import RolloutConfig, run_rollouts
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.rollout import RolloutConfig, run_rollouts
+    from lactchain.strategy.strategies import resolve_strategy
 
     env, extra = config.world.env, config.world.env_kwargs()
     cfg = RolloutConfig(episodes=config.episodes, n_envs=config.envs, constrained=config.constrained,
@@ -97,8 +97,8 @@ class EvaluateConfig(Config):
 def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
     """Score an actor greedily from every start state."""
     from lactchain.envs.catalog import make_env
-    from lactchain.evaluate import evaluate_actor
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.evaluate import evaluate_actor
+    from lactchain.strategy.strategies import resolve_strategy
 
     env, extra, states = config.world.env, config.world.env_kwargs(), config.states
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,

@@ -1,5 +1,5 @@
 """`strategy search`: the strategy prompt searched as a registry job (detach, kill, resume,
-log and chart like the others). The search itself is `lactchain.strategy_search`; the
+log and chart like the others). The search itself is `lactchain.strategy.search`; the
 job adds the actor, the world, the training / held-out split, the registry versions and
 the run's files (`search.json` after every whole round: what a resume continues)."""
 
@@ -18,7 +18,7 @@ from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, 
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
-from lactchain.strategy_search import PROPOSERS
+from lactchain.strategy.search import PROPOSERS
 
 SEARCH_FILE = "search.json"
 STALL_ROUNDS = 25  # rounds in a row with nothing new from any proposer end a search early
@@ -93,7 +93,7 @@ def _prepare(registry: Any, config: StrategySearchConfig) -> dict[str, Any]:
     _check_split(config)
     if config.resume_from is None:
         return extra
-    from lactchain.resume import latest_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
 
     config.resume_from = registry.resolve_run_id(config.resume_from)
     if latest_checkpoint(registry, config.resume_from, SEARCH_ARTIFACT) is None:
@@ -110,7 +110,7 @@ def _dealt(text_env: Any) -> bool:
 def _split(text_env: Any, config: StrategySearchConfig) -> tuple[list[Any], list[Any], list[str], list[str]]:
     """(training starts, held-out starts, their keys). A dealt env (Blackjack): seeded deals
     (a start of None deals by the episode's seed), training and held-out on disjoint seeds."""
-    from lactchain.strategy_search import split_states, state_key
+    from lactchain.strategy.search import split_states, state_key
 
     deals = getattr(text_env, "evaluation_deals", None)
     if deals:
@@ -131,7 +131,7 @@ def _deal_seeds(seed: int) -> tuple[int, int]:
 
 
 def _deal_key(rollout_seed: int, idx: int) -> str:
-    from lactchain.rollout import episode_seed
+    from lactchain.loop.rollout import episode_seed
 
     return f"deal {episode_seed(rollout_seed, idx)}"  # the episode's own seed
 
@@ -140,9 +140,9 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
               temperature: float = 0.0) -> Any:
     """(strategy text, starts, rollout seed) -> the search's Episodes: constrained, greedy
     unless a `temperature` is given (the demos proposer's sampled attempts)."""
-    from lactchain.rollout import RolloutConfig, run_rollouts
-    from lactchain.strategies import Strategy
-    from lactchain.strategy_search import Episode, state_key
+    from lactchain.loop.rollout import RolloutConfig, run_rollouts
+    from lactchain.strategy.strategies import Strategy
+    from lactchain.strategy.search import Episode, state_key
 
     dealt = _dealt(text_env)
 
@@ -164,8 +164,8 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
 def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, Any]:
     from lactchain.envs.catalog import make_env
     from lactchain.models.actor import Actor
-    from lactchain.strategies import resolve_strategy
-    from lactchain.strategy_search import (Candidate, DemoProposer, EditProposer, GENERIC_HINTS, LLMProposer,
+    from lactchain.strategy.strategies import resolve_strategy
+    from lactchain.strategy.search import (Candidate, DemoProposer, EditProposer, GENERIC_HINTS, LLMProposer,
                                            Search, run_round, score)
 
     reg, env = handle.registry, config.world.env
@@ -182,7 +182,7 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
             return evaluate_at(text, starts, train_seed)
 
         if config.resume_from:
-            from lactchain.resume import latest_checkpoint
+            from lactchain.runs.resume import latest_checkpoint
 
             saved = latest_checkpoint(reg, config.resume_from, SEARCH_ARTIFACT)
             search = Search.from_json(json.loads(Path(saved["path"]).read_text()))
@@ -323,7 +323,7 @@ class BenchStrategyConfig(StrategySearchConfig):
                                           "run with its settings are not run again.")
 
     def seed_list(self) -> list[int]:
-        from lactchain.compare import parse_list
+        from lactchain.bench.compare import parse_list
 
         return parse_list(self.seeds, "seeds", int, 20)
 
@@ -346,14 +346,14 @@ class BenchStrategyConfig(StrategySearchConfig):
 
     def cell_settings(self, name: str, seed: int) -> dict[str, Any]:
         """What the cell (proposer, seed) runs with beyond its key: a kept cell must match."""
-        from lactchain.carried_cells import STRATEGY_CELLS, cell_settings
+        from lactchain.bench.carried_cells import STRATEGY_CELLS, cell_settings
 
         return cell_settings(STRATEGY_CELLS, self.cell_config(name, seed).record_params())
 
     def kept_cells(self) -> list[dict[str, Any]]:
         """The finished cells of --cells-from this bench keeps (ValueError: one of its plan
         was run with other settings)."""
-        from lactchain.carried_cells import STRATEGY_CELLS, keep_cells
+        from lactchain.bench.carried_cells import STRATEGY_CELLS, keep_cells
 
         if self.cells_from is None:
             return []
@@ -377,7 +377,7 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     episodes played, mean and min-max band over seeds) and .md (held-out success)."""
     import shutil
 
-    from lactchain.lifecycle import run_context
+    from lactchain.runs.lifecycle import run_context
     from lactchain.machine import code_version, machine_info
 
     reg = handle.registry
@@ -431,7 +431,7 @@ SUMMARY_KEYS = ("heldout_start", "heldout_best", "train_best", "answers_per_stat
 
 def summarize_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per proposer: held-out and training success as mean, min and max over seeds."""
-    from lactchain.compare import spread
+    from lactchain.bench.compare import spread
 
     rows = []
     for name in dict.fromkeys(c["proposer"] for c in cells):
@@ -461,7 +461,7 @@ def markdown_cells(rows: Sequence[dict[str, Any]], title: str) -> str:
 def plot_cells(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """Best training score so far against episodes played, one line per proposer: the
     mean over seeds at each round every seed reached, the band from min to max."""
-    from lactchain.figures import new_figure, save_figure
+    from lactchain.bench.figures import new_figure, save_figure
 
     fig, ax = new_figure(figsize=(8, 4.5), dpi=110)
     for name in dict.fromkeys(c["proposer"] for c in cells):

@@ -1,5 +1,5 @@
 """The loop's training jobs: train-critic, collect-pairs and train-actor. Their trainer
-settings are the library's own configs (lactchain.train.*_config, lactchain.preferences);
+settings are the library's own configs (lactchain.train.*_config, lactchain.loop.preferences);
 the job adds where the data and the models come from."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, prech
 from lactchain.jobs.output import LineLog, err_console, progress_bar
 from lactchain.jobs.parts import ActorPart, StrategyPart
 from lactchain.jobs.spec import Job
-from lactchain.preferences import CollectConfig
+from lactchain.loop.preferences import CollectConfig
 from lactchain.train.actor_config import TrainActorJobConfig
 from lactchain.train.critic_config import TrainCriticConfig
 
@@ -26,7 +26,7 @@ from lactchain.train.critic_config import TrainCriticConfig
 
 def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
     """Play runs resolved, of the config's env, with enough finished steps."""
-    from lactchain.returns import usable_steps
+    from lactchain.loop.returns import usable_steps
 
     config.episodes_from = [registry.resolve_run_id(r) for r in config.episodes_from]
     if config.resume_from:
@@ -116,8 +116,8 @@ class CollectPairsConfig(CollectConfig):
 def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]:
     from lactchain.envs.catalog import make_env
     from lactchain.models.critic import load_from_run
-    from lactchain.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
-    from lactchain.strategies import resolve_strategy
+    from lactchain.loop.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
+    from lactchain.strategy.strategies import resolve_strategy
 
     reg, env = handle.registry, config.env
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
@@ -192,7 +192,7 @@ def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
         return None
     if Path(spec).is_dir():
         return str(Path(spec))
-    from lactchain.resume import latest_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
 
     try:
         run = registry.get_run(spec)
@@ -250,7 +250,7 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
     (the built-in strategy), and each sampled list's reward (`--grpo-reward`)."""
     from lactchain.envs.catalog import make_env
     from lactchain.envs.replay import deal_seeds
-    from lactchain.labelers import OracleLabeler, sampled_groups
+    from lactchain.loop.labelers import OracleLabeler, sampled_groups
     from lactchain.prompts import PromptSpec
     from lactchain.train.grpo import GRPOTask
 

@@ -207,7 +207,7 @@ def build_dataset(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str, see
     pair): the weights of `kto_weights` then balance the two sides."""
     from datasets import Dataset
 
-    from lactchain.preferences import to_dataset
+    from lactchain.loop.preferences import to_dataset
 
     if not pairs:
         raise NoUsablePairs("no preference pairs given")

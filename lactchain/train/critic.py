@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from lactchain.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
+from lactchain.loop.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
 from lactchain.paths import writing
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
@@ -117,7 +117,7 @@ def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | N
         if own is not None:
             return own
     if resume_from:
-        from lactchain.resume import latest_checkpoint
+        from lactchain.runs.resume import latest_checkpoint
 
         source = registry.resolve_run_id(resume_from)
         art = latest_checkpoint(registry, source, CHECKPOINT_KIND)  # back through earlier resumes if needed

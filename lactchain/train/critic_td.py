@@ -51,7 +51,7 @@ class Transition:
 
     @staticmethod
     def from_candidates(groups: Iterable[Any]) -> list["Transition"]:
-        """The executed candidates of scored/drawn groups (lactchain.labelers.Group)."""
+        """The executed candidates of scored/drawn groups (lactchain.loop.labelers.Group)."""
         return [Transition(g.state, tuple(c.moves), r, n, done)
                 for g in groups for c in g.candidates if c.moves for r, n, done in c.results()]
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from tui.app import LactChainApp
 from tui.models import OracleActor
 
@@ -51,4 +51,4 @@ def tiny_actor():
 def fixed_ids(monkeypatch: pytest.MonkeyPatch):
     """Deterministic run ids (<kind>-00000001, ...) for snapshot data."""
     counter = iter(range(1, 10_000))
-    monkeypatch.setattr("lactchain.registry.uuid.uuid4", lambda: uuid.UUID(int=next(counter) << 96))
+    monkeypatch.setattr("lactchain.runs.registry.uuid.uuid4", lambda: uuid.UUID(int=next(counter) << 96))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input
 
-from lactchain.archive import read_rows, write_rows
-from lactchain.describe import describe_rule, order_correct
+from lactchain.archive.store import read_rows, write_rows
+from lactchain.archive.describe import describe_rule, order_correct
 from lactchain.envs import State
-from lactchain.trajectories import Trajectory, verify
+from lactchain.archive.trajectories import Trajectory, verify
 from tui.screens.archive import ArchiveScreen, current_annotation, parse_filter, row_matches
 from tui.widgets.compact_grid import CompactGridView
 from tui_helpers import FIXED_MS, open_archive, palette, pressing, settle, static_text
@@ -27,7 +27,7 @@ def _fill(db: Path, capsys, behaviours: int = 80) -> tuple[str, Path]:
     """`lactchain archive fill` in this process; (run id, archive file) read back from the
     registry (under a running app, the CLI's stdout goes to the app, not to capsys)."""
     from cli_helpers import run_cli
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     code, _, err = run_cli(["archive", "fill", "--scene", "flat", "--behaviours", str(behaviours), "--db", str(db),
                             "--json"], capsys)

@@ -22,7 +22,7 @@ INSTRUCTION = "Passes the sofa, then the bed, and stops north of the fridge."
 
 def _fill(db, capsys) -> str:  # noqa: ANN001
     from cli_helpers import run_cli
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
 
     code, _, err = run_cli(["archive", "fill", "--scene", "flat", "--behaviours", "60", "--db", str(db), "--json"],
                            capsys)
@@ -55,7 +55,7 @@ async def test_the_dt_acts_a_typed_instruction_on_the_grid(make_app, registry, d
         archive_screen = app.screen_stack[-2]
         row = archive_screen._row()
         assert row is not None
-        from lactchain.describe import describe_rule
+        from lactchain.archive.describe import describe_rule
 
         box = screen.query_one("#dt-instruction", Input)
         assert box.value == describe_rule(row)  # pre-filled with the selected row's rule description

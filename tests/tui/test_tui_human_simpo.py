@@ -26,9 +26,9 @@ import pytest
 from textual.widgets import Input, Select
 
 from lactchain.envs.catalog import make_env
-from lactchain.labelers import Group, OracleLabeler, execute_candidate
+from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
 from lactchain.moves import format_moves
-from lactchain.preferences import CollectConfig, collect_pairs, sample_start_states
+from lactchain.loop.preferences import CollectConfig, collect_pairs, sample_start_states
 from tui.jobs_bridge import FORMS_BY_COMMAND
 from tui.screens.labelling import LabellingScreen
 from tui_helpers import open_job_form, settle

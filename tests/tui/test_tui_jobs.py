@@ -332,7 +332,7 @@ async def test_a_grpo_jobs_diagnostics_draw_in_the_jobs_chart(make_app, registry
     """A real GRPO run (tiny actor, TRL's trainer, 2 steps) logs its diagnostics per
     step; the Jobs chart draws each of them for the running job."""
     from lactchain.envs.gridworld import GridWorldEnv
-    from lactchain.lifecycle import RunHandle
+    from lactchain.runs.lifecycle import RunHandle
     from lactchain.models.actor import Actor
     from lactchain.prompts import PromptSpec
     from lactchain.train.actor_config import TrainActorConfig
@@ -366,7 +366,7 @@ def test_the_console_launches_through_the_job_layer_not_a_cli_subprocess(db_path
     import subprocess
     import sys
 
-    from lactchain.registry import Registry
+    from lactchain.runs.registry import Registry
     from tui.jobs_bridge import JobRequest, launch_job
 
     started: list[list[str]] = []

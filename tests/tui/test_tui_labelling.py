@@ -105,9 +105,9 @@ async def test_pending_human_pairs_are_labelled_in_place(make_app, registry):
 async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app, registry):
     """Pairs from `lactchain judge` (Blackjack hands): both captions, the judge's choice
     and raw answer; a human label that overrules it is counted against the judge."""
-    from lactchain.captions import captioned_episodes, collect_runs
+    from lactchain.motif.captions import captioned_episodes, collect_runs
     from lactchain.envs.blackjack import BlackjackTextEnv
-    from lactchain.judge import RuleJudge, label_rows, pair_episodes
+    from lactchain.motif.judge import RuleJudge, label_rows, pair_episodes
 
     env = BlackjackTextEnv()
     runs = collect_runs(registry, env, ("random", "optimal"), 40, seed=1)
@@ -149,8 +149,8 @@ async def test_blackjack_move_list_pairs_show_what_each_list_did_on_the_shared_d
     deal both lists met, its reward there and the labeler's score; labelled like any pair."""
     from lactchain.envs.blackjack import Hand
     from lactchain.envs.catalog import make_env
-    from lactchain.labelers import Group, ValueLabeler, deal_seeds, execute_candidate
-    from lactchain.preferences import PairBatch, pairs_from_groups
+    from lactchain.loop.labelers import Group, ValueLabeler, deal_seeds, execute_candidate
+    from lactchain.loop.preferences import PairBatch, pairs_from_groups
 
     env = make_env("blackjack")
     vstar = env.solver().values(0.9)

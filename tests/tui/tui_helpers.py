@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any
 
-from lactchain.registry import Registry
+from lactchain.runs.registry import Registry
 from tui.app import LactChainApp
 
 FIXED_MS = 1_790_000_000_000  # 2026-09-21: a fixed clock for snapshot data

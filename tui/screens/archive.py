@@ -7,7 +7,7 @@ visited, in order), policy kind, moves, return, the first description. The filte
 keeps rows whose BD key, landmarks, policy kind or descriptions contain every term
 (`landmark:sofa`, `policy:random`, `bd:3,3`, `desc:fridge`, `verify:fail` restrict a
 term to one field). `v` re-reads the archive file and replays every trajectory
-(`lactchain.trajectories.verify`, in a thread): ✓/✗ per row, "N/M verify", and the
+(`lactchain.archive.trajectories.verify`, in a thread): ✓/✗ per row, "N/M verify", and the
 selected row's first divergence under the grid.
 
 The highlighted row plays on the grid pane: `←`/`→` step one move, `home`/`end` jump,
@@ -161,7 +161,7 @@ def fetch_archive_runs(reg: Any, limit: int = RUNS_LIMIT) -> list[dict]:
 
 def load_rows(path: str | None, run_id: str) -> list[dict]:
     """The archive file's rows; a ValueError with one line for a missing or broken file."""
-    from lactchain.archive import read_rows
+    from lactchain.archive.store import read_rows
 
     if not path:
         raise ValueError(f"run {run_id} has no archive file; fill one with `lactchain archive fill --scene flat`")
@@ -172,7 +172,7 @@ def load_rows(path: str | None, run_id: str) -> list[dict]:
 
 def verify_row(row: dict) -> str | None:
     """None when the row replays exactly, else its first divergence in one line."""
-    from lactchain.trajectories import Trajectory, verify
+    from lactchain.archive.trajectories import Trajectory, verify
 
     try:
         problem = verify(Trajectory.from_dict(row))
@@ -556,7 +556,7 @@ class ArchiveScreen(StepReplay, BaseScreen):
         if row is not None:
             out.append("descriptions", style="bold underline")
             try:
-                from lactchain.describe import reference_order
+                from lactchain.archive.describe import reference_order
 
                 order = reference_order(row)
                 out.append("\nlandmark order ", style="dim")

@@ -89,7 +89,7 @@ class DtInstructScreen(StepReplay, ModalScreen[None]):
         if self.row is None:
             return ""
         try:
-            from lactchain.describe import describe_rule
+            from lactchain.archive.describe import describe_rule
 
             return describe_rule(self.row)
         except Exception:  # noqa: BLE001 - a row without a BD: no default
@@ -168,18 +168,18 @@ class DtInstructScreen(StepReplay, ModalScreen[None]):
         call = self.app.call_from_thread
         try:
             if self.loaded is None or self.loaded[0] != run_id:
-                from lactchain.dt.evaluate import load_run
+                from lactchain.archive.dt.evaluate import load_run
 
                 _, _, model, text, _ = self.app.registry.call_sync(load_run, run_id)
                 self.loaded = (run_id, model, text)
             _, model, text = self.loaded
-            from lactchain.dt.data import SceneCodec
+            from lactchain.archive.dt.data import SceneCodec
 
             learned = SceneCodec(model.cfg.scene).scene
             if self.scene is not None and learned.as_dict() != self.scene.as_dict():
                 raise ValueError(f"dt run {run_id} was trained on scene {learned.name!r}, this archive is "
                                  f"{self.scene.name!r}: train one on it (`lactchain dt train --archive RUN`)")
-            from lactchain.dt.evaluate import act_instruction
+            from lactchain.archive.dt.evaluate import act_instruction
 
             result = act_instruction(model, text, start, instruction, use_bd=False)
         except Exception as exc:  # noqa: BLE001 - one line on screen, never a crash

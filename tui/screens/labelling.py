@@ -37,7 +37,7 @@ from textual.widgets import ProgressBar, Static
 
 from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_class, make_env
 from lactchain.moves import format_moves
-from lactchain.registry import now_ms
+from lactchain.runs.registry import now_ms
 from tui.commands import bindings_for
 from tui.screens.base import BaseScreen
 from tui.format import short_state

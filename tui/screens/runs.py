@@ -434,7 +434,7 @@ class RunsScreen(RunControls, BaseScreen):
 
     async def action_compare(self) -> None:
         """The marked runs side by side (2 or 3; mark them with space)."""
-        from lactchain.run_compare import MAX_RUNS, compare_runs
+        from lactchain.runs.compare import MAX_RUNS, compare_runs
         from tui.widgets.compare import CompareScreen
 
         ids = sorted(self.marked)
@@ -476,7 +476,7 @@ class RunsScreen(RunControls, BaseScreen):
         if not ids:
             self.notify("select a run (or mark several with space) first", severity="warning")
             return
-        from lactchain.export import export_runs
+        from lactchain.runs.export import export_runs
 
         def export(reg: Any) -> Path:
             out = reg.runs_dir / "exports"

@@ -1,4 +1,4 @@
-"""CompareScreen: two or three runs side by side (lactchain.run_compare): the params
+"""CompareScreen: two or three runs side by side (lactchain.runs.compare): the params
 that differ first (bold), the shared ones dimmed, then the latest metrics."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from lactchain.prompts import PromptError, validate_strategy
-from lactchain.strategies import ranked_versions
+from lactchain.strategy.strategies import ranked_versions
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from lactchain.key_metrics import key_metrics_first
+from lactchain.runs.key_metrics import key_metrics_first
 
 MAX_RUNS = 3  # side by side at 80 columns
 

@@ -72,7 +72,7 @@ def _pose(pose: Any) -> tuple[int, int, str]:
 
 class Tracker:
     """The landmarks a walk has entered, in order, one pose at a time: the rule of
-    `lactchain.trajectories.behaviour_descriptor` (re-entering the last one counts once)."""
+    `lactchain.archive.trajectories.behaviour_descriptor` (re-entering the last one counts once)."""
 
     def __init__(self, scene: Scene) -> None:
         self.scene = scene
@@ -187,7 +187,7 @@ def instruction(row: Mapping[str, Any], describer: str = "rule", scene: Scene | 
     """The row's instruction: the rule describer's sentence, or the first stored
     description by `describer` (matched on its describer or model name); None if none."""
     if describer == "rule":
-        from lactchain.describe import describe_rule
+        from lactchain.archive.describe import describe_rule
 
         return describe_rule(row, scene)
     for d in row.get("descriptions") or []:
@@ -244,7 +244,7 @@ def episode(row: Mapping[str, Any], text: str, codec: SceneCodec, bd_to_go: bool
 
 def window(row: Mapping[str, Any], i: int, j: int, scene: Scene) -> dict[str, Any]:
     """The trajectory row of path[i..j] (moves i..j-1): start, path, actions, BD, key."""
-    from lactchain.trajectories import behaviour_descriptor
+    from lactchain.archive.trajectories import behaviour_descriptor
 
     path = list(row["path"][i : j + 1])
     bd = behaviour_descriptor(scene, path)
@@ -327,7 +327,7 @@ class Tensors:
 
 def archive_rows(registry: Any, archive: str) -> tuple[str, list[dict[str, Any]]]:
     """(run id, trajectory rows) of an archive run."""
-    from lactchain.archive import read_rows
+    from lactchain.archive.store import read_rows
 
     run_id = registry.resolve_run_id(archive)
     art = registry.latest_artifact(run_id, "archive")

@@ -7,7 +7,7 @@
 collect: every start state (or a sample) gets K sampled move lists plus the
 actor's greedy answer plus the best list known so far for that state (the
 elite); all are executed from that exact state and scored by the labeler
-(critic / rollout / oracle, see lactchain.labelers). Best vs worst become
+(critic / rollout / oracle, see lactchain.loop.labelers). Best vs worst become
 preference pairs (registry `pairs`, with their ranking accuracy against the
 oracle); the best becomes the state's new elite.
 
@@ -45,8 +45,8 @@ from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_
 from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
-from lactchain.lifecycle import RunHandle, run_context
-from lactchain.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
+from lactchain.runs.lifecycle import RunHandle, run_context
+from lactchain.loop.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
 from lactchain.train.actor_config import DPO_LOSS_TYPES, GRPO_LOSS_TYPES, TrainActorConfig
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
@@ -371,7 +371,7 @@ def _candidate_from_json(row: dict[str, Any], env: Any) -> Candidate:
 
 # ---- resume: the state after every finished phase ----------------------------------------
 
-STATE_KIND = "pipeline-state"  # artifact kind (lactchain.resume.CHECKPOINTS)
+STATE_KIND = "pipeline-state"  # artifact kind (lactchain.runs.resume.CHECKPOINTS)
 STATE_FILE = "pipeline_state.json"
 
 
@@ -393,7 +393,7 @@ def load_state(registry: Any, run_id: str) -> dict[str, Any] | None:
     stopped before its first phase finished."""
     import json
 
-    from lactchain.resume import latest_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
 
     art = latest_checkpoint(registry, run_id, STATE_KIND)
     if art is None:
@@ -637,7 +637,7 @@ class LoopState:
 
     def starts(self, it: int) -> list[Any]:
         """Iteration `it`'s start states: all of them, or a sample drawn per iteration."""
-        from lactchain.evaluate import eval_states
+        from lactchain.loop.evaluate import eval_states
 
         if self.cfg.states == "all":
             return eval_states(self.env, "all", self.cfg.seed)
@@ -645,7 +645,7 @@ class LoopState:
 
     def labeler(self, model: Any) -> Any:
         """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
-        from lactchain.labelers import make_labeler
+        from lactchain.loop.labelers import make_labeler
 
         cfg = self.cfg
         return make_labeler(cfg.labeler, env=self.env, gamma=cfg.gamma, critic=self.critic.get("critic"), actor=model,
@@ -657,7 +657,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
     from lactchain.envs.catalog import make_env
-    from lactchain.labelers import OracleLabeler
+    from lactchain.loop.labelers import OracleLabeler
     from lactchain.prompts import PromptSpec
 
     resume = resume or {}
@@ -714,7 +714,7 @@ def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: di
 
 def evaluate(state: LoopState, iteration: int) -> None:
     """Greedy from every start state; tags the run when one answer takes over (collapse)."""
-    from lactchain.evaluate import evaluate_actor
+    from lactchain.loop.evaluate import evaluate_actor
 
     cfg, handle, reg = state.cfg, state.handle, state.handle.registry
 
@@ -802,8 +802,8 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
     stitched lists, executed and ranked by the labeler; the elites updated and the pairs
     stored. Returns (the actor's own transitions, the pairs) -- from the state file when
     this phase finished before a resume."""
-    from lactchain.labelers import ranking_accuracy
-    from lactchain.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
+    from lactchain.loop.labelers import ranking_accuracy
+    from lactchain.loop.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
     from lactchain.train.critic_td import Transition
 
     cfg, env, elites, reg = state.cfg, state.env, state.elites, state.handle.registry

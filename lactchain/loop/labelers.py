@@ -227,8 +227,8 @@ class JudgeLabeler:
         return f"{self.env.describe(state)} Then: {info['caption']}."
 
     def score(self, groups: Sequence[Group]) -> None:
-        from lactchain.captions import CaptionedEpisode
-        from lactchain.judge import FIRST, SECOND, judge_in_batches
+        from lactchain.motif.captions import CaptionedEpisode
+        from lactchain.motif.judge import FIRST, SECOND, judge_in_batches
 
         pairs, where = [], []
         for gi, g in enumerate(groups):
@@ -283,7 +283,7 @@ def make_labeler(name: str, *, env: Any, gamma: float, critic: Any = None, actor
         if judge is None and actor is None:
             raise ValueError("the judge labeler needs a judge or the actor (which then judges its own candidates)")
         if judge is None:
-            from lactchain.judge import LLMJudge
+            from lactchain.motif.judge import LLMJudge
 
             judge = LLMJudge(actor)
         return JudgeLabeler(judge, env, env_name=env.name)

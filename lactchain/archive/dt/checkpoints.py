@@ -1,8 +1,8 @@
 """Decision-transformer checkpoints: a folder with model.pt, optimizer.pt, config.json (the
 model config, step, training seconds, the data split) and the text encoder's files.
 
-Shared by training (`lactchain.dt.train` writes them, resumes from them) and evaluation
-(`lactchain.dt.evaluate` loads a run's best or newest one).
+Shared by training (`lactchain.archive.dt.train` writes them, resumes from them) and evaluation
+(`lactchain.archive.dt.evaluate` loads a run's best or newest one).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import torch
 
-from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig
-from lactchain.dt.tokenizer import LEARNED, FrozenText, LearnedText
+from lactchain.archive.dt.model import NO_TEXT, DecisionTransformer, DTConfig
+from lactchain.archive.dt.tokenizer import LEARNED, FrozenText, LearnedText
 from lactchain.train.critic import load_tensors
 
 CHECKPOINT_KIND = "dt"

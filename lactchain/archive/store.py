@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 from lactchain.envs.catalog import make_env
 from lactchain.envs.gridworld import ORIENTATIONS, State, apply_move
 from lactchain.envs.scenes import get_scene
-from lactchain.trajectories import Trajectory, play
+from lactchain.archive.trajectories import Trajectory, play
 
 SOURCES = ("random-walk", "planner-target", "planner-landmarks")
 MOVES = ("move forward", "turn left", "turn right")

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lactchain.dt.data import ACTIONS, IGNORE, SceneCodec
+from lactchain.archive.dt.data import ACTIONS, IGNORE, SceneCodec
 
 NO_TEXT = "none"
 TEXT, BD, RTG, OBS, ACT = range(5)

@@ -118,7 +118,7 @@ def machines_line(cells: Sequence[dict[str, Any]]) -> str:
 
 def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """compare.png: `figure(cells, title)` written to `path`."""
-    from lactchain.figures import save_figure
+    from lactchain.bench.figures import save_figure
 
     return save_figure(figure(cells, title), path)
 
@@ -126,7 +126,7 @@ def plot(cells: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
 def figure(cells: Sequence[dict[str, Any]], title: str) -> Any:
     """Success against wall time and against env moves, one line per (loss, explore):
     the mean over seeds at each evaluated iteration, the band from min to max."""
-    from lactchain.figures import new_figure
+    from lactchain.bench.figures import new_figure
 
     by: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:

@@ -1,4 +1,4 @@
-"""`DTTrainConfig`: the settings of `lactchain.dt.train.train_dt`, which are the
+"""`DTTrainConfig`: the settings of `lactchain.archive.dt.train.train_dt`, which are the
 `lactchain dt train` job's recorded params (light: no torch, so the CLI and the
 console build options and forms from it before any model is loaded)."""
 
@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 from lactchain.config import Config, option
 
-LEARNED_TEXT, NO_TEXT_ENCODER = "learned", "none"  # lactchain.dt.tokenizer.LEARNED, lactchain.dt.model.NO_TEXT
+LEARNED_TEXT, NO_TEXT_ENCODER = "learned", "none"  # lactchain.archive.dt.tokenizer.LEARNED, lactchain.archive.dt.model.NO_TEXT
 
 
 @dataclass
 class DTTrainConfig(Config):
-    """A decision transformer trained on an archive run's trajectories (lactchain.dt.train)."""
+    """A decision transformer trained on an archive run's trajectories (lactchain.archive.dt.train)."""
 
     archive: str = option("", "The archive run to learn from (lactchain archive fill).", short="-a",
                           check="run:archive", form="Archive run")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 from lactchain.config import Config, option
 from lactchain.envs.catalog import DEFAULT_ENV, EnvState, TextEnv, env_field, make_env, normalize_env_field
 from lactchain.envs.replay import deal_seeds, random_moves, stored_state
-from lactchain.labelers import (
+from lactchain.loop.labelers import (
     Candidate,
     CriticLabeler,
     Group,

@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from lactchain.dt.checkpoints import (  # noqa: F401  (re-exported: the names callers know)
+from lactchain.archive.dt.checkpoints import (  # noqa: F401  (re-exported: the names callers know)
     BEST_KIND,
     CHECKPOINT_KIND,
     CONFIG_FILE,
@@ -56,7 +56,7 @@ from lactchain.dt.checkpoints import (  # noqa: F401  (re-exported: the names ca
     text_side,
     text_tensors,
 )
-from lactchain.dt.data import (  # noqa: F401  (archive_rows, Dataset and prepare re-exported)
+from lactchain.archive.dt.data import (  # noqa: F401  (archive_rows, Dataset and prepare re-exported)
     IGNORE,
     Dataset,
     Episode,
@@ -66,11 +66,11 @@ from lactchain.dt.data import (  # noqa: F401  (archive_rows, Dataset and prepar
     archive_rows,
     prepare,
 )
-from lactchain.dt.evaluate import Task, evaluate_model
-from lactchain.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
-from lactchain.dt.tokenizer import FrozenText, LearnedText
-from lactchain.dt.train_config import DTTrainConfig
-from lactchain.resume import latest_checkpoint
+from lactchain.archive.dt.evaluate import Task, evaluate_model
+from lactchain.archive.dt.model import NO_TEXT, DecisionTransformer, DTConfig, action_accuracy, action_loss
+from lactchain.archive.dt.tokenizer import FrozenText, LearnedText
+from lactchain.archive.dt.train_config import DTTrainConfig
+from lactchain.runs.resume import latest_checkpoint
 
 LENGTH_BUCKETS = 2  # length-sorted sub-batches per step (`bucketed_loss`): 1.9x the steps/s on CPU
 
@@ -137,7 +137,7 @@ def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Epi
     """Closed-loop on the model-selection trajectories: `select_bd_reached` (instruction +
     BD; the BD alone for a no-text model), `select_order_match` (the instruction alone)
     and `select_score`, their mean (what picks the best checkpoint)."""
-    from lactchain.dt.evaluate import Task, evaluate_model
+    from lactchain.archive.dt.evaluate import Task, evaluate_model
 
     if not episodes:
         return {}

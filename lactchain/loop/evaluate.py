@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from lactchain.envs.catalog import DEFAULT_ENV, TextEnv, make_env
 from lactchain.prompts import PromptSpec
-from lactchain.rollout import RolloutConfig, RolloutSummary, make_rollout_env, run_rollouts
+from lactchain.loop.rollout import RolloutConfig, RolloutSummary, make_rollout_env, run_rollouts
 
 
 def eval_states(env: TextEnv, states: str | int = "all", seed: int = 0) -> list[Any]:

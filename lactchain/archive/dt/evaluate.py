@@ -10,7 +10,7 @@ has `bd` and `none` (unconditioned behaviour cloning).
 
 Metrics per mode, rates in [0, 1]:
 - bd_reached: the produced path's BD (final cell + landmarks entered, in order) equals
-  the target's (`lactchain.trajectories.behaviour_descriptor`);
+  the target's (`lactchain.archive.trajectories.behaviour_descriptor`);
 - order_match: the landmarks the instruction mentions, in order
   (`describe.mentioned_order`), equal the produced path's landmark order
   (`describe.reference_order`: visited, then the one it stops nearest to);
@@ -34,13 +34,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from lactchain.describe import mentioned_order, reference_order
-from lactchain.dt.checkpoints import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
-from lactchain.dt.data import (ACTIONS, STOP_ID, Episode, SceneCodec, Tracker, archive_rows, move_rewards, prepare,
+from lactchain.archive.describe import mentioned_order, reference_order
+from lactchain.archive.dt.checkpoints import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
+from lactchain.archive.dt.data import (ACTIONS, STOP_ID, Episode, SceneCodec, Tracker, archive_rows, move_rewards, prepare,
                                remaining)
 from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, State, apply_move
 from lactchain.envs.scenes import Scene
-from lactchain.trajectories import behaviour_descriptor
+from lactchain.archive.trajectories import behaviour_descriptor
 
 MODES = {"text+bd": (True, True), "bd": (False, True), "text": (True, False), "none": (False, False)}
 
@@ -124,7 +124,7 @@ def rollout(model: Any, text: Any, tasks: Sequence[Task], *, use_text: bool = Tr
 def plan(scene: Scene, start: Any, final: Sequence[int] | None, visited: Sequence[str] | None) -> list[str] | None:
     """ORACLE: the shortest moves from `start` whose path's BD is exactly (final,
     visited); `visited=None`: any landmarks. None when no path has that BD."""
-    from lactchain.archive import MOVES
+    from lactchain.archive.store import MOVES
 
     goal, final = tuple(scene.goal), tuple(final) if final is not None else None
     target = list(visited) if visited is not None else None
@@ -207,7 +207,7 @@ def goal_tasks(scene: Scene, rtg: float = 0.0, starts: int | None = None, seed: 
     without a landmark, as a BD and its rule description."""
     import random
 
-    from lactchain.describe import describe_rule
+    from lactchain.archive.describe import describe_rule
     from lactchain.envs.gridworld import ORIENTATIONS
 
     goal = tuple(scene.goal)
@@ -233,7 +233,7 @@ def goal_success(model: Any, text: Any, modes: Sequence[str], rtg: float = 0.0, 
 
 def reaches_goal(scene: Scene) -> set[State]:
     """The poses from which some move sequence reaches the goal (a fixed point)."""
-    from lactchain.archive import MOVES
+    from lactchain.archive.store import MOVES
     from lactchain.envs.gridworld import ORIENTATIONS
 
     poses = [State(x, y, o) for x, y in sorted(scene.open_cells()) for o in ORIENTATIONS]
@@ -276,7 +276,7 @@ def load_run(registry: Any, run: str, checkpoint: str = "best") -> tuple[str, di
     """(run id, checkpoint artifact, model, text encoder, checkpoint meta) of a dt run:
     the best checkpoint of its lineage by model selection (`checkpoint="best"`; the
     newest one for runs trained without a selection split) or the newest (`"last"`)."""
-    from lactchain.resume import latest_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
 
     if checkpoint not in CHECKPOINTS:
         raise ValueError(f"unknown checkpoint {checkpoint!r}; use one of {', '.join(CHECKPOINTS)}")
@@ -387,7 +387,7 @@ def act_instruction(model: Any, text: Any, start: Any, instruction: str, *, use_
                 {"x": start.x, "y": start.y, "orientation": start.orientation},
                 instruction, tuple(scene.goal), (), rtg)
     run = rollout(model, text, [task], use_text=True, use_bd=use_bd, max_steps=max_steps)[0]
-    from lactchain.trajectories import annotate
+    from lactchain.archive.trajectories import annotate
 
     path = run["path"]
     bd = behaviour_descriptor(scene, path)

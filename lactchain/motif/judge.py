@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from lactchain.captions import CaptionedEpisode
+from lactchain.motif.captions import CaptionedEpisode
 from lactchain.envs.catalog import env_class
 from lactchain.prompts import PromptError, template_slots
 

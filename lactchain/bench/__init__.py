@@ -1,0 +1,1 @@
+"""Benchmark plumbing: same-budget comparisons, carried cells, replica costs, figures."""

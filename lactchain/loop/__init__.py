@@ -1,0 +1,1 @@
+"""The learning loop: rollouts, labelers, preference pairs, returns, evaluation and the pipeline itself."""

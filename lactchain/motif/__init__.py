@@ -1,0 +1,1 @@
+"""LLM-judged rewards (Motif): captioned episodes, the judge, and agents trained on its reward."""

@@ -1,0 +1,1 @@
+"""Runs: the SQLite registry, a run's life (heartbeat, kill, reaping), what resumes, export, comparison."""

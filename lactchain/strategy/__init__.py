@@ -1,0 +1,1 @@
+"""The strategy prompt: versions by name, and searching it with no weight update."""
