@@ -410,3 +410,16 @@ def test_the_loop_reads_as_one_algorithm_under_80_lines():
     node = loops[0]
     length = node.end_lineno - node.lineno + 1
     assert length <= LOOP_MAX_LINES, f"lactchain/loop/pipeline.py: _loop is {length} lines (at most {LOOP_MAX_LINES})"
+
+
+TOP_LEVEL_MAX = 10
+
+
+def test_the_top_of_the_library_holds_at_most_ten_modules():
+    """The folder tree says what the system is: storage (runs/), the loop (loop/), Motif,
+    the archive, strategy search and benchmarks live in packages; only the shared
+    utilities stay at the top of lactchain/."""
+    top = sorted(p.name for p in (ROOT / "lactchain").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= TOP_LEVEL_MAX, top
+    for package in ("runs", "loop", "motif", "archive", "strategy", "bench", "jobs", "envs", "models", "train"):
+        assert (ROOT / "lactchain" / package / "__init__.py").is_file(), package
