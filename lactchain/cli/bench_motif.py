@@ -39,44 +39,40 @@ def bench_motif(
     for name in names:
         if name != "rule":
             check_models(name)
-    from lactchain.cli.generate import call_job
     from lactchain.config import ConfigError
     from lactchain.envs.catalog import make_env
-    from lactchain.jobs.table import JOBS
+    from lactchain.jobs.control import run_job
+    from lactchain.runs.registry import Registry
 
     result: dict[str, Any] = {"env": "blackjack", "episodes_per_policy": episodes, "pairs": pairs,
                               "pairing": pairing, "critic": critic, "judges": {}, "reward_models": {}}
-    common = ["--seed", str(seed)]
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "bench.db"
+    with tempfile.TemporaryDirectory() as folder, Registry(Path(folder) / "bench.db") as registry:
 
-        def job(command: str, *args: str) -> dict[str, Any]:
-            """One Motif job, run here as its command would run it (lactchain.jobs.motif)."""
-            return call_job(JOBS[command], [*args, *common], db)
+        def job(command: str, **values: Any) -> dict[str, Any]:
+            """One Motif job (lactchain.jobs.motif), run here with its own config and checks."""
+            return run_job(registry, command, {**values, "seed": seed})
 
-        collected = [job("collect", "--policy", policy, "--episodes", str(episodes), "--env", "blackjack")["run_id"]
+        collected = [job("collect", policy=policy, episodes=episodes, env="blackjack")["run_id"]
                      for policy in ("random", "optimal")]  # the same seeded deals: episodes pair by start state
         reward_runs: dict[str, str] = {}
         for name in names:
             err_console.print(f"judging {pairs} pairs with {name}")
-            judged = job("judge", *[a for run in collected for a in ("--from", run)], "--judge", name,
-                         "--pairs", str(pairs), "--pairing", pairing)
+            judged = job("judge", from_runs=collected, judge=name, pairs=pairs, pairing=pairing)
             result["judges"][name] = {k: v for k, v in judged.items() if k not in ("run_id", "judge", "episodes")}
             err_console.print(f"training the reward model on {name}'s labels")
             try:
-                fit = job("train-reward", "--pairs-from", judged["run_id"], "--critic", critic, "--epochs", str(epochs))
+                fit = job("train-reward", pairs_from=judged["run_id"], critic=critic, epochs=epochs)
             except ConfigError as exc:  # fewer than two usable labels
                 result["reward_models"][name] = {"skipped": str(exc)}
                 continue
             result["reward_models"][name] = {k: v for k, v in fit.items() if k not in ("run_id", "reward_model")}
             reward_runs[name] = fit["run_id"]
         err_console.print(f"training and scoring agents ({train_episodes} training hands, {eval_episodes} scored)")
-        budget = ["--train-episodes", str(train_episodes), "--eval-episodes", str(eval_episodes)]
-        agents = dict(job("reward-agents", *budget)["agents"])  # extrinsic, the optimum (oracle) and random
+        budget = {"train_episodes": train_episodes, "eval_episodes": eval_episodes}
+        agents = dict(job("reward-agents", **budget)["agents"])  # extrinsic, the optimum (oracle) and random
         for name, run in reward_runs.items():  # each judge's reward: the intrinsic and mixed agents only
-            more = job("reward-agents", "--reward-run", run, "--agents", "intrinsic", "--agents", "mixed",
-                       "--no-references",
-                       *budget)["agents"]
+            more = job("reward-agents", reward_run=run, agents=["intrinsic", "mixed"], references=False,
+                       **budget)["agents"]
             agents[f"intrinsic ({name})"], agents[f"mixed ({name})"] = more["intrinsic"], more["mixed"]
         result["agents"] = agents
         solver = make_env("blackjack").solver()

@@ -1,5 +1,6 @@
-"""Starting and resuming jobs from values rather than a command line: the door the console
-uses (no CLI subprocess, nothing parsed from stdout) and `runs resume` shares.
+"""Starting, running and resuming jobs from values rather than a command line: the door the
+console uses (no CLI subprocess, nothing parsed from stdout), `runs resume` shares, and
+benchmarks chain jobs through (`run_job`).
 
 `start_job` does what a job's CLI command does with `--detach`: build the config (a bad
 value is a one-line ConfigError), run the checks that need no registry, then the ones that
@@ -31,6 +32,21 @@ def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Seque
     launch.precheck(job, config)
     params = launch.prepare(registry, job, config)
     return launch.detach(registry, job, config, params, cmd=cmd)
+
+
+def run_job(registry: Any, command: str, values: Mapping[str, Any], *, quiet: bool = True) -> dict[str, Any]:
+    """Run job `command` here (not detached) with its config built from `values`, through
+    the same checks as `start_job`: what a benchmark uses to chain the lab's jobs without
+    writing or parsing command lines. Returns {"run_id": ..., **its result}."""
+    from lactchain.config import ConfigError
+
+    job = BY_COMMAND.get(command)
+    if job is None:
+        raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")
+    config = job.config.from_params(config_values(job, values))
+    launch.precheck(job, config)
+    params = launch.prepare(registry, job, config)
+    return launch.run_here(registry, job, config, params, quiet=quiet)
 
 
 def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
