@@ -23,14 +23,7 @@ def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Seque
     """Detach job `command` with its config built from `values` (config field names or
     their flags without dashes, text as a form holds it); `cmd` is the command line that
     would do the same, recorded for `runs show`. Raises ConfigError before any run exists."""
-    from lactchain.config import ConfigError
-
-    job = BY_COMMAND.get(command)
-    if job is None:
-        raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")
-    config = job.config.from_params(config_values(job, values))
-    launch.precheck(job, config)
-    params = launch.prepare(registry, job, config)
+    job, config, params = checked(registry, command, values)
     return launch.detach(registry, job, config, params, cmd=cmd)
 
 
@@ -38,6 +31,13 @@ def run_job(registry: Any, command: str, values: Mapping[str, Any], *, quiet: bo
     """Run job `command` here (not detached) with its config built from `values`, through
     the same checks as `start_job`: what a benchmark uses to chain the lab's jobs without
     writing or parsing command lines. Returns {"run_id": ..., **its result}."""
+    job, config, params = checked(registry, command, values)
+    return launch.run_here(registry, job, config, params, quiet=quiet)
+
+
+def checked(registry: Any, command: str, values: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """(job, config, params to record) for `command` and `values`, after every check a job's
+    CLI command makes before its run exists (ConfigError: the one-line reason)."""
     from lactchain.config import ConfigError
 
     job = BY_COMMAND.get(command)
@@ -45,8 +45,7 @@ def run_job(registry: Any, command: str, values: Mapping[str, Any], *, quiet: bo
         raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")
     config = job.config.from_params(config_values(job, values))
     launch.precheck(job, config)
-    params = launch.prepare(registry, job, config)
-    return launch.run_here(registry, job, config, params, quiet=quiet)
+    return job, config, launch.prepare(registry, job, config)
 
 
 def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
