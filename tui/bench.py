@@ -182,7 +182,6 @@ def _start_job(db: Path) -> str:
             raise RuntimeError(f"the play run {play} ended {reg.get_run(play)['status']}")
         job = start_job(reg, "train-actor", {"actor": "tiny", "loss": "grpo", "rollouts_from": play,
                                              "max_steps": 100000})
-    with Registry(db) as reg:
         for _ in range(1500):
             run = reg.get_run(job)
             if run["status"] not in ACTIVE:

@@ -617,6 +617,7 @@ class LoopState:
     elites: EliteBuffer
     live: PhaseProgress
     on_phase: Callable[[int, str], None] | None = None
+    pool: list[Any] | None = None  # every start state, listed once when each iteration takes them all
     critic: dict[str, Any] = field(default_factory=dict)  # critic, optimizer, transitions, env_moves
     state_groups: Any = None  # grouping by state: the actions seen from each state, across iterations
     evaluate_s: float = 0.0  # the longest evaluation: what a budgeted trainer leaves time for
@@ -639,9 +640,7 @@ class LoopState:
         """Iteration `it`'s start states: all of them, or a sample drawn per iteration."""
         from lactchain.loop.evaluate import eval_states
 
-        if self.cfg.states == "all":
-            return eval_states(self.env, "all", self.cfg.seed)
-        return eval_states(self.env, self.cfg.states, self.cfg.seed + it)
+        return self.pool if self.pool is not None else eval_states(self.env, self.cfg.states, self.cfg.seed + it)
 
     def labeler(self, model: Any) -> Any:
         """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
@@ -657,6 +656,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
     from lactchain.envs.catalog import make_env
+    from lactchain.loop.evaluate import eval_states
     from lactchain.loop.labelers import OracleLabeler
     from lactchain.prompts import PromptSpec
 
@@ -676,7 +676,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                       saved={"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
                              "pending": resume.get("pending")},
                       elites=EliteBuffer.from_json(resume.get("elites", []), env), live=PhaseProgress(handle),
-                      on_phase=on_phase)
+                      on_phase=on_phase, pool=eval_states(env, "all", cfg.seed) if cfg.states == "all" else None)
     if state.fits_critic and state.saved["critic"]:
         load_critic(state)
     return state
