@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import actor_moves
+from lactchain.machine import DTYPE_NAMES, resolve_dtype
 
 ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
                "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
@@ -20,8 +21,10 @@ class EngineConfig(Config):
     """Which engine generates, at which dtype, over how many devices."""
 
     engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
-    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16). Default: hf keeps the loaded "
-                                     "weights (float32 on a CPU), vllm runs bfloat16.")
+    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16), or auto: bfloat16 where this "
+                                     "machine does bf16 natively (a CUDA GPU, a CPU with AMX or AVX512-bf16), else "
+                                     "float32 -- the loop's default. Default: hf keeps the loaded weights (float32 "
+                                     "on a CPU), vllm runs bfloat16.")
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
@@ -36,6 +39,12 @@ class EngineConfig(Config):
         self.engine = str(self.engine).lower()
         if self.engine not in ENGINES:
             self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
+        if self.dtype is not None:
+            named = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(str(self.dtype).lower(),
+                                                                                   str(self.dtype).lower())
+            if named.removeprefix("torch.") not in DTYPE_NAMES:
+                self.refuse("dtype", f"unknown dtype; use one of {', '.join(DTYPE_NAMES)}")
+            self.dtype = resolve_dtype(named.removeprefix("torch."))  # auto: recorded as the dtype that ran
         if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
             if self.data_parallel_size != 1:
                 raise ConfigError(f"--data-parallel-size {self.data_parallel_size} runs vLLM engine replicas: use it "
@@ -85,6 +94,21 @@ class EngineConfig(Config):
                 "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
                 "data_parallel_size": self.data_parallel_size if vllm else None,
                 "ray_address": self.ray_address if vllm else None}
+
+
+def resolve_auto(settings: EngineConfig, actor: str) -> EngineConfig:
+    """The settings with `--engine auto` decided, for this actor on this machine: vllm where
+    it is installed and can run the actor, else hf. The one place auto is resolved (the
+    jobs' checks and the loop's config both call it), so what a run records is what ran."""
+    if settings.engine != "auto":
+        return settings
+    from lactchain.models.vllm_single import resolve_engine
+
+    which = resolve_engine("auto", model=actor)
+    if which == "hf" and (settings.data_parallel_size != 1 or settings.ray_address):
+        raise ConfigError(f"--data-parallel-size {settings.data_parallel_size} / --ray-address need the vllm engine; "
+                          "--engine auto chose hf here")
+    return settings.replace(engine=which)
 
 
 def load_generator_for(actor: str, adapter_path: str | None, env: str, settings: EngineConfig | None = None, *,

@@ -63,6 +63,18 @@ def fast_generation_dtype() -> str:
     return "bfloat16" if cpu_has_bf16() else "float32"
 
 
+DTYPE_NAMES = ("auto", "bfloat16", "float16", "float32")
+
+
+def resolve_dtype(value: str | None) -> str | None:
+    """The one meaning of a `--dtype auto` anywhere in the lab (loop, play, evaluate,
+    vLLM): the dtype this machine generates fastest in (`fast_generation_dtype`). None
+    stays None (keep the loaded weights' dtype); any other name is returned as given."""
+    if value is not None and str(value).lower().removeprefix("torch.") == "auto":
+        return fast_generation_dtype()
+    return value
+
+
 @lru_cache(maxsize=1)
 def code_version() -> dict[str, Any]:
     """lactchain's version and, run from a git checkout, its commit and whether tracked

@@ -182,6 +182,29 @@ def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp
         assert len(reg.pairs(resumed)) == 0  # every pair of the lineage was already labelled
 
 
+def test_dtype_auto_means_the_same_in_the_loop_in_play_and_in_vllm():
+    """`--dtype auto` is this machine's fastest generation dtype wherever it is given
+    (the loop's default, a play/evaluate job, the transformers actor, a vLLM engine),
+    and a run records the dtype that ran, never `auto`."""
+    import torch
+
+    from lactchain.engine import EngineConfig
+    from lactchain.jobs.rollouts import PlayConfig
+    from lactchain.loop.pipeline import PipelineConfig
+    from lactchain.machine import fast_generation_dtype
+    from lactchain.models.actor import as_dtype
+    from lactchain.models.vllm_single import EngineSettings, engine_config
+
+    fast = fast_generation_dtype()
+    assert PipelineConfig().engine.dtype == fast == PipelineConfig(engine={"dtype": "auto"}).params()["dtype"]
+    assert EngineConfig(dtype="auto").dtype == fast == PlayConfig(engine={"dtype": "auto"}).engine.dtype
+    assert as_dtype("auto") == getattr(torch, fast)
+    assert engine_config("m", EngineSettings(dtype="auto"))["dtype"] == fast
+    assert EngineConfig().dtype is None and as_dtype(None) is None  # unset: the loaded weights' dtype, as before
+    with pytest.raises(ConfigError, match="--dtype 'int8': unknown dtype; use one of auto"):
+        EngineConfig(dtype="int8")
+
+
 def test_the_loop_engine_is_the_jobs_engine_part_and_reads_old_configs(lc, capsys):
     """The pipeline's --engine/--dtype/--*-parallel-size are the jobs' engine part (one
     set of checks, one loader); a config saved before (engine string + rollout_bf16)

@@ -45,7 +45,7 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #   4      cli      lactchain.cli.*
 #   5      tui      tui.*
 BASE = ("lactchain.config", "lactchain.paths", "lactchain.runs.registry", "lactchain.moves",
-        "lactchain.runs.lifecycle", "lactchain.prompts")
+        "lactchain.runs.lifecycle", "lactchain.prompts", "lactchain.machine", "lactchain.safe_text")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (  # (layer name, module prefixes); "*" = the rest of lactchain
     ("base", BASE),
     ("envs/models", ("lactchain.envs", "lactchain.models")),

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from lactchain.config import ConfigError
-from lactchain.engine import EngineConfig, load_generator_for, record_replicas
+from lactchain.engine import EngineConfig, load_generator_for, record_replicas, resolve_auto
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
@@ -74,14 +74,11 @@ def choose(settings: EngineConfig, actor: str) -> EngineConfig:
     on_this_machine = not settings.ray_address  # a Ray cluster places the replicas: its capacity, not ours
     if named in ("hf", "vllm") and on_this_machine:  # before vLLM is looked for: the refusal needs no vLLM
         check_parallel(named, tp, dp)
-    which = check_engine(settings.engine, settings.dtype, actor)
-    if named == "auto":
-        if which == "hf" and (dp != 1 or settings.ray_address):
-            raise ConfigError(f"--data-parallel-size {dp} / --ray-address need the vllm engine; --engine auto chose "
-                              "hf here")
-        if on_this_machine:
-            check_parallel(which, tp, dp)
-    return settings.replace(engine=which)
+    check_engine(settings.engine, settings.dtype, actor)
+    chosen = resolve_auto(settings, actor)
+    if named == "auto" and on_this_machine:
+        check_parallel(chosen.engine, tp, dp)
+    return chosen
 
 
 def precheck_engine(config: Any) -> None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
-from lactchain.engine import EngineConfig
+from lactchain.engine import EngineConfig, resolve_auto
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.runs.lifecycle import RunHandle, run_context
@@ -95,13 +95,6 @@ class LoopEngineConfig(EngineConfig):
                               "natively (a CUDA GPU, a CPU with AMX or AVX512-bf16: 1.6x faster than float32), "
                               "else float32 (bf16 emulated: 0.67x on such a CPU).", "auto",
                               choices=("auto", "bfloat16", "float16", "float32"))
-
-    def check(self) -> None:
-        if self.dtype == "auto":
-            from lactchain.machine import fast_generation_dtype
-
-            self.dtype = fast_generation_dtype()
-        super().check()
 
 
 @dataclass
@@ -251,6 +244,7 @@ class PipelineConfig(Config):
                     bad(name, f"must be 'all' or a number, got {value!r}")
                 if not 1 <= getattr(self, name) <= _MOST[name]:
                     bad(name, f"must be 'all' or a number from 1 to {_MOST[name]}, got {value!r}")
+        self.engine = resolve_auto(self.engine, self.actor)  # the engine that runs, recorded as such
 
     def env_kwargs(self) -> dict[str, Any]:
         """The world's env kwargs (scene, state text) beyond the env's defaults."""
@@ -583,9 +577,8 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     same base model serving the actor's current adapter (engine vllm). The engine stops
     when the job is cancelled (and at exit), so it never outlives the run."""
     from lactchain.engine import load_generator_for, record_replicas
-    from lactchain.models.vllm_engine import resolve_engine
 
-    if resolve_engine(cfg.engine.engine, model=cfg.actor if cfg.engine.engine == "auto" else None) != "vllm":
+    if cfg.engine.engine != "vllm":  # auto was resolved by the config's check
         return actor
     generator = load_generator_for(cfg.actor, getattr(actor, "adapter", None), cfg.env,
                                    cfg.engine.replace(engine="vllm"), progress=progress)

@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from lactchain.machine import resolve_dtype
 from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
 from lactchain.models.scoring import ScoringTokens
@@ -173,12 +174,11 @@ _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bf
 
 
 def as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
-    """None/"auto" (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...)."""
+    """None (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...);
+    "auto" is `lactchain.machine.resolve_dtype`'s: the dtype this machine is fastest in."""
     if value is None or isinstance(value, torch.dtype):
         return value
-    key = str(value).lower().removeprefix("torch.")
-    if key == "auto":
-        return None
+    key = str(resolve_dtype(value)).lower().removeprefix("torch.")
     if key not in _DTYPES:
         raise ValueError(f"unknown inference dtype {value!r}; use one of {sorted(_DTYPES)} or 'auto'")
     return _DTYPES[key]

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from lactchain.machine import resolve_dtype
 from lactchain.models.scoring import ScoringTokens
 from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
 
@@ -106,7 +107,7 @@ class EngineSettings:
     With `ray_address` the replicas are Ray actors on that cluster instead
     (`ray_replicas.RayReplicaPool`, any node with the resources free)."""
 
-    dtype: str = "bfloat16"  # "bfloat16" | "float32" | "float16" | "auto"
+    dtype: str = "bfloat16"  # "bfloat16" | "float32" | "float16" | "auto" (`lactchain.machine.resolve_dtype`'s)
     block_size: int = DEFAULT_BLOCK_SIZE
     prefix_caching: bool = True
     enforce_eager: bool = True  # CPU: graph capture costs ~35 s of start-up for little gain at this size
@@ -145,7 +146,7 @@ def engine_config(model: str | Path, settings: EngineSettings = EngineSettings()
     kwargs: dict[str, Any] = {
         "model": str(model),
         "tokenizer": str(model),
-        "dtype": s.dtype,
+        "dtype": resolve_dtype(s.dtype),
         "block_size": s.block_size,
         "enable_prefix_caching": s.prefix_caching,
         "enforce_eager": s.enforce_eager,
