@@ -5,6 +5,7 @@ is refused in one line and creates no run."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,13 @@ def _reseal(data: Path, manifest_path: Path, manifest: dict, column: str, values
     manifest_path.write_text(json.dumps({**manifest, "sha256": _sha256(data)}))
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory so far (MB): flat means nothing big was allocated."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def test_a_crafted_dataset_is_refused_in_one_line_and_creates_no_run(tmp_path, lc, filled):
     """A dataset from the Hub is untrusted: links out of its folder, a manifest of the wrong
     shape, values a trajectory cannot hold, absurd nesting, duplicate behaviours and an
@@ -197,6 +205,14 @@ def test_a_crafted_dataset_is_refused_in_one_line_and_creates_no_run(tmp_path, l
     deep = "[" * 2000 + "]" * 2000
     _reseal(data, manifest_path, manifest, "policy_json", [deep] + policies[1:])
     _refused(lc, db, out, "row 0")
+    data.write_bytes(whole)
+    kwargs = table.column("env_kwargs_json").to_pylist()  # a scene of absurd size: refused at once, memory flat
+    huge = json.loads(kwargs[0])
+    huge["scene"]["size"] = 1_000_000
+    _reseal(data, manifest_path, manifest, "env_kwargs_json", [json.dumps(huge)] + kwargs[1:])
+    before, started = _peak_rss_mb(), time.perf_counter()
+    _refused(lc, db, out, "row 0", "size must be at most 64, got 1000000")
+    assert time.perf_counter() - started < 1.0 and _peak_rss_mb() - before < 50
     data.write_bytes(whole)
     keys = table.column("key").to_pylist()
     _reseal(data, manifest_path, manifest, "key", [keys[1]] + keys[1:])

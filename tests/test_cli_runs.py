@@ -239,6 +239,12 @@ def test_stored_hostile_text_is_shown_never_obeyed(tmp_path):
         assert "\\x1b]0;pwned\\x07" in out.stdout, argv
         if argv[1] != "logs":
             assert "[bold red]boom[/]" in out.stdout and ":end:" in out.stdout, argv  # markup shown as typed
+    # A hostile registry path, colour forced: its ESC shown, its markup never a link (OSC 8).
+    path = str(tmp_path / "a\x1b]0;pwned\x07[link=file:///etc/passwd]x[/link].db")
+    out = subprocess.run([sys.executable, "-m", "lactchain.cli", "runs", "list", "--db", path], capture_output=True,
+                         text=True, env={**env, "FORCE_COLOR": "1"}, timeout=120)
+    assert out.returncode == 0 and "\x1b]" not in out.stdout and "\x07" not in out.stdout, out.stdout
+    assert "\\x1b" in out.stdout and "link" in out.stdout and "passwd" in out.stdout
 
 
 def test_a_file_where_the_runs_folder_belongs_is_named_in_one_line(tmp_path):

@@ -145,6 +145,20 @@ def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path, cli):
     assert min(a["step"] for a in later) > newest
     assert cli("runs", "kill", fourth, "--wait", "60", "--db", str(db)).returncode == 0
 
+    # Every checkpoint of the lineage deleted: resuming is a one-line refusal, never a silent fresh start.
+    import shutil
+
+    for rid in (run_id, new_id, third, fourth):
+        for art in reg.artifacts(rid, "critic"):
+            shutil.rmtree(art["path"], ignore_errors=True)
+    runs_before = len(reg.list_runs())
+    for argv in (("runs", "resume", fourth), ("train-critic", "--episodes-from", play_id, "--critic", "tiny",
+                                               "--resume-from", fourth)):
+        res = cli(*argv, "--db", str(db))
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "checkpoint" in res.stderr and "Traceback" not in res.stderr
+    assert len(reg.list_runs()) == runs_before
+
 
 def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
     """A script that runs `lactchain play` in the foreground (so the job shares the

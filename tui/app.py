@@ -25,6 +25,7 @@ from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
+from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
@@ -153,9 +154,11 @@ class LactChainApp(App):
         self.registry.close()
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
-               markup: bool = True) -> None:
+               markup: bool = False) -> None:
         """A toast, unless the same one is still on screen (pressing a key again must not
-        stack copies of "already running")."""
+        stack copies of "already running"). Its text is shown as given: a run id, a path or
+        an error that holds markup or escapes is never interpreted (`safe`)."""
+        message, title = safe(message), safe(title)
         if any(n.message == message and n.title == title for n in self._notifications):
             return
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)

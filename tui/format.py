@@ -8,6 +8,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 # The key metric of a run kind is the library's (the CLI's `runs list` shows the same one first).
 from lactchain.runs.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
+from lactchain.safe_text import printable
+
+
+def safe(value: Any, keep_newlines: bool = True) -> str:
+    """Stored or typed text for a widget: control characters shown as escapes, never sent
+    to the terminal (a title change, a clear-screen). The console's one path for text
+    from runs, files, datasets and users (the CLI's is the same `printable`); widgets
+    given a `Text` show Rich markup as typed."""
+    return printable("" if value is None else value, keep_newlines=keep_newlines)
 
 
 def now_ms() -> int:
@@ -62,7 +71,7 @@ def fmt_value(value: Any, width: int | None = None) -> str:
     elif value is None:
         text = "-"
     else:
-        text = str(value)
+        text = printable(value, keep_newlines=False)
     if width is not None and len(text) > width:
         text = text[: max(1, width - 1)] + "…"
     return text

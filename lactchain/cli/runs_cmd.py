@@ -111,9 +111,9 @@ def list_runs(
         print_json(runs)
         return
     if not runs:
-        console.print(f"No runs in {path}." if path.exists() else f"No registry at {path} yet.")
+        console.print(f"No runs in {shown(path)}." if path.exists() else f"No registry at {shown(path)} yet.")
         return
-    table = Table(title=f"runs in {path}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+    table = Table(title=f"runs in {shown(path)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   show_edge=False, collapse_padding=True)
     # id, status, created and duration never shrink (an id is copied from here); the metric
     # and the name take what is left (one line each unless --wide).
@@ -121,18 +121,18 @@ def list_runs(
     table.add_column("status", no_wrap=True, min_width=max(len(r["status"]) for r in runs))
     table.add_column("created", no_wrap=True, min_width=11)
     table.add_column("took", no_wrap=True, justify="right", min_width=6)
-    shown = {}
+    metric_text = {}
     for run in runs:
         keys = key_metrics_first(run["kind"], run["latest_metrics"])
-        shown[run["id"]] = "\n".join(f"{k if wide else k.split('/')[-1]}={_fmt_value(run['latest_metrics'][k])}"
+        metric_text[run["id"]] = "\n".join(f"{k if wide else k.split('/')[-1]}={_fmt_value(run['latest_metrics'][k])}"
                                      for k in keys[: None if wide else 1]) or "-"
     table.add_column("key metric" if not wide else "metrics (key first)", no_wrap=not wide,
                      overflow="fold" if wide else "ellipsis",
-                     min_width=None if wide else min(24, max(len(t) for t in shown.values())))
+                     min_width=None if wide else min(24, max(len(t) for t in metric_text.values())))
     table.add_column("name", no_wrap=not wide, overflow="fold" if wide else "ellipsis", ratio=1)
     for run in runs:
         table.add_row(escape(run["id"]), _status(run["status"]), _fmt_time(run["created_ms"], short=True),
-                      _fmt_duration(run["duration_s"]), _fmt_value(shown[run["id"]]), _fmt_value(run["name"] or run["kind"]))
+                      _fmt_duration(run["duration_s"]), _fmt_value(metric_text[run["id"]]), _fmt_value(run["name"] or run["kind"]))
     console.print(table)
 
 

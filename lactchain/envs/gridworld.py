@@ -38,7 +38,7 @@ from lactchain.envs.grid_rules import (  # noqa: F401 - re-exported
     apply_move,
 )
 from lactchain.envs.planning import Planner
-from lactchain.envs.scenes import Landmark, Scene, get_scene
+from lactchain.envs.scenes import MAX_SCENE_SIZE, Landmark, Scene, get_scene
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, action_moves, validate_moves
 
 
@@ -145,6 +145,8 @@ class GridWorldEnv(gym.Env):
         size = base.size if size is None else size
         if int(size) < 2:
             raise ValueError(f"size must be at least 2, got {size}")
+        if int(size) > MAX_SCENE_SIZE:
+            raise ValueError(f"size must be at most {MAX_SCENE_SIZE}, got {size}")
         self.size = int(size)
         self.moves = tuple(validate_moves(moves))
         if len(set(self.moves)) != len(self.moves) or not self.moves:

@@ -43,6 +43,9 @@ AT = "at"
 RELATIONS: tuple[str, ...] = (AT, "north of", "north-east of", "east of", "south-east of", "south of",
                               "south-west of", "west of", "north-west of")
 RESERVED_LETTERS = frozenset("G")  # the goal's letter in every render
+# Largest side a scene may declare: the actor reads the whole grid as text (a 64x64 grid is
+# already ~4k cells of prompt), and a crafted size must be refused before any cell is listed.
+MAX_SCENE_SIZE = 64
 _COLOUR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 Cell = tuple[int, int]
@@ -169,6 +172,8 @@ class Scene:
         size = _int(self.size, f"scene {name!r}: size")
         if size < 2:
             raise ValueError(f"scene {name!r}: size must be at least 2, got {size}")
+        if size > MAX_SCENE_SIZE:
+            raise ValueError(f"scene {name!r}: size must be at most {MAX_SCENE_SIZE}, got {size}")
         object.__setattr__(self, "size", size)
         goal = _cell(self.goal, f"scene {name!r}: goal")
         self._inside(goal, "the goal")

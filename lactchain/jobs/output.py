@@ -9,9 +9,23 @@ from typing import Any
 
 from rich.console import Console
 
+from lactchain.safe_text import printable
+
+
+
+class SafeConsole(Console):
+    """A Rich console that never sends a control character it was given as text: an ESC
+    in a path, a run name or a log line (a title change, a clear-screen, an OSC 8 link)
+    is printed as its visible escape (`lactchain.safe_text.printable`), whatever the
+    caller forgot. Markup in stored text is the caller's to escape (`cli.common.shown`)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(printable(text, keep_cr=True), **kwargs)
+
+
 # No emoji codes: stored text such as "START:END:STEPS" must not turn into pictures.
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+console = SafeConsole(emoji=False)
+err_console = SafeConsole(stderr=True, emoji=False)
 
 
 class LineLog:

@@ -30,7 +30,14 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
 
     config.episodes_from = [registry.resolve_run_id(r) for r in config.episodes_from]
     if config.resume_from:
+        from lactchain.runs.resume import latest_checkpoint
+        from lactchain.train.critic import CHECKPOINT_KIND
+
         config.resume_from = registry.resolve_run_id(config.resume_from)
+        if latest_checkpoint(registry, config.resume_from, CHECKPOINT_KIND) is None:  # never a silent fresh start
+            raise ConfigError(f"--resume-from {config.resume_from}: it (and the runs it resumed) kept no critic "
+                              "checkpoint on disk (deleted, or it stopped before its first); start a fresh run "
+                              "without --resume-from")
     usable, stored = usable_steps(registry, config.episodes_from)
     played = {r: registry.params(r).get("env", DEFAULT_ENV) for r in config.episodes_from}
     other = {r: e for r, e in played.items() if e != config.env}

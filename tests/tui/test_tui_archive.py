@@ -99,7 +99,7 @@ async def test_the_table_lists_every_row_and_filters_by_landmark(make_app, archi
         assert screen.run_id == run_id and _keys(table) == [r["key"] for r in rows]
         assert f"{len(rows)}/{len(rows)} trajectories" in static_text(screen, "#archive-summary")
         first = table.get_row_at(0)
-        assert first[2] == rows[0]["policy"]["kind"] and first[3] == str(len(rows[0]["path"]) - 1)
+        assert str(first[2]) == rows[0]["policy"]["kind"] and str(first[3]) == str(len(rows[0]["path"]) - 1)
         assert str(first[5]).startswith(rows[0]["descriptions"][0]["text"][:20])
 
         await pilot.press("slash")

@@ -189,9 +189,9 @@ async def test_models_load_in_the_background_with_visible_progress(make_app, tin
     app = make_app(actor=None, actor_spec="tiny", load_models=True)
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.actor is None
-        seen = []
+        seen = [app.actor_status]
+        app.watch(app, "actor_status", lambda status: seen.append(status))  # every status, however fast the load
         for _ in range(600):
-            seen.append(app.actor_status)
             if app.actor is not None:
                 break
             await pilot.pause(0.05)

@@ -36,6 +36,7 @@ from tui.widgets.env_view import append_decoding, append_progress, deal_status, 
 from tui.widgets.grid import GridModel, GridView, fit_cell_width, grid_values
 from tui import console_state
 from tui.widgets.strategy_editor import StrategyEditor
+from tui.widgets.tables import plain_cells
 from tui.widgets.topbar import TopBar
 from tui.widgets.footer import FittedFooter
 
@@ -510,8 +511,8 @@ class LabScreen(BaseScreen):
             r.text, r.moves, r.mode, logprob=r.logprob, n_tokens=r.n_tokens, reward=r.reward, caption=r.caption
         )
         table = self.query_one("#episode-table", DataTable)
-        table.add_row(str(r.index), short_state(r.state), short_moves(r.moves), r.mode, f"{r.reward:+.0f}",
-                      short_state(r.next_state), r.caption, key=str(r.index))
+        table.add_row(*plain_cells(str(r.index), short_state(r.state), short_moves(r.moves), r.mode, f"{r.reward:+.0f}",
+                                   short_state(r.next_state), r.caption), key=str(r.index))
         table.move_cursor(row=table.row_count - 1)
         self.draw(r.snapshot)
         self._update_critic_header()

@@ -16,12 +16,13 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from tui.commands import bindings_for
-from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms, run_duration
+from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
+                        run_duration, safe)
 from tui.screens.base import BaseScreen
 from tui.screens.run_controls import RunControls
 from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_chart import MetricChart
-from tui.widgets.tables import sync_table
+from tui.widgets.tables import plain_cells, sync_table
 from tui.widgets.topbar import TopBar
 from tui.widgets.footer import FittedFooter
 
@@ -276,7 +277,7 @@ class RunsScreen(RunControls, BaseScreen):
     def show_detail(self, d: dict) -> None:
         run, params, metrics = d["run"], d["params"], d["metrics"]
         t = Text()
-        t.append(f"{run.get('id')}  {run.get('name') or ''}\n", style="bold")
+        t.append(f"{run.get('id')}  {safe(run.get('name'), keep_newlines=False)}\n", style="bold")
         status = str(run.get("status") or "")
         t.append(f"{run.get('kind')} · ")
         t.append(status, style=STATUS_STYLE.get(status.upper(), ""))
@@ -284,12 +285,12 @@ class RunsScreen(RunControls, BaseScreen):
         if run.get("parent_id"):
             t.append(f"parent {run['parent_id']}\n", style="dim")
         if run.get("error"):
-            t.append(f"error: {run['error']}\n", style="bold red")
+            t.append(f"error: {safe(run['error'])}\n", style="bold red")
         if run.get("cmd"):
-            t.append(f"cmd: {run['cmd']}\n", style="dim")
+            t.append(f"cmd: {safe(run['cmd'])}\n", style="dim")
         t.append("\nparams\n", style="bold underline")
         for k in sorted(params):
-            t.append(f"  {k} = {fmt_value(params[k])}\n")
+            t.append(f"  {safe(k)} = {fmt_value(params[k])}\n")
         if not params:
             t.append("  (none)\n", style="dim")
         t.append("\nlatest metrics\n", style="bold underline")
@@ -297,12 +298,12 @@ class RunsScreen(RunControls, BaseScreen):
             v = metrics[k]
             value = v.get("value") if isinstance(v, dict) else v
             step = f"  @ step {v.get('step')}" if isinstance(v, dict) and v.get("step") is not None else ""
-            t.append(f"  {k} = {fmt_value(value)}{step}\n")
+            t.append(f"  {safe(k)} = {fmt_value(value)}{step}\n")
         if not metrics:
             t.append("  (none)\n", style="dim")
         t.append("\nartifacts\n", style="bold underline")
         for a in d["artifacts"]:
-            t.append(f"  {a.get('kind', '')} {a.get('path', '')}\n")
+            t.append(f"  {safe(a.get('kind', ''))} {safe(a.get('path', ''))}\n")
         if not d["artifacts"]:
             t.append("  (none)\n", style="dim")
         self.query_one("#run-info", Static).update(t)
@@ -352,7 +353,7 @@ class RunsScreen(RunControls, BaseScreen):
         for label, _ in BOARD:
             table.add_column(label)
         for row in rows:
-            table.add_row(*(format_cell(row[key]) for _, key in BOARD))
+            table.add_row(*plain_cells(*(format_cell(row[key]) for _, key in BOARD)))
         title.update(Text(f"leaderboard: {env} · greedy from every start state · the selected run's env",
                           style="bold"))
 

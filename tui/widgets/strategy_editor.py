@@ -18,6 +18,7 @@ from lactchain.prompts import PromptError, validate_strategy
 from lactchain.strategy.strategies import ranked_versions
 from tui.commands import bindings_for
 from tui.format import fmt_ts
+from tui.widgets.tables import plain_cells
 
 
 class StrategyEditor(Vertical):
@@ -186,5 +187,5 @@ class StrategyEditor(Vertical):
             first_line = (r.get("text") or "").strip().splitlines()[:1]
             note = r.get("note") or (first_line[0] if first_line else "")
             score = "" if r.get("score") is None else f"{r['score']:.2f}"
-            table.add_row(f"{mark}{r['version']}", score, fmt_ts(r.get("created_ms")), note[:40],
+            table.add_row(*plain_cells(f"{mark}{r['version']}", score, fmt_ts(r.get("created_ms")), note[:40]),
                           key=str(r["version"]))
