@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
-from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
+from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands, screen_switch_bindings
 from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
@@ -67,7 +67,7 @@ class LactChainApp(App):
     }
     DEFAULT_MODE = "lab"
     PAINT_MOUNTED_SWITCH_AT_ONCE = True  # False: Textual's stock 50 ms mask on every switch (bench comparison)
-    BINDINGS = bindings_for("app")
+    BINDINGS = bindings_for("app") + screen_switch_bindings()
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -51,13 +51,20 @@ class StrategyEditor(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="strategy-row"):
             yield TextArea(self._initial, id="strategy-text", soft_wrap=True, show_line_numbers=False)
-            with Vertical(id="strategy-side"):
+            with Vertical(id="strategy-side"):  # the note above the versions: Tab goes text -> note -> versions
+                yield Input(placeholder="note for the next save (optional)", id="strategy-note")
                 table = DataTable(id="strategy-versions", cursor_type="row", zebra_stripes=True)
                 table.add_columns("ver", "score", "saved", "note")
                 yield table
-                yield Input(placeholder="note for the next save (optional)", id="strategy-note")
         yield Static("ctrl+t validate · ctrl+s save version · ctrl+g apply to actor · ctrl+r restore version",
                      id="strategy-message")
+
+    def on_key(self, event: events.Key) -> None:
+        """The editor is a place to type: a character its text and note fields did not take
+        (the versions table has the focus) is dropped here, never run as a Lab command (a
+        note typed there once toggled decoding and started an episode)."""
+        if event.is_printable:
+            event.stop()
 
     def on_mount(self) -> None:
         self.query_one("#strategy-versions", DataTable).border_title = "versions"

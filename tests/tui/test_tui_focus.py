@@ -1,0 +1,99 @@
+"""Typing never drives the console: keys typed into any focused field (or any widget of
+the strategy editor) type, and never switch screens or start a screen's action; alt+1..5
+switch screens from anywhere, a field focused included."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, TextArea
+
+from tui_helpers import settle
+
+MODES = {"1": "lab", "2": "runs", "3": "labels", "4": "jobs", "5": "archive"}
+# Every single-character key the console binds (screen and app keys), as a user would type them.
+TYPED = "12345 sekrnpcvaoRKlmx/=dfgqyz"
+
+
+def _spy_actions(app) -> list[str]:  # noqa: ANN001
+    """Observe (not replace) every action a key binding runs."""
+    ran: list[str] = []
+    run_action = app.run_action
+
+    async def recording(action, default_namespace=None):  # noqa: ANN001, ANN202
+        ran.append(str(action))
+        return await run_action(action, default_namespace)
+
+    app.run_action = recording
+    return ran
+
+
+async def test_keys_typed_into_every_focused_field_never_switch_screens_or_start_actions(make_app):
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        checked = []
+        for key, mode in MODES.items():
+            await pilot.press(f"alt+{key}")  # a field of the last screen may still have the focus
+            await settle(app, pilot)
+            assert app.current_mode == mode
+            if mode == "lab":
+                await pilot.press("ctrl+e")  # the strategy tab: the editor's text and note
+                await settle(app, pilot)
+            fields = [w for w in app.screen.query("*") if isinstance(w, (Input, TextArea)) and w.focusable
+                      and all(node.display for node in w.ancestors_with_self if node is not app)]
+            for field in fields:
+                field.focus()
+                await settle(app, pilot)
+                ran = _spy_actions(app)
+                steps = app.lab_session.snapshot().actions_taken
+                for char in TYPED:
+                    await pilot.press("space" if char == " " else char)
+                await settle(app, pilot)
+                del app.run_action
+                assert app.current_mode == mode, (mode, field.id)
+                assert app.focused is field, (mode, field.id, app.focused)
+                assert ran == [], (mode, field.id, ran)
+                assert app.lab_session.snapshot().actions_taken == steps
+                checked.append(f"{mode}:{field.id}")
+        assert {"lab:strategy-text", "lab:strategy-note", "runs:runs-filter"} <= set(checked), checked
+
+
+async def test_the_strategy_editors_other_widgets_never_run_lab_commands(make_app):
+    """After the editor's text, Tab reaches the note field, then the versions table: a note
+    typed with the focus on the table must not toggle decoding or start an episode."""
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+e")
+        await settle(app, pilot)
+        assert app.focused.id == "strategy-text"
+        await pilot.press("tab")
+        assert app.focused.id == "strategy-note"
+        await pilot.press("tab")
+        assert isinstance(app.focused, DataTable) and app.focused.id == "strategy-versions"
+        constrained = app.lab_session.constrained
+        ran = _spy_actions(app)
+        for char in "face goal hint":
+            await pilot.press("space" if char == " " else char)
+        await settle(app, pilot)
+        assert app.lab_session.constrained == constrained and app.lab_session.snapshot().actions_taken == 0
+        assert not [a for a in ran if not a.startswith(("select_cursor", "cursor_"))], ran
+        await pilot.press("escape")  # out of the editor: the grid has the focus, Lab keys work again
+        await settle(app, pilot)
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 1
+
+
+async def test_alt_digits_switch_screens_from_a_focused_field(make_app):
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2", "slash")
+        await settle(app, pilot)
+        assert isinstance(app.focused, Input)
+        await pilot.press("4")  # typed into the filter
+        assert app.current_mode == "runs" and app.focused.value.endswith("4")
+        for key, mode in MODES.items():
+            await pilot.press(f"alt+{key}")
+            await settle(app, pilot)
+            assert app.current_mode == mode
