@@ -182,6 +182,23 @@ def test_select_pairs_drops_identical_and_unlabeled_and_explains_when_nothing_is
         select_pairs(registry, [run], "oracle")
 
 
+def test_human_labels_belong_to_the_pairs_run_they_label(registry):
+    """The console writes a label of a critic's pair as a row of its `labels` run;
+    `--pairs-from PAIRS --labeler human` still finds it (and not an undone one)."""
+    pairs = registry.create_run("pairs")
+    p = {"prompt": "where to?", "chosen": ["move forward"], "rejected": ["turn left"], "labeler": "critic"}
+    first, second = registry.add_pairs(pairs, [p, {**p, "prompt": "and now?"}])
+    with pytest.raises(NoUsablePairs, match="0 pair"):
+        select_pairs(registry, [pairs], "human")
+    labels = registry.create_run("labels")
+    swapped = {**p, "chosen": ["turn left"], "rejected": ["move forward"], "labeler": "human", "status": "labeled"}
+    registry.add_pairs(labels, [{**swapped, "meta": {"source_pair": first}},
+                                {**swapped, "prompt": "and now?", "meta": {"source_pair": second, "undone": True}}])
+    sel = select_pairs(registry, [pairs], "human")
+    assert [(x["prompt"], x["chosen"]) for x in sel.pairs] == [("where to?", ["turn left"])]
+    assert len(select_pairs(registry, [labels], "human")) == 2  # the labels run itself: every row, as before
+
+
 # ---- datasets: EOS once, BOS once, pad != eos ------------------------------------------
 
 @pytest.mark.parametrize("loss", ["simpo", "dpo", "kto"])

@@ -115,6 +115,9 @@ class LactChainApp(App):
         self._load_lock = threading.Lock()
         self.lab_recorder = LabRecorder()  # the Lab's episodes, as a `play` run
         self.labels_run_id: str | None = None  # created by the Labelling screen on the first label
+        # The runs holding this session's labels (the labels run, and pairs runs labelled in
+        # place): the Jobs screen's Train actor form is pre-filled with them.
+        self.label_runs: list[str] = []
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None
         self._visited_modes = {self.DEFAULT_MODE}  # screens mounted once: a switch back has nothing to mask

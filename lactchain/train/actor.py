@@ -160,6 +160,20 @@ def filter_pairs(rows: Sequence[Mapping[str, Any]], *, require_labeled: bool = T
     return sel
 
 
+def human_labels_of(registry: Any, run_ids: Sequence[str], already: set[int] | None = None) -> list[dict[str, Any]]:
+    """The human labels of the pairs of `run_ids`, wherever they are stored: the console
+    writes a label of a critic's pair as a new row in its session's `labels` run (the
+    pair itself stays as the critic ranked it), so a label belongs to the run of the pair
+    it labels too, and `--pairs-from PAIRS --labeler human` finds it."""
+    labelled = {p["id"] for p in registry.pairs(run_ids=list(run_ids))}
+    out = []
+    for row in registry.pairs(labeler="human"):
+        meta = row.get("meta") if isinstance(row.get("meta"), dict) else {}
+        if row["id"] not in (already or set()) and meta.get("source_pair") in labelled and not meta.get("undone"):
+            out.append(row)
+    return out
+
+
 def select_pairs(registry: Any, run_ids: str | Sequence[str] | None = None, labeler: str = "any") -> PairSelection:
     """Labeled pairs of `run_ids` (all runs when None/empty) from `labeler` ("critic",
     "human", "llm", "episodes" or "any"). Raises NoUsablePairs, saying what was found
@@ -170,6 +184,8 @@ def select_pairs(registry: Any, run_ids: str | Sequence[str] | None = None, labe
         run_ids = [run_ids]
     ids = [registry.resolve_run_id(r) if hasattr(registry, "resolve_run_id") else r for r in (run_ids or [])]
     rows = registry.pairs(run_ids=ids or None, labeler=None if labeler == "any" else labeler)
+    if ids and labeler == "human":
+        rows += human_labels_of(registry, ids, already={r["id"] for r in rows})
     sel = filter_pairs(rows)
     if not sel.pairs:
         where = f"run(s) {', '.join(ids)}" if ids else "the registry"

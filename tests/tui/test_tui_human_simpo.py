@@ -121,6 +121,8 @@ async def label_as_the_oracle(app, pilot, env, oracle, n: int) -> list[str]:  # 
         keys.append("a" if a > b else "b")
         await pilot.press(keys[-1])  # the write is awaited by the key handler
     assert "all pairs are labelled" in str(screen.query_one("#label-state").render()).lower()
+    progress = str(screen.query_one("#label-progress").render())  # the screen says where the labels went
+    assert all(run in progress for run in app.label_runs) and "Train actor: pre-filled" in progress
     return keys
 
 
@@ -131,12 +133,15 @@ async def launch_train_actor(app, pilot) -> str:  # noqa: ANN001
     loss_field = next(f for f in FORMS_BY_COMMAND["train-actor"].fields if f.name == "loss")
     assert loss_field.default == "simpo"
     assert jobs.query_one("#train-actor--loss", Select).value == "simpo"
-    jobs.query_one("#train-actor--labeler", Select).value = "human"
+    # The session's labels are pre-filled: the runs that hold them, labeler human.
+    assert app.label_runs and jobs.query_one("#train-actor--labeler", Select).value == "human"
+    assert jobs.query_one("#train-actor--pairs-from", Input).value == ",".join(app.label_runs)
     jobs.query_one("#train-actor--actor", Input).value = "tiny"
     jobs.query_one("#train-actor--epochs", Input).value = EPOCHS
     await pilot.pause()
     argv = str(jobs.query_one("#job-argv").render())
     assert "--loss simpo" in argv and "--labeler human" in argv and "--actor tiny" in argv, argv
+    assert all(f"--pairs-from {run}" in argv for run in app.label_runs), argv
     await pilot.press("ctrl+l")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + LAUNCH_TIMEOUT_S

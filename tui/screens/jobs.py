@@ -97,6 +97,7 @@ class JobsScreen(RunControls, BaseScreen):
         self.last_launch: JobLaunched | None = None
         self.last_launch_at: float | None = None  # time.perf_counter() when it was shown (bench console)
         self._shown_id: str | None = None  # the job the log and chart show
+        self._form_labels: list[str] = []  # the session's label runs when the form was filled
 
     def compose(self) -> ComposeResult:
         yield TopBar("jobs", id="topbar")
@@ -138,8 +139,10 @@ class JobsScreen(RunControls, BaseScreen):
         answers as fast as the next ones (its first import costs ~0.2 s)."""
         import lactchain.jobs.control  # noqa: F401
 
-    def on_screen_resume(self) -> None:
+    async def on_screen_resume(self) -> None:
         self.refresh_jobs()
+        if self._form_labels != list(self.app.label_runs):  # labelled since the form was filled: fill it again
+            await self._show_form(self.command)
 
     def _tick(self) -> None:
         if not self.is_current:
@@ -152,9 +155,14 @@ class JobsScreen(RunControls, BaseScreen):
             self.draw_chart()
 
     # ---- form ---------------------------------------------------------------------
-    def prefill(self, field: Any, last: dict) -> str:
-        """A field's starting value: what was launched last time from this form (`last`),
-        else the console's own models (its --actor/--adapter/--critic), else the default."""
+    def prefill(self, command: str, field: Any, last: dict) -> str:
+        """A field's starting value: the pairs this session labelled (Train actor's pairs
+        runs and labeler), else what was launched last time from this form (`last`), else
+        the console's own models (its --actor/--adapter/--critic), else the default."""
+        labels = list(getattr(self.app, "label_runs", []))
+        if labels and field.name in ("pairs-from", "labeler") and any(
+                f.name == "pairs-from" for f in FORMS_BY_COMMAND[command].fields):
+            return ",".join(labels) if field.name == "pairs-from" else "human"  # this session's labels
         if field.name in last:
             return str(last[field.name])
         if field.name == "actor":
@@ -173,12 +181,13 @@ class JobsScreen(RunControls, BaseScreen):
     def fields_for(self, command: str) -> list:
         """The inputs of one job form (only the selected form is mounted)."""
         form = FORMS_BY_COMMAND[command]
+        self._form_labels = list(getattr(self.app, "label_runs", []))
         last = console_state.load(self.app.db_path).get("forms", {}).get(command, {})
         last = last if isinstance(last, dict) else {}
         widgets: list = []
         for field in form.fields:
             wid = field_id(form.command, field.name)
-            value = self.prefill(field, last)
+            value = self.prefill(command, field, last)
             widgets.append(Label(field.label, classes="field-label"))
             if field.choices:
                 # an option with no default (e.g. --scene) may stay unset: blank, left out of the command
@@ -223,9 +232,12 @@ class JobsScreen(RunControls, BaseScreen):
     @on(Select.Changed, "#job-command")
     async def _command_changed(self, event: Select.Changed) -> None:
         self.query_one("#job-error", Static).update("")  # another form: the last form's error is not about it
+        await self._show_form(str(event.value))
+
+    async def _show_form(self, command: str) -> None:
         box = self.query_one("#job-fields", Vertical)
         await box.remove_children()
-        await box.mount_all(self.fields_for(str(event.value)))
+        await box.mount_all(self.fields_for(command))
         self.update_argv()
         self.offer_run_ids()
 

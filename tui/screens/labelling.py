@@ -321,6 +321,9 @@ class LabellingScreen(BaseScreen):
             progress.append(f" · human agrees with {labeler} {agree}/{n}", style="dim")
         if self.blind:
             progress.append(" · BLIND", style="bold magenta")
+        if self.app.label_runs:  # where the labels went, and where to train on them
+            progress.append(f" · labels in {', '.join(self.app.label_runs)} (4 Jobs ▸ Train actor: pre-filled)",
+                            style="bold")
         self.query_one("#label-progress", Static).update(progress)
         self.query_one("#label-bar", ProgressBar).update(total=max(total, 1), progress=done)
         item = self.current
@@ -446,6 +449,9 @@ class LabellingScreen(BaseScreen):
             self.app.report_error("label not saved", exc)
             return
         done.index, done.choice = self.index, choice
+        held_in = str(item.pair.get("run_id")) if item.in_place else self.session_run
+        if held_in and held_in not in self.app.label_runs:
+            self.app.label_runs.append(held_in)
         self.history.append(done)
         self.labelled_now += 1
         self.index += 1
