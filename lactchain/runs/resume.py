@@ -20,6 +20,16 @@ ROW_RESUMED = ("judge",)
 _RESUME_PARAMS = ("resume_from", "resume")
 
 
+def kill_outcome(kind: str) -> str:
+    """What stopping a run of this kind leaves, for a Kill dialog that promises only what
+    `runs resume` will do."""
+    if kind in CHECKPOINTS:
+        return "It saves a checkpoint and ends KILLED; `R` resumes it later."
+    if kind in ROW_RESUMED:
+        return "It ends KILLED, keeping what it wrote; `R` resumes it later."
+    return f"It ends KILLED; {kind} runs are short and keep no checkpoint: start it again to redo it."
+
+
 class NotResumable(ValueError):
     """A run that `runs resume` must refuse, with the reason and what to do instead."""
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, TabbedContent
 
-from tui.screens.runs import PAGE, RunsScreen, fetch_runs, parse_filter
+from tui.screens.runs import PAGE, FilterError, RunsScreen, fetch_runs, parse_filter
 from tui.widgets.log_tail import LogTail
 from tui_helpers import add_run, settle
 
@@ -25,6 +26,8 @@ def test_filter_terms_run_in_the_registry(registry):
     assert ids("status:finished") == [] and ids("kind:critic nope") == []
     assert ids("train-critic") == []  # free text does not search the command line
     assert fetch_runs(registry, {}, "smoke")[1:] == (1, 2)  # matching, of all
+    with pytest.raises(FilterError, match="status:bogus matches no status; use one of scheduled, running"):
+        parse_filter("status:bogus")
 
 
 async def test_runs_beyond_the_first_page_are_counted_and_reachable(make_app, registry):
@@ -66,6 +69,10 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         assert _ids(table) == [c, b]
         await pilot.press(*" status:failed", "enter")
         await pilot.pause()
+        assert _ids(table) == [b]
+        screen.query_one("#runs-filter", Input).value = "status:bogus"  # an error, not an empty table
+        await settle(app, pilot)
+        assert "status:bogus matches no status" in str(screen.query_one("#runs-summary").render())
         assert _ids(table) == [b]
         screen.query_one("#runs-filter", Input).value = ""
         await pilot.pause()
@@ -152,6 +159,7 @@ async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
             await pilot.press("K")
             await settle(app, pilot)
             assert isinstance(app.screen, ConfirmScreen)
+            assert "`R` resumes it later" in app.screen.question  # a critic checkpoints: the promise holds
             await pilot.press("n")  # not killed
             await settle(app, pilot)
             assert proc.poll() is None and registry.get_run(running)["status"] == "RUNNING"
@@ -168,6 +176,19 @@ async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
                     break
             (note,) = [n for n in app._notifications if "not resumed" in n.title]
             assert "play runs cannot be resumed" in note.message and "RuntimeError" not in note.message
+
+
+def test_the_kill_dialog_promises_a_resume_only_where_runs_resume_gives_one(registry):
+    from lactchain.runs.resume import NotResumable, check_resumable, kill_outcome
+
+    for kind in ("critic", "actor", "pipeline", "dt", "strategy", "judge"):
+        assert "`R` resumes it later" in kill_outcome(kind)
+    for kind in ("eval", "play", "pairs"):
+        assert "`R`" not in kill_outcome(kind) and "start it again" in kill_outcome(kind)
+        run = registry.create_run(kind, cmd=["lactchain", kind])
+        registry.end_run(run, "KILLED")
+        with pytest.raises(NotResumable, match="cannot be resumed"):
+            check_resumable(registry, registry.get_run(run))
 
 
 async def test_pipeline_children_sit_under_it_and_the_key_metric_comes_first(make_app, registry):

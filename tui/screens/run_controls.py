@@ -41,9 +41,10 @@ class RunControls:
             # 4 Hz for a few seconds instead of waiting for the screen's own poll.
             self.set_interval(KILL_FOLLOW_S, self.refresh_listing, repeat=KILL_FOLLOW_TICKS)  # type: ignore[attr-defined]
 
+        from lactchain.runs.resume import kill_outcome
+
         self.app.push_screen(ConfirmScreen(  # type: ignore[attr-defined]
-            f"Stop {run['id']} ({run.get('kind')})? It saves a checkpoint and ends KILLED; `R` resumes it later."),
-            answered)
+            f"Stop {run['id']} ({run.get('kind')})? {kill_outcome(str(run.get('kind')))}"), answered)
 
     def action_resume(self) -> None:
         run = self.selected_run()

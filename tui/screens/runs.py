@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
+from lactchain.runs.registry import RUN_STATUSES
 from tui.commands import bindings_for
 from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
                         run_duration, safe)
@@ -41,6 +42,10 @@ KIND_ALIASES = {"train-critic": "critic", "train-actor": "actor", "collect-pairs
 PAGE = 300  # rows loaded at a time; the filter runs in the registry, so it reaches every run
 
 
+class FilterError(ValueError):
+    """A filter term that can match nothing (a status that does not exist): said, not an empty table."""
+
+
 def parse_filter(query: str) -> tuple[list[str], dict[str, str]]:
     """'kind:train-critic status:run baseline' -> (free-text terms, {column: text}); all
     must match, case-insensitive. Free text matches id, name, kind, status and error."""
@@ -49,6 +54,9 @@ def parse_filter(query: str) -> tuple[list[str], dict[str, str]]:
         column, sep, want = term.partition(":")
         if sep and column in ("id", "name", "kind", "status", "parent_id", "error", "parent"):
             column = "parent_id" if column == "parent" else column
+            if column == "status" and not any(want in status.lower() for status in RUN_STATUSES):
+                raise FilterError(f"status:{want} matches no status; use one of "
+                                  f"{', '.join(s.lower() for s in RUN_STATUSES)} (or a part of one)")
             fields[column] = KIND_ALIASES.get(want, want) if column == "kind" else want
         else:
             terms.append(term)
@@ -199,6 +207,9 @@ class RunsScreen(RunControls, BaseScreen):
         try:
             query = self.query_one("#runs-filter", Input).value.strip()
             runs, self.matched, self.total = await self.app.registry.call(fetch_runs, self._metrics_cache, query)
+        except FilterError as exc:  # the table keeps what it showed; the summary says why the filter is wrong
+            self.query_one("#runs-summary", Static).update(Text(f" filter: {exc}", style="bold red"))
+            return
         except Exception as exc:  # noqa: BLE001
             self.query_one("#runs-summary", Static).update(Text(f"registry unavailable: {exc}", style="red"))
             return
