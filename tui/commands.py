@@ -56,8 +56,8 @@ COMMANDS: tuple[Command, ...] = (
             "save_version", "lab", "Save version", target="StrategyEditor", tab="tab-strategy"),
     Command("Apply strategy", "Use the editor's strategy for the live actor", "ctrl+g", "apply", "lab", "Apply",
             target="StrategyEditor", tab="tab-strategy"),
-    Command("Evaluate strategy", "Score the editor's strategy from every start state (saved first; a detached "
-            "evaluate job)", "ctrl+o", "evaluate", "lab", "Evaluate", target="StrategyEditor", tab="tab-strategy"),
+    Command("Evaluate strategy", "Score the editor's strategy from N start states (asked: 8 for a quick check, or "
+            "all; saved first; a detached evaluate job, its score shown with the version when it ends)", "ctrl+o", "evaluate", "lab", "Evaluate", target="StrategyEditor", tab="tab-strategy"),
     Command("Restore strategy version", "Load the highlighted version and apply it", "ctrl+r", "restore", "lab",
             "Restore version", target="StrategyEditor", tab="tab-strategy"),
     # runs

@@ -77,12 +77,25 @@ def fmt_value(value: Any, width: int | None = None) -> str:
     return text
 
 
+def fmt_progress(metrics: Mapping[str, Any] | None, status: str, width: int = 6) -> str:
+    """'▇▇▇░░░ 45%' from a job's `progress` metric (0..1, see `lactchain.jobs.output.JobProgress`);
+    '' for a job that reports none."""
+    value = (metrics or {}).get("progress")
+    if isinstance(value, Mapping):
+        value = value.get("value")
+    if not isinstance(value, (int, float)):
+        return ""
+    fraction = 1.0 if status == "FINISHED" else min(1.0, max(0.0, float(value)))
+    filled = int(round(fraction * width))
+    return "▇" * filled + "░" * (width - filled) + f" {fraction:4.0%}"
+
+
 def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = None, limit: int = 3) -> str:
     """'loss=0.231 success=0.75' from a latest-metrics mapping (key -> value or row)."""
     if not metrics:
         return ""
     items = []
-    wanted = list(keys) if keys is not None else sorted(metrics)
+    wanted = list(keys) if keys is not None else sorted(k for k in metrics if k != "progress")  # its own column
     for key in wanted:
         if key not in metrics:
             continue

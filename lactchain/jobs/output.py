@@ -44,6 +44,50 @@ class LineLog:
             print(message, file=sys.stderr, flush=True)
 
 
+def eta_text(seconds: float | None) -> str:
+    """'ETA 42s', 'ETA 3m05s', 'ETA 2h07m'; 'ETA ?' before anything is done."""
+    if seconds is None:
+        return "ETA ?"
+    s = int(round(seconds))
+    if s < 60:
+        return f"ETA {s}s"
+    if s < 3600:
+        return f"ETA {s // 60}m{s % 60:02d}s"
+    return f"ETA {s // 3600}h{s % 3600 // 60:02d}m"
+
+
+PROGRESS_METRIC = "progress"  # 0..1: the console's Jobs list shows it as a column
+
+
+class JobProgress:
+    """A long job's progress where a person watching it looks: a line in its log (done /
+    total, rate, ETA) at most every `every_s` seconds (and at the ends), and the
+    `progress` metric (0..1) that the console's Jobs list draws per row."""
+
+    def __init__(self, handle: Any, label: str, total: int, unit: str, every_s: float = 2.0) -> None:
+        self.handle, self.label, self.total, self.unit, self.every_s = handle, label, max(1, total), unit, every_s
+        self.started, self.last, self.steps = time.monotonic(), float("-inf"), 0
+
+    def __call__(self, done: float, rate: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not (force or now - self.last >= self.every_s):
+            return
+        self.last, self.steps = now, self.steps + 1
+        fraction = min(1.0, max(0.0, done / self.total))
+        elapsed = now - self.started
+        eta = elapsed / fraction * (1 - fraction) if fraction > 0 else None
+        parts = [f"{self.label}: {int(done)}/{self.total} {self.unit} ({fraction:.0%})", rate, eta_text(eta)]
+        if not sys.stderr.isatty():  # a terminal has the bar; a detached job's log gets the line
+            print(" · ".join(p for p in parts if p), file=sys.stderr, flush=True)
+        self.handle.log_metrics({PROGRESS_METRIC: fraction}, step=self.steps)
+
+    def rollout(self, at: Any, force: bool = False) -> None:
+        """`run_rollouts`' on_progress: episodes (live ones by their share of the action
+        budget), env steps per second."""
+        rate = f"{at.env_steps / at.seconds:.1f} env steps/s" if at.seconds > 0 else ""
+        self(at.done, f"{at.finished} finished · {rate}" if rate else "", force=force or at.finished == at.total)
+
+
 def progress_bar(label: str, quiet: bool) -> Any:
     """A job's progress bar on stderr (label, bar, done/total, the job's stats field,
     elapsed time); `quiet` (the caller prints JSON) leaves nothing behind."""

@@ -8,7 +8,7 @@ from typing import Any
 from lactchain.config import Config, option
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
-from lactchain.jobs.output import LineLog, err_console, progress_bar
+from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
 
@@ -62,8 +62,10 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
 
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         line(f"play: {config.episodes} episodes of {env} on {config.envs} envs, strategy {strat.label}", force=True)
+        progress = JobProgress(handle, "play", config.episodes, "episodes")
         summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, text_env), registry=handle.registry,
-                               run_id=handle.run_id, on_episode=on_episode, should_stop=handle.cancelled.is_set)
+                               run_id=handle.run_id, on_episode=on_episode, should_stop=handle.cancelled.is_set,
+                               on_progress=progress.rollout)
     result = summary.as_dict()
     handle.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float))})
     return result
@@ -105,12 +107,19 @@ def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
                        env=env) as model:
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
+        progress = JobProgress(handle, "evaluate", 0, "start states")
+
+        def on_progress(at: Any) -> None:
+            progress.total = at.total  # the start states are counted inside
+            progress.rollout(at)
+
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states),
                                     constrained=config.constrained, n_envs=config.envs,
                                     max_actions=config.max_actions, seed=config.seed, registry=handle.registry,
                                     prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
-                                    run_id=handle.run_id, should_stop=handle.cancelled.is_set)
+                                    run_id=handle.run_id, should_stop=handle.cancelled.is_set,
+                                    on_progress=on_progress)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result
 

@@ -55,12 +55,13 @@ def evaluate_actor(
     prompt: PromptSpec | None = None,
     registry: Any | None = None,
     run_id: str | None = None,
-    should_stop: Any = None,
     env: str = DEFAULT_ENV,
+    **rollout: Any,
 ) -> dict[str, Any]:
     """Greedy episodes from each evaluation state; returns the summary metrics, with
     the collapse check (how many start states share the most common greedy answer).
-    `env_kwargs` changes the grid (e.g. {"size": 5, "goal": (4, 4)} for transfer)."""
+    `env_kwargs` changes the grid (e.g. {"size": 5, "goal": (4, 4)} for transfer);
+    `rollout`: `run_rollouts`'s should_stop and on_progress."""
     kwargs = {**(env_kwargs or {}), "max_actions": max_actions}
     cfg = RolloutConfig(episodes=1, n_envs=n_envs, constrained=constrained, temperature=0.0,
                         seed=seed, env_kwargs=kwargs, env=env)
@@ -68,7 +69,7 @@ def evaluate_actor(
     starts = evaluation_starts(probe, states, seed)
     cfg.episodes = len(starts)
     summary: RolloutSummary = run_rollouts(actor, cfg, prompt=prompt, registry=registry, run_id=run_id,
-                                           starts=starts, should_stop=should_stop)
+                                           starts=starts, **rollout)
     return {**summary.as_dict(), "states": len(starts), **answer_diversity(summary.episodes),
             **against_solver(probe, summary.episodes)}
 

@@ -119,6 +119,19 @@ def make_rollout_env(cfg: RolloutConfig, moves: Sequence[str]) -> TextEnv:
     return make_env(cfg.env, **{"moves": tuple(moves), **cfg.env_kwargs})
 
 
+@dataclass(frozen=True)
+class RolloutProgress:
+    """Where a rollout stands after a lock-step: `done` counts finished episodes plus each
+    live one's share of its action budget, so it moves every lock-step (with 64 envs in
+    lock-step no episode may finish until the end)."""
+
+    done: float
+    total: int
+    finished: int
+    env_steps: int
+    seconds: float
+
+
 @dataclass
 class _Slot:
     env: Any
@@ -139,10 +152,12 @@ def run_rollouts(
     on_episode: Callable[[EpisodeResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     starts: Sequence[Any] | None = None,
+    on_progress: Callable[[RolloutProgress], None] | None = None,
 ) -> RolloutSummary:
     """Play `cfg.episodes` episodes on `cfg.n_envs` envs in lock-step.
 
-    `starts` overrides the configured start states (one per episode).
+    `starts` overrides the configured start states (one per episode); `on_progress`
+    hears after every lock-step where the rollout stands.
     With a registry and run id, every episode and step is written as it happens,
     so a crash loses at most the lock-step in flight.
     """
@@ -249,6 +264,11 @@ def run_rollouts(
                 registry.add_steps(run_id, rows)
                 for episode_id, fields in finished:
                     registry.update_episode(episode_id, **fields)
+        if on_progress is not None:
+            live_share = sum(min(1.0, s.episode.length / max(1, getattr(s.env, "max_actions", 0) or 1e9))
+                             for s in slots if s.episode is not None)
+            on_progress(RolloutProgress(len(results) + live_share, cfg.episodes, len(results), env_steps,
+                                        time.perf_counter() - t0))
 
     results.sort(key=lambda e: e.idx)
     return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses,

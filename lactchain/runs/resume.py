@@ -20,9 +20,15 @@ ROW_RESUMED = ("judge",)
 _RESUME_PARAMS = ("resume_from", "resume")
 
 
+# The command a researcher typed -> the run kind it records (`kind:train-critic` finds critic runs).
+KIND_ALIASES = {"train-critic": "critic", "train-actor": "actor", "collect-pairs": "pairs", "evaluate": "eval",
+                "labelling": "labels", "train-reward": "reward", "reward-agents": "agents"}
+
+
 def kill_outcome(kind: str) -> str:
-    """What stopping a run of this kind leaves, for a Kill dialog that promises only what
-    `runs resume` will do."""
+    """What stopping a run of this kind (or of the command that records it) leaves, for a
+    Kill dialog that promises only what `runs resume` will do."""
+    kind = KIND_ALIASES.get(kind, kind)
     if kind in CHECKPOINTS:
         return "It saves a checkpoint and ends KILLED; `R` resumes it later."
     if kind in ROW_RESUMED:

@@ -83,6 +83,22 @@ def resolve_strategy(registry: Any, spec: str | None, env: str | None = None) ->
         raise StrategyError(f"--strategy {spec}: {exc}") from None
 
 
+def evaluated_scores(registry: Any) -> dict[int, tuple[float, int]]:
+    """Each saved version's newest finished `evaluate` score: version -> (success rate,
+    start states scored), from the eval runs' recorded `strategy_version` (what the
+    console's ctrl+o launches), so a version's score shows where its text is listed."""
+    out: dict[int, tuple[float, int]] = {}
+    for run in registry.list_runs(kind="eval", status="FINISHED"):  # newest first: the first seen wins
+        version = registry.params(run["id"]).get("strategy_version")
+        if not isinstance(version, int) or version in out:
+            continue
+        metrics = registry.latest_metrics(run["id"]) or {}
+        rate, states = metrics.get("success_rate"), metrics.get("states") or metrics.get("episodes")
+        if isinstance(rate, (int, float)):
+            out[version] = (float(rate), int(states or 0))
+    return out
+
+
 def ranked_versions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Saved strategy versions for a list: hand-saved ones (no score) newest first, then a
     search's scored versions best first (ties: the newer)."""

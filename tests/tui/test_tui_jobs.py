@@ -142,6 +142,44 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         assert all("walk straight to it" in s["prompt"] for s in registry.steps(run_id=run_id))
 
 
+async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app, registry):
+    """A real detached play job (tiny actor, many short episodes): its row's progress cell
+    shows a growing percentage while it is RUNNING, and its log says done/total, rate, ETA."""
+    from tui.widgets.log_tail import LogTail
+
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await open_job_form(app, pilot, "play")
+        for name, value in (("actor", "tiny"), ("episodes", "3000")):
+            screen.query_one(f"#play--{name}", Input).value = value
+        await pilot.press("ctrl+l")
+        deadline = time.monotonic() + 60
+        while screen.last_launch is None and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        run_id = screen.last_launch.run_id
+        table = screen.query_one("#jobs-table", DataTable)
+        column = [c.label.plain for c in table.ordered_columns].index("progress")
+        seen: list[int] = []
+        deadline = time.monotonic() + 180
+        while len(set(seen)) < 3 and time.monotonic() < deadline:
+            screen.refresh_jobs()
+            await settle(app, pilot)
+            cell = str(table.get_row(run_id)[column]) if run_id in _ids(table) else ""
+            if "%" in cell and registry.get_run(run_id)["status"] == "RUNNING":
+                seen.append(int(cell.split()[-1].rstrip("%")))
+            await pilot.pause(1.0)
+        assert registry.get_run(run_id)["status"] == "RUNNING", "the job ended before its progress was seen"
+        assert len(set(seen)) >= 3 and seen == sorted(seen) and seen[-1] < 100, seen
+        log = screen.query_one("#job-log", LogTail)
+        log.poll()
+        assert any("/3000 episodes (" in line and "env steps/s" in line and "ETA" in line for line in log.lines)
+        await pilot.press("K", "y")  # stop it: the rest of its 3000 episodes is not this test's business
+        deadline = time.monotonic() + 60
+        while registry.get_run(run_id)["status"] == "RUNNING" and time.monotonic() < deadline:
+            await pilot.pause(0.5)
+        assert registry.get_run(run_id)["status"] == "KILLED"
+
+
 async def test_job_chart_follows_new_metrics_and_defaults_to_the_loss(make_app, registry):
     with live_job(registry, "actor") as (_, run_id):
         app = make_app()

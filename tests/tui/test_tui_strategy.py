@@ -104,9 +104,12 @@ async def test_the_applied_version_is_live_again_after_a_restart(make_app, regis
 
 
 async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(make_app, registry):
-    """ctrl+o saves the editor's text (if new) and launches `lactchain evaluate --strategy V`
-    with the console's actor; the console's planner actor is no model, so the default is used."""
+    """ctrl+o saves the editor's text (if new), asks how many start states, launches
+    `lactchain evaluate --strategy V --states N` with the console's actor (the planner actor
+    is no model, so the default is used) and shows the score beside the version when the
+    run ends."""
     from tui.jobs_bridge import LaunchResult
+    from tui.widgets.confirm import AskScreen
 
     launched = []
 
@@ -121,10 +124,34 @@ async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(
         await pilot.press("ctrl+o")
         await settle(app, pilot)
         assert registry.get_prompt()["text"] == "Walk to the goal by the shortest path."
+        # how many start states: 8 (a quick check) unless told; a bad answer is said, not launched
+        ask = app.screen
+        assert isinstance(ask, AskScreen) and ask.query_one("#ask-value").value == "8"
+        ask.query_one("#ask-value").value = "ten"
+        await pilot.press("enter")
+        assert "give a number of start states" in str(ask.query_one("#ask-error").render()) and not launched
+        ask.query_one("#ask-value").value = "8"
+        await pilot.press("enter")
+        for _ in range(50):  # not settle(): the editor follows the run until it ends, below
+            await pilot.pause(0.1)
+            if launched and "evaluating version 1" in _message(editor):
+                break
         (argv,) = launched
         assert argv[argv.index("--strategy") + 1] == "1" and "evaluate" in argv
-        assert argv[argv.index("--actor") + 1] == "smollm2-135m" and argv[argv.index("--states") + 1] == "all"
+        assert argv[argv.index("--actor") + 1] == "smollm2-135m" and argv[argv.index("--states") + 1] == "8"
         assert "evaluating version 1" in _message(editor)
+        # the job ends (as `lactchain evaluate` records it): the score lands beside the version
+        (run,) = registry.list_runs(kind="eval")
+        registry.log_params(run["id"], {"strategy_version": 1})
+        registry.log_metrics(run["id"], {"success_rate": 0.5, "states": 8.0})
+        registry.end_run(run["id"], "FINISHED")
+        table = editor.query_one("#strategy-versions", DataTable)
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if table.row_count and str(table.get_row_at(0)[1]) == "0.50/8":
+                break
+        assert str(table.get_row_at(0)[1]) == "0.50/8"
+        assert "version 1: success 0.50 on 8 start states" in _message(editor)
 
 
 async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, registry):

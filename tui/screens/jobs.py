@@ -20,7 +20,7 @@ from textual.widgets import (Button, DataTable, Input, Label, Select, Static, Ta
 from lactchain.engine import REPLICAS_TAG
 from lactchain.safe_text import printable
 from tui.commands import bindings_for
-from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_ts, now_ms, run_duration
+from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_progress, fmt_ts, now_ms, run_duration
 from tui import console_state
 from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JobRequest, check_form, cli_actor, job_run_kinds,
                              launch_job, run_choices)
@@ -114,7 +114,7 @@ class JobsScreen(RunControls, BaseScreen):
                 yield Button("Launch  ctrl+l", id="job-launch", variant="primary", compact=True)
             with Vertical(id="jobs-right"):
                 table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
-                table.add_columns("id", "status", "started", "dur", "metrics")
+                table.add_columns("id", "status", "started", "dur", "progress", "metrics")
                 yield table
                 with TabbedContent(id="jobs-tabs"):
                     with TabPane("Log", id="tab-job-log"):
@@ -335,7 +335,8 @@ class JobsScreen(RunControls, BaseScreen):
             rid = str(run["id"])
             rows.append((rid, (rid, Text(status, style=STATUS_STYLE.get(status, "")),
                                fmt_ts(run.get("started_ms") or run.get("created_ms")),
-                               fmt_duration(run_duration(run, now)), fmt_metrics(run.get("_metrics"), limit=2))))
+                               fmt_duration(run_duration(run, now)), fmt_progress(run.get("_metrics"), status),
+                               fmt_metrics(run.get("_metrics"), limit=2))))
         sync_table(table, rows, keep=self.selected_id)
         active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))
         table.border_subtitle = f"{active} active · {len(rows)} shown"

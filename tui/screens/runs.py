@@ -16,6 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from lactchain.runs.registry import RUN_STATUSES
+from lactchain.runs.resume import KIND_ALIASES
 from tui.commands import bindings_for
 from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
                         run_duration, safe)
@@ -36,9 +37,6 @@ SORTS = ("created", "kind", "status", "duration", "id", "metrics")  # metrics: e
 REFRESH_S = 2.0
 
 
-# The command a researcher typed -> the run kind it records (`kind:train-critic` finds critic runs).
-KIND_ALIASES = {"train-critic": "critic", "train-actor": "actor", "collect-pairs": "pairs", "evaluate": "eval",
-                "labelling": "labels", "train-reward": "reward", "reward-agents": "agents"}
 PAGE = 300  # rows loaded at a time; the filter runs in the registry, so it reaches every run
 
 

@@ -1,11 +1,15 @@
-"""ConfirmScreen: a yes/no question before something that cannot be undone (kill a job)."""
+"""Dialogs: ConfirmScreen, a yes/no question before something that cannot be undone (kill
+a job); AskScreen, one value asked before a job starts (how many states to evaluate)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Input, Static
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -25,7 +29,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, id="confirm-question")
+            yield Static(Text(self.question), id="confirm-question")
             with Horizontal():
                 yield Button("No (n)", id="confirm-no")
                 yield Button("Yes (y)", id="confirm-yes", variant="warning")
@@ -35,3 +39,40 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One value: Enter accepts it (once `check` finds nothing wrong: it returns the
+    one-line problem, or None), escape cancels (None)."""
+
+    BINDINGS = [("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    AskScreen { align: center middle; }
+    AskScreen > Vertical { width: 60; height: auto; border: thick $primary; background: $surface; padding: 1 2; }
+    AskScreen #ask-error { color: $error; height: auto; }
+    """
+
+    def __init__(self, question: str, default: str, check: Callable[[str], str | None] | None = None) -> None:
+        super().__init__()
+        self.question, self.default, self.check = question, default, check
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.question), id="ask-question")
+            yield Input(self.default, id="ask-value")
+            yield Static("", id="ask-error")
+            yield Static(Text("enter: go · escape: cancel", style="dim"))
+
+    def on_mount(self) -> None:
+        self.query_one("#ask-value", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        value = event.value.strip()
+        problem = self.check(value) if self.check is not None else None
+        if problem:
+            self.query_one("#ask-error", Static).update(Text(problem))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -15,10 +15,21 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from lactchain.prompts import PromptError, validate_strategy
-from lactchain.strategy.strategies import ranked_versions
+from lactchain.strategy.strategies import evaluated_scores, ranked_versions
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 from tui.widgets.tables import plain_cells
+
+
+QUICK_EVAL_STATES = "8"  # ctrl+o's default: a quick check (all start states take minutes on the default actor)
+FOLLOW_EVAL_S = 2.0  # how often a launched evaluation is looked at until it ends
+
+
+def check_states(text: str) -> str | None:
+    """ctrl+o's answer: 'all' or a number of start states (the evaluate job's own rule)."""
+    if text == "all" or (text.isdigit() and 1 <= int(text) <= 100_000):
+        return None
+    return f"{text!r}: give a number of start states from 1 to 100000, or all"
 
 
 class StrategyEditor(Vertical):
@@ -127,16 +138,31 @@ class StrategyEditor(Vertical):
 
     async def action_evaluate(self) -> None:
         """Evaluate the editor's strategy as a detached `lactchain evaluate --strategy V`
-        job (saved first when it is new), so strategies compare by score in Runs."""
-        from tui.jobs_bridge import JobRequest, cli_actor
+        job (saved first when it is new) on as many start states as asked (8 by default:
+        a quick check; `all` for the full score). Its score lands in the versions table
+        when the job ends."""
+        from tui.widgets.confirm import AskScreen
 
         version = await self.action_save_version()
         if version is None:
             return
+
+        def asked(states: str | None) -> None:
+            if states is None:
+                self.say(f"evaluate of version {version} cancelled")
+                return
+            self._evaluate(version, states)
+
+        self.app.push_screen(AskScreen(f"Evaluate version {version} greedily from how many start states? "
+                                       "(a number, or all)", QUICK_EVAL_STATES, check_states), asked)
+
+    def _evaluate(self, version: int, states: str) -> None:
+        from tui.jobs_bridge import JobRequest, cli_actor
+
         actor, why = cli_actor(self.app.actor_spec)
-        values = {"actor": actor, "adapter": self.app.adapter or "", "states": "all", "strategy": str(version),
+        values = {"actor": actor, "adapter": self.app.adapter or "", "states": states, "strategy": str(version),
                   "env": self.app.lab_session.env_name}  # the env the Lab plays: the strategy was written for it
-        self.say(f"launching evaluate of version {version} with {actor}{why}…")
+        self.say(f"launching evaluate of version {version} on {states} start states with {actor}{why}…")
         self._launch_evaluate(JobRequest("evaluate", values, self.app.db_path), version)
 
     @work(thread=True, exit_on_error=False, group="evaluate-strategy", name="evaluate strategy")
@@ -150,7 +176,31 @@ class StrategyEditor(Vertical):
             return
         run_id = getattr(result, "run_id", None)
         self.app.call_from_thread(
-            self.say, f"✓ evaluating version {version} as {run_id} (Jobs: 4); compare scores in Runs", "ok")
+            self.say, f"✓ evaluating version {version} as {run_id} (Jobs: 4); its score lands here when it ends", "ok")
+        if run_id:
+            self.app.call_from_thread(self._follow_evaluation, run_id, version)
+
+    @work(exclusive=False, group="evaluate-follow", exit_on_error=False, name="follow evaluation")
+    async def _follow_evaluation(self, run_id: str, version: int) -> None:
+        """Poll the evaluate run until it ends; then show its score in the versions table."""
+        import asyncio
+
+        while True:
+            try:
+                run = await self.app.registry.call(lambda reg: reg.get_run(run_id))
+            except Exception:  # noqa: BLE001 - the registry went away: nothing to follow
+                return
+            if run["status"] not in ("RUNNING", "SCHEDULED"):
+                break
+            await asyncio.sleep(FOLLOW_EVAL_S)
+        self.refresh_versions()
+        if run["status"] != "FINISHED":
+            self.say(f"✗ evaluate {run_id} of version {version} ended {run['status']}", "error")
+            return
+        metrics = await self.app.registry.call(lambda reg: reg.latest_metrics(run_id))
+        rate, n = metrics.get("success_rate"), metrics.get("states")
+        if isinstance(rate, (int, float)):
+            self.say(f"✓ version {version}: success {rate:.2f} on {int(n or 0)} start states ({run_id})", "ok")
 
     def action_apply(self) -> None:
         text = self._validated()
@@ -182,7 +232,7 @@ class StrategyEditor(Vertical):
     @work(exclusive=True, group="strategy-versions")
     async def refresh_versions(self) -> None:
         try:
-            rows = await self.app.registry.call(lambda reg: list(reg.prompts()))
+            rows, evaluated = await self.app.registry.call(lambda reg: (list(reg.prompts()), evaluated_scores(reg)))
         except Exception as exc:  # noqa: BLE001
             self.say(f"versions unavailable: {exc}", "error")
             return
@@ -194,5 +244,8 @@ class StrategyEditor(Vertical):
             first_line = (r.get("text") or "").strip().splitlines()[:1]
             note = r.get("note") or (first_line[0] if first_line else "")
             score = "" if r.get("score") is None else f"{r['score']:.2f}"
+            if not score and r["version"] in evaluated:  # a hand-saved version: its newest evaluation
+                rate, n = evaluated[r["version"]]
+                score = f"{rate:.2f}/{n}"
             table.add_row(*plain_cells(f"{mark}{r['version']}", score, fmt_ts(r.get("created_ms")), note[:40]),
                           key=str(r["version"]))
