@@ -300,3 +300,15 @@ def test_a_job_puts_back_registry_files_deleted_under_it(tmp_path, cli, deleted)
         if pid_alive(run["pid"]):
             os.killpg(run["pgid"], signal.SIGKILL)
         wait_for(lambda: not pid_alive(run["pid"]))
+
+
+def test_a_detached_jobs_log_gets_no_library_progress_bars(tmp_path):
+    """A detached job's stderr is its log: transformers' "Loading weights" bars are off
+    there (the job's own progress lines stay)."""
+    code = ("from lactchain.jobs.__main__ import quiet_library_bars; quiet_library_bars(); "
+            "from transformers.utils import logging; print(logging.is_progress_bar_enabled())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_HUB_DISABLE")}
+    with open(tmp_path / "log.txt", "w") as log:  # not a terminal, as a detached job's stderr
+        out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+                             timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", (tmp_path / "log.txt").read_text()

@@ -10,7 +10,19 @@ import argparse
 import sys
 
 
+def quiet_library_bars() -> None:
+    """A detached job's stderr is its log.txt: transformers', the Hub's and datasets' tqdm
+    bars ("Loading weights 0%...") would fill it with redraws. The job's own progress
+    lines (`JobProgress`) say where it stands. Set before any of them is imported."""
+    import os
+
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow the Hub's
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_library_bars()
     from lactchain.config import ConfigError
     from lactchain.jobs.launch import load_config, precheck, prepare, run_here
     from lactchain.jobs.table import JOBS

@@ -14,7 +14,7 @@ from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.envs.scenes import DEFAULT_SCENE, get_scene
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
-from lactchain.jobs.output import LineLog, err_console, progress_bar
+from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
 from lactchain.jobs.parts import ActorPart, StrategyPart
 from lactchain.jobs.spec import Job
 from lactchain.loop.preferences import CollectConfig
@@ -303,12 +303,13 @@ def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
     model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
     with progress_bar(config.loss, handle.quiet) as bar:
         task = bar.add_task("steps", total=config.max_steps, stats="")
-        line = LineLog()
+        progress = JobProgress(handle, config.loss, 0, "steps")
 
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
             shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "margin", "accuracy") if k in metrics]
             bar.update(task, completed=step, total=total or None, stats="  ".join(shown))
-            line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
+            progress.total = max(1, total or step)
+            progress(step, ", ".join(shown), force=step == total)
 
         result = train_actor(model, selection, config, handle=handle, resume_from_checkpoint=checkpoint, on_log=on_log)
     result["pair_stats"] = stats
@@ -327,11 +328,12 @@ def run_train_actor_grpo(handle: Any, config: TrainActorJobConfig) -> dict[str, 
     task = grpo_task_from_rollouts(handle.registry, config, model)
     err_console.print(f"grpo: {len(task.rows)} states from {', '.join(config.rollouts_from)}, {task.generations} "
                       f"samples each, reward: {config.grpo_reward}")
-    line = LineLog()
+    progress = JobProgress(handle, "grpo", 0, "steps")
 
     def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
         shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "reward") if k in metrics]
-        line(f"step {step}/{total or '?'}: " + ", ".join(shown), force=step == total)
+        progress.total = max(1, total or step)
+        progress(step, ", ".join(shown), force=step == total)
 
     result = train_grpo(model, task, config.trainer(), handle=handle, resume_from_checkpoint=checkpoint,
                         on_log=on_log)
