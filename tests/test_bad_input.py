@@ -213,6 +213,7 @@ CASES = [
     (["models", "prepare", "nope"], "nope"),
     (["env", "show", "--size", "0"], "size must be at least 2"),
     (["env", "show", "--size", "1"], "size must be at least 2"),
+    (["bench", "motif", "--critic", "nope", "--judges", "rule"], "unknown critic model 'nope'"),
     (["env", "show", "--size", "100000"], "Invalid value for '--size'"),
     (["env", "show", "--gamma", "nan"], "Invalid value for '--gamma'"),
     (["env", "show", "--gamma", "2"], "Invalid value for '--gamma'"),

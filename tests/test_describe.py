@@ -136,6 +136,12 @@ def test_bad_input_is_one_line_and_leaves_the_archive_alone(archive_run, lc):
     rows[7]["bd"]["visited"] = ["wardrobe"]
     _write(path, rows)
     refused("describe", run, says="unknown landmark 'wardrobe'")
+    rows = read_rows(path)
+    rows[7]["bd"]["visited"] = []
+    rows[3]["start"] = "(0, 0) facing east"  # a start that is no pose: refused as an import refuses it
+    _write(path, rows)
+    refused("annotate", run, says="row 3")
+    refused("describe", run, says="is not a pose")
 
 
 def test_ctrl_c_while_an_llm_describes_leaves_the_old_file(archive_run, lc, monkeypatch):

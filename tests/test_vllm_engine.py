@@ -180,7 +180,7 @@ def test_engine_option_bad_values_are_one_line(tmp_path, capsys):
     code, _, err = run_cli(["play", "--actor", "tiny", "--engine", "tgi", "--db", db], capsys)
     assert code == 2 and "unknown engine 'tgi'" in err and not db.exists()
     code, _, err = run_cli(["play", "--actor", "tiny", "--dtype", "int3", "--db", db], capsys)
-    assert code == 2 and "unknown inference dtype" in err and not db.exists()
+    assert code == 2 and "--dtype 'int3': unknown dtype; use one of auto" in err and not db.exists()
     code, _, err = run_cli(["bench", "rollout", "--actor", "tiny", "--engines", "hf,tgi"], capsys)
     assert code == 2 and "--engines" in err
     for cmd in (["pipeline"], ["bench", "learn"]):

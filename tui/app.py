@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
+from tui import console_state
 from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands, screen_switch_bindings
 from tui.format import safe
 from tui.lab_recorder import LabRecorder
@@ -265,9 +266,11 @@ class LactChainApp(App):
         if message.role == "actor":
             self.actor, self.actor_label = message.model, message.label
             self.actor_status = f"{message.label} ✓"
+            console_state.save(self.db_path, actor=self.actor_spec, adapter=self.adapter)  # reopened with it
         else:
             self.critic, self.critic_label = message.model, message.label
             self.critic_status = f"{message.label} ✓"
+            console_state.save(self.db_path, critic=self.critic_spec)
         self.notify(f"{message.role} {message.label} loaded in {message.seconds:.1f}s")
         self._models_changed()
 
@@ -277,6 +280,7 @@ class LactChainApp(App):
             self.actor_status = "failed" if self.actor is None else f"{self.actor_label} ✓ (reload failed)"
         else:
             self.critic_status = "not loaded"
+            console_state.save(self.db_path, critic=None)  # not offered again next time
         self.report_error(f"{message.role} not loaded", message.error)
         self._models_changed()
 
@@ -432,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {problem}\n")
         return 2
     actor = None if str(args.actor).lower() == "none" else args.actor
-    app = LactChainApp(db_path=db, actor_spec=actor, adapter=args.adapter, critic_spec=args.critic, env=env,
+    adapter, critic = console_state.models_to_reopen(db, actor, args.adapter, args.critic)
+    app = LactChainApp(db_path=db, actor_spec=actor, adapter=adapter, critic_spec=critic, env=env,
                        env_kwargs=env_kwargs)
     app.run()
     return app.return_code or 0

@@ -49,6 +49,8 @@ COMMANDS: tuple[Command, ...] = (
             "Sample", tab="tab-critic"),
     Command("Toggle value overlay", "Show V(s) per cell on the grid (critic, else exact V*)", "v", "toggle_values", "lab",
             "Values"),
+    Command("Next Lab tab", "Show the next tab: Episode, Critic, Strategy (the focus stays where it is)", "t",
+            "next_tab", "lab", "Tab"),
     Command("Edit strategy prompt", "Open the strategy prompt editor", "ctrl+e", "edit_strategy", "lab", "Strategy"),
     Command("Validate strategy", "Check the strategy prompt text", "ctrl+t", "validate", "lab", "Validate",
             target="StrategyEditor", tab="tab-strategy"),
@@ -77,6 +79,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("Load critic into lab", "Load the selected train-critic run's critic into the console (Lab values, "
             "candidates, forms)", "c", "load_critic", "runs", "Load critic"),
     Command("Show run log", "The selected run's log, following it live", "l", "show_log", "runs", "Log"),
+    Command("Next run tab", "Show the next tab: Info, Chart, Log, Board", "t", "next_tab", "runs", "Tab"),
     Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
             "x", "export", "runs", "Export"),
     # labelling

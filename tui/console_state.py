@@ -1,5 +1,6 @@
 """What the console remembers between sessions (the applied strategy version, the last
-job launched per form), in a small JSON file beside the registry. Losing it loses
+job launched per form and the form shown, the Runs filter and sort, the Lab's tab, the
+critic and adapter it had loaded), in a small JSON file beside the registry. Losing it loses
 nothing that matters, so read and write errors are ignored."""
 
 from __future__ import annotations
@@ -34,3 +35,15 @@ def save(db_path: str | os.PathLike | None, **changes: Any) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def models_to_reopen(db_path: str | os.PathLike | None, actor: str | None, adapter: str | None,
+                     critic: str | None) -> tuple[str | None, str | None]:
+    """(adapter, critic) for a new session: what the command line says, else what the last
+    session on this registry had loaded (its adapter only for the same actor)."""
+    saved = load(db_path)
+    if critic is None and isinstance(saved.get("critic"), str):
+        critic = saved["critic"]
+    if adapter is None and saved.get("actor") == actor and isinstance(saved.get("adapter"), str):
+        adapter = saved["adapter"]
+    return adapter, critic

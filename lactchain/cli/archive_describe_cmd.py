@@ -43,11 +43,13 @@ def _open(db: Optional[Path], run: str) -> tuple[str, Path, list[dict[str, Any]]
 
 def _checked(path: Path, rows: list[dict[str, Any]]) -> list[Any]:
     """Every row's scene, or a one-line error naming the first bad row (nothing written)."""
+    from lactchain.archive.dataset import check_values
     from lactchain.archive.describe import check_row
 
     scenes = []
     for i, row in enumerate(rows):
         try:
+            check_values(row)  # a start that is no pose, rewards that are no numbers: as an import refuses them
             scenes.append(check_row(row))
         except (ValueError, KeyError, TypeError) as exc:
             fail(f"{path.name} row {i} ({row.get('key', '?')}): {exc}; nothing was written")

@@ -39,6 +39,7 @@ def bench_motif(
     for name in names:
         if name != "rule":
             check_models(name)
+    check_models(critic=critic)  # before any job: a bad backbone would skip every reward model silently
     from lactchain.config import ConfigError
     from lactchain.envs.catalog import make_env
     from lactchain.jobs.control import run_job

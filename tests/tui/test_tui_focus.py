@@ -97,3 +97,54 @@ async def test_alt_digits_switch_screens_from_a_focused_field(make_app):
             await pilot.press(f"alt+{key}")
             await settle(app, pilot)
             assert app.current_mode == mode
+
+
+async def test_t_walks_the_lab_and_runs_tabs_by_keyboard_and_the_focus_stays(make_app):
+    from textual.widgets import TabbedContent
+
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        tabs = app.screen.query_one("#lab-tabs", TabbedContent)
+        focused = app.focused
+        seen = [tabs.active]
+        for _ in range(3):
+            await pilot.press("t")
+            await settle(app, pilot)
+            seen.append(tabs.active)
+        assert seen == ["tab-episode", "tab-critic", "tab-strategy", "tab-episode"]
+        assert app.focused is focused  # a Lab key is still a Lab key
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 1
+        await pilot.press("2")
+        await settle(app, pilot)
+        runs_tabs = app.screen.query_one("#runs-tabs", TabbedContent)
+        shown = [runs_tabs.active]
+        for _ in range(4):
+            await pilot.press("t")
+            await settle(app, pilot)
+            shown.append(runs_tabs.active)
+        assert shown == ["tab-info", "tab-chart", "tab-log", "tab-board", "tab-info"]
+
+
+async def test_tab_in_a_run_id_field_takes_the_completion_then_moves_on(make_app, registry):
+    play = registry.create_run("play", cmd=["lactchain", "play"])
+    registry.end_run(play, "FINISHED")
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        from tui_helpers import open_job_form
+
+        jobs = await open_job_form(app, pilot, "train-critic")
+        field = jobs.query_one("#train-critic--episodes-from", Input)
+        field.focus()
+        field.value = ""
+        await pilot.press(*play[:6])
+        for _ in range(30):  # the completion arrives from the registry
+            await pilot.pause(0.1)
+            if field._suggestion:
+                break
+        await pilot.press("tab")
+        assert field.value == play and app.focused is field  # taken, and still here
+        await pilot.press("tab")
+        assert app.focused is not field  # nothing left to take: Tab moves on

@@ -27,6 +27,20 @@ class BaseScreen(Screen):
         if app.screen_stack:
             self._css_update_count = app._css_update_count
 
+    def action_next_tab(self) -> None:
+        """Key t: the screen's next tab (Lab: Episode, Critic, Strategy; Runs: Info, Chart,
+        Log, Board), by keyboard; the focus stays put, so the next key is a command again."""
+        from textual.widgets import TabbedContent, TabPane
+
+        found = self.query(TabbedContent)
+        if not found:
+            return
+        tabs = found.first()
+        panes = [pane.id for pane in tabs.query(TabPane) if pane.id]
+        if panes:
+            current = panes.index(tabs.active) if tabs.active in panes else -1
+            tabs.active = panes[(current + 1) % len(panes)]
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_error(f"{event.worker.name or 'background task'} failed", event.worker.error)

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import (Button, DataTable, Input, Label, Select, Static, TabbedContent,
@@ -98,17 +98,20 @@ class JobsScreen(RunControls, BaseScreen):
         self.last_launch_at: float | None = None  # time.perf_counter() when it was shown (bench console)
         self._shown_id: str | None = None  # the job the log and chart show
         self._form_labels: list[str] = []  # the session's label runs when the form was filled
+        self._form_command: str | None = None  # the form whose fields are mounted
 
     def compose(self) -> ComposeResult:
         yield TopBar("jobs", id="topbar")
         with Horizontal(id="jobs-main"):
             with Vertical(id="job-form"):
-                yield Select([(f.title, f.command) for f in JOB_FORMS], value=JOB_FORMS[0].command,
+                chosen = console_state.load(self.app.db_path).get("job_form")  # the last session's form
+                chosen = chosen if chosen in FORMS_BY_COMMAND else JOB_FORMS[0].command
+                yield Select([(f.title, f.command) for f in JOB_FORMS], value=chosen,
                              allow_blank=False, id="job-command")
                 # the fields scroll; the command preview, the error and Launch stay in view below
                 with VerticalScroll(id="job-fields-scroll"):
                     with Vertical(id="job-fields", classes="job-fields"):
-                        yield from self.fields_for(JOB_FORMS[0].command)
+                        yield from self.fields_for(chosen)
                 yield Static("", id="job-argv")
                 yield Static("", id="job-error")
                 yield Button("Launch  ctrl+l", id="job-launch", variant="primary", compact=True)
@@ -181,6 +184,7 @@ class JobsScreen(RunControls, BaseScreen):
     def fields_for(self, command: str) -> list:
         """The inputs of one job form (only the selected form is mounted)."""
         form = FORMS_BY_COMMAND[command]
+        self._form_command = command
         self._form_labels = list(getattr(self.app, "label_runs", []))
         last = console_state.load(self.app.db_path).get("forms", {}).get(command, {})
         last = last if isinstance(last, dict) else {}
@@ -232,7 +236,9 @@ class JobsScreen(RunControls, BaseScreen):
     @on(Select.Changed, "#job-command")
     async def _command_changed(self, event: Select.Changed) -> None:
         self.query_one("#job-error", Static).update("")  # another form: the last form's error is not about it
-        await self._show_form(str(event.value))
+        if self._form_command != str(event.value):
+            await self._show_form(str(event.value))
+            console_state.save(self.app.db_path, job_form=str(event.value))
 
     async def _show_form(self, command: str) -> None:
         box = self.query_one("#job-fields", Vertical)
@@ -241,9 +247,21 @@ class JobsScreen(RunControls, BaseScreen):
         self.update_argv()
         self.offer_run_ids()
 
+    def on_key(self, event: events.Key) -> None:
+        """Tab in a run-id field showing a completion takes it (as → does; a half-typed
+        `play-e` launched nothing); with no completion shown, Tab moves on as anywhere."""
+        field = self.focused
+        if event.key != "tab" or not isinstance(field, Input) or field.suggester is None or not field.cursor_at_end:
+            return
+        before = field.value
+        field.action_cursor_right()  # accepts the suggestion shown at the end, else does nothing
+        if field.value != before:
+            event.stop()
+            event.prevent_default()
+
     @work(exclusive=True, group="run-ids", exit_on_error=False, name="run id completions")
     async def offer_run_ids(self) -> None:
-        """Run-id fields complete the ids of runs of the right kind (→ accepts)."""
+        """Run-id fields complete the ids of runs of the right kind (→ or Tab accepts)."""
         from textual.suggester import SuggestFromList
 
         form = FORMS_BY_COMMAND[self.command]

@@ -51,6 +51,7 @@ class LabScreen(BaseScreen):
         self.show_values = False
         self._sampling = False  # a candidates worker is generating
         self._critic_values: dict | None = None
+        self._tab_restored = False  # the last session's tab is shown before tab changes are remembered
 
     @property
     def session(self):  # noqa: ANN201
@@ -105,6 +106,7 @@ class LabScreen(BaseScreen):
         self.call_after_refresh(self.compute_v_star)  # after the first paint: it holds the GIL a while
         self.call_after_refresh(self.ensure_editor)
         self.call_after_refresh(self.restore_strategy)
+        self.call_after_refresh(self.restore_tab)
 
     def _setup_view(self) -> None:
         """Title, cursor and focus of the env pane; the critic pane told what it can show."""
@@ -341,8 +343,18 @@ class LabScreen(BaseScreen):
 
     @on(TabbedContent.TabActivated, "#lab-tabs")
     def _tabs_first(self, event: TabbedContent.TabActivated) -> None:
-        """On a short terminal the Strategy and Critic tabs take the right column (app.tcss)."""
+        """On a short terminal the Strategy and Critic tabs take the right column (app.tcss).
+        The tab is remembered: the next session opens on it."""
         self.set_class(event.pane.id in ("tab-strategy", "tab-critic"), "-tabs-first")
+        if self._tab_restored:
+            console_state.save(self.app.db_path, lab_tab=event.pane.id)
+
+    def restore_tab(self) -> None:
+        tab = console_state.load(self.app.db_path).get("lab_tab")
+        tabs = self.query_one("#lab-tabs", TabbedContent)
+        if tab in [pane.id for pane in tabs.query(TabPane)]:
+            tabs.active = tab
+        self._tab_restored = True
 
     def _stop_worker(self) -> None:
         self._pause.set()

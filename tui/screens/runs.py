@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, Select, Static, TabbedContent, Tab
 
 from lactchain.runs.registry import RUN_STATUSES
 from lactchain.runs.resume import KIND_ALIASES
+from tui import console_state
 from tui.commands import bindings_for
 from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
                         run_duration, safe)
@@ -184,6 +185,13 @@ class RunsScreen(RunControls, BaseScreen):
 
     def on_mount(self) -> None:
         self.query_one("#runs-table").border_title = "Runs"
+        saved = console_state.load(self.app.db_path).get("runs", {})  # the last session's filter and sort
+        if isinstance(saved, dict):
+            if saved.get("sort") in SORTS:
+                self.sort_column, self.sort_reverse = saved["sort"], bool(saved.get("reverse"))
+            if isinstance(saved.get("filter"), str):
+                with self.prevent(Input.Changed):
+                    self.query_one("#runs-filter", Input).value = saved["filter"]
         self.refresh_runs()
         self.set_interval(REFRESH_S, self._tick)
 
@@ -402,6 +410,12 @@ class RunsScreen(RunControls, BaseScreen):
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self) -> None:
         self.refresh_runs()  # in the registry: reaches runs beyond the loaded page
+        self._remember()
+
+    def _remember(self) -> None:
+        """Filter and sort, as the next session opens with them."""
+        console_state.save(self.app.db_path, runs={"filter": self.query_one("#runs-filter", Input).value,
+                                                   "sort": self.sort_column, "reverse": self.sort_reverse})
 
     @on(Input.Submitted, "#runs-filter")
     def _filter_done(self) -> None:
@@ -418,6 +432,7 @@ class RunsScreen(RunControls, BaseScreen):
             self.sort_column = SORTS[(i + 1) % len(SORTS)]
             self.sort_reverse = self.sort_column in ("created", "duration")
         self.populate()
+        self._remember()
 
     @on(DataTable.HeaderSelected, "#runs-table")
     def _header(self, event: DataTable.HeaderSelected) -> None:
@@ -429,6 +444,7 @@ class RunsScreen(RunControls, BaseScreen):
         else:
             self.sort_column, self.sort_reverse = column, column in ("created", "duration")
         self.populate()
+        self._remember()
 
     def action_mark(self) -> None:
         if self.selected_id is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from tui.format import safe
+
 SCREENS = (("lab", "1", "Lab"), ("runs", "2", "Runs"), ("labels", "3", "Label"), ("jobs", "4", "Jobs"), ("archive", "5", "Archive"))
 
 
@@ -26,24 +28,35 @@ class TopBar(Static):
         self.redraw()
 
     def redraw(self) -> None:
-        """The full bar where it fits; on a narrow terminal the other screens shrink to their
-        keys first, so the models' and the registry's state stay in view."""
-        app = self.app
-        width = self.size.width or getattr(app.size, "width", 0) or 120
-        for compact in (False, True):
-            text = Text("" if compact else " LactChain ", style="bold")
-            for mode, key, label in SCREENS:
-                if mode == self.current:
-                    text.append(f" {key} {label} ", style="bold reverse")
-                else:
-                    text.append(f" {key} " if compact else f" {key} {label} ", style="dim")
-            text.append("  actor: " if not compact else " actor ", style="dim")
-            text.append(getattr(app, "actor_status", "?"))
-            text.append("  critic: " if not compact else " critic ", style="dim")
-            text.append(getattr(app, "critic_status", "?"))
-            db = getattr(app, "db_label", "")
-            if db:
-                text.append(f"  db: {db}" if not compact else f" db {db}", style="dim")
+        """The full bar where it fits; narrower, the brand goes first, then long model
+        statuses are cut (an ellipsis), and only then do the other screens shrink to their
+        keys, so the screen names and the models' and registry's state stay in view."""
+        width = self.size.width or getattr(self.app.size, "width", 0) or 120
+        for brand, names, status_width in ((True, True, None), (False, True, None), (False, True, 24),
+                                           (False, True, 14), (False, False, 14), (False, False, 8)):
+            text = self._bar(brand, names, status_width)
             if text.cell_len <= width:
                 break
         self.update(text)
+
+    def _bar(self, brand: bool, names: bool, status_width: int | None) -> Text:
+        app = self.app
+
+        def cut(value: object) -> str:
+            shown = safe(value, keep_newlines=False)
+            return shown if status_width is None or len(shown) <= status_width else shown[:status_width - 1] + "…"
+
+        text = Text(" LactChain " if brand else "", style="bold")
+        for mode, key, label in SCREENS:
+            if mode == self.current:
+                text.append(f" {key} {label} ", style="bold reverse")
+            else:
+                text.append(f" {key} {label} " if names else f" {key} ", style="dim")
+        text.append("  actor: " if brand else " actor ", style="dim")
+        text.append(cut(getattr(app, "actor_status", "?")))
+        text.append("  critic: " if brand else " critic ", style="dim")
+        text.append(cut(getattr(app, "critic_status", "?")))
+        db = getattr(app, "db_label", "")
+        if db:
+            text.append(f"  db: {cut(db)}" if brand else f" db {cut(db)}", style="dim")
+        return text
