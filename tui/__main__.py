@@ -1,3 +1,3 @@
-from tui.app import main
+from tui.app import run_console
 
-raise SystemExit(main())
+run_console()

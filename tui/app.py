@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from tui import console_state
-from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands, screen_switch_bindings
+from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
@@ -68,7 +69,7 @@ class LactChainApp(App):
     }
     DEFAULT_MODE = "lab"
     PAINT_MOUNTED_SWITCH_AT_ONCE = True  # False: Textual's stock 50 ms mask on every switch (bench comparison)
-    BINDINGS = bindings_for("app") + screen_switch_bindings()
+    BINDINGS = bindings_for("app")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
@@ -399,8 +400,6 @@ def check_db(db: Path, explicit: bool) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
     args = build_parser().parse_args(argv)
     from lactchain.envs.catalog import env_class, env_name
 
@@ -441,6 +440,22 @@ def main(argv: list[str] | None = None) -> int:
                        env_kwargs=env_kwargs)
     app.run()
     return app.return_code or 0
+
+
+def run_console() -> None:
+    """The `lactchain-tui` command: the console, then `leave`."""
+    leave(main())
+
+
+def leave(code: int) -> None:
+    """End the console's process now that the terminal is restored: with the default actor
+    loaded, Python's own teardown (freeing the model, joining a loading thread) kept a
+    blank terminal for 1.3 s after ctrl+q. Everything worth keeping is already written
+    (the registry commits each change; the console state is saved as it changes; jobs are
+    detached processes of their own)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 TARGETS = {"switch_median_ms": 100.0, "switch_max_ms": 300.0, "first_paint_s": 1.0, "quit_s": 1.0, "kill_s": 2.0,
-           "launch_ms": 100.0}
+           "launch_ms": 100.0, "quit_loaded_s": 0.5}
 SCREENS = ("2", "3", "4", "5", "1")
 
 
@@ -192,7 +192,32 @@ def _start_job(db: Path) -> str:
     raise RuntimeError(f"job {job} logged no training step in 5 minutes")
 
 
-def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
+def _teardown_s(actor: str, leave: bool) -> float:
+    """Seconds from the end of a console session to the end of its process, with `actor`
+    loaded: `tui.app.leave` (what `lactchain-tui` does) or Python's own exit (what it did)."""
+    import subprocess
+    import sys
+
+    end = "from tui.app import leave; leave(0)" if leave else "sys.exit(0)"
+    code = (f"import sys, time; from lactchain.models.actor import Actor; actor = Actor.load({actor!r}); "
+            f"actor.generate(['x'], constrained=True); print(repr(time.time()), flush=True); {end}")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    said = child.stdout.readline()
+    child.wait(timeout=600)
+    ended = time.time()
+    if child.returncode != 0 or not said.strip():
+        raise RuntimeError(f"the {actor} actor did not load (exit {child.returncode})")
+    return ended - float(said)
+
+
+def quit_loaded(actor: str) -> dict[str, Any]:
+    """The quit with a real actor loaded, side by side: leave() against Python's exit."""
+    return {"actor": actor, "quit_loaded_s": _teardown_s(actor, leave=True),
+            "python_exit_s": _teardown_s(actor, leave=False)}
+
+
+def run(rounds: int = 5, with_job: bool = True, quit_actor: str | None = "smollm2-135m") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lactchain-bench-console-") as folder:
         db = Path(folder) / "registry.db"
         from lactchain.runs.registry import Registry
@@ -201,6 +226,8 @@ def run(rounds: int = 5, with_job: bool = True) -> dict[str, Any]:
         result: dict[str, Any] = {"rounds": rounds, "size": "120x40", "targets": TARGETS,
                                   "cpu_count": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]}
         result["idle"] = asyncio.run(measure(db, rounds, None))
+        if quit_actor:
+            result["idle"].update(quit_loaded(quit_actor))
         result["stock_mask"] = asyncio.run(measure(db, rounds, None, stock_mask=True))
         if with_job:
             job = _start_job(db)
@@ -216,11 +243,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="lactchain bench console", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5, help="visits of every screen (the first mounts them)")
     p.add_argument("--no-job", action="store_true", help="measure idle only (no job running)")
+    p.add_argument("--quit-actor", default="smollm2-135m",
+                   help="actor loaded for the quit measure (the default actor; 'none' skips it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.rounds < 2:
         p.error("--rounds must be >= 2 (the first visit of each screen is measured apart)")
-    result = run(args.rounds, not args.no_job)
+    result = run(args.rounds, not args.no_job, None if args.quit_actor.lower() == "none" else args.quit_actor)
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -231,7 +260,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"max {r['switch_max_ms']:.0f} ms (Pilot round trip {r['roundtrip_median_ms']:.0f} ms), "
                   f"quit {r['quit_s']:.2f} s"
                   + (f", killed shown in {r['kill_s']:.2f} s" if r.get("kill_s") is not None else "")
-                  + (f", launch {r['launch_ms']:.0f} ms" if r.get("launch_ms") is not None else ""))
+                  + (f", launch {r['launch_ms']:.0f} ms" if r.get("launch_ms") is not None else "")
+                  + (f", quit with {r['actor']} loaded {r['quit_loaded_s']:.2f} s (Python's exit "
+                     f"{r['python_exit_s']:.2f} s)" if r.get("quit_loaded_s") is not None else ""))
 
 
 if __name__ == "__main__":

@@ -141,13 +141,6 @@ def commands_for(scope: str) -> list[Command]:
     return [c for c in COMMANDS + PALETTE_ONLY if c.scope == scope]
 
 
-def screen_switch_bindings() -> list[Binding]:
-    """alt+1 .. alt+5: the screen keys again, as priority bindings no field can type into
-    (1-5 type digits where a field has the focus), so a screen switch works from anywhere."""
-    switches = [c for c in commands_for("app") if c.action.startswith("switch_mode(")]
-    return [Binding(f"alt+{c.key}", c.action, c.label or c.title, show=False, priority=True) for c in switches]
-
-
 def bindings_for(scope: str, target: str = "screen") -> list[Binding]:
     """Bindings for a screen (or the app, or a widget target inside a screen)."""
     out = []

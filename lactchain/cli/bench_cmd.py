@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from lactchain.cli.common import JsonOption, console, err_console, fail, finite, print_json
+from lactchain.cli.common import JsonOption, check_models, console, err_console, fail, finite, print_json
 from lactchain.cli.play_cmd import ActorOption, ConstrainedOption
 
 app = typer.Typer(help="Benchmarks (print JSON with --json).", no_args_is_help=True)
@@ -323,6 +323,8 @@ def bench_console(
     rounds: Annotated[int, typer.Option("--rounds", min=2, max=100, help="Visits of every screen (the first "
                                                                          "mounts it and is reported apart).")] = 5,
     no_job: Annotated[bool, typer.Option("--no-job", help="Idle only: no job running beside the console.")] = False,
+    quit_actor: Annotated[str, typer.Option("--quit-actor", help="Actor loaded for the quit measure (ctrl+q with a "
+                                                                 "real model in memory); none skips it.")] = "smollm2-135m",
     as_json: JsonOption = False,
 ) -> None:
     """How fast the console answers (first paint, screen switch, ctrl+q, a kill shown),
@@ -332,8 +334,10 @@ def bench_console(
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "tui.bench", "--rounds", str(rounds)] + (["--no-job"] if no_job else []) + \
-        (["--json"] if as_json else [])
+    if quit_actor.lower() != "none":
+        check_models(quit_actor)
+    argv = [sys.executable, "-m", "tui.bench", "--rounds", str(rounds), "--quit-actor", quit_actor] + \
+        (["--no-job"] if no_job else []) + (["--json"] if as_json else [])
     res = subprocess.run(argv, capture_output=True, text=True)
     if res.returncode != 0:
         fail(f"the console benchmark failed: {(res.stderr.strip().splitlines() or ['no output'])[-1]}")

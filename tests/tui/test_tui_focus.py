@@ -1,6 +1,6 @@
 """Typing never drives the console: keys typed into any focused field (or any widget of
-the strategy editor) type, and never switch screens or start a screen's action; alt+1..5
-switch screens from anywhere, a field focused included."""
+the strategy editor) type, and never switch screens or start a screen's action; escape
+leaves any field, then 1-5 switch screens."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ async def test_keys_typed_into_every_focused_field_never_switch_screens_or_start
         await settle(app, pilot)
         checked = []
         for key, mode in MODES.items():
-            await pilot.press(f"alt+{key}")  # a field of the last screen may still have the focus
+            await pilot.press("escape", key)  # a field of the last screen may still have the focus
             await settle(app, pilot)
             assert app.current_mode == mode
             if mode == "lab":
@@ -84,19 +84,24 @@ async def test_the_strategy_editors_other_widgets_never_run_lab_commands(make_ap
         assert app.lab_session.snapshot().actions_taken == 1
 
 
-async def test_alt_digits_switch_screens_from_a_focused_field(make_app):
+async def test_escape_then_a_digit_switches_screens_from_every_focused_field(make_app):
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot)
-        await pilot.press("2", "slash")
+        await pilot.press("ctrl+e")  # into the strategy editor's text
         await settle(app, pilot)
-        assert isinstance(app.focused, Input)
-        await pilot.press("4")  # typed into the filter
+        assert isinstance(app.focused, TextArea)
+        await pilot.press("escape", "2")
+        await settle(app, pilot)
+        assert app.current_mode == "runs"
+        await pilot.press("slash", "4")  # typed into the filter
         assert app.current_mode == "runs" and app.focused.value.endswith("4")
         for key, mode in MODES.items():
-            await pilot.press(f"alt+{key}")
+            for field in [w for w in app.screen.query("*") if isinstance(w, Input) and w.focusable][:1]:
+                field.focus()
+            await pilot.press("escape", key)
             await settle(app, pilot)
-            assert app.current_mode == mode
+            assert app.current_mode == mode, (key, app.focused)
 
 
 async def test_t_walks_the_lab_and_runs_tabs_by_keyboard_and_the_focus_stays(make_app):

@@ -29,17 +29,19 @@ class TopBar(Static):
 
     def redraw(self) -> None:
         """The full bar where it fits; narrower, the brand goes first, then long model
-        statuses are cut (an ellipsis), and only then do the other screens shrink to their
-        keys, so the screen names and the models' and registry's state stay in view."""
+        statuses are cut (an ellipsis), then the registry's name, and only then do the other
+        screens shrink to their keys: the screen names and the models' state stay in view."""
         width = self.size.width or getattr(self.app.size, "width", 0) or 120
-        for brand, names, status_width in ((True, True, None), (False, True, None), (False, True, 24),
-                                           (False, True, 14), (False, False, 14), (False, False, 8)):
-            text = self._bar(brand, names, status_width)
+        for brand, names, status_width, db in ((True, True, None, True), (False, True, None, True),
+                                               (False, True, 24, True), (False, True, 14, True),
+                                               (False, True, 14, False), (False, True, 10, False),
+                                               (False, False, 14, True), (False, False, 8, True)):
+            text = self._bar(brand, names, status_width, db)
             if text.cell_len <= width:
                 break
         self.update(text)
 
-    def _bar(self, brand: bool, names: bool, status_width: int | None) -> Text:
+    def _bar(self, brand: bool, names: bool, status_width: int | None, show_db: bool) -> Text:
         app = self.app
 
         def cut(value: object) -> str:
@@ -56,7 +58,7 @@ class TopBar(Static):
         text.append(cut(getattr(app, "actor_status", "?")))
         text.append("  critic: " if brand else " critic ", style="dim")
         text.append(cut(getattr(app, "critic_status", "?")))
-        db = getattr(app, "db_label", "")
+        db = getattr(app, "db_label", "") if show_db else ""
         if db:
             text.append(f"  db: {cut(db)}" if brand else f" db {cut(db)}", style="dim")
         return text
