@@ -282,3 +282,19 @@ def test_runs_compare_puts_what_differs_first(tmp_path, capsys):
                         ([a, "nope"], "no run with id 'nope'")):
         code, _, err = run_cli(["runs", "compare", *argv, "--db", db], capsys)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_runs_show_gives_a_crash_its_last_line_and_json_keeps_the_traceback(tmp_path, capsys):
+    from cli_helpers import run_cli
+
+    db = tmp_path / "reg.db"
+    trace = ('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n    boom()\n'
+             "OSError: no tokenizer in /models/broken\n")
+    with Registry(db) as reg:
+        run_id = reg.create_run("play")
+        reg.end_run(run_id, "FAILED", error=trace)
+    code, out, err = run_cli(["runs", "show", run_id, "--db", db], capsys)
+    assert code == 0 and "OSError: no tokenizer in /models/broken" in out and "Traceback" not in out, out
+    assert f"runs show {run_id} --json" in out
+    code, out, _ = run_cli(["runs", "show", run_id, "--db", db, "--json"], capsys)
+    assert json.loads(out)["run"]["error"] == trace

@@ -174,6 +174,9 @@ def show(
             key, value = "duration", _fmt_duration(value)
         elif key == "cmd" and value:
             value = " ".join(value)
+        elif key == "error" and value and "Traceback (most recent call last)" in str(value):
+            # a crash stores its whole traceback: its last line here, the rest where it belongs
+            value = f"{str(value).strip().splitlines()[-1]} (the traceback: lactchain runs show {rid} --json)"
         fields.add_row(key, value if key == "status" else _fmt_value(value))
     if info["children"]:
         fields.add_row("children", _fmt_value(", ".join(info["children"])))
