@@ -57,3 +57,23 @@ def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path)
     assert len(critics) == 3 and {r["status"] for r in critics} == {"FAILED"}, critics
     with Registry(db) as reg:
         assert all(reg.get_run(r["id"])["status"] == "FAILED" for r in critics)  # stored, not only shown
+
+
+def test_a_run_folder_that_cannot_be_written_leaves_no_scheduled_run(tmp_path, monkeypatch, capsys):
+    """`--detach` creates the run, then writes its config in the run's folder: when that
+    folder cannot be made (here a file is in its place; a read-only or full disk alike),
+    the refusal is one line and the SCHEDULED row is gone."""
+    import uuid
+
+    from cli_helpers import run_cli
+
+    from lactchain.runs.registry import Registry
+
+    db = tmp_path / "registry.db"
+    Registry(db).close()
+    monkeypatch.setattr("lactchain.runs.registry.uuid.uuid4", lambda: uuid.UUID(int=7 << 96))
+    (tmp_path / "play-00000007").write_text("in the way")
+    code, out, err = run_cli(["play", "--actor", "tiny", "--episodes", "1", "--db", db, "--detach"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write the job's config" in err, err
+    with Registry(db) as reg:
+        assert reg.list_runs() == []

@@ -74,7 +74,12 @@ def detach(registry: Any, job: Job, config: Config, params: dict[str, Any], *, n
     returns the run id at once."""
     run_id = registry.create_run(job.kind, name=name or job.name(config), params=params, parent_id=parent_id,
                                  cmd=list(cmd or ["python", "-m", "lactchain.jobs", job.command]))
-    config_path = save_config(registry.run_dir(run_id), job, config)
+    try:
+        config_path = save_config(registry.run_dir(run_id), job, config)
+    except OSError as exc:  # a run folder it cannot write (read-only, full disk): no SCHEDULED row left behind
+        registry.delete_run(run_id)
+        raise ConfigError(f"cannot write the job's config in {registry.runs_dir / run_id} ({exc.strerror or exc}); "
+                          "make the runs folder writable (or free space) and launch again") from None
     spawn(registry, run_id, [sys.executable, "-m", "lactchain.jobs", job.command, str(config_path), "--run-id", run_id,
                              "--db", str(registry.path)])
     return run_id
