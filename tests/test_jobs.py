@@ -312,3 +312,30 @@ def test_a_detached_jobs_log_gets_no_library_progress_bars(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                              timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", (tmp_path / "log.txt").read_text()
+
+
+def test_a_damaged_newest_critic_checkpoint_is_passed_over_for_the_one_before(tmp_path, capsys):
+    """Every checkpoint is sealed (sizes and SHA-256, written last); a resume verifies the
+    newest, says in one line that it is damaged and goes on from the one before it."""
+    from cli_helpers import run_cli
+
+    from lactchain.runs.checkpoints import MANIFEST
+
+    db = tmp_path / "registry.db"
+    code, out, err = run_cli(["play", "--actor", "tiny", "--episodes", "16", "--envs", "8", "--start", "random",
+                              "--max-actions", "4", "--free", "--temperature", "1.0", "--db", db, "--json"], capsys)
+    assert code == 0, err
+    play = json.loads(out)["run_id"]
+    critic = ["train-critic", "--episodes-from", play, "--critic", "tiny", "--batch-size", "16", "--db", db]
+    code, out, err = run_cli([*critic, "--epochs", "3", "--json"], capsys)
+    assert code == 0, err
+    first = json.loads(out)["run_id"]
+    with Registry(db) as reg:
+        saved = [a["path"] for a in reg.artifacts(first, "critic")]
+    assert len(saved) >= 2 and all((Path(p) / MANIFEST).is_file() for p in saved)
+    newest = max(Path(p) for p in saved)
+    victim = max((f for f in newest.iterdir() if f.name != MANIFEST), key=lambda f: f.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # a half-written file
+    code, out, err = run_cli([*critic, "--epochs", "4", "--resume-from", first, "--json"], capsys)
+    assert code == 0, err
+    assert f"checkpoint {newest} is damaged ({victim.name}:" in err and "trying the one before it" in err, err

@@ -9,6 +9,7 @@ not resumed: they are started again.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -60,14 +61,22 @@ def lineage(registry: Any, run_id: str) -> Iterator[dict[str, Any]]:
 
 
 def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> dict[str, Any] | None:
-    """The newest checkpoint artifact whose files exist, searching back through the lineage."""
+    """The newest checkpoint artifact whose files exist and are whole (its manifest, where
+    it has one, still matches: `runs.checkpoints.damage`), searching back through the
+    lineage. A damaged newer one is passed over, and said so on stderr (a job's log)."""
+    from lactchain.runs.checkpoints import damage
+
     for run in lineage(registry, run_id):
         artifact_kind = kind or CHECKPOINTS.get(run["kind"])
         if artifact_kind is None:
             return None
         for art in reversed(registry.artifacts(run["id"], artifact_kind)):
-            if Path(art["path"]).exists():
+            if not Path(art["path"]).exists():
+                continue
+            problem = damage(art["path"]) if Path(art["path"]).is_dir() else None
+            if problem is None:
                 return art
+            print(f"checkpoint {art['path']} is damaged ({problem}); trying the one before it", file=sys.stderr)
     return None
 
 

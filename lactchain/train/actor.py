@@ -52,6 +52,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 
+from lactchain.runs.checkpoints import seal
 from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
     DEFAULT_BETA,
     KL_BETA_RECOMMENDED,
@@ -503,6 +504,7 @@ class ActorTrainingCallback(TrainerCallback):
         self.checkpoints.append((int(state.global_step), str(path)))
         if self.handle is not None:
             try:
+                seal(path)  # last: resume passes over a checkpoint whose files no longer match
                 self.handle.registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, path, step=int(state.global_step),
                                                   meta={"cancelled": self.cancelled})
                 # The Trainer has already rotated older checkpoints away (save_total_limit).

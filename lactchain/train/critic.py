@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from lactchain.runs.checkpoints import seal
 from lactchain.loop.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
 from lactchain.paths import writing
@@ -112,12 +113,13 @@ def _evaluate(critic: Any, val: Sequence[Sample], q_weight: float) -> dict[str, 
 def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | None) -> dict[str, Any] | None:
     """The checkpoint to start from: this run's own latest when resuming it (it is
     newer than anything it started from), else `resume_from`'s latest, else None."""
+    from lactchain.runs.resume import latest_checkpoint
+
     if resume:
-        own = registry.latest_artifact(run_id, CHECKPOINT_KIND)
+        own = latest_checkpoint(registry, run_id, CHECKPOINT_KIND)
         if own is not None:
             return own
     if resume_from:
-        from lactchain.runs.resume import latest_checkpoint
 
         source = registry.resolve_run_id(resume_from)
         art = latest_checkpoint(registry, source, CHECKPOINT_KIND)  # back through earlier resumes if needed
@@ -208,6 +210,7 @@ def train_critic(
         meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
         if not complete:
             meta["batches_done"] = state["batches_done"]  # of epoch + 1: a resume skips them
+        seal(folder)  # last: a folder without a whole manifest is not a checkpoint to resume from
         registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=epoch, meta=meta)
         state["batches_since_save"], state["last_path"] = 0, str(folder)
         return folder

@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from lactchain.runs.checkpoints import seal
 from lactchain.archive.dt.checkpoints import (  # noqa: F401  (re-exported: the names callers know)
     BEST_KIND,
     CHECKPOINT_KIND,
@@ -235,6 +236,7 @@ def train_dt(
         folder = save_checkpoint(Path(handle.dir) / "dt" / f"step-{step:06d}", model, text, optimizer,
                                  step=step, train_seconds=seconds(), complete=complete, tokenizer=tok_stats,
                                  best_select_score=state["best"], **split_meta)
+        seal(folder)  # last: resume passes over a checkpoint whose files no longer match
         registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=step,
                               meta={"step": step, "complete": complete, "train_seconds": seconds()})
         state["saved_step"], state["last_path"] = step, str(folder)
