@@ -338,4 +338,4 @@ def test_a_damaged_newest_critic_checkpoint_is_passed_over_for_the_one_before(tm
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # a half-written file
     code, out, err = run_cli([*critic, "--epochs", "4", "--resume-from", first, "--json"], capsys)
     assert code == 0, err
-    assert f"checkpoint {newest} is damaged ({victim.name}:" in err and "trying the one before it" in err, err
+    assert f"checkpoint {newest} is damaged ({victim.name}:" in err and "using the one before it" in err, err

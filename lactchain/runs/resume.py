@@ -63,21 +63,27 @@ def lineage(registry: Any, run_id: str) -> Iterator[dict[str, Any]]:
 def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> dict[str, Any] | None:
     """The newest checkpoint artifact whose files exist and are whole (its manifest, where
     it has one, still matches: `runs.checkpoints.damage`), searching back through the
-    lineage. A damaged newer one is passed over, and said so on stderr (a job's log)."""
+    lineage. A damaged newer one is passed over for an older whole one, and the log (stderr)
+    says which; when none is whole, the newest damaged one is returned, so the caller's
+    loader refuses it in its own words (naming the file)."""
     from lactchain.runs.checkpoints import damage
 
+    damaged: tuple[dict[str, Any], str] | None = None
     for run in lineage(registry, run_id):
         artifact_kind = kind or CHECKPOINTS.get(run["kind"])
         if artifact_kind is None:
-            return None
+            break
         for art in reversed(registry.artifacts(run["id"], artifact_kind)):
             if not Path(art["path"]).exists():
                 continue
             problem = damage(art["path"]) if Path(art["path"]).is_dir() else None
             if problem is None:
+                if damaged is not None:
+                    print(f"checkpoint {damaged[0]['path']} is damaged ({damaged[1]}); using the one before it, "
+                          f"{art['path']}", file=sys.stderr)
                 return art
-            print(f"checkpoint {art['path']} is damaged ({problem}); trying the one before it", file=sys.stderr)
-    return None
+            damaged = damaged or (art, problem)
+    return damaged[0] if damaged is not None else None
 
 
 RESUMES_TAG = "resumes"  # on a run made by `runs resume`: the run it continues (its parent)
