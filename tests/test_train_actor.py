@@ -640,3 +640,30 @@ def test_sigterm_checkpoints_marks_killed_and_the_run_resumes(tmp_path):
     assert out["steps"] == stopped_at + 2 and out["resumed_from"] == ckpt["path"]
     with Registry(db) as reg:
         assert [r["step"] for r in reg.metric_history(out["run_id"], "loss")] == [stopped_at + 1, stopped_at + 2]
+
+
+def test_a_damaged_newest_actor_checkpoint_is_passed_over_for_the_one_before(tmp_path, capsys):
+    """Actor checkpoints are sealed too: `--resume-from RUN` with the newest one damaged
+    goes on from the one before it, and says which."""
+    from cli_helpers import run_cli
+
+    from lactchain.runs.checkpoints import MANIFEST
+
+    db = tmp_path / "runs" / "registry.db"
+    with Registry(db) as reg:
+        src = reg.create_run("pairs")
+        reg.add_pairs(src, small_pairs(tiny(), 8))
+    common = ["train-actor", "--actor", "tiny", "--pairs-from", src, "--batch-size", "2", "--lr", "1e-3",
+              "--save-steps", "2", "--db", db, "--json"]
+    code, out, err = run_cli([*common, "--max-steps", "4"], capsys)
+    assert code == 0, err
+    first = json.loads(out)["run_id"]
+    with Registry(db) as reg:
+        saved = sorted(reg.artifacts(first, "checkpoint"), key=lambda a: a["step"])
+    assert [a["step"] for a in saved][-2:] == [2, 4] and all((Path(a["path"]) / MANIFEST).is_file() for a in saved)
+    newest, before = Path(saved[-1]["path"]), saved[-2]["path"]
+    weights = next(newest.glob("adapter_model.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:64])
+    code, out, err = run_cli([*common, "--max-steps", "6", "--resume-from", first], capsys)
+    assert code == 0, err
+    assert f"checkpoint {newest} is damaged (adapter_model.safetensors:" in err and f"one before it, {before}" in err
