@@ -116,6 +116,7 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         shown = str(error.render())
         assert "'minilm-l6' is a critic preset, not an actor" in shown
         assert "RuntimeError" not in shown and "╰" not in shown
+        assert not any("critic preset" in n.message for n in app._notifications)  # said once, under the form
         assert screen.last_launch is None and registry.list_runs(kind="play") == []
         screen.query_one("#play--actor", Input).value = "tiny"
         await pilot.press("ctrl+l")

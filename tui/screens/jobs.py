@@ -322,9 +322,10 @@ class JobsScreen(RunControls, BaseScreen):
         self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(request.argv)))
 
     def show_launch_error(self, command: str, message: str) -> None:
+        """The job layer's one-line reason, once: under the form, beside Launch (a toast
+        repeating it covered the form on a small terminal)."""
         message = message.removeprefix("error: ")
         self.query_one("#job-error", Static).update(Text(f"✗ {command} did not start: {message}", style="bold red"))
-        self.app.report_error(f"{command} did not start", message)
 
     def on_job_launched(self, message: JobLaunched) -> None:
         self.last_launch = message
