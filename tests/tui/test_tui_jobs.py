@@ -444,3 +444,24 @@ def test_no_console_module_starts_a_process():
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py") if str(p.relative_to(root)) not in measures
                  and ("import subprocess" in p.read_text() or "os.system(" in p.read_text())]
     assert offenders == []
+
+
+async def test_a_growing_cell_widens_its_column_instead_of_being_cut(make_app, registry):
+    """A running job's duration grows from "5s" to "12m57s": the Jobs table's column
+    follows its content (it stayed as wide as the first value, showing "12m5")."""
+    with live_job(registry, "critic") as (_, run_id):
+        app = make_app()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.press("4")
+            await settle(app, pilot)
+            table = app.screen.query_one("#jobs-table", DataTable)
+            registry.log_metrics(run_id, {"a_rather_long_metric_name": 0.123456}, step=1)
+            run = registry.get_run(run_id)
+            registry.update_run(run_id, started_ms=run["started_ms"] - 777_000)  # 12m57s ago
+            app.screen.refresh_jobs()
+            await settle(app, pilot)
+            labels = [c.label.plain for c in table.ordered_columns]
+            row = table.get_row(run_id)
+            for name in ("dur", "metrics"):
+                column = table.ordered_columns[labels.index(name)]
+                assert column.content_width >= len(str(row[labels.index(name)])), (name, row)

@@ -43,7 +43,7 @@ def sync_table(table: DataTable, rows: Sequence[Row], keep: str | None = None) -
         for (key, old), (_, new), (_, cells) in zip(shown, fresh, rows):
             for i, (a, b) in enumerate(zip(old, new)):
                 if a != b:
-                    table.update_cell(key, columns[i], cells[i])
+                    table.update_cell(key, columns[i], cells[i], update_width=True)  # else "12m5" of "12m57s"
         table._lactchain_rows = fresh
         return False
     table.clear()
