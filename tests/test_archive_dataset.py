@@ -104,7 +104,7 @@ def test_a_truncated_miscounted_or_corrupted_dataset_creates_no_run(tmp_path, lc
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lactchain.archive.dataset import _sha256
+    from lactchain.runs.checkpoints import sha256_file
 
     db, run, rows = filled
     out = tmp_path / "export"
@@ -125,7 +125,7 @@ def test_a_truncated_miscounted_or_corrupted_dataset_creates_no_run(tmp_path, lc
     bds[victim]["visited"][0] = "attic"
     pq.write_table(table.set_column(table.column_names.index("bd"), table.schema.field("bd"),
                                      pa.array(bds, type=table.schema.field("bd").type)), data)
-    manifest_path.write_text(json.dumps({**manifest, "sha256": _sha256(data)}))
+    manifest_path.write_text(json.dumps({**manifest, "sha256": sha256_file(data)}))
     _refused(lc, db, out, f"row {victim}", "'attic'", "unknown in scene 'flat'")
 
     manifest_path.unlink()
@@ -137,13 +137,13 @@ def _reseal(data: Path, manifest_path: Path, manifest: dict, column: str, values
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lactchain.archive.dataset import _sha256
+    from lactchain.runs.checkpoints import sha256_file
 
     table = pq.read_table(data)
     field = table.schema.field(column)
     pq.write_table(table.set_column(table.column_names.index(column), field, pa.array(values, type=field.type)),
                    data)
-    manifest_path.write_text(json.dumps({**manifest, "sha256": _sha256(data)}))
+    manifest_path.write_text(json.dumps({**manifest, "sha256": sha256_file(data)}))
 
 
 def _peak_rss_mb() -> float:

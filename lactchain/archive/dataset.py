@@ -26,13 +26,14 @@ folder that is incomplete, truncated, altered or not an archive, naming the prob
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from lactchain.runs.checkpoints import sha256_file
 
 FORMAT = "lactchain-archive"
 FORMAT_VERSION = 1
@@ -362,14 +363,6 @@ def card(manifest: Mapping[str, Any], summary: Mapping[str, Any], num_bytes: int
 
 # ---- export / load ------------------------------------------------------------------
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -399,7 +392,7 @@ def export(rows: Sequence[Mapping[str, Any]], out_dir: str | Path,
     os.replace(tmp, data)
     summary = summarize(rows)
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "rows": len(rows), "columns": list(COLUMNS),
-                "data_file": DATA_FILE, "sha256": _sha256(data), "bytes": data.stat().st_size,
+                "data_file": DATA_FILE, "sha256": sha256_file(data), "bytes": data.stat().st_size,
                 **{k: v for k, v in (meta or {}).items() if k not in ("format", "format_version")},
                 "scenes": [s["name"] for s in summary["scenes"]], "distinct_bds": summary["distinct_bds"],
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "lactchain_version": _version()}
@@ -475,7 +468,7 @@ def load_export(in_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     if not data.is_file():
         raise ValueError(f"{folder}: {manifest['data_file']} is missing (an incomplete copy?); copy the whole "
                          f"folder again, or {AGAIN}")
-    got = _sha256(data)
+    got = sha256_file(data)
     if got != manifest["sha256"]:
         raise ValueError(f"{data}: sha256 {got[:12]}... does not match the manifest's {manifest['sha256'][:12]}... "
                          f"(a truncated or altered file); copy the folder again, or {AGAIN}")

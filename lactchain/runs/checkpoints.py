@@ -15,7 +15,8 @@ from typing import Any
 MANIFEST = "manifest.json"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """A file's SHA-256, read in 1 MiB blocks (a checkpoint, a dataset's data file)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -30,7 +31,7 @@ def _files(folder: Path) -> list[Path]:
 def seal(folder: str | os.PathLike) -> Path:
     """Write the folder's manifest (relative path -> size, sha256), atomically, last."""
     folder = Path(folder)
-    files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in _files(folder)}
+    files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in _files(folder)}
     path = folder / MANIFEST
     tmp = path.with_name(MANIFEST + ".tmp")
     tmp.write_text(json.dumps({"files": files}, indent=1))
@@ -58,6 +59,6 @@ def damage(folder: str | os.PathLike) -> str | None:
         size = file.stat().st_size
         if size != want.get("bytes"):
             return f"{name}: {size} bytes, sealed with {want.get('bytes')}"
-        if _sha256(file) != want.get("sha256"):
+        if sha256_file(file) != want.get("sha256"):
             return f"{name}: its content changed since it was sealed"
     return None
