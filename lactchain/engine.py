@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import actor_moves
-from lactchain.machine import DTYPE_NAMES, resolve_dtype
+from lactchain.machine import resolve_dtype
 
 ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
                "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
@@ -39,12 +39,10 @@ class EngineConfig(Config):
         self.engine = str(self.engine).lower()
         if self.engine not in ENGINES:
             self.refuse("engine", f"unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}")
-        if self.dtype is not None:
-            named = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(str(self.dtype).lower(),
-                                                                                   str(self.dtype).lower())
-            if named.removeprefix("torch.") not in DTYPE_NAMES:
-                self.refuse("dtype", f"unknown dtype; use one of {', '.join(DTYPE_NAMES)}")
-            self.dtype = resolve_dtype(named.removeprefix("torch."))  # auto: recorded as the dtype that ran
+        try:
+            self.dtype = resolve_dtype(self.dtype)  # auto: recorded as the dtype that ran
+        except ValueError as exc:
+            self.refuse("dtype", str(exc))
         if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
             if self.data_parallel_size != 1:
                 raise ConfigError(f"--data-parallel-size {self.data_parallel_size} runs vLLM engine replicas: use it "

@@ -64,15 +64,21 @@ def fast_generation_dtype() -> str:
 
 
 DTYPE_NAMES = ("auto", "bfloat16", "float16", "float32")
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def resolve_dtype(value: str | None) -> str | None:
-    """The one meaning of a `--dtype auto` anywhere in the lab (loop, play, evaluate,
-    vLLM): the dtype this machine generates fastest in (`fast_generation_dtype`). None
-    stays None (keep the loaded weights' dtype); any other name is returned as given."""
-    if value is not None and str(value).lower().removeprefix("torch.") == "auto":
-        return fast_generation_dtype()
-    return value
+    """The canonical name of a generation dtype ("bf16", "torch.bfloat16" -> "bfloat16"),
+    with the one meaning of `auto` anywhere in the lab (loop, play, evaluate, vLLM): the
+    dtype this machine generates fastest in (`fast_generation_dtype`). None stays None
+    (keep the loaded weights' dtype); an unknown name is a ValueError."""
+    if value is None:
+        return None
+    key = str(value).lower().removeprefix("torch.")
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype; use one of {', '.join(DTYPE_NAMES)}")
+    return fast_generation_dtype() if key == "auto" else key
 
 
 @lru_cache(maxsize=1)

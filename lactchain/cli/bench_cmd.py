@@ -91,7 +91,7 @@ def rollout(
     if not names or any(e not in ("hf", "vllm") for e in names):
         fail(f"--engines {engines}: use a comma-separated list of hf, vllm")
     if "vllm" in names:
-        check_engine("vllm", None, actor)
+        check_engine("vllm", actor)
     if names != ["hf"] or adapter is not None:
         result = _side_by_side(actor, names, envs, steps, constrained, temperature, seed, bf16, adapter, as_json)
         if as_json:

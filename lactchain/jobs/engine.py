@@ -14,9 +14,10 @@ from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
 
-def check_engine(engine: str, dtype: str | None = None, actor: str | None = None) -> str:
+def check_engine(engine: str, actor: str | None = None) -> str:
     """The engine that will run ('hf' or 'vllm'; auto decided), or a ConfigError when
-    --engine / --dtype name nothing usable (vllm not installed, a model vLLM cannot run)."""
+    --engine names nothing usable (vllm not installed, a model vLLM cannot run). --dtype
+    is the engine config's own check (`lactchain.machine.resolve_dtype`)."""
     from lactchain.models.vllm_engine import EngineUnavailable, check_model_spec, require_vllm, resolve_engine
 
     try:
@@ -25,10 +26,6 @@ def check_engine(engine: str, dtype: str | None = None, actor: str | None = None
             require_vllm()
             if actor is not None and engine == "vllm":
                 check_model_spec(actor)
-        if dtype is not None:
-            from lactchain.models.actor import as_dtype
-
-            as_dtype(dtype)
     except (ValueError, EngineUnavailable, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
     return which
@@ -74,7 +71,7 @@ def choose(settings: EngineConfig, actor: str) -> EngineConfig:
     on_this_machine = not settings.ray_address  # a Ray cluster places the replicas: its capacity, not ours
     if named in ("hf", "vllm") and on_this_machine:  # before vLLM is looked for: the refusal needs no vLLM
         check_parallel(named, tp, dp)
-    check_engine(settings.engine, settings.dtype, actor)
+    check_engine(settings.engine, actor)
     chosen = resolve_auto(settings, actor)
     if named == "auto" and on_this_machine:
         check_parallel(chosen.engine, tp, dp)

@@ -169,19 +169,13 @@ def _default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
-
-
 def as_dtype(value: str | torch.dtype | None) -> Optional[torch.dtype]:
-    """None (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...);
-    "auto" is `lactchain.machine.resolve_dtype`'s: the dtype this machine is fastest in."""
+    """None (the model's own dtype), a torch dtype or its name ("bf16", "float32", ...;
+    `lactchain.machine.resolve_dtype`'s, "auto" included: the dtype this machine is
+    fastest in). An unknown name is a ValueError."""
     if value is None or isinstance(value, torch.dtype):
         return value
-    key = str(resolve_dtype(value)).lower().removeprefix("torch.")
-    if key not in _DTYPES:
-        raise ValueError(f"unknown inference dtype {value!r}; use one of {sorted(_DTYPES)} or 'auto'")
-    return _DTYPES[key]
+    return getattr(torch, resolve_dtype(value))
 
 
 def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
