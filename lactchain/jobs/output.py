@@ -64,28 +64,27 @@ class JobProgress:
     total, rate, ETA) at most every `every_s` seconds (and at the ends), and the
     `progress` metric (0..1) that the console's Jobs list draws per row."""
 
-    def __init__(self, handle: Any, label: str, total: int, unit: str, every_s: float = 2.0) -> None:
-        self.handle, self.label, self.total, self.unit, self.every_s = handle, label, max(1, total), unit, every_s
+    def __init__(self, handle: Any, label: str, unit: str, every_s: float = 2.0) -> None:
+        self.handle, self.label, self.unit, self.every_s = handle, label, unit, every_s
         self.started, self.last, self.steps = time.monotonic(), float("-inf"), 0
+        self.line = LineLog(every_s=0.0)  # this throttles; the log gets the line, a terminal has the bar
 
-    def __call__(self, done: float, rate: str = "", force: bool = False) -> None:
+    def __call__(self, done: float, total: int, note: str = "", force: bool = False) -> None:
         now = time.monotonic()
         if not (force or now - self.last >= self.every_s):
             return
-        self.last, self.steps = now, self.steps + 1
-        fraction = min(1.0, max(0.0, done / self.total))
-        elapsed = now - self.started
-        eta = elapsed / fraction * (1 - fraction) if fraction > 0 else None
-        parts = [f"{self.label}: {int(done)}/{self.total} {self.unit} ({fraction:.0%})", rate, eta_text(eta)]
-        if not sys.stderr.isatty():  # a terminal has the bar; a detached job's log gets the line
-            print(" · ".join(p for p in parts if p), file=sys.stderr, flush=True)
+        self.last, self.steps, total = now, self.steps + 1, max(1, total)
+        fraction = min(1.0, max(0.0, done / total))
+        eta = (now - self.started) / fraction * (1 - fraction) if fraction > 0 else None
+        parts = [f"{self.label}: {int(done)}/{total} {self.unit} ({fraction:.0%})", note, eta_text(eta)]
+        self.line(" · ".join(p for p in parts if p))
         self.handle.log_metrics({PROGRESS_METRIC: fraction}, step=self.steps)
 
-    def rollout(self, at: Any, force: bool = False) -> None:
+    def rollout(self, at: Any) -> None:
         """`run_rollouts`' on_progress: episodes (live ones by their share of the action
         budget), env steps per second."""
         rate = f"{at.env_steps / at.seconds:.1f} env steps/s" if at.seconds > 0 else ""
-        self(at.done, f"{at.finished} finished · {rate}" if rate else "", force=force or at.finished == at.total)
+        self(at.done, at.total, f"{at.finished} finished · {rate}" if rate else "", force=at.finished == at.total)
 
 
 def progress_bar(label: str, quiet: bool) -> Any:

@@ -62,7 +62,7 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
 
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         line(f"play: {config.episodes} episodes of {env} on {config.envs} envs, strategy {strat.label}", force=True)
-        progress = JobProgress(handle, "play", config.episodes, "episodes")
+        progress = JobProgress(handle, "play", "episodes")
         summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, text_env), registry=handle.registry,
                                run_id=handle.run_id, on_episode=on_episode, should_stop=handle.cancelled.is_set,
                                on_progress=progress.rollout)
@@ -107,19 +107,14 @@ def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
                        env=env) as model:
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
-        progress = JobProgress(handle, "evaluate", 0, "start states")
-
-        def on_progress(at: Any) -> None:
-            progress.total = at.total  # the start states are counted inside
-            progress.rollout(at)
-
+        progress = JobProgress(handle, "evaluate", "start states")
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states),
                                     constrained=config.constrained, n_envs=config.envs,
                                     max_actions=config.max_actions, seed=config.seed, registry=handle.registry,
                                     prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set,
-                                    on_progress=on_progress)
+                                    on_progress=progress.rollout)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})
         return result
 

@@ -303,13 +303,12 @@ def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
     model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
     with progress_bar(config.loss, handle.quiet) as bar:
         task = bar.add_task("steps", total=config.max_steps, stats="")
-        progress = JobProgress(handle, config.loss, 0, "steps")
+        progress = JobProgress(handle, config.loss, "steps")
 
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
             shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "margin", "accuracy") if k in metrics]
             bar.update(task, completed=step, total=total or None, stats="  ".join(shown))
-            progress.total = max(1, total or step)
-            progress(step, ", ".join(shown), force=step == total)
+            progress(step, total or step, ", ".join(shown), force=step == total)
 
         result = train_actor(model, selection, config, handle=handle, resume_from_checkpoint=checkpoint, on_log=on_log)
     result["pair_stats"] = stats
@@ -328,12 +327,11 @@ def run_train_actor_grpo(handle: Any, config: TrainActorJobConfig) -> dict[str, 
     task = grpo_task_from_rollouts(handle.registry, config, model)
     err_console.print(f"grpo: {len(task.rows)} states from {', '.join(config.rollouts_from)}, {task.generations} "
                       f"samples each, reward: {config.grpo_reward}")
-    progress = JobProgress(handle, "grpo", 0, "steps")
+    progress = JobProgress(handle, "grpo", "steps")
 
     def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
         shown = [f"{k} {metrics[k]:.3g}" for k in ("loss", "reward") if k in metrics]
-        progress.total = max(1, total or step)
-        progress(step, ", ".join(shown), force=step == total)
+        progress(step, total or step, ", ".join(shown), force=step == total)
 
     result = train_grpo(model, task, config.trainer(), handle=handle, resume_from_checkpoint=checkpoint,
                         on_log=on_log)

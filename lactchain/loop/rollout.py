@@ -264,8 +264,8 @@ def run_rollouts(
                 registry.add_steps(run_id, rows)
                 for episode_id, fields in finished:
                     registry.update_episode(episode_id, **fields)
-        if on_progress is not None:
-            live_share = sum(min(1.0, s.episode.length / max(1, getattr(s.env, "max_actions", 0) or 1e9))
+        if on_progress is not None:  # a live episode counts by its share of its action budget (none: 0)
+            live_share = sum(min(1.0, s.episode.length / s.env.max_actions) if getattr(s.env, "max_actions", 0) else 0.0
                              for s in slots if s.episode is not None)
             on_progress(RolloutProgress(len(results) + live_share, cfg.episodes, len(results), env_steps,
                                         time.perf_counter() - t0))
