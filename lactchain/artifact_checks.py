@@ -1,11 +1,14 @@
-"""Saved artifacts checked before a run that loads them exists: a LoRA adapter folder and a
-critic checkpoint. A broken file (truncated, zero bytes, a garbled header, tensors of the
-wrong shape, a pickle where plain tensors belong, a metadata file full of garbage) is one
-ValueError line naming the file and what to do, never a traceback from deep inside
-safetensors, torch or peft, and never a run left FAILED.
+"""Saved artifacts checked before a run that loads them exists: LoRA adapters, critic
+checkpoints, trainer checkpoints (adapter + optimizer, scheduler, rng and trainer state),
+reward models, decision-transformer checkpoints. A broken file (truncated, zero bytes, a
+garbled header, tensors of the wrong shape, a pickle where plain tensors belong, a
+metadata file full of garbage, a sealed checkpoint whose files changed) is one ValueError
+line naming the file and what to do, never a traceback from deep inside safetensors, torch
+or peft, and never a run left FAILED.
 
-The checks read headers and small JSON files only; the weights are not loaded (the
-critic's heads are: a few KB)."""
+Each kind's own loader holds its checks (`models.critic.check_saved`,
+`train.reward_model.check_saved`, `archive.dt.checkpoints.check_checkpoint`), all reading
+through `lactchain.runs.files`; this module is the one place the jobs call."""
 
 from __future__ import annotations
 
@@ -13,23 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lactchain.runs.checkpoints import whole
+from lactchain.runs.files import RETRAIN, read_json_object, read_tensors
+
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_META = "lactchain_adapter.json"
-RETRAIN = "train it again or point at another run"
-
-
-def _json_object(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{what} {path.parent}: {path.name} is missing; {RETRAIN}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
-        raise ValueError(f"{what} {path.parent}: {path.name} is not readable JSON ({type(exc).__name__}); "
-                         f"{RETRAIN}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{what} {path.parent}: {path.name} is not a JSON object; {RETRAIN}")
-    return data
+TRAINER_STATE = "trainer_state.json"
 
 
 def check_adapter(folder: str | Path, base: str | None = None) -> dict[str, Any]:
@@ -37,7 +30,10 @@ def check_adapter(folder: str | Path, base: str | None = None) -> dict[str, Any]
     (rank `r` on every lora_A/lora_B pair), its lab metadata when present, and (given
     `base`) that it was trained on that base model. Returns the lab metadata ({} if none)."""
     folder = Path(folder)
-    config = _json_object(folder / ADAPTER_CONFIG, "adapter")
+    config = read_json_object(folder / ADAPTER_CONFIG, "adapter")
+    if config.get("peft_type", "LORA") != "LORA":
+        raise ValueError(f"adapter {folder}: {ADAPTER_CONFIG} says peft_type {config.get('peft_type')!r}; the lab "
+                         f"trains and loads LORA adapters only; {RETRAIN}")
     rank = config.get("r")
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ValueError(f"adapter {folder}: {ADAPTER_CONFIG} has no valid rank r (got {rank!r}); {RETRAIN}")
@@ -55,7 +51,7 @@ def check_adapter(folder: str | Path, base: str | None = None) -> dict[str, Any]
                              f"factor; {RETRAIN}")
     meta: dict[str, Any] = {}
     if (folder / ADAPTER_META).exists():
-        meta = _json_object(folder / ADAPTER_META, "adapter")
+        meta = read_json_object(folder / ADAPTER_META, "adapter")
         for key, kind in (("base", str), ("loss", str), ("step", int), ("lora_r", int)):
             if key in meta and meta[key] is not None and not isinstance(meta[key], kind):
                 raise ValueError(f"adapter {folder}: {ADAPTER_META} field {key!r} is {meta[key]!r}, not a "
@@ -99,38 +95,37 @@ def _safetensors_shapes(path: Path, folder: Path) -> dict[str, tuple[int, ...]]:
         raise ValueError(f"adapter {folder}: {ADAPTER_WEIGHTS} is {why}; {RETRAIN}") from None
 
 
-def check_critic_checkpoint(folder: str | Path) -> None:
-    """A critic checkpoint that will load: critic.json, heads.pt as plain tensors (a pickle
-    of anything else is refused, never run), and its LoRA adapter when it has one."""
-    import pickle
-    import warnings
-
-    import torch
+def check_critic_checkpoint(folder: str | Path, resume: bool = False) -> None:
+    """A critic checkpoint that will load: whole (its manifest matches), critic.json,
+    heads.pt as plain tensors of the backbone's width (a pickle of anything else is
+    refused, never run), its LoRA adapter, and (to resume from it) its optimizer state."""
+    from lactchain.models.critic import ADAPTER_DIR, check_saved
 
     folder = Path(folder)
-    _json_object(folder / "critic.json", "critic checkpoint")
-    heads = folder / "heads.pt"
-    if not heads.is_file() or heads.stat().st_size == 0:
-        raise ValueError(f"critic checkpoint {folder}: heads.pt is {'empty' if heads.is_file() else 'missing'}; "
-                         f"{RETRAIN}")
-    try:
-        with warnings.catch_warnings():  # torch's note on a foreign pickle protocol: the refusal says enough
-            warnings.simplefilter("ignore")
-            state = torch.load(heads, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise ValueError(f"critic checkpoint {folder}: heads.pt holds more than plain tensors (refused: loading it "
-                         f"could run code); {RETRAIN}") from None
-    except Exception as exc:  # noqa: BLE001 - truncated zip, garbage: one line either way
-        raise ValueError(f"critic checkpoint {folder}: heads.pt is not readable ({type(exc).__name__}); "
-                         f"{RETRAIN}") from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in _flatten(state)):
-        raise ValueError(f"critic checkpoint {folder}: heads.pt is not a state dict of tensors; {RETRAIN}")
-    for sub in ("adapter", "lora"):
-        if (folder / sub / ADAPTER_CONFIG).is_file():
-            check_adapter(folder / sub)
+    whole(folder, "critic checkpoint")
+    check_saved(folder)
+    check_adapter(folder / ADAPTER_DIR)
+    if resume and (folder / "optimizer.pt").exists():
+        read_tensors(folder / "optimizer.pt", "critic checkpoint")
 
 
-def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _flatten(v)]
-    return [value]
+def check_trainer_checkpoint(folder: str | Path) -> None:
+    """An actor trainer checkpoint a resume can start from: whole, its adapter, its
+    trainer_state.json, and the optimizer, scheduler and rng state as plain data
+    (`weights_only`, numpy's rng state allowed as transformers allows it)."""
+    from transformers.trainer_pt_utils import safe_globals
+
+    folder = Path(folder)
+    what = "checkpoint"
+    whole(folder, what)
+    check_adapter(folder)
+    read_json_object(folder / TRAINER_STATE, what)
+    for path in sorted(folder.glob("*.pt")) + sorted(folder.glob("rng_state*.pth")):
+        read_tensors(path, what, allowing=safe_globals)
+
+
+def check_reward_model(folder: str | Path) -> None:
+    """A reward model that will load (`train.reward_model.check_saved`)."""
+    from lactchain.train.reward_model import check_saved
+
+    check_saved(folder)

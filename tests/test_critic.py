@@ -340,12 +340,15 @@ class _Exploit:
 
 
 def test_checkpoint_loading_refuses_pickles_whatever_the_environment(tmp_path, monkeypatch):
-    from lactchain.train.critic import load_tensors
+    from lactchain.runs.files import read_tensors
+
+    def load_tensors(path, device):
+        return read_tensors(path, "critic checkpoint", device=device)
 
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "pwned"
     torch.save({"state": _Exploit(str(marker))}, tmp_path / "optimizer.pt")
-    with pytest.raises(ValueError, match="not a plain tensor checkpoint"):
+    with pytest.raises(ValueError, match="optimizer.pt holds more than plain tensors"):
         load_tensors(tmp_path / "optimizer.pt", "cpu")
     assert not marker.exists()
     # a real optimizer state still loads

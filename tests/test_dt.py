@@ -355,12 +355,12 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
                               "--n-layer", "3", "--steps", "30", "--db", db], capsys)
     assert code == 2 and "--n-layer 3: run" in err and "a resume keeps the model's shape" in err, err
     assert len(reg.list_runs()) == runs_before
-    # a truncated checkpoint is named in one line, before an eval run exists
-    weights = Path(reg.latest_artifact(baseline, "dt")["path"]) / "model.pt"
+    # a truncated checkpoint (the one eval loads: the selected best) is named in one line, before an eval run exists
+    weights = Path(reg.latest_artifact(baseline, "dt-best")["path"]) / "model.pt"
     weights.write_bytes(weights.read_bytes()[:100])
     code, out, err = run_cli(["dt", "eval", result["run_id"], "--baseline", baseline, "--no-goal", "--db", db],
                              capsys)
-    assert code == 2 and "model.pt is not readable" in err and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and "model.pt" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
     assert len(reg.list_runs()) == runs_before
 
 

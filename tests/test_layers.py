@@ -36,8 +36,9 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #   layer  name     modules
 #   -----  -------  ---------------------------------------------------------------------------
 #   0      base     lactchain.config, lactchain.paths, lactchain.runs.registry, lactchain.moves,
-#                   lactchain.runs.lifecycle, lactchain.prompts   (pure utilities: envs and models
-#                   import moves / prompts / paths, so they sit below them)
+#                   lactchain.runs.lifecycle, lactchain.runs.files, lactchain.runs.checkpoints,
+#                   lactchain.prompts, lactchain.machine, lactchain.safe_text   (pure utilities: envs
+#                   and models import moves / prompts / paths / run files, so they sit below them)
 #   1      envs     lactchain (the package itself: its __init__ registers the envs),
 #                   lactchain.envs.*, lactchain.models.*
 #   2      library  every other lactchain module (rollout, labelers, train.*, dt.*, pipeline, ...)
@@ -45,7 +46,8 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #   4      cli      lactchain.cli.*
 #   5      tui      tui.*
 BASE = ("lactchain.config", "lactchain.paths", "lactchain.runs.registry", "lactchain.moves",
-        "lactchain.runs.lifecycle", "lactchain.prompts", "lactchain.machine", "lactchain.safe_text")
+        "lactchain.runs.lifecycle", "lactchain.runs.files", "lactchain.runs.checkpoints", "lactchain.prompts",
+        "lactchain.machine", "lactchain.safe_text")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (  # (layer name, module prefixes); "*" = the rest of lactchain
     ("base", BASE),
     ("envs/models", ("lactchain.envs", "lactchain.models")),

@@ -72,7 +72,7 @@ def test_reward_model_learns_the_rule_judges_preferences(judged):
         again = RewardModel.load(folder)
         some = list(captions)[:5]
         assert again.score(some) == pytest.approx(model.score(some), abs=1e-5)
-    with pytest.raises(ValueError, match="not a saved reward model"):
+    with pytest.raises(ValueError, match="reward_model.json is missing"):
         RewardModel.load("/nonexistent")
 
 

@@ -48,7 +48,25 @@ def _prepare_train(registry: Any, config: DTTrainConfig) -> dict[str, Any]:
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(f"{flag} {getattr(config, name)}: run {config.resume_from} was trained with "
                                   f"{old[name]}; a resume keeps the model's shape: drop {flag} (or start a new run)")
+        if _usable_checkpoint("--resume-from", config.resume_from, registry, "dt", optimizer=True) is None:
+            raise ConfigError(f"--resume-from {config.resume_from}: it (and the runs it resumed) kept no checkpoint "
+                              "on disk; start a fresh run without --resume-from")
     return {"archive": archive_id, "resume_from": config.resume_from}
+
+
+def _usable_checkpoint(name: str, run_id: str, registry: Any, kind: str, optimizer: bool = False) -> Any:
+    """The checkpoint of `kind` a job will load (passing over damaged ones), checked to
+    load (one ConfigError line naming the file), or None when the run kept none."""
+    from lactchain.archive.dt.checkpoints import check_checkpoint
+    from lactchain.runs.resume import latest_checkpoint
+
+    try:
+        found = latest_checkpoint(registry, run_id, kind)
+        if found is not None:
+            check_checkpoint(found["path"], optimizer=optimizer)
+    except ValueError as exc:
+        raise ConfigError(f"{name} {run_id}: {exc}") from None
+    return found
 
 
 # The settings that fix a dt model's parameters (a resume must keep them).
@@ -97,24 +115,8 @@ class DTEvalConfig(Config):
             self.refuse("dt_run", "give the dt run to evaluate (lactchain dt train)")
 
 
-def _check_dt_checkpoint(name: str, run_id: str, folder: Path) -> None:
-    """A dt checkpoint's weights load as plain tensors (a truncated copy is named, not an Errno)."""
-    from lactchain.archive.dt.checkpoints import MODEL_FILE, read_tensors
-
-    try:
-        state = read_tensors(folder / MODEL_FILE)
-    except Exception as exc:  # noqa: BLE001 - truncated, garbled or a foreign pickle: one line each
-        raise ConfigError(f"{name} {run_id}: its checkpoint {folder / 'model.pt'} is not readable "
-                          f"({type(exc).__name__}: a truncated or altered file?); resume or train the run again, "
-                          "or evaluate another checkpoint (--checkpoint last|best)") from None
-    if not isinstance(state, dict):
-        raise ConfigError(f"{name} {run_id}: {folder / 'model.pt'} is not a model state; train the run again")
-
-
 def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
-    """Both runs are dt runs with a checkpoint on disk."""
-    from lactchain.runs.resume import latest_checkpoint
-
+    """Both runs are dt runs with a checkpoint on disk that loads."""
     config.dt_run = run_of_kind(registry, "RUN", config.dt_run, ("dt",), "a dt run (lactchain dt train)")["id"]
     if config.baseline:
         config.baseline = run_of_kind(registry, "--baseline", config.baseline, ("dt",), "a dt run")["id"]
@@ -123,14 +125,11 @@ def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
             raise ConfigError(f"--baseline {config.baseline}: it reads instructions (text encoder "
                               f"{base.get('text_encoder')}); the baseline is a no-text run: `lactchain dt train "
                               "--no-text` on the same archive and seed")
-    for name, rid in (("RUN", config.dt_run), ("--baseline", config.baseline)):
-        if rid and latest_checkpoint(registry, rid, "dt") is None:
+    for name, rid, which in (("RUN", config.dt_run, config.checkpoint), ("--baseline", config.baseline, config.checkpoint)):
+        best = _usable_checkpoint(name, rid, registry, "dt-best") if rid and which == "best" else None
+        if rid and best is None and _usable_checkpoint(name, rid, registry, "dt") is None:  # what evaluate loads
             raise ConfigError(f"{name} {rid}: the run has no checkpoint yet; wait for its first one "
                               "(--checkpoint-every)")
-        for kind in ("dt", "dt-best"):
-            found = latest_checkpoint(registry, rid, kind) if rid else None
-            if found is not None:
-                _check_dt_checkpoint(name, rid, Path(found["path"]))
     return {"dt_run": config.dt_run, "baseline": config.baseline}
 
 

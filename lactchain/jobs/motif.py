@@ -284,7 +284,14 @@ def _reward_folder(registry: Any, config: RewardAgentsConfig) -> str | None:
 
 
 def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]:
-    _reward_folder(registry, config)
+    from lactchain.artifact_checks import check_reward_model
+
+    folder = _reward_folder(registry, config)
+    if folder is not None:
+        try:
+            check_reward_model(folder)
+        except ValueError as exc:
+            raise ConfigError(f"--reward-run {config.reward_run}: {exc}") from None
     if config.reward_run is not None:
         config.env = registry.params(registry.get_run(config.reward_run)["id"]).get("env") or "blackjack"
     from lactchain.envs.catalog import make_env

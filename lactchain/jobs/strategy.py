@@ -93,13 +93,34 @@ def _prepare(registry: Any, config: StrategySearchConfig) -> dict[str, Any]:
     _check_split(config)
     if config.resume_from is None:
         return extra
-    from lactchain.runs.resume import latest_checkpoint
-
     config.resume_from = registry.resolve_run_id(config.resume_from)
-    if latest_checkpoint(registry, config.resume_from, SEARCH_ARTIFACT) is None:
-        raise ConfigError(f"--resume-from {config.resume_from}: it saved no search (it stopped before its first "
-                          "round, as did the runs it resumed); start a new search")
+    _saved_search(registry, config.resume_from)
     return {**extra, "resume_from": config.resume_from}
+
+
+def _saved_search(registry: Any, run_id: str) -> Any:
+    """The newest search a run (or the runs it resumed) saved, read and checked: one
+    ConfigError line when there is none or its file is damaged."""
+    from lactchain.runs.files import read_json_object
+    from lactchain.runs.resume import latest_checkpoint
+    from lactchain.strategy.search import Search
+
+    try:
+        saved = latest_checkpoint(registry, run_id, SEARCH_ARTIFACT)
+        if saved is None:
+            raise ConfigError(f"--resume-from {run_id}: it saved no search (it stopped before its first round, as "
+                              "did the runs it resumed); start a new search")
+        path = Path(saved["path"])
+        data = read_json_object(path, "strategy search", "start a new search")
+        try:
+            return Search.from_json(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"strategy search {path.parent}: {path.name} is not a saved search "
+                              f"({type(exc).__name__}); start a new search") from None
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"--resume-from {run_id}: {exc}") from None
 
 
 def _dealt(text_env: Any) -> bool:
@@ -182,10 +203,7 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
             return evaluate_at(text, starts, train_seed)
 
         if config.resume_from:
-            from lactchain.runs.resume import latest_checkpoint
-
-            saved = latest_checkpoint(reg, config.resume_from, SEARCH_ARTIFACT)
-            search = Search.from_json(json.loads(Path(saved["path"]).read_text()))
+            search = _saved_search(reg, config.resume_from)
             if search.train_keys != train_keys:
                 raise ConfigError(f"--resume-from {config.resume_from}: its training states differ from this "
                                   "search's (another --seed, --train-states or world); resume with its settings")

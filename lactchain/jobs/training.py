@@ -30,11 +30,18 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
 
     config.episodes_from = [registry.resolve_run_id(r) for r in config.episodes_from]
     if config.resume_from:
+        from lactchain.artifact_checks import check_critic_checkpoint
         from lactchain.runs.resume import latest_checkpoint
         from lactchain.train.critic import CHECKPOINT_KIND
 
         config.resume_from = registry.resolve_run_id(config.resume_from)
-        if latest_checkpoint(registry, config.resume_from, CHECKPOINT_KIND) is None:  # never a silent fresh start
+        try:
+            art = latest_checkpoint(registry, config.resume_from, CHECKPOINT_KIND)
+            if art is not None:
+                check_critic_checkpoint(art["path"], resume=True)
+        except ValueError as exc:
+            raise ConfigError(f"--resume-from {config.resume_from}: {exc}") from None
+        if art is None:  # never a silent fresh start
             raise ConfigError(f"--resume-from {config.resume_from}: it (and the runs it resumed) kept no critic "
                               "checkpoint on disk (deleted, or it stopped before its first); start a fresh run "
                               "without --resume-from")
@@ -197,9 +204,15 @@ def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
     (back through earlier resumes if needed)."""
     if not spec:
         return None
-    if Path(spec).is_dir():
-        return str(Path(spec))
+    from lactchain.artifact_checks import check_trainer_checkpoint
     from lactchain.runs.resume import latest_checkpoint
+
+    if Path(spec).is_dir():
+        try:
+            check_trainer_checkpoint(spec)
+        except ValueError as exc:
+            raise ConfigError(f"--resume-from {spec}: {exc}") from None
+        return str(Path(spec))
 
     try:
         run = registry.get_run(spec)
@@ -207,10 +220,15 @@ def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
         raise ConfigError(f"--resume-from {spec}: neither a checkpoint folder nor a run id ({exc})") from None
     if run["kind"] != "actor":
         raise ConfigError(f"--resume-from {spec}: run {run['id']} is a {run['kind']} run; expected actor")
-    art = latest_checkpoint(registry, run["id"], "checkpoint")
+    try:
+        art = latest_checkpoint(registry, run["id"], "checkpoint")
+        if art is not None:
+            check_trainer_checkpoint(art["path"])
+    except ValueError as exc:
+        raise ConfigError(f"--resume-from {spec}: {exc}") from None
     if art is None:
         raise ConfigError(f"--resume-from {spec}: run {run['id']} (and the runs it resumed) kept no checkpoint on "
-                          "disk")
+                          "disk; start a fresh run without --resume-from")
     return art["path"]
 
 

@@ -45,6 +45,8 @@ from torch import Tensor, nn
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.models.presets import BUILTIN_CRITICS
 from lactchain.moves import format_moves
+from lactchain.runs.files import match_shapes, read_json_object, read_tensors, refuse, require_keys, shapes_of, \
+    tensor_dict
 
 log = logging.getLogger(__name__)
 
@@ -232,12 +234,10 @@ class Critic(nn.Module):
         cfg: dict[str, Any] | None = None
         if checkpoint is not None:
             folder = Path(checkpoint)
-            cfg = json.loads((folder / CONFIG_NAME).read_text())
-            if cfg.get("format") != FORMAT_VERSION:
-                raise ValueError(f"{folder} is critic format {cfg.get('format')}, this lactchain reads {FORMAT_VERSION}")
+            cfg = check_saved(folder)
             if spec not in (DEFAULT_SPEC, cfg["spec"]):
                 log.warning("checkpoint %s was trained on %s; ignoring spec %s", folder, cfg["spec"], spec)
-            spec, pooling, lora_r, env_kwargs = cfg["spec"], cfg["pooling"], cfg["lora_r"], cfg["env_kwargs"]
+            spec, pooling, lora_r, env_kwargs = cfg["spec"], cfg.get("pooling"), cfg["lora_r"], cfg["env_kwargs"]
             env = cfg.get("env", DEFAULT_ENV)  # critics saved before the env seam are grid critics
         base, tok, source = load_backbone(spec, device)
         causal = _is_causal(base.config)
@@ -258,7 +258,7 @@ class Critic(nn.Module):
         critic = cls(backbone, tok, spec=spec, source=source, pooling=pooling, causal=causal, lora_r=lora_r,
                      device=device, env_kwargs=env_kwargs, env=env)
         if cfg is not None:
-            heads = torch.load(Path(checkpoint) / HEADS_NAME, map_location=device, weights_only=True)
+            heads = read_heads_file(Path(checkpoint) / HEADS_NAME, None, "critic checkpoint")
             critic.v_head.load_state_dict(heads["v_head"])
             critic.q_head.load_state_dict(heads["q_head"])
             critic.set_target_stats(cfg["value_mean"], cfg["value_std"])
@@ -366,6 +366,51 @@ class Critic(nn.Module):
             torch.save({"v_head": self.v_head.state_dict(), "q_head": self.q_head.state_dict()}, folder / HEADS_NAME)
             (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2, default=str) + "\n")
         return folder
+
+
+CONFIG_KEYS = {"format": int, "spec": str, "lora_r": int, "value_mean": (int, float), "value_std": (int, float),
+               "env_kwargs": dict}
+
+
+def backbone_hidden(spec: str) -> int | None:
+    """The hidden size of a critic backbone from its config alone (None when the model is
+    not on this machine: loading it says what to do)."""
+    if _ALIASES.get(spec, spec) in TINY_SPECS:
+        return int(TINY_ENCODER_CONFIG["hidden_size"])
+    try:
+        config = json.loads((Path(resolve_backbone(spec)) / "config.json").read_text())
+        return int(config["hidden_size"])
+    except Exception:  # noqa: BLE001 - not prepared, or not a transformers folder: the load refuses in its words
+        return None
+
+
+def read_heads_file(path: Path, hidden: int | None, what: str) -> dict[str, dict[str, Tensor]]:
+    """heads.pt checked and read: {"v_head": state, "q_head": state}, each the shapes of
+    `value_head(hidden)` (the hidden size from the tensors themselves when not given)."""
+    heads = read_tensors(path, what)
+    if not isinstance(heads, dict) or set(heads) != {"v_head", "q_head"}:
+        raise refuse(what, path, "does not hold the v_head and q_head states")
+    for name in ("v_head", "q_head"):
+        state = tensor_dict(heads[name], path, what)
+        width = hidden or (int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1)
+        with torch.device("meta"):
+            expected = shapes_of(value_head(width))
+        match_shapes(state, expected, path, what, prefix=f"{name}.")
+    return heads
+
+
+def check_saved(folder: str | Path) -> dict[str, Any]:
+    """A saved critic that will load: critic.json's fields, heads.pt's tensors against the
+    backbone's width. Returns critic.json. (Its adapter: `artifact_checks.check_adapter`.)"""
+    folder = Path(folder)
+    what = "critic checkpoint"
+    cfg = read_json_object(folder / CONFIG_NAME, what)
+    require_keys(cfg, folder / CONFIG_NAME, what, CONFIG_KEYS)
+    if cfg["format"] != FORMAT_VERSION:
+        raise refuse(what, folder / CONFIG_NAME, f"is critic format {cfg['format']}, this lactchain reads "
+                     f"{FORMAT_VERSION}")
+    read_heads_file(folder / HEADS_NAME, backbone_hidden(cfg["spec"]), what)
+    return cfg
 
 
 def load_from_run(registry: Any, run_id: str, device: str | torch.device | None = None) -> Critic:

@@ -2,7 +2,8 @@
 manifest (each file's size and SHA-256), written last and atomically, so a resume can
 tell a whole checkpoint from one a crash, a full disk or a stray edit damaged, and fall
 back to the newest whole one (`runs.resume.latest_checkpoint`). A folder without a
-manifest (saved before manifests existed) is trusted as before."""
+manifest (saved before manifests existed) is trusted as before: its loader's own checks
+(`lactchain.runs.files`) are what stand between it and a traceback."""
 
 from __future__ import annotations
 
@@ -14,6 +15,18 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
+
+
+class DamagedCheckpoint(ValueError):
+    """Every checkpoint a resume could use is damaged: a refusal, never a silent fresh start."""
+
+
+def whole(folder: str | os.PathLike, what: str = "checkpoint") -> None:
+    """Refuse (DamagedCheckpoint, one line) a sealed folder whose files changed since."""
+    problem = damage(folder)
+    if problem is not None:
+        raise DamagedCheckpoint(f"{what} {folder} is damaged ({problem}); train it again, restore its files, or "
+                                "point at another run")
 
 
 def sha256_file(path: Path) -> str:

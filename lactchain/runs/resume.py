@@ -64,9 +64,9 @@ def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> di
     """The newest checkpoint artifact whose files exist and are whole (its manifest, where
     it has one, still matches: `runs.checkpoints.damage`), searching back through the
     lineage. A damaged newer one is passed over for an older whole one, and the log (stderr)
-    says which; when none is whole, the newest damaged one is returned, so the caller's
-    loader refuses it in its own words (naming the file)."""
-    from lactchain.runs.checkpoints import damage
+    says which; when some exist and none is whole, DamagedCheckpoint says so in one line (a
+    resume from damaged files is refused, never started)."""
+    from lactchain.runs.checkpoints import DamagedCheckpoint, damage
 
     damaged: tuple[dict[str, Any], str] | None = None
     for run in lineage(registry, run_id):
@@ -83,7 +83,10 @@ def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> di
                           f"{art['path']}", file=sys.stderr)
                 return art
             damaged = damaged or (art, problem)
-    return damaged[0] if damaged is not None else None
+    if damaged is not None:
+        raise DamagedCheckpoint(f"checkpoint {damaged[0]['path']} is damaged ({damaged[1]}) and no whole one comes "
+                                "before it; restore its files or train the run again")
+    return None
 
 
 RESUMES_TAG = "resumes"  # on a run made by `runs resume`: the run it continues (its parent)
@@ -109,7 +112,11 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
                            "(a --compare benchmark resumes cell by cell)")
     if run["kind"] == "actor" and params.get("loss") == "rft":
         raise NotResumable(f"run {run['id']} trained with rft, which is short and keeps no checkpoint: start it again")
-    if run["kind"] not in ("pipeline", *ROW_RESUMED) and latest_checkpoint(registry, run["id"]) is None:
+    try:
+        saved = latest_checkpoint(registry, run["id"]) if run["kind"] not in ("pipeline", *ROW_RESUMED) else True
+    except ValueError as exc:
+        raise NotResumable(f"run {run['id']}: {exc}") from None
+    if saved is None:
         raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
     if not run.get("cmd"):

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from lactchain.runs.checkpoints import seal
+from lactchain.runs.files import read_tensors
 from lactchain.loop.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
 from lactchain.paths import writing
@@ -129,19 +130,6 @@ def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | N
     return None  # fresh start (also: resume=True before the first checkpoint was written)
 
 
-def load_tensors(path: Path, device: Any) -> Any:
-    """torch.load with weights_only=True always (whatever TORCH_FORCE_* says): a
-    checkpoint is data, and a pickle that wants to run code is refused."""
-    import pickle
-
-    try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{path} is not a plain tensor checkpoint ({first}); delete it or resume from "
-                         "another checkpoint") from None
-
-
 def train_critic(
     handle: Any,
     config: TrainCriticConfig,
@@ -195,7 +183,8 @@ def train_critic(
     model.batch_size = max(batch_size, 1)
     optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=c.weight_decay)
     if start is not None and (Path(start["path"]) / OPTIMIZER_NAME).is_file():
-        optimizer.load_state_dict(load_tensors(Path(start["path"]) / OPTIMIZER_NAME, model.device))
+        optimizer.load_state_dict(read_tensors(Path(start["path"]) / OPTIMIZER_NAME, "critic checkpoint",
+                                                device=model.device))
 
     # 5. checkpoints
     state = {"epoch": done_epochs, "batches_since_save": 0, "batches_done": skip_batches,

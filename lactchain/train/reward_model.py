@@ -20,6 +20,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lactchain.paths import writing
+from lactchain.runs.files import match_shapes, read_json_object, read_tensors, refuse, require_keys, shapes_of, \
+    tensor_dict
 
 FORMAT = 1
 CONFIG_NAME = "reward_model.json"
@@ -98,17 +100,36 @@ class RewardModel(nn.Module):
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device | None = None) -> "RewardModel":
         folder = Path(folder)
-        try:
-            cfg = json.loads((folder / CONFIG_NAME).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{folder} is not a saved reward model ({exc})") from None
-        if cfg.get("format") != FORMAT:
-            raise ValueError(f"{folder} is reward-model format {cfg.get('format')}; this lactchain reads {FORMAT}")
+        cfg = check_saved(folder)
         model = cls(cfg["backbone"], device=device)
         model.config = cfg  # what save() recorded with it (score_mean, score_std, env)
-        model.head.load_state_dict(torch.load(folder / HEAD_NAME, map_location=model.encoder.device, weights_only=True))
+        model.head.load_state_dict(read_tensors(folder / HEAD_NAME, WHAT))
         model.head.eval()
         return model
+
+
+WHAT = "reward model"
+CONFIG_KEYS = {"format": int, "backbone": str, "score_mean": (int, float), "score_std": (int, float)}
+
+
+def check_saved(folder: str | Path) -> dict[str, Any]:
+    """A saved reward model that will load: its JSON's fields, head.pt as plain tensors of
+    the backbone's width (one ArtifactError line naming the file otherwise). Returns the JSON."""
+    from lactchain.models.critic import backbone_hidden, value_head
+
+    folder = Path(folder)
+    cfg = read_json_object(folder / CONFIG_NAME, WHAT)
+    require_keys(cfg, folder / CONFIG_NAME, WHAT, CONFIG_KEYS)
+    if cfg["format"] != FORMAT:
+        raise refuse(WHAT, folder / CONFIG_NAME, f"is reward-model format {cfg['format']}; this lactchain reads "
+                     f"{FORMAT}")
+    state = tensor_dict(read_tensors(folder / HEAD_NAME, WHAT), folder / HEAD_NAME, WHAT)
+    hidden = backbone_hidden(cfg["backbone"])
+    if hidden is None:
+        hidden = int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1
+    with torch.device("meta"):
+        match_shapes(state, shapes_of(value_head(hidden)), folder / HEAD_NAME, WHAT)
+    return cfg
 
 
 def split_pairs(pairs: Sequence[LabelledPair], held_out: float, seed: int) -> tuple[list, list]:

@@ -15,8 +15,9 @@ from typing import Any, Sequence
 import torch
 
 from lactchain.archive.dt.model import NO_TEXT, DecisionTransformer, DTConfig
-from lactchain.archive.dt.tokenizer import LEARNED, FrozenText, LearnedText
-from lactchain.train.critic import load_tensors
+from lactchain.archive.dt.tokenizer import LEARNED, TOKENIZER_FILE, FrozenText, LearnedText
+from lactchain.runs.files import match_shapes, read_json_object, read_tensors as read_file, refuse, shapes_of, \
+    tensor_dict
 
 CHECKPOINT_KIND = "dt"
 BEST_KIND = "dt-best"
@@ -62,18 +63,50 @@ def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimiz
     return folder
 
 
+WHAT = "dt checkpoint"
+
+
 def read_tensors(path: Path) -> Any:
     """A tensor file of a checkpoint, on the CPU (plain tensors only: never a pickle that runs code)."""
-    return load_tensors(path, "cpu")
+    return read_file(path, WHAT)
+
+
+def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTConfig, dict[str, Any]]:
+    """A checkpoint that will load (and, with `optimizer`, resume): config.json describes a
+    model, model.pt holds exactly that model's tensors, a learned tokenizer reads and has
+    the config's vocabulary. One ArtifactError line naming the file otherwise.
+    Returns (config, the checkpoint's meta)."""
+    folder = Path(folder)
+    meta = read_json_object(folder / CONFIG_FILE, WHAT)
+    try:
+        cfg = DTConfig.from_dict(meta["config"])
+        with torch.device("meta"):
+            expected = shapes_of(DecisionTransformer(cfg))
+    except Exception as exc:  # noqa: BLE001 - a missing, mistyped or impossible field: one line
+        raise refuse(WHAT, folder / CONFIG_FILE, f"does not describe a model ({type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0][:80] if str(exc) else 'no config'})") from None
+    match_shapes(tensor_dict(read_tensors(folder / MODEL_FILE), folder / MODEL_FILE, WHAT), expected,
+                 folder / MODEL_FILE, WHAT, source=f"the model its {CONFIG_FILE} describes")
+    if cfg.text_encoder == LEARNED:
+        try:
+            text = LearnedText.load(folder, cfg.text_len)
+        except Exception as exc:  # noqa: BLE001 - garbage, truncated, missing
+            raise refuse(WHAT, folder / TOKENIZER_FILE, f"is not a readable tokenizer ({type(exc).__name__})") \
+                from None
+        if text.vocab_size != cfg.text_vocab:
+            raise refuse(WHAT, folder / TOKENIZER_FILE, f"has {text.vocab_size} words, the model was trained on "
+                         f"{cfg.text_vocab}")
+    if optimizer and (folder / OPTIMIZER_FILE).exists():
+        read_tensors(folder / OPTIMIZER_FILE)
+    return cfg, meta
 
 
 def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[str, Any]]:
-    """(model in eval mode, its text encoder or None, the checkpoint's meta)."""
+    """(model in eval mode, its text encoder or None, the checkpoint's meta), checked first."""
     folder = Path(folder)
     if not (folder / CONFIG_FILE).is_file():
         raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
-    meta = json.loads((folder / CONFIG_FILE).read_text())
-    cfg = DTConfig.from_dict(meta["config"])
+    cfg, meta = check_checkpoint(folder)
     model = DecisionTransformer(cfg)
     model.load_state_dict(read_tensors(folder / MODEL_FILE))
     model.eval()

@@ -249,6 +249,7 @@ def train_dt(
         folder = save_checkpoint(Path(handle.dir) / "dt" / f"best-step-{step:06d}", model, text, step=step,
                                  train_seconds=seconds(), tokenizer=tok_stats, best_select_score=state["best"],
                                  **scores, **split_meta)
+        seal(folder)
         registry.add_artifact(handle.run_id, BEST_KIND, folder, step=step, meta={"step": step, **scores})
         keep_newest(registry, handle.run_id, BEST_KIND, 1)
 
