@@ -433,3 +433,8 @@ def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports
                              capsys)
     assert code == 2 and "--detach belong to the benchmark" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.db").exists()
+    # a dt train option the training would refuse: refused before the archive fill, nothing created
+    for extra, message in (("--n-embd 7", "Invalid value for '--n-embd'"), ("--bogus", "No such option: --bogus")):
+        code, out, err = run_cli(["bench", "dt", "--train-args", extra, "--db", str(tmp_path / "x.db")], capsys)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "x.db").exists()

@@ -40,6 +40,20 @@ def _lactchain(args: list[str], db: Path, what: str) -> dict[str, Any]:
         raise
 
 
+def _check_train_args(encoders: list[str], extra: list[str], given: str) -> None:
+    """Every `dt train` the bench will run parses and passes its checks, before the archive
+    fill (minutes) and before any run exists."""
+    from lactchain.cli.generate import parse_job
+    from lactchain.config import ConfigError
+    from lactchain.jobs.table import JOBS
+
+    for encoder in encoders:
+        try:
+            parse_job(JOBS["dt train"], ["--archive", "the-bench-archive", "--text-encoder", encoder, *extra])
+        except ConfigError as exc:
+            fail(f"--train-args {given!r}: {str(exc).removeprefix('dt train: ')}")
+
+
 def _mean(values: list[float | None]) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -83,6 +97,8 @@ def bench_dt(
     if owned:  # the benchmark runs (and waits for) each training itself, on its own archive and seeds
         fail(f"--train-args {train_args!r}: {', '.join(owned)} belong to the benchmark, not to each training; "
              "leave them out (--seeds, --encoders and --db are the benchmark's own options)")
+
+    _check_train_args(names, extra, train_args)
 
     with tempfile.TemporaryDirectory(prefix="lactchain-bench-dt-") as tmp:
         registry = Path(db) if db else Path(tmp) / "registry.db"

@@ -116,14 +116,13 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
     return command
 
 
-def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[str, Any]:
-    """Run a job in this process from command-line arguments (parsed exactly as its
-    command parses them) and return its result: what benchmarks use to chain jobs.
-    Raises ConfigError (a bad argument or reference) and Cancelled."""
+def parse_job(job: Job, argv: list[str]) -> Any:
+    """A job's config from command-line arguments, parsed and checked exactly as its
+    command does, touching no registry: a benchmark checks every step's arguments before
+    its first step runs. Raises ConfigError."""
     import typer.main
 
     from lactchain.jobs import launch
-    from lactchain.runs.registry import Registry
 
     app = typer.Typer()
     app.command(job.command.split()[-1])(make_command(job))
@@ -135,6 +134,17 @@ def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[
     values = {k: v for k, v in ctx.params.items() if k not in COMMON and v is not None}
     config = job.config.from_params(values)
     launch.precheck(job, config)
+    return config
+
+
+def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[str, Any]:
+    """Run a job in this process from command-line arguments (parsed exactly as its
+    command parses them) and return its result: what benchmarks use to chain jobs.
+    Raises ConfigError (a bad argument or reference) and Cancelled."""
+    from lactchain.jobs import launch
+    from lactchain.runs.registry import Registry
+
+    config = parse_job(job, argv)
     with Registry(db) as registry:
         params = launch.prepare(registry, job, config)
         return launch.run_here(registry, job, config, params, quiet=quiet)
