@@ -1,6 +1,6 @@
 """Corrupted artifacts are refused in one line before any run exists: a LoRA adapter
 (truncated, zero-byte, garbled or wrong-shape weights; garbage metadata; another base
-model) and a critic checkpoint (truncated or foreign heads.pt, a pickle that is more than
+model) and a critic checkpoint (truncated or foreign heads, a pickle that is more than
 tensors, a truncated adapter). Real files: a tiny adapter trained one step, a tiny critic
 saved by the lab."""
 
@@ -101,12 +101,19 @@ class _NotATensor:
         return (print, ("this must never run",))
 
 
+def _legacy_pickle(folder: Path) -> None:
+    """An older critic (heads.pt, before safetensors) whose heads file is a pickle of code."""
+    (folder / "heads.safetensors").unlink()
+    (folder / "heads.pt").write_bytes(pickle.dumps({"v_head": _NotATensor()}))
+
+
 CRITIC_CASES = {
-    "truncated heads": (lambda f: _truncate(f / "heads.pt"), "heads.pt is not readable"),
-    "foreign heads": (lambda f: (f / "heads.pt").write_bytes(b"PK\x03\x04 not a torch file"), "heads.pt is not "
-                                                                                             "readable"),
-    "a pickle of code": (lambda f: (f / "heads.pt").write_bytes(pickle.dumps({"v_head": _NotATensor()})),
-                         "holds more than plain tensors (refused"),
+    "truncated heads": (lambda f: _truncate(f / "heads.safetensors"), "heads.safetensors is not readable"),
+    "foreign heads": (lambda f: (f / "heads.safetensors").write_bytes(b"PK\x03\x04 not a safetensors file"),
+                      "heads.safetensors is not readable"),
+    "a pickle under the safetensors name": (lambda f: (f / "heads.safetensors").write_bytes(
+        pickle.dumps({"v_head": _NotATensor()})), "heads.safetensors is not readable"),
+    "an older critic's heads a pickle of code": (_legacy_pickle, "heads.pt holds more than plain tensors (refused"),
     "truncated critic adapter": (lambda f: _truncate(f / "adapter" / "adapter_model.safetensors"),
                                  "adapter_model.safetensors is truncated"),
     "garbage critic.json": (lambda f: (f / "critic.json").write_text("nope"), "critic.json is not readable JSON"),

@@ -229,7 +229,7 @@ def test_checkpoint_artifact_per_epoch(trained):
     for art in arts:
         folder = Path(art["path"])
         assert folder.is_dir() and folder.is_relative_to(reg.run_dir(rid))
-        assert {"critic.json", "heads.pt", "adapter", "optimizer.pt"} <= {p.name for p in folder.iterdir()}
+        assert {"critic.json", "heads.safetensors", "adapter", "optimizer.pt"} <= {p.name for p in folder.iterdir()}
         assert art["meta"]["complete"] is True and "spearman_vstar" in art["meta"]
     assert trained["result"]["checkpoint"] == arts[-1]["path"]
 

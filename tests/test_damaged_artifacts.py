@@ -49,11 +49,15 @@ def _json_edit(edit: Callable[[dict], object]) -> Callable[[Path], None]:
 
 
 def _wrong_heads(path: Path) -> None:
-    torch.save({"v_head": {"weight": torch.zeros(3)}, "q_head": {}}, path)
+    from safetensors.torch import save_file
+
+    save_file({"v_head.weight": torch.zeros(3), "q_head.0.weight": torch.zeros(64)}, str(path))
 
 
 def _wrong_head(path: Path) -> None:
-    torch.save({"0.weight": torch.zeros(7), "9.bias": torch.zeros(1)}, path)
+    from safetensors.torch import save_file
+
+    save_file({"0.weight": torch.zeros(7), "9.bias": torch.zeros(1)}, str(path))
 
 
 @pytest.fixture(scope="module")
@@ -155,9 +159,9 @@ def damaged(made):
 # ---- critic checkpoints ------------------------------------------------------------------------
 
 CRITIC = {
-    "heads of other tensors": ("heads.pt", _wrong_heads),
-    "heads a pickle payload": ("heads.pt", _pickle_payload),
-    "heads truncated": ("heads.pt", _truncate),
+    "heads of other tensors": ("heads.safetensors", _wrong_heads),
+    "heads a pickle payload": ("heads.safetensors", _pickle_payload),
+    "heads truncated": ("heads.safetensors", _truncate),
     "critic.json a list": ("critic.json", _json_edit(lambda d: [d])),
     "critic.json without its value scale": ("critic.json", _json_edit(lambda d: {k: v for k, v in d.items()
                                                                                  if k != "value_std"})),
@@ -212,8 +216,8 @@ DT = {
     "config a list": ("config.json", _json_edit(lambda d: [d])),
     "config without its model": ("config.json", _json_edit(lambda d: {**d, "config": {"n_layer": "x"}})),
     "tokenizer garbage": ("tokenizer.json", lambda p: p.write_text("garbage")),
-    "weights a pickle payload": ("model.pt", _pickle_payload),
-    "weights truncated": ("model.pt", _truncate),
+    "weights a pickle payload": ("model.safetensors", _pickle_payload),
+    "weights truncated": ("model.safetensors", _truncate),
     "optimizer a pickle payload": ("optimizer.pt", _pickle_payload),
 }
 
@@ -224,7 +228,7 @@ def test_a_damaged_dt_checkpoint(case, sealed, made, damaged, lc):
     file, how = DT[case]
     damaged("dt", "dt", file, how, sealed)
     damaged("dt", "dt-best", file, how, sealed)
-    name = "damaged" if sealed else "model.pt" if "width" in case else file  # the weights disagree with it
+    name = "damaged" if sealed else "model.safetensors" if "width" in case else file  # the weights disagree
     if file != "optimizer.pt":  # evaluation reads no optimizer
         _refused(lc, made, ["dt", "eval", made["dt"], "--no-goal", "--limit", "2", "--db", made["db"]], name)
     _refused(lc, made, [*made["dt_cmd"], "--steps", "30", "--resume-from", made["dt"]], name)
@@ -233,9 +237,9 @@ def test_a_damaged_dt_checkpoint(case, sealed, made, damaged, lc):
 # ---- the reward model ---------------------------------------------------------------------------------
 
 REWARD = {
-    "head a pickle payload": ("head.pt", _pickle_payload),
-    "head truncated": ("head.pt", _truncate),
-    "head of other tensors": ("head.pt", _wrong_head),
+    "head a pickle payload": ("head.safetensors", _pickle_payload),
+    "head truncated": ("head.safetensors", _truncate),
+    "head of other tensors": ("head.safetensors", _wrong_head),
     "config garbage": ("reward_model.json", lambda p: p.write_text("nope")),
 }
 
@@ -285,11 +289,51 @@ def test_a_dt_resume_passes_over_a_damaged_newest_checkpoint_and_says_so(made, d
     backup = newest.with_name(newest.name + ".orig")
     shutil.copytree(newest, backup)
     try:
-        _truncate(newest / "model.pt")
+        _truncate(newest / "model.safetensors")
         code, out, err = lc(*made["dt_cmd"], "--steps", "30", "--resume-from", made["dt"], "--json")
         assert code == 0, err[-3000:]
-        assert f"checkpoint {newest} is damaged (model.pt:" in err and f"using the one before it, {before}" in err, err
+        assert f"checkpoint {newest} is damaged (model.safetensors:" in err and f"using the one before it, {before}" in err, err
         assert json.loads(out)["start_step"] == int(before.name.split("-")[-1])
     finally:
         shutil.rmtree(newest, ignore_errors=True)
         backup.rename(newest)
+
+
+# ---- runs saved before safetensors still open ----------------------------------------------------------
+
+def _as_torch_file(weights: Path, nested: bool = False) -> None:
+    """Rewrite NAME.safetensors as the NAME.pt older runs saved (the critic's heads nested per head)."""
+    from safetensors.torch import load_file
+
+    state = load_file(str(weights))
+    if nested:
+        state = {head: {k.split(".", 1)[1]: v for k, v in state.items() if k.startswith(head + ".")}
+                 for head in ("v_head", "q_head")}
+    torch.save(state, weights.with_suffix(".pt"))
+    weights.unlink()
+
+
+def test_weights_saved_before_safetensors_still_load(made, damaged, lc):
+    from lactchain.archive.dt.checkpoints import load_checkpoint
+    from lactchain.models.critic import Critic
+    from lactchain.train.reward_model import RewardModel
+
+    critic_folder = _folders(made, "critic", "critic")[-1]
+    dt_folder = _folders(made, "dt", "dt")[-1]
+    reward_folder = _folders(made, "reward", "reward-model")[-1]
+    before = (Critic.load(checkpoint=critic_folder, device="cpu").q_head.state_dict(),
+              load_checkpoint(dt_folder)[0].state_dict(), RewardModel.load(reward_folder).head.state_dict())
+    damaged("critic", "critic", "heads.safetensors", lambda p: _as_torch_file(p, nested=True), sealed=False)
+    damaged("dt", "dt", "model.safetensors", _as_torch_file, sealed=False)
+    damaged("reward", "reward-model", "head.safetensors", _as_torch_file, sealed=False)
+    after_critic = Critic.load(checkpoint=critic_folder, device="cpu").q_head.state_dict()
+    assert (critic_folder / "heads.pt").is_file() and not (critic_folder / "heads.safetensors").exists()
+    assert all(torch.equal(before[0][k], after_critic[k]) for k in before[0])
+    after_dt = load_checkpoint(dt_folder)[0].state_dict()
+    assert all(torch.equal(before[1][k], after_dt[k]) for k in before[1])
+    after_reward = RewardModel.load(reward_folder).head.state_dict()
+    assert all(torch.equal(before[2][k], after_reward[k]) for k in before[2])
+    # and an older critic is still usable by the commands that check it first
+    code, out, err = lc("collect-pairs", "--actor", "tiny", "--critic-run", made["critic"], "--states", "1",
+                        "--db", made["db"], "--json")
+    assert code == 0, err[-2000:]

@@ -313,7 +313,7 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
     assert len(best) == 1 and Path(best[0]["path"]).is_dir()
     assert best[0]["meta"]["select_score"] == max(scores.values())
     assert best[0]["step"] == result["best"]["step"] == min(s for s, v in scores.items() if v == max(scores.values()))
-    assert {"model.pt", "optimizer.pt", "config.json", "tokenizer.json"} <= {p.name for p in Path(arts[-1]["path"]).iterdir()}
+    assert {"model.safetensors", "optimizer.pt", "config.json", "tokenizer.json"} <= {p.name for p in Path(arts[-1]["path"]).iterdir()}
 
     code, out, err = run_cli(["dt", "train", "--archive", archive, "--no-text", "--steps", "10", *TINY, "--db", db,
                               "--json"], capsys)
@@ -356,11 +356,11 @@ def test_dt_train_is_a_registry_run_then_eval_json(archive_db, capsys):
     assert code == 2 and "--n-layer 3: run" in err and "a resume keeps the model's shape" in err, err
     assert len(reg.list_runs()) == runs_before
     # a truncated checkpoint (the one eval loads: the selected best) is named in one line, before an eval run exists
-    weights = Path(reg.latest_artifact(baseline, "dt-best")["path"]) / "model.pt"
+    weights = Path(reg.latest_artifact(baseline, "dt-best")["path"]) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     code, out, err = run_cli(["dt", "eval", result["run_id"], "--baseline", baseline, "--no-goal", "--db", db],
                              capsys)
-    assert code == 2 and "model.pt" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and "model.safetensors" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
     assert len(reg.list_runs()) == runs_before
 
 

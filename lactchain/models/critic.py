@@ -45,14 +45,14 @@ from torch import Tensor, nn
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.models.presets import BUILTIN_CRITICS
 from lactchain.moves import format_moves
-from lactchain.runs.files import match_shapes, read_json_object, read_tensors, refuse, require_keys, shapes_of, \
-    tensor_dict
+from lactchain.runs.files import match_shapes, read_json_object, read_weights, refuse, require_keys, shapes_of, \
+    weights_file, write_weights
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # 2: compact state texts (the env's critic_text)
 CONFIG_NAME = "critic.json"
-HEADS_NAME = "heads.pt"
+HEADS_NAME = "heads.safetensors"  # critics saved before it: heads.pt (still read)
 ADAPTER_DIR = "adapter"
 DEFAULT_SPEC = "minilm-l6"
 PRESETS = ("minilm-l6", "sfr-embedding-mistral", "tiny", "tiny-causal")  # + any local folder / cached hub id
@@ -356,14 +356,15 @@ class Critic(nn.Module):
         }
 
     def save(self, folder: str | Path) -> Path:
-        """LoRA adapter (adapter/), both heads (heads.pt) and critic.json into `folder`."""
+        """LoRA adapter (adapter/), both heads (heads.safetensors) and critic.json into `folder`."""
         from lactchain.paths import writing
 
         folder = Path(folder)
         with writing(folder, "the critic checkpoint"):
             folder.mkdir(parents=True, exist_ok=True)
             self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
-            torch.save({"v_head": self.v_head.state_dict(), "q_head": self.q_head.state_dict()}, folder / HEADS_NAME)
+            write_weights(folder / HEADS_NAME, {**{f"v_head.{k}": v for k, v in self.v_head.state_dict().items()},
+                                                **{f"q_head.{k}": v for k, v in self.q_head.state_dict().items()}})
             (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2, default=str) + "\n")
         return folder
 
@@ -385,13 +386,16 @@ def backbone_hidden(spec: str) -> int | None:
 
 
 def read_heads_file(path: Path, hidden: int | None, what: str) -> dict[str, dict[str, Tensor]]:
-    """heads.pt checked and read: {"v_head": state, "q_head": state}, each the shapes of
-    `value_head(hidden)` (the hidden size from the tensors themselves when not given)."""
-    heads = read_tensors(path, what)
-    if not isinstance(heads, dict) or set(heads) != {"v_head", "q_head"}:
-        raise refuse(what, path, "does not hold the v_head and q_head states")
-    for name in ("v_head", "q_head"):
-        state = tensor_dict(heads[name], path, what)
+    """The heads file checked and read: {"v_head": state, "q_head": state}, each the shapes
+    of `value_head(hidden)` (the hidden size from the tensors themselves when not given)."""
+    flat, path = read_weights(path, what), weights_file(path)
+    heads: dict[str, dict[str, Tensor]] = {"v_head": {}, "q_head": {}}
+    for key, tensor in flat.items():
+        head, _, name = key.partition(".")
+        heads.setdefault(head, {})[name] = tensor
+    if set(heads) != {"v_head", "q_head"}:
+        raise refuse(what, path, "holds tensors of no v_head or q_head (not a critic's heads)")
+    for name, state in heads.items():
         width = hidden or (int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1)
         with torch.device("meta"):
             expected = shapes_of(value_head(width))

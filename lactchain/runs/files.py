@@ -25,7 +25,7 @@ class ArtifactError(ValueError):
 
 
 def refuse(what: str, path: Path, why: str, fix: str = RETRAIN) -> ArtifactError:
-    """'critic checkpoint /runs/x/step-2: heads.pt is truncated; train it again ...'."""
+    """'critic checkpoint /runs/x/epoch-002: heads.safetensors is empty; train it again ...'."""
     return ArtifactError(f"{what} {Path(path).parent}: {Path(path).name} {why}; {fix}")
 
 
@@ -106,3 +106,46 @@ def match_shapes(state: Mapping[str, Any], expected: Mapping[str, tuple[int, ...
 def shapes_of(module: Any) -> dict[str, tuple[int, ...]]:
     """{name: shape} of a torch module's state dict (build it on the meta device: no memory)."""
     return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+
+
+def write_weights(path: Path, state: Mapping[str, Any]) -> None:
+    """A flat {name: tensor} state as safetensors (CPU copies: tied weights saved apart)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().to("cpu").clone().contiguous() for k, v in state.items()}, str(path))
+
+
+def flat_state(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"v_head": {"0.weight": t}} -> {"v_head.0.weight": t} (non-dict leaves kept as they are)."""
+    if not isinstance(value, dict):
+        return {prefix.rstrip("."): value}
+    out: dict[str, Any] = {}
+    for key, inner in value.items():
+        out.update(flat_state(inner, f"{prefix}{key}.") if isinstance(inner, dict) else {f"{prefix}{key}": inner})
+    return out
+
+
+def weights_file(path: Path) -> Path:
+    """The file `read_weights(path)` reads: NAME.safetensors, or NAME.pt of an older run."""
+    path = Path(path)
+    legacy = path.with_suffix(".pt")
+    return legacy if not path.exists() and legacy.is_file() else path
+
+
+def read_weights(path: Path, what: str, fix: str = RETRAIN) -> dict[str, Any]:
+    """A flat {name: tensor} state from a safetensors file, or from the torch file of the
+    same name that runs saved before safetensors (`NAME.pt`, read with weights_only)."""
+    path = weights_file(path)
+    if path.suffix == ".pt":
+        return tensor_dict(flat_state(read_tensors(path, what, fix)), path, what, fix)
+    if not path.is_file():
+        raise refuse(what, path, "is missing", fix)
+    if path.stat().st_size == 0:
+        raise refuse(what, path, "is empty", fix)
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device="cpu")
+    except Exception as exc:  # noqa: BLE001 - SafetensorError, a garbled header, a pickle under this name
+        raise refuse(what, path, f"is not readable safetensors ({type(exc).__name__}: truncated or altered?)",
+                     fix) from None

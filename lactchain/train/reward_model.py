@@ -20,12 +20,12 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lactchain.paths import writing
-from lactchain.runs.files import match_shapes, read_json_object, read_tensors, refuse, require_keys, shapes_of, \
-    tensor_dict
+from lactchain.runs.files import match_shapes, read_json_object, read_weights, refuse, require_keys, shapes_of, \
+    weights_file, write_weights
 
 FORMAT = 1
 CONFIG_NAME = "reward_model.json"
-HEAD_NAME = "head.pt"
+HEAD_NAME = "head.safetensors"  # reward models saved before it: head.pt (still read)
 
 
 def bradley_terry_loss(r_chosen: Tensor, r_rejected: Tensor, target: Tensor) -> Tensor:
@@ -92,7 +92,7 @@ class RewardModel(nn.Module):
         folder = Path(folder)
         with writing(folder, "the reward model"):
             folder.mkdir(parents=True, exist_ok=True)
-            torch.save(self.head.state_dict(), folder / HEAD_NAME)
+            write_weights(folder / HEAD_NAME, self.head.state_dict())
             (folder / CONFIG_NAME).write_text(json.dumps({"format": FORMAT, "backbone": self.backbone_spec,
                                                           **(extra or {})}, indent=2))
         return folder
@@ -103,7 +103,7 @@ class RewardModel(nn.Module):
         cfg = check_saved(folder)
         model = cls(cfg["backbone"], device=device)
         model.config = cfg  # what save() recorded with it (score_mean, score_std, env)
-        model.head.load_state_dict(read_tensors(folder / HEAD_NAME, WHAT))
+        model.head.load_state_dict(read_weights(folder / HEAD_NAME, WHAT))
         model.head.eval()
         return model
 
@@ -113,8 +113,8 @@ CONFIG_KEYS = {"format": int, "backbone": str, "score_mean": (int, float), "scor
 
 
 def check_saved(folder: str | Path) -> dict[str, Any]:
-    """A saved reward model that will load: its JSON's fields, head.pt as plain tensors of
-    the backbone's width (one ArtifactError line naming the file otherwise). Returns the JSON."""
+    """A saved reward model that will load: its JSON's fields, its head's tensors at the
+    backbone's width (one ArtifactError line naming the file otherwise). Returns the JSON."""
     from lactchain.models.critic import backbone_hidden, value_head
 
     folder = Path(folder)
@@ -123,12 +123,12 @@ def check_saved(folder: str | Path) -> dict[str, Any]:
     if cfg["format"] != FORMAT:
         raise refuse(WHAT, folder / CONFIG_NAME, f"is reward-model format {cfg['format']}; this lactchain reads "
                      f"{FORMAT}")
-    state = tensor_dict(read_tensors(folder / HEAD_NAME, WHAT), folder / HEAD_NAME, WHAT)
+    state, head = read_weights(folder / HEAD_NAME, WHAT), weights_file(folder / HEAD_NAME)
     hidden = backbone_hidden(cfg["backbone"])
     if hidden is None:
         hidden = int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1
     with torch.device("meta"):
-        match_shapes(state, shapes_of(value_head(hidden)), folder / HEAD_NAME, WHAT)
+        match_shapes(state, shapes_of(value_head(hidden)), head, WHAT)
     return cfg
 
 

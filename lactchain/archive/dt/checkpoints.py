@@ -1,4 +1,5 @@
-"""Decision-transformer checkpoints: a folder with model.pt, optimizer.pt, config.json (the
+"""Decision-transformer checkpoints: a folder with model.safetensors (model.pt before it),
+optimizer.pt, config.json (the
 model config, step, training seconds, the data split) and the text encoder's files.
 
 Shared by training (`lactchain.archive.dt.train` writes them, resumes from them) and evaluation
@@ -16,13 +17,13 @@ import torch
 
 from lactchain.archive.dt.model import NO_TEXT, DecisionTransformer, DTConfig
 from lactchain.archive.dt.tokenizer import LEARNED, TOKENIZER_FILE, FrozenText, LearnedText
-from lactchain.runs.files import match_shapes, read_json_object, read_tensors as read_file, refuse, shapes_of, \
-    tensor_dict
+from lactchain.runs.files import match_shapes, read_json_object, read_tensors as read_file, read_weights, refuse, \
+    shapes_of, weights_file, write_weights
 
 CHECKPOINT_KIND = "dt"
 BEST_KIND = "dt-best"
 KEEP_CHECKPOINTS = 2
-MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.pt", "optimizer.pt", "config.json"
+MODEL_FILE, OPTIMIZER_FILE, CONFIG_FILE = "model.safetensors", "optimizer.pt", "config.json"
 
 
 # ---- the text side ---------------------------------------------------------------------------
@@ -52,7 +53,7 @@ def save_checkpoint(folder: Path, model: DecisionTransformer, text: Any, optimiz
     shutil.rmtree(tmp, ignore_errors=True)
     with writing(folder, "the dt checkpoint"):
         tmp.mkdir(parents=True)
-        torch.save(model.state_dict(), tmp / MODEL_FILE)
+        write_weights(tmp / MODEL_FILE, model.state_dict())
         if optimizer is not None:
             torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps({"config": model.cfg.as_dict(), **meta}, indent=1))
@@ -73,7 +74,7 @@ def read_tensors(path: Path) -> Any:
 
 def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTConfig, dict[str, Any]]:
     """A checkpoint that will load (and, with `optimizer`, resume): config.json describes a
-    model, model.pt holds exactly that model's tensors, a learned tokenizer reads and has
+    model, its weights hold exactly that model's tensors, a learned tokenizer reads and has
     the config's vocabulary. One ArtifactError line naming the file otherwise.
     Returns (config, the checkpoint's meta)."""
     folder = Path(folder)
@@ -85,8 +86,8 @@ def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTCon
     except Exception as exc:  # noqa: BLE001 - a missing, mistyped or impossible field: one line
         raise refuse(WHAT, folder / CONFIG_FILE, f"does not describe a model ({type(exc).__name__}: "
                      f"{str(exc).splitlines()[0][:80] if str(exc) else 'no config'})") from None
-    match_shapes(tensor_dict(read_tensors(folder / MODEL_FILE), folder / MODEL_FILE, WHAT), expected,
-                 folder / MODEL_FILE, WHAT, source=f"the model its {CONFIG_FILE} describes")
+    match_shapes(read_weights(folder / MODEL_FILE, WHAT), expected, weights_file(folder / MODEL_FILE), WHAT,
+                 source=f"the model its {CONFIG_FILE} describes")
     if cfg.text_encoder == LEARNED:
         try:
             text = LearnedText.load(folder, cfg.text_len)
@@ -108,7 +109,7 @@ def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[
         raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
     cfg, meta = check_checkpoint(folder)
     model = DecisionTransformer(cfg)
-    model.load_state_dict(read_tensors(folder / MODEL_FILE))
+    model.load_state_dict(read_weights(folder / MODEL_FILE, WHAT))
     model.eval()
     return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
 

@@ -48,7 +48,6 @@ from lactchain.archive.dt.checkpoints import (  # noqa: F401  (re-exported: the 
     CHECKPOINT_KIND,
     CONFIG_FILE,
     KEEP_CHECKPOINTS,
-    MODEL_FILE,
     OPTIMIZER_FILE,
     keep_newest,
     load_checkpoint,
