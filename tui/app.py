@@ -194,6 +194,24 @@ class LactChainApp(App):
         else:
             self.action_show_help_panel()
 
+    def action_load_preset_critic(self) -> None:
+        """A critic backbone preset (minilm-l6 by default), with an untrained head: the
+        console says what its values are worth and how to fit it."""
+        from tui.widgets.confirm import AskScreen
+
+        def check(spec: str) -> str | None:
+            from lactchain.models.presets import CRITIC, check_spec
+
+            try:
+                check_spec(spec, CRITIC)
+            except ValueError as exc:
+                return str(exc).splitlines()[0]
+            return None
+
+        self.push_screen(AskScreen("Critic preset to load (minilm-l6, tiny, sfr-embedding-mistral, or a model "
+                                   "folder). Its value head starts untrained.", "minilm-l6", check),
+                         lambda spec: self.load_critic(spec) if spec else None)
+
     def report_error(self, title: str, error: BaseException | str | None) -> None:
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error or "")
         self.log.error(title, text)
@@ -269,9 +287,18 @@ class LactChainApp(App):
             self.actor_status = f"{message.label} ✓"
             console_state.save(self.db_path, actor=self.actor_spec, adapter=self.adapter)  # reopened with it
         else:
-            self.critic, self.critic_label = message.model, message.label
-            self.critic_status = f"{message.label} ✓"
+            untrained = getattr(message.model, "untrained", False)
+            self.critic = message.model
+            self.critic_label = message.label + (" (untrained)" if untrained else "")
+            self.critic_status = f"{self.critic_label} ✓"
             console_state.save(self.db_path, critic=self.critic_spec)
+            if untrained:
+                from tui.models import UNTRAINED_NOTE
+
+                self.notify(f"critic {message.label} loaded in {message.seconds:.1f}s; {UNTRAINED_NOTE}",
+                            timeout=12, markup=False)
+                self._models_changed()
+                return
         self.notify(f"{message.role} {message.label} loaded in {message.seconds:.1f}s")
         self._models_changed()
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 TARGETS = {"switch_median_ms": 100.0, "switch_max_ms": 300.0, "first_paint_s": 1.0, "quit_s": 1.0, "kill_s": 2.0,
-           "launch_ms": 100.0, "quit_loaded_s": 0.5}
+           "launch_ms": 100.0, "launch_row_ms": 300.0, "quit_loaded_s": 0.5}
 SCREENS = ("2", "3", "4", "5", "1")
 
 
@@ -92,17 +92,18 @@ async def measure(db: Path, rounds: int, job: str | None, stock_mask: bool = Fal
         if job is not None:
             out["kill_s"] = await _kill(pilot, job)
         elif not stock_mask:
-            out["launch_ms"] = await _launch(pilot)
+            out["launch_ms"], out["launch_row_ms"] = await _launch(pilot)
         q0 = time.perf_counter()
         await pilot.press("ctrl+q")
     out["quit_s"] = time.perf_counter() - q0
     return out
 
 
-async def _launch(pilot: Any) -> float | None:
+async def _launch(pilot: Any) -> tuple[float | None, float | None]:
     """ctrl+l on the Jobs screen's Play form (tiny actor, one episode): milliseconds until the
-    job is started (its run SCHEDULED, the detached child spawned) and the form says so."""
-    from textual.widgets import Input, Select
+    job is started (its run SCHEDULED, the detached child spawned) and the form says so, and
+    until its row is in the jobs table (what a person looks for)."""
+    from textual.widgets import DataTable, Input, Select
 
     await pilot.press("4")
     await pilot.pause()
@@ -112,12 +113,15 @@ async def _launch(pilot: Any) -> float | None:
     screen.query_one("#play--actor", Input).value = "tiny"
     screen.query_one("#play--episodes", Input).value = "1"
     await pilot.pause()
+    table = screen.query_one("#jobs-table", DataTable)
     t0 = time.perf_counter()
     await pilot.press("ctrl+l")  # Pilot's own waits (~100 ms) are not what a person waits for:
-    launched_ms = None  # the screen stamps when it shows the started job
+    launched_ms = row_ms = None  # the screen stamps when it shows the started job
     while time.perf_counter() - t0 < 30:
-        if screen.last_launch is not None and screen.last_launch_at is not None:
+        if launched_ms is None and screen.last_launch is not None and screen.last_launch_at is not None:
             launched_ms = (screen.last_launch_at - t0) * 1000
+        if launched_ms is not None and screen.last_launch.run_id in {str(k.value) for k in table.rows}:
+            row_ms = (time.perf_counter() - t0) * 1000
             break
         await asyncio.sleep(0.002)
     if launched_ms is not None:  # the one-episode job ends before its registry folder goes away
@@ -129,7 +133,7 @@ async def _launch(pilot: Any) -> float | None:
                 if reg.get_run(screen.last_launch.run_id)["status"] not in ACTIVE:
                     break
                 await asyncio.sleep(0.1)
-    return launched_ms
+    return launched_ms, row_ms
 
 
 async def _kill(pilot: Any, run_id: str) -> float | None:

@@ -124,6 +124,12 @@ PALETTE_ONLY: tuple[Command, ...] = (
     Command("Decision transformer: act an instruction", "Type an instruction; the newest trained dt run acts it "
             "on the grid from the selected start (its annotations and landmark order beside)", "i", "dt_instruct",
             "archive", "Instruct", show=False),
+    Command("Load preset critic", "Load a critic backbone preset (minilm-l6 by default) with an untrained head: "
+            "its values rank nothing until a train-critic run fits it (then c on that run)", "ctrl+k",
+            "load_preset_critic", "app", "Preset critic", "app", show=False),
+    Command("Sort runs by column", "Pick the column to sort by, one key each (c created, k kind, s status, "
+            "d duration, i id, m metric); its key again flips the order", "O", "sort_column", "runs", "Sort by",
+            show=False),
 )
 
 

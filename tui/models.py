@@ -156,7 +156,13 @@ def load_critic(spec: str, registry: Any | None = None, progress: ProgressFn | N
             return critic_mod.load_from_run(registry, run["id"])
     if progress:
         progress(f"loading critic backbone {spec} (untrained head)", None)
-    return critic_mod.Critic.load(spec)
+    critic = critic_mod.Critic.load(spec)
+    critic.untrained = True  # the console says so: its values rank nothing until a train-critic run fits it
+    return critic
+
+
+UNTRAINED_NOTE = ("its value head is untrained, so its values rank nothing yet: fit it with Jobs → Train critic "
+                  "(on a play run's episodes), then press c on that run in Runs")
 
 
 def resolve_adapter(value: str | None, registry: Any | None) -> str | None:

@@ -20,9 +20,10 @@ def test_bench_console_measures_the_real_app_and_prints_json_with_its_targets():
     assert idle["switch_median_ms"] <= idle["roundtrip_median_ms"]
     assert out["stock_mask"]["switch_median_ms"] > 0 and "stock_mask" not in out["met"]
     assert set(out["met"]["idle"]) == {"switch_median_ms", "switch_max_ms", "first_paint_s", "quit_s", "launch_ms",
-                                       "quit_loaded_s"}
+                                       "launch_row_ms", "quit_loaded_s"}
     assert idle["actor"] == "tiny" and 0 < idle["quit_loaded_s"] and 0 < idle["python_exit_s"]
     assert idle["launch_ms"] > 0  # a Play job started from the Jobs form, through the job layer
+    assert idle["launch_row_ms"] >= idle["launch_ms"]  # ... and its row in the jobs table
     assert "under_job" not in out and out["targets"]["switch_median_ms"] == 100.0
     bad = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "console", "--rounds", "1"],
                          capture_output=True, text=True, timeout=120)

@@ -324,3 +324,29 @@ async def test_lab_at_80x24_pins_the_state_and_shows_only_whole_footer_keys(make
         await pilot.resize_terminal(160, 40)
         await pilot.pause(0.3)
         assert all(k.region.width for k in footer.query(FooterKey))
+
+
+async def test_a_preset_critic_loads_from_the_palette_and_says_its_head_is_untrained(make_app):
+    """ctrl+p 'Load preset critic' (ctrl+k): asks which preset (minilm-l6 by default; an
+    unknown one is refused in the dialog), loads it, and says its values rank nothing yet."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+k")
+        await settle(app, pilot)
+        field = app.screen.query_one("#ask-value")
+        assert field.value == "minilm-l6"
+        field.value = "no-such-critic"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert "no-such-critic" in str(app.screen.query_one("#ask-error").render())  # still asking
+        field.value = "tiny"
+        await pilot.press("enter")
+        for _ in range(600):
+            if app.critic is not None:
+                break
+            await pilot.pause(0.05)
+        assert app.critic is not None and app.critic_label == "tiny (untrained)"
+        assert app.critic_status == "tiny (untrained) ✓"
+        assert any("untrained" in str(n.message) and "Train critic" in str(n.message)
+                   for n in app._notifications)
+        assert "V(s) = " in str(app.screen.query_one("#critic-value").render())

@@ -90,6 +90,19 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         assert screen.sort_column == "kind" and _ids(table)[0] == a
         await pilot.press("o", "o", "o")  # status both ways, on to duration
         await pilot.pause()
+        # O, then one key per column: no cycling through the others; its key again flips it
+        await pilot.press("O", "i")
+        await pilot.pause()
+        assert (screen.sort_column, screen.sort_reverse) == ("id", False) and _ids(table) == sorted(_ids(table))
+        await pilot.press("O", "i")
+        await pilot.pause()
+        assert (screen.sort_column, screen.sort_reverse) == ("id", True) and _ids(table) == sorted(_ids(table))[::-1]
+        await pilot.press("O", "c")
+        await pilot.pause()
+        assert (screen.sort_column, screen.sort_reverse) == ("created", True) and _ids(table) == newest_first
+        await pilot.press("O", "escape")  # cancelled: as it was
+        await pilot.pause()
+        assert screen.sort_column == "created" and app.screen is screen
         # detail of the train-critic run
         table.move_cursor(row=_ids(table).index(a))
         await settle(app, pilot)

@@ -35,6 +35,7 @@ STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold r
 COLUMNS = (("mark", "✓"), ("id", "id"), ("status", "status"), ("metrics", "key metrics"), ("kind", "kind"),
            ("duration", "dur"), ("created", "created"))
 SORTS = ("created", "kind", "status", "duration", "id", "metrics")  # metrics: each run's key metric
+SORT_KEYS = {"created": "c", "kind": "k", "status": "s", "duration": "d", "id": "i", "metrics": "m"}  # O, then one
 REFRESH_S = 2.0
 
 
@@ -436,7 +437,11 @@ class RunsScreen(RunControls, BaseScreen):
 
     @on(DataTable.HeaderSelected, "#runs-table")
     def _header(self, event: DataTable.HeaderSelected) -> None:
-        column = str(event.column_key.value)
+        self.sort_by(str(event.column_key.value))
+
+    def sort_by(self, column: str | None) -> None:
+        """Sort by `column`, its natural way first (newest, longest first); the column it is
+        already sorted by, the other way."""
         if column not in SORTS:
             return
         if column == self.sort_column:
@@ -445,6 +450,15 @@ class RunsScreen(RunControls, BaseScreen):
             self.sort_column, self.sort_reverse = column, column in ("created", "duration")
         self.populate()
         self._remember()
+
+    def action_sort_column(self) -> None:
+        """O: one key per column (the current one again: the other way)."""
+        from tui.widgets.confirm import ChooseScreen
+
+        arrow = "↓" if self.sort_reverse else "↑"
+        choices = [(SORT_KEYS[c], c, c + (f"  (now {arrow}: again flips it)" if c == self.sort_column else ""))
+                   for c in SORTS]
+        self.app.push_screen(ChooseScreen("Sort runs by", choices), self.sort_by)
 
     def action_mark(self) -> None:
         if self.selected_id is None:

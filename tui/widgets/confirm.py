@@ -1,5 +1,6 @@
 """Dialogs: ConfirmScreen, a yes/no question before something that cannot be undone (kill
-a job); AskScreen, one value asked before a job starts (how many states to evaluate)."""
+a job); AskScreen, one value asked before a job starts (how many states to evaluate);
+ChooseScreen, one key picks one of a few choices (the column to sort by)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,33 @@ class AskScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ChooseScreen(ModalScreen[str | None]):
+    """A few choices, one key each (shown before its label): the key dismisses with that
+    choice's value; escape (or any key of no choice) cancels with None."""
+
+    DEFAULT_CSS = """
+    ChooseScreen { align: center middle; }
+    ChooseScreen > Vertical { width: 50; height: auto; border: thick $primary; background: $surface; padding: 1 2; }
+    """
+
+    def __init__(self, title: str, choices: list[tuple[str, str, str]]) -> None:
+        """`choices`: (key, value, label) each."""
+        super().__init__()
+        self.title_text, self.choices = title, choices
+
+    def compose(self) -> ComposeResult:
+        lines = Text(self.title_text + "\n\n", style="bold")
+        for key, _, label in self.choices:
+            lines.append(f" {key} ", style="reverse")
+            lines.append(f"  {label}\n")
+        lines.append("\nescape: cancel", style="dim")
+        with Vertical():
+            yield Static(lines, id="choose-lines")
+
+    def on_key(self, event) -> None:  # noqa: ANN001
+        event.stop()
+        event.prevent_default()
+        picked = next((value for key, value, _ in self.choices if key == event.character), None)
+        self.dismiss(picked)
