@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS
 from tui import console_state
-from tui.commands import COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
+from tui.commands import ALT_DIGITS, COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
@@ -186,6 +186,17 @@ class LactChainApp(App):
             super().delay_update(delay)
 
     # ---- the one error path -------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        """alt+1..5 (or escape then a digit, typed quickly) switch screens before any widget
+        sees the key: a field would otherwise type it as ¡ ™ £ ¢ ∞ (`tui.commands.ALT_DIGITS`).
+        Not under a dialog: it is answered first."""
+        if isinstance(event, events.Key) and event.key in ALT_DIGITS and not isinstance(self.screen, ModalScreen):
+            event.stop()
+            event.prevent_default()
+            await self.run_action(f"switch_mode('{ALT_DIGITS[event.key]}')")
+            return
+        await super().on_event(event)
+
     def action_toggle_keys(self) -> None:
         """`?`: Textual's keys panel (every binding of the focused widget, its screen and
         the app, from tui.commands), or away again."""

@@ -156,3 +156,12 @@ def bindings_for(scope: str, target: str = "screen") -> list[Binding]:
         group = SCREENS_GROUP if scope == "app" else None
         out.append(Binding(c.key, c.action, c.label or c.title, show=c.show, tooltip=c.help, group=group))
     return out
+
+
+# alt+1..alt+5 (and escape then a digit typed quickly, which terminals send as the same
+# bytes) reach Textual as the characters a Mac keyboard's option+digit types. The app takes
+# them before any widget (`LactChainApp.on_event`), so they switch screens from anywhere, a
+# focused field or the strategy editor included: a research console has no use for these
+# five characters in a field.
+ALT_DIGITS = {"inverted_exclamation_mark": "lab", "trade_mark_sign": "runs", "pound_sign": "labels",
+              "cent_sign": "jobs", "infinity": "archive"}

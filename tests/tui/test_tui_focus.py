@@ -153,3 +153,38 @@ async def test_tab_in_a_run_id_field_takes_the_completion_then_moves_on(make_app
         assert field.value == play and app.focused is field  # taken, and still here
         await pilot.press("tab")
         assert app.focused is not field  # nothing left to take: Tab moves on
+
+
+async def test_alt_digit_and_a_quick_escape_digit_switch_screens_even_inside_a_field(make_app):
+    """Terminals send alt+N (and escape then N typed quickly) as one sequence that Textual
+    reads as the character a Mac's option+N types (¡ ™ £ ¢ ∞): bound on the app with
+    priority, they switch screens from inside a field or the strategy editor, typing nothing."""
+    from tui.commands import ALT_DIGITS
+
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+e")  # into the strategy editor's text
+        await settle(app, pilot)
+        editor = app.focused
+        assert isinstance(editor, TextArea)
+        text = editor.text
+        for key, mode in ALT_DIGITS.items():
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert app.current_mode == mode, key
+        assert editor.text == text  # nothing typed
+        await pilot.press("trade_mark_sign", "slash", "a")  # Runs, its filter focused, a letter typed
+        await settle(app, pilot)
+        assert app.current_mode == "runs" and isinstance(app.focused, Input) and app.focused.value == "a"
+        await pilot.press("cent_sign")
+        await settle(app, pilot)
+        assert app.current_mode == "jobs"
+
+
+async def test_tab_from_the_job_form_select_reaches_the_first_field(make_app):
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4", "n", "tab")
+        await settle(app, pilot)
+        assert isinstance(app.focused, Input) and app.focused.id.startswith(app.screen.command.replace(" ", "-"))

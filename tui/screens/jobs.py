@@ -109,7 +109,7 @@ class JobsScreen(RunControls, BaseScreen):
                 yield Select([(f.title, f.command) for f in JOB_FORMS], value=chosen,
                              allow_blank=False, id="job-command")
                 # the fields scroll; the command preview, the error and Launch stay in view below
-                with VerticalScroll(id="job-fields-scroll"):
+                with VerticalScroll(id="job-fields-scroll", can_focus=False):  # tab goes field to field
                     with Vertical(id="job-fields", classes="job-fields"):
                         yield from self.fields_for(chosen)
                 yield Static("", id="job-argv")
