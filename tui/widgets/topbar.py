@@ -45,8 +45,12 @@ class TopBar(Static):
         app = self.app
 
         def cut(value: object) -> str:
+            """Cut to `status_width`, keeping a trailing ✓/✗: loaded or failed stays readable."""
             shown = safe(value, keep_newlines=False)
-            return shown if status_width is None or len(shown) <= status_width else shown[:status_width - 1] + "…"
+            if status_width is None or len(shown) <= status_width:
+                return shown
+            mark = shown[-2:] if shown[-2:] in (" ✓", " ✗") else ""
+            return shown[:status_width - 1 - len(mark)] + "…" + mark
 
         text = Text(" LactChain " if brand else "", style="bold")
         for mode, key, label in SCREENS:
