@@ -371,7 +371,15 @@ def run_trial(trial: Trial) -> None:
         pane.type("kind:actor")
         pane.keys("enter", pause=0.5)
         pane.wait(trial.runs["simpo"], 10)
-        pane.keys("space", "down", "space", "=")
+        pane.keys("home", "space")  # the first row marked
+        pane.wait("1 marked", 10, "one run marked")
+        for _ in range(3):
+            pane.keys("down", "space")
+            if "2 marked" in pane.wait(lambda t: "marked" in t, 5):
+                break
+            pane.keys("space")  # that row was the marked one: unmark it, go on down
+        pane.wait("2 marked", 5, "two runs marked")
+        pane.keys("=")
         pane.wait(lambda t: "differ" in t.lower(), 20, "the comparison of two runs")
         pane.keys("escape", pause=0.5)
     trial.step("runs: compare two runs", compare)

@@ -531,3 +531,18 @@ def test_a_deleted_wal_or_registry_is_put_back_from_the_open_connection(tmp_path
     with Registry(path) as other:
         assert other.list_runs() == []
     reg.close()
+
+
+def test_param_values_lists_one_param_across_runs_newest_first(tmp_path):
+    with Registry(tmp_path / "r.db") as reg:
+        old = reg.create_run("eval")
+        reg.log_params(old, {"strategy_version": 1})
+        other = reg.create_run("play")
+        reg.log_params(other, {"strategy_version": 9})
+        new = reg.create_run("eval")
+        reg.log_params(new, {"strategy_version": 2, "states": 8})
+        reg.create_run("eval")  # no such param: not listed
+        reg.end_run(new, "FINISHED")
+        assert reg.param_values("strategy_version", kind="eval") == [(new, 2), (old, 1)]
+        assert reg.param_values("strategy_version", kind="eval", status="FINISHED") == [(new, 2)]
+        assert reg.param_values("strategy_version") == [(new, 2), (other, 9), (old, 1)]

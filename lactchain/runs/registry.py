@@ -832,6 +832,18 @@ class Registry:
         rows = self._rows("SELECT key, value FROM params WHERE run_id = ? ORDER BY key", [run_id])
         return {r["key"]: _loads(r["value"]) for r in rows}
 
+    def param_values(self, key: str, kind: str | None = None, status: str | None = None) -> list[tuple[str, Any]]:
+        """(run id, value) of one param across the runs of `kind` (and `status`) that set it,
+        newest run first: one query, for a list that would otherwise read each run's params."""
+        sql = "SELECT p.run_id, p.value FROM params p JOIN runs r ON r.id = p.run_id WHERE p.key = ?"
+        args: list[Any] = [key]
+        for column, value in (("kind", kind), ("status", status)):
+            if value is not None:
+                sql += f" AND r.{column} = ?"
+                args.append(value)
+        rows = self._rows(sql + " ORDER BY r.created_ms DESC, r.rowid DESC", args)
+        return [(r["run_id"], _loads(r["value"])) for r in rows]
+
     def set_tag(self, run_id: str, key: str, value: Any) -> None:
         """Set (or overwrite) a string tag; None deletes it."""
         with self._write() as db:

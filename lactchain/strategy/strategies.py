@@ -88,11 +88,10 @@ def evaluated_scores(registry: Any) -> dict[int, tuple[float, int]]:
     start states scored), from the eval runs' recorded `strategy_version` (what the
     console's ctrl+o launches), so a version's score shows where its text is listed."""
     out: dict[int, tuple[float, int]] = {}
-    for run in registry.list_runs(kind="eval", status="FINISHED"):  # newest first: the first seen wins
-        version = registry.params(run["id"]).get("strategy_version")
-        if not isinstance(version, int) or version in out:
-            continue
-        metrics = registry.latest_metrics(run["id"]) or {}
+    for run_id, version in registry.param_values("strategy_version", kind="eval", status="FINISHED"):  # newest first
+        if not isinstance(version, int) or isinstance(version, bool) or version in out:
+            continue  # the first seen (newest) wins
+        metrics = registry.latest_metrics(run_id) or {}
         rate, states = metrics.get("success_rate"), metrics.get("states") or metrics.get("episodes")
         if isinstance(rate, (int, float)):
             out[version] = (float(rate), int(states or 0))

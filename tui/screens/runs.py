@@ -411,7 +411,9 @@ class RunsScreen(RunControls, BaseScreen):
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self) -> None:
         self.refresh_runs()  # in the registry: reaches runs beyond the loaded page
-        self._remember()
+        if getattr(self, "_remember_timer", None) is not None:
+            self._remember_timer.stop()
+        self._remember_timer = self.set_timer(0.5, self._remember)  # once typing pauses, not per keystroke
 
     def _remember(self) -> None:
         """Filter and sort, as the next session opens with them."""
@@ -420,6 +422,7 @@ class RunsScreen(RunControls, BaseScreen):
 
     @on(Input.Submitted, "#runs-filter")
     def _filter_done(self) -> None:
+        self._remember()
         self.query_one("#runs-table").focus()
 
     def action_sort(self) -> None:
