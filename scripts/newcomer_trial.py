@@ -162,6 +162,7 @@ class Trial:
             self.pane.type(title)
             self.pane.keys("enter", pause=0.4)
             if title in _select_line(self.pane.text()):
+                time.sleep(0.5)  # its fields are mounted after the select changes
                 return
         raise Failed(f"the {title} form could not be chosen; the pane shows:\n{self.pane.text()}")
 
@@ -178,6 +179,8 @@ class Trial:
         for name, value in values.items():
             index, field = fields[name]
             for _ in range(3):  # a busy machine may move the focus late; check the preview, retry
+                if form.title not in _select_line(self.pane.text()):  # a key landed on the form select
+                    self.choose_form(form.title)
                 self.leave_field()
                 self.pane.keys("n", *["tab"] * (index + 1), pause=0.15)
                 time.sleep(0.3)
