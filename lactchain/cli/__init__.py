@@ -59,7 +59,22 @@ def _register_optional_groups() -> None:
     app.add_typer(strategy_cmd.app, name="strategy")
 
 
+def _one_line_short_helps(typer_app: typer.Typer) -> None:
+    """A command's line in its group's listing is its help's first paragraph as one line
+    (rich help keeps a docstring's line breaks, which broke the listing mid-sentence)."""
+    import inspect
+
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_short_helps(group.typer_instance)
+
+
 _register_optional_groups()
+_one_line_short_helps(app)
 
 
 def main() -> None:
