@@ -9,7 +9,7 @@ from typing import Any
 
 from lactchain.config import ConfigError, flat_names, option
 from lactchain.envs.catalog import env_class
-from lactchain.jobs.carried import check_cells_from, write_kept_cells
+from lactchain.jobs.cells import check_cells_from, run_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
@@ -314,67 +314,44 @@ def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     return result
 
 
-CELLS_DIR = "cells"  # <comparison run>/cells/<cell key>.json: a finished cell's result
-
-
 def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
-    """Every (loss, explore, seed) cell of `config`, one after the other, each a pipeline
-    child run with the same budget; a cell kept from the comparison this one resumes
-    is not run again. Writes compare.json, compare.png and compare.md."""
-    import json
-    import shutil
+    """Every (loss, explore, seed) cell of `config`, one after the other (`jobs.cells.run_cells`),
+    each a pipeline child run with the same budget; a cell kept from the comparison this one
+    resumes is not run again. Writes compare.json, compare.png and compare.md."""
     import time
 
     from lactchain.bench.compare import cell_key
     from lactchain.runs.lifecycle import run_context
-    from lactchain.machine import code_version, machine_info
     from lactchain.loop.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategy.strategies import resolve_strategy
 
     reg = handle.registry
-    cells_dir = handle.dir / CELLS_DIR
-    cells_dir.mkdir(parents=True, exist_ok=True)
-    if config.resume_from:
-        old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / CELLS_DIR
-        kept = sorted(old.glob("*.json")) if old.is_dir() else []
-        for path in kept:
-            shutil.copy(path, cells_dir / path.name)
-        err_console.print(f"resuming {config.resume_from}: {len(kept)} finished cell(s) kept")
-    write_kept_cells(config, cells_dir)
     strat = resolve_strategy(reg, config.strategy, config.env)
-    plan = config.cells()
-    results = []
-    try:
-        for n, (loss, explore, seed) in enumerate(plan, 1):
-            key = cell_key(loss, explore, seed)
-            done = cells_dir / f"{key}.json"
-            if done.is_file():
-                results.append(json.loads(done.read_text()))
-                continue
-            handle.check_cancelled()
-            t0 = time.time()
-            cfg = config.cell_config(loss, explore, seed).replace(
-                strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
-            with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
-                    run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
-                                parent_id=handle.run_id, quiet=True) as child:
-                out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
-                    f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
-                    f"{config.budget_min:g} min)"))
-            cell = {"key": key, "loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id,
-                    "wall_min": (time.time() - t0) / 60, "curve": out["curve"], "before": out.get("before"),
-                    "after": out.get("after"), "settings": config.cell_settings(loss, explore, seed),
-                    "machine": machine_info(), "code": code_version()}
-            done.write_text(json.dumps(cell, default=str))
-            final = out["curve"][-1]
-            handle.log_metrics({f"{key}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
-            err_console.print(f"cell {n}/{len(plan)} {key}: success {out['curve'][0]['success_rate']:.2f} -> "
-                              f"{final['success_rate']:.2f} in {cell['wall_min']:.1f} min")
-            results.append(cell)
-    except Cancelled:
-        if results:  # the finished cells, marked partial; a resume runs the rest
-            write_compare(handle, config, results, partial=True)
-        raise
+    plan = [(cell_key(*cell), cell) for cell in config.cells()]
+
+    def run_cell(n: int, key: str, cell: tuple[str, int, int]) -> dict[str, Any]:
+        loss, explore, seed = cell
+        t0 = time.time()
+        cfg = config.cell_config(loss, explore, seed).replace(
+            strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
+        with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
+                run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
+                            parent_id=handle.run_id, quiet=True) as child:
+            out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
+                f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
+                f"{config.budget_min:g} min)"))
+        return {"loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id, "curve": out["curve"],
+                "before": out.get("before"), "after": out.get("after"),
+                "settings": config.cell_settings(loss, explore, seed)}
+
+    def report(n: int, cell: dict[str, Any]) -> None:
+        final = cell["curve"][-1]
+        handle.log_metrics({f"{cell['key']}/success_rate": float(final["success_rate"] or 0.0)}, step=n)
+        err_console.print(f"cell {n}/{len(plan)} {cell['key']}: success {cell['curve'][0]['success_rate']:.2f} -> "
+                          f"{final['success_rate']:.2f} in {cell['wall_min']:.1f} min")
+
+    results = run_cells(handle, config, plan, run_cell, report,  # finished cells marked partial on a cancel
+                        on_cancel=lambda done: write_compare(handle, config, done, partial=True))
     return write_compare(handle, config, results)
 
 

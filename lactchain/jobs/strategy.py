@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lactchain.config import Config, ConfigError, option
-from lactchain.jobs.carried import check_cells_from, write_kept_cells
+from lactchain.jobs.cells import check_cells_from, run_cells
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
@@ -393,43 +393,28 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     """Every (proposer, seed) cell as a strategy-search child run; a resume keeps the
     finished cells. Writes bench_strategy.json, .png (best training score against
     episodes played, mean and min-max band over seeds) and .md (held-out success)."""
-    import shutil
-
     from lactchain.runs.lifecycle import run_context
-    from lactchain.machine import code_version, machine_info
 
     reg = handle.registry
-    cells_dir = handle.dir / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
-    if config.resume_from:  # a stopped bench: its finished cells are kept
-        old = reg.run_dir(reg.resolve_run_id(config.resume_from)) / "cells"
-        for path in sorted(old.glob("*.json")) if old.is_dir() else []:
-            shutil.copy(path, cells_dir / path.name)
-    write_kept_cells(config, cells_dir)
-    results = []
-    plan = config.cells()
-    for n, (name, seed) in enumerate(plan, 1):
-        key = f"{name}-seed{seed}"
-        done = cells_dir / f"{key}.json"
-        if done.is_file():
-            results.append(json.loads(done.read_text()))
-            continue
-        handle.check_cancelled()
+    plan = [(f"{name}-seed{seed}", (name, seed)) for name, seed in config.cells()]
+
+    def run_cell(n: int, key: str, cell: tuple[str, int]) -> dict[str, Any]:
+        name, seed = cell
         cell_config = config.cell_config(name, seed)
-        t0 = time.time()
         with run_context(reg, "strategy", name=f"bench strategy cell {key}", params=cell_config.record_params(),
                          parent_id=handle.run_id, quiet=True) as child:
             out = run_strategy_search(child, cell_config)
-        cell = {"key": key, "proposer": name, "seed": seed, "run_id": child.run_id, "wall_min": (time.time() - t0) / 60,
+        return {"proposer": name, "seed": seed, "run_id": child.run_id,
                 **{k: out[k] for k in ("curve", "train_start", "train_best", "heldout_start", "heldout_best",
                                        "evaluations", "answers_per_state", "rounds", "best_version", "best_text")},
-                "settings": config.cell_settings(name, seed), "machine": machine_info(),
-                "code": code_version()}
-        done.write_text(json.dumps(cell))
-        handle.log_metrics({f"{key}/heldout_best": float(out["heldout_best"])}, step=n)
-        err_console.print(f"cell {n}/{len(plan)} {key}: held-out {out['heldout_start']:.3f} -> "
-                          f"{out['heldout_best']:.3f} in {cell['wall_min']:.1f} min")
-        results.append(cell)
+                "settings": config.cell_settings(name, seed)}
+
+    def report(n: int, cell: dict[str, Any]) -> None:
+        handle.log_metrics({f"{cell['key']}/heldout_best": float(cell["heldout_best"])}, step=n)
+        err_console.print(f"cell {n}/{len(plan)} {cell['key']}: held-out {cell['heldout_start']:.3f} -> "
+                          f"{cell['heldout_best']:.3f} in {cell['wall_min']:.1f} min")
+
+    results = run_cells(handle, config, plan, run_cell, report)
     rows = summarize_cells(results)
     title = f"bench strategy {config.proposers} ({config.budget_min:g} min per cell, {config.world.env})"
     paths = {"json": handle.dir / "bench_strategy.json", "png": handle.dir / "bench_strategy.png",
