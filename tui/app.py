@@ -303,14 +303,13 @@ class LactChainApp(App):
             self.critic_label = message.label + (" (untrained)" if untrained else "")
             self.critic_status = f"{self.critic_label} ✓"
             console_state.save(self.db_path, critic=self.critic_spec)
-            if untrained:
-                from tui.models import UNTRAINED_NOTE
+        loaded = f"{message.role} {message.label} loaded in {message.seconds:.1f}s"
+        if getattr(message.model, "untrained", False):
+            from tui.models import UNTRAINED_NOTE
 
-                self.notify(f"critic {message.label} loaded in {message.seconds:.1f}s; {UNTRAINED_NOTE}",
-                            timeout=12, markup=False)
-                self._models_changed()
-                return
-        self.notify(f"{message.role} {message.label} loaded in {message.seconds:.1f}s")
+            self.notify(f"{loaded}; {UNTRAINED_NOTE}", timeout=12, markup=False)
+        else:
+            self.notify(loaded)
         self._models_changed()
 
     def on_model_failed(self, message: ModelFailed) -> None:

@@ -125,9 +125,9 @@ def _prepare_eval(registry: Any, config: DTEvalConfig) -> dict[str, Any]:
             raise ConfigError(f"--baseline {config.baseline}: it reads instructions (text encoder "
                               f"{base.get('text_encoder')}); the baseline is a no-text run: `lactchain dt train "
                               "--no-text` on the same archive and seed")
-    for name, rid, which in (("RUN", config.dt_run, config.checkpoint), ("--baseline", config.baseline, config.checkpoint)):
-        best = _usable_checkpoint(name, rid, registry, "dt-best") if rid and which == "best" else None
-        if rid and best is None and _usable_checkpoint(name, rid, registry, "dt") is None:  # what evaluate loads
+    for name, rid in (("RUN", config.dt_run), ("--baseline", config.baseline)):  # what evaluate will load
+        best = _usable_checkpoint(name, rid, registry, "dt-best") if rid and config.checkpoint == "best" else None
+        if rid and best is None and _usable_checkpoint(name, rid, registry, "dt") is None:
             raise ConfigError(f"{name} {rid}: the run has no checkpoint yet; wait for its first one "
                               "(--checkpoint-every)")
     return {"dt_run": config.dt_run, "baseline": config.baseline}

@@ -199,20 +199,25 @@ COLLECT_PAIRS = Job(kind="pairs", command="collect-pairs", config=CollectPairsCo
 
 # ---- train-actor ---------------------------------------------------------------------------------
 
-def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
+def resolve_checkpoint(registry: Any, spec: str | None, check: bool = True) -> str | None:
     """A checkpoint folder from a path, or from a run id's latest `checkpoint` artifact
-    (back through earlier resumes if needed)."""
+    (back through earlier resumes if needed); `check`ed to load before a run exists (the
+    job itself, after its prepare checked it, does not read the files again)."""
     if not spec:
         return None
     from lactchain.artifact_checks import check_trainer_checkpoint
     from lactchain.runs.resume import latest_checkpoint
 
+    def checked(folder: str) -> str:
+        if check:
+            try:
+                check_trainer_checkpoint(folder)
+            except ValueError as exc:
+                raise ConfigError(f"--resume-from {spec}: {exc}") from None
+        return folder
+
     if Path(spec).is_dir():
-        try:
-            check_trainer_checkpoint(spec)
-        except ValueError as exc:
-            raise ConfigError(f"--resume-from {spec}: {exc}") from None
-        return str(Path(spec))
+        return checked(str(Path(spec)))
 
     try:
         run = registry.get_run(spec)
@@ -222,14 +227,12 @@ def resolve_checkpoint(registry: Any, spec: str | None) -> str | None:
         raise ConfigError(f"--resume-from {spec}: run {run['id']} is a {run['kind']} run; expected actor")
     try:
         art = latest_checkpoint(registry, run["id"], "checkpoint")
-        if art is not None:
-            check_trainer_checkpoint(art["path"])
     except ValueError as exc:
         raise ConfigError(f"--resume-from {spec}: {exc}") from None
     if art is None:
         raise ConfigError(f"--resume-from {spec}: run {run['id']} (and the runs it resumed) kept no checkpoint on "
                           "disk; start a fresh run without --resume-from")
-    return art["path"]
+    return checked(art["path"])
 
 
 def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]:
@@ -317,7 +320,7 @@ def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
                         "pairs_dropped_unlabeled": stats["dropped_unlabeled"]}, step=0)
     err_console.print(f"{stats['pairs']} pairs ({stats['found']} found, {stats['dropped_identical']} with "
                       f"chosen == rejected, {stats['dropped_unlabeled']} unlabeled dropped)")
-    checkpoint = resolve_checkpoint(handle.registry, config.resume)
+    checkpoint = resolve_checkpoint(handle.registry, config.resume, check=False)  # checked by prepare
     model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
     with progress_bar(config.loss, handle.quiet) as bar:
         task = bar.add_task("steps", total=config.max_steps, stats="")
@@ -340,7 +343,7 @@ def run_train_actor_grpo(handle: Any, config: TrainActorJobConfig) -> dict[str, 
     """GRPO on the states of stored rollouts: the policy samples as it trains."""
     from lactchain.train.grpo import train_grpo
 
-    checkpoint = resolve_checkpoint(handle.registry, config.resume)
+    checkpoint = resolve_checkpoint(handle.registry, config.resume, check=False)  # checked by prepare
     model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
     task = grpo_task_from_rollouts(handle.registry, config, model)
     err_console.print(f"grpo: {len(task.rows)} states from {', '.join(config.rollouts_from)}, {task.generations} "

@@ -234,7 +234,7 @@ class Critic(nn.Module):
         cfg: dict[str, Any] | None = None
         if checkpoint is not None:
             folder = Path(checkpoint)
-            cfg = check_saved(folder)
+            cfg, heads = check_saved(folder)
             if spec not in (DEFAULT_SPEC, cfg["spec"]):
                 log.warning("checkpoint %s was trained on %s; ignoring spec %s", folder, cfg["spec"], spec)
             spec, pooling, lora_r, env_kwargs = cfg["spec"], cfg.get("pooling"), cfg["lora_r"], cfg["env_kwargs"]
@@ -258,7 +258,6 @@ class Critic(nn.Module):
         critic = cls(backbone, tok, spec=spec, source=source, pooling=pooling, causal=causal, lora_r=lora_r,
                      device=device, env_kwargs=env_kwargs, env=env)
         if cfg is not None:
-            heads = read_heads_file(Path(checkpoint) / HEADS_NAME, None, "critic checkpoint")
             critic.v_head.load_state_dict(heads["v_head"])
             critic.q_head.load_state_dict(heads["q_head"])
             critic.set_target_stats(cfg["value_mean"], cfg["value_std"])
@@ -385,6 +384,19 @@ def backbone_hidden(spec: str) -> int | None:
         return None
 
 
+def check_value_head(state: Mapping[str, Tensor], hidden: int | None, path: Path, what: str,
+                     prefix: str = "") -> None:
+    """A value head's state has exactly `value_head(hidden)`'s tensors (the critic's two
+    heads, the reward model's one); without `hidden` (a backbone not on this machine) the
+    width its own BatchNorm weight says."""
+    if hidden is None:
+        norm = state.get("0.weight")
+        hidden = int(norm.shape[0]) if getattr(norm, "ndim", 0) == 1 else 1
+    with torch.device("meta"):
+        expected = shapes_of(value_head(hidden))
+    match_shapes(state, expected, path, what, prefix=prefix)
+
+
 def read_heads_file(path: Path, hidden: int | None, what: str) -> dict[str, dict[str, Tensor]]:
     """The heads file checked and read: {"v_head": state, "q_head": state}, each the shapes
     of `value_head(hidden)` (the hidden size from the tensors themselves when not given)."""
@@ -396,16 +408,14 @@ def read_heads_file(path: Path, hidden: int | None, what: str) -> dict[str, dict
     if set(heads) != {"v_head", "q_head"}:
         raise refuse(what, path, "holds tensors of no v_head or q_head (not a critic's heads)")
     for name, state in heads.items():
-        width = hidden or (int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1)
-        with torch.device("meta"):
-            expected = shapes_of(value_head(width))
-        match_shapes(state, expected, path, what, prefix=f"{name}.")
+        check_value_head(state, hidden, path, what, prefix=f"{name}.")
     return heads
 
 
-def check_saved(folder: str | Path) -> dict[str, Any]:
-    """A saved critic that will load: critic.json's fields, heads.pt's tensors against the
-    backbone's width. Returns critic.json. (Its adapter: `artifact_checks.check_adapter`.)"""
+def check_saved(folder: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Tensor]]]:
+    """A saved critic that will load: critic.json's fields, the heads' tensors against the
+    backbone's width. Returns (critic.json, the heads read), so a load reads them once.
+    (Its adapter: `artifact_checks.check_adapter`.)"""
     folder = Path(folder)
     what = "critic checkpoint"
     cfg = read_json_object(folder / CONFIG_NAME, what)
@@ -413,8 +423,7 @@ def check_saved(folder: str | Path) -> dict[str, Any]:
     if cfg["format"] != FORMAT_VERSION:
         raise refuse(what, folder / CONFIG_NAME, f"is critic format {cfg['format']}, this lactchain reads "
                      f"{FORMAT_VERSION}")
-    read_heads_file(folder / HEADS_NAME, backbone_hidden(cfg["spec"]), what)
-    return cfg
+    return cfg, read_heads_file(folder / HEADS_NAME, backbone_hidden(cfg["spec"]), what)
 
 
 def load_from_run(registry: Any, run_id: str, device: str | torch.device | None = None) -> Critic:

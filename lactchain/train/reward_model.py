@@ -20,8 +20,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lactchain.paths import writing
-from lactchain.runs.files import match_shapes, read_json_object, read_weights, refuse, require_keys, shapes_of, \
-    weights_file, write_weights
+from lactchain.runs.files import read_json_object, read_weights, refuse, require_keys, weights_file, write_weights
 
 FORMAT = 1
 CONFIG_NAME = "reward_model.json"
@@ -100,10 +99,10 @@ class RewardModel(nn.Module):
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device | None = None) -> "RewardModel":
         folder = Path(folder)
-        cfg = check_saved(folder)
+        cfg, head = check_saved(folder)
         model = cls(cfg["backbone"], device=device)
         model.config = cfg  # what save() recorded with it (score_mean, score_std, env)
-        model.head.load_state_dict(read_weights(folder / HEAD_NAME, WHAT))
+        model.head.load_state_dict(head)
         model.head.eval()
         return model
 
@@ -112,10 +111,11 @@ WHAT = "reward model"
 CONFIG_KEYS = {"format": int, "backbone": str, "score_mean": (int, float), "score_std": (int, float)}
 
 
-def check_saved(folder: str | Path) -> dict[str, Any]:
+def check_saved(folder: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """A saved reward model that will load: its JSON's fields, its head's tensors at the
-    backbone's width (one ArtifactError line naming the file otherwise). Returns the JSON."""
-    from lactchain.models.critic import backbone_hidden, value_head
+    backbone's width (one ArtifactError line naming the file otherwise). Returns (the JSON,
+    the head's state), so a load reads it once."""
+    from lactchain.models.critic import backbone_hidden, check_value_head
 
     folder = Path(folder)
     cfg = read_json_object(folder / CONFIG_NAME, WHAT)
@@ -123,13 +123,9 @@ def check_saved(folder: str | Path) -> dict[str, Any]:
     if cfg["format"] != FORMAT:
         raise refuse(WHAT, folder / CONFIG_NAME, f"is reward-model format {cfg['format']}; this lactchain reads "
                      f"{FORMAT}")
-    state, head = read_weights(folder / HEAD_NAME, WHAT), weights_file(folder / HEAD_NAME)
-    hidden = backbone_hidden(cfg["backbone"])
-    if hidden is None:
-        hidden = int(state["0.weight"].shape[0]) if getattr(state.get("0.weight"), "ndim", 0) == 1 else 1
-    with torch.device("meta"):
-        match_shapes(state, shapes_of(value_head(hidden)), head, WHAT)
-    return cfg
+    state = read_weights(folder / HEAD_NAME, WHAT)
+    check_value_head(state, backbone_hidden(cfg["backbone"]), weights_file(folder / HEAD_NAME), WHAT)
+    return cfg, state
 
 
 def split_pairs(pairs: Sequence[LabelledPair], held_out: float, seed: int) -> tuple[list, list]:

@@ -155,6 +155,7 @@ class RunsScreen(RunControls, BaseScreen):
         self.marked: set[str] = set()
         self.sort_column = "created"
         self.sort_reverse = True
+        self._remember_timer: Any = None  # saves the filter once typing pauses
         self.selected_id: str | None = None
         self.detail: dict | None = None
         self._metrics_cache: dict = {}  # used on the registry thread only
@@ -411,7 +412,7 @@ class RunsScreen(RunControls, BaseScreen):
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self) -> None:
         self.refresh_runs()  # in the registry: reaches runs beyond the loaded page
-        if getattr(self, "_remember_timer", None) is not None:
+        if self._remember_timer is not None:
             self._remember_timer.stop()
         self._remember_timer = self.set_timer(0.5, self._remember)  # once typing pauses, not per keystroke
 

@@ -72,11 +72,12 @@ def read_tensors(path: Path) -> Any:
     return read_file(path, WHAT)
 
 
-def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTConfig, dict[str, Any]]:
+def check_checkpoint(folder: str | Path,
+                     optimizer: bool = False) -> tuple[DTConfig, dict[str, Any], dict[str, torch.Tensor]]:
     """A checkpoint that will load (and, with `optimizer`, resume): config.json describes a
     model, its weights hold exactly that model's tensors, a learned tokenizer reads and has
     the config's vocabulary. One ArtifactError line naming the file otherwise.
-    Returns (config, the checkpoint's meta)."""
+    Returns (config, the checkpoint's meta, the weights read), so a load reads them once."""
     folder = Path(folder)
     meta = read_json_object(folder / CONFIG_FILE, WHAT)
     try:
@@ -86,7 +87,8 @@ def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTCon
     except Exception as exc:  # noqa: BLE001 - a missing, mistyped or impossible field: one line
         raise refuse(WHAT, folder / CONFIG_FILE, f"does not describe a model ({type(exc).__name__}: "
                      f"{str(exc).splitlines()[0][:80] if str(exc) else 'no config'})") from None
-    match_shapes(read_weights(folder / MODEL_FILE, WHAT), expected, weights_file(folder / MODEL_FILE), WHAT,
+    state = read_weights(folder / MODEL_FILE, WHAT)
+    match_shapes(state, expected, weights_file(folder / MODEL_FILE), WHAT,
                  source=f"the model its {CONFIG_FILE} describes")
     if cfg.text_encoder == LEARNED:
         try:
@@ -99,7 +101,7 @@ def check_checkpoint(folder: str | Path, optimizer: bool = False) -> tuple[DTCon
                          f"{cfg.text_vocab}")
     if optimizer and (folder / OPTIMIZER_FILE).exists():
         read_tensors(folder / OPTIMIZER_FILE)
-    return cfg, meta
+    return cfg, meta, state
 
 
 def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[str, Any]]:
@@ -107,9 +109,9 @@ def load_checkpoint(folder: str | Path) -> tuple[DecisionTransformer, Any, dict[
     folder = Path(folder)
     if not (folder / CONFIG_FILE).is_file():
         raise FileNotFoundError(f"{folder} is not a decision-transformer checkpoint (no {CONFIG_FILE})")
-    cfg, meta = check_checkpoint(folder)
+    cfg, meta, state = check_checkpoint(folder)
     model = DecisionTransformer(cfg)
-    model.load_state_dict(read_weights(folder / MODEL_FILE, WHAT))
+    model.load_state_dict(state)
     model.eval()
     return model, text_side(cfg.text_encoder, [], folder, cfg.text_len), meta
 
