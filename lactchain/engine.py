@@ -128,6 +128,22 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
     return load_generator(actor, engine, adapter=adapter_path, progress=progress, **kw)
 
 
+GENERATION_TAG = "generation"  # how a transformers actor generates on this device (decided at load)
+
+
+def record_generation(registry: Any, run_id: str, model: Any) -> None:
+    """Tag the run with what the transformers engine decided at load: the device, the
+    prefix cache (on where it pays on this device type) and the grammar engine."""
+    if not hasattr(model, "grammar_engine"):
+        return  # vLLM: its own prefix caching and structured outputs
+    import json
+
+    registry.set_tag(run_id, GENERATION_TAG, json.dumps({
+        "device": str(model.device), "prefix_cache": bool(model.prefix_cache), "grammar": model.grammar_engine,
+        "dtype": str(model.inference_dtype or next(model.model.parameters()).dtype).removeprefix("torch."),
+    }))
+
+
 REPLICAS_TAG = "replicas"  # on a run whose engine is a pool: one line per replica (node, pid), for runs show / Jobs
 
 

@@ -267,3 +267,23 @@ def test_smollm2_prefix_cache_greedy_e2e():
     plain = actor.generate(prompts)
     assert [s.token_ids for s in cached] == [s.token_ids for s in plain]
     assert [s.logprob for s in cached] == pytest.approx([s.logprob for s in plain], abs=1e-3)
+
+
+def test_the_cache_is_on_where_it_pays_and_a_run_records_what_ran(tiny_actor, tmp_path, lc):
+    """prefix_cache=None follows the device type (on for a CPU, off on CUDA where it was
+    measured at 0.29x); a play run's `generation` tag says what its actor did."""
+    import json
+
+    from lactchain.models.actor import PREFIX_CACHE_PAYS
+    from lactchain.runs.registry import Registry
+
+    assert PREFIX_CACHE_PAYS == {"cpu": True, "cuda": False}
+    assert tiny_actor.prefix_cache is True  # loaded on the CPU with no choice made
+    assert Actor(tiny_actor.model, tiny_actor.tokenizer, device="cpu", prefix_cache=False).prefix_cache is False
+    db = tmp_path / "registry.db"
+    code, out, err = lc("play", "--actor", "tiny", "--episodes", "2", "--envs", "2", "--max-actions", "2",
+                        "--db", db, "--json")
+    assert code == 0, err
+    tag = json.loads(Registry(db).tags(json.loads(out)["run_id"])["generation"])
+    assert tag == {"device": "cpu", "prefix_cache": True, "grammar": "tensor", "dtype": tag["dtype"]}
+    assert tag["dtype"] in ("float32", "bfloat16")

@@ -100,6 +100,7 @@ def rollout(
             _print_rows(result)
         return
     model = load_actor(actor, None, None, quiet=as_json)
+    model.prefix_cache = True  # (a) is timed with the cache whatever this device's default is
     _generate_rate(model, min(envs, 2), 1, constrained, temperature, seed)  # warm-up: grammar compile, caches
     with err_console.status("(a) batched lock-step rollouts"):
         batched = _rollout_rate(model, envs, steps, constrained, temperature, seed)

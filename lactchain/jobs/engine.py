@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from lactchain.config import ConfigError
-from lactchain.engine import EngineConfig, load_generator_for, record_replicas, resolve_auto
+from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
@@ -115,6 +115,7 @@ def load_actor(actor: str, adapter: str | None, registry: Any, *, quiet: bool = 
         handle.on_cancel(model.close)
     if handle is not None:
         record_replicas(handle.registry, handle.run_id, model)
+        record_generation(handle.registry, handle.run_id, model)
     return model
 
 

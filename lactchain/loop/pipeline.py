@@ -576,9 +576,11 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     """What generates in the loop: the actor itself (engine hf), or a vLLM engine on the
     same base model serving the actor's current adapter (engine vllm). The engine stops
     when the job is cancelled (and at exit), so it never outlives the run."""
-    from lactchain.engine import load_generator_for, record_replicas
+    from lactchain.engine import load_generator_for, record_generation, record_replicas
 
     if cfg.engine.engine != "vllm":  # auto was resolved by the config's check
+        if handle is not None:
+            record_generation(handle.registry, handle.run_id, actor)
         return actor
     generator = load_generator_for(cfg.actor, getattr(actor, "adapter", None), cfg.env,
                                    cfg.engine.replace(engine="vllm"), progress=progress)

@@ -10,9 +10,12 @@ token distinct from EOS, greedy at temperature 0, otherwise plain multinomial
 sampling at `temperature` (no top-k / top-p). A completion ends with the
 tokenizer's EOS (for SmolLM2: `<|im_end|>`, the end of an assistant turn).
 
-Constrained decoding restricts tokens to `move_list_grammar(moves, max_moves)`
-through xgrammar; once the list is closed only EOS is allowed, so every
-constrained sample that fits in `max_new_tokens` parses strictly. Free mode
+Constrained decoding restricts tokens to `move_list_grammar(moves, max_moves)`:
+by default through the grammar's token automaton held in tensors on the model's
+device (`move_automaton`: one gather per step for the whole batch), or through
+xgrammar's HF processor (`grammar_engine = "xgrammar"`, the reference); once the
+list is closed only EOS is allowed, so every constrained sample that fits in
+`max_new_tokens` parses strictly. Free mode
 (`constrained=False`) just samples and `parse_moves` decides (strict, lenient or
 failed).
 
@@ -49,6 +52,7 @@ import torch
 
 from lactchain.machine import resolve_dtype
 from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
+from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
 from lactchain.models.scoring import ScoringTokens
 from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
@@ -59,6 +63,10 @@ FALLBACK_CONTEXT = 2048
 MIN_SHARED_PREFIX = 16
 # Prefix KV entries kept (least recently used dropped): a few strategies in flight at once.
 PREFIX_CACHE_ENTRIES = 4
+# Where the shared-prefix cache pays, by device type (prefix_cache=None follows this):
+# on a 2-core CPU rollouts run ~4x faster with it; on one H100 `bench rollout --envs 64`
+# ran at 0.29x with it (issue 46). `lactchain bench device` measures it again per device.
+PREFIX_CACHE_PAYS = {"cpu": True, "cuda": False}
 
 
 @dataclass
@@ -100,26 +108,62 @@ class _LogprobRecorder:
         return torch.stack(self.steps, dim=1).cpu()
 
 
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_GOLDEN = _signed64(0x9E3779B97F4A7C15)
+_MIX1 = _signed64(0xBF58476D1CE4E5B9)
+_MIX2 = _signed64(0x94D049BB133111EB)
+
+
+def _shift_right(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's `>>` keeps the sign)."""
+    return (x >> n) & ((1 << (64 - n)) - 1)
+
+
+def splitmix64(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's output function on int64 tensors (wrapping arithmetic): a
+    counter-based generator, so row r's draw at step k is a pure function of (seed, k)."""
+    x = x + _GOLDEN
+    x = (x ^ _shift_right(x, 30)) * _MIX1
+    x = (x ^ _shift_right(x, 27)) * _MIX2
+    return x ^ _shift_right(x, 31)
+
+
 class _RowSampler:
     """Last logits processor when every row has its own seed: each row's token is drawn
-    from that row's own generator, so what a row samples does not depend on which other
-    rows share the batch (a rollout gives the same episodes at any `--envs`). It returns
-    a one-hot distribution, which generate's own sampling step then picks for sure."""
+    with a uniform that depends only on that row's seed and the step (SplitMix64 of the
+    pair), by inverse CDF over its probabilities, so what a row samples does not depend
+    on which other rows share the batch (a rollout gives the same episodes at any
+    `--envs`). The whole batch is one cumsum and one searchsorted on the scores' device:
+    no per-row loop, no host sync. It returns a one-hot distribution, which generate's
+    own sampling step then picks for sure."""
 
     def __init__(self, seeds: Sequence[int]) -> None:
         self.seeds = [int(s) % (2**63 - 1) for s in seeds]
-        self.generators: list[torch.Generator] = []
+        self.keys: Optional[torch.Tensor] = None
+        self.step = 0
+
+    def uniforms(self, device: torch.device) -> torch.Tensor:
+        """(B,) float64 in [0, 1): this step's draw of every row."""
+        if self.keys is None:
+            self.keys = splitmix64(torch.tensor(self.seeds, dtype=torch.long, device=device))
+        bits = splitmix64(self.keys + _signed64((self.step * 0x9E3779B97F4A7C15) % (1 << 64)))
+        self.step += 1
+        return _shift_right(bits, 11).double() * (2.0 ** -53)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if not self.generators:  # on the scores' device: no (batch x vocab) copy to the CPU per token
-            self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.seeds]
         probs = torch.softmax(scores.float(), dim=-1)
-        picks = []
-        for row, gen in zip(probs, self.generators):
-            ok = torch.isfinite(row).all() and row.sum() > 0
-            picks.append(torch.multinomial(row, 1, generator=gen) if ok else row.nan_to_num(0.0).argmax().view(1))
+        cdf = probs.cumsum(dim=-1)
+        target = (self.uniforms(scores.device) * cdf[:, -1].double()).float().unsqueeze(1)
+        picks = torch.searchsorted(cdf, target, right=True)
+        # A draw past the last mass (float rounding) or a row without finite mass: the argmax.
+        usable = (picks < scores.shape[1]) & torch.isfinite(probs).all(dim=1, keepdim=True) & (cdf[:, -1:] > 0)
+        fallback = scores.float().nan_to_num(nan=float("-inf")).argmax(dim=1, keepdim=True)
+        picks = torch.where(usable, picks.clamp_(max=scores.shape[1] - 1), fallback)
         out = torch.full_like(scores, float("-inf"))
-        out.scatter_(1, torch.stack(picks), 0.0)
+        out.scatter_(1, picks, 0.0)
         return out
 
 
@@ -245,10 +289,11 @@ class Actor(ScoringTokens):
         moves: Sequence[str] = DEFAULT_MOVES,
         max_moves: int = 8,
         device: str | torch.device | None = None,
-        prefix_cache: bool = True,
+        prefix_cache: bool | None = None,
         inference_dtype: str | torch.dtype | None = None,
     ) -> None:
-        """`prefix_cache`: share the KV of the prompts' common prefix (see the module doc).
+        """`prefix_cache`: share the KV of the prompts' common prefix (see the module doc);
+        None: where it pays on this device type (`PREFIX_CACHE_PAYS`).
         `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded)."""
         from transformers import GenerationConfig
 
@@ -269,6 +314,8 @@ class Actor(ScoringTokens):
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
+        if prefix_cache is None:
+            prefix_cache = PREFIX_CACHE_PAYS.get(self.device.type, False)
         self.prefix_cache = bool(prefix_cache)
         # (prefix ids, dtype) -> per-layer (keys, values) of batch 1, most recently used last.
         self._prefix_kv: OrderedDict[tuple[tuple[int, ...], torch.dtype], list[tuple[torch.Tensor, torch.Tensor]]]
@@ -278,8 +325,14 @@ class Actor(ScoringTokens):
         self._weights_stamp: Any = None
         self._inference_dtype = as_dtype(inference_dtype)
         self.model = model.to(self.device).eval()
+        self._xgr_info: Any = None
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
+        self._automata: dict[tuple[tuple[str, ...], int, str], TokenAutomaton] = {}
+        # How constrained decoding masks tokens: "tensor" (the grammar's token automaton
+        # on the model's device, no host work per token) or "xgrammar" (its HF processor:
+        # the reference the tensor tables are tested against).
+        self.grammar_engine = "tensor"
 
     # ---- weights, derived copies and caches -------------------------------------------
     @property
@@ -422,7 +475,7 @@ class Actor(ScoringTokens):
         max_moves: int = 8,
         device: str | None = None,
         progress: Optional[Progress] = None,
-        prefix_cache: bool = True,
+        prefix_cache: bool | None = None,
         inference_dtype: str | torch.dtype | None = None,
     ) -> "Actor":
         """Load a preset (`tiny`, `smollm2-135m`, `mistral-7b-instruct`), a local folder or
@@ -547,20 +600,43 @@ class Actor(ScoringTokens):
         return out
 
     # ---- constrained decoding ------------------------------------------------------
+    def _tokenizer_info(self) -> Any:
+        import xgrammar as xgr
+
+        if self._xgr_info is None:
+            self._xgr_info = xgr.TokenizerInfo.from_huggingface(
+                self.tokenizer, vocab_size=self._config().vocab_size, stop_token_ids=[self.eos_token_id],
+            )
+        return self._xgr_info
+
     def _compiled_grammar(self) -> Any:
         import xgrammar as xgr
 
         key = (tuple(self.moves), int(self.max_moves))
         if key not in self._grammars:
             if self._xgr_compiler is None:
-                info = xgr.TokenizerInfo.from_huggingface(
-                    self.tokenizer,
-                    vocab_size=self._config().vocab_size,
-                    stop_token_ids=[self.eos_token_id],
-                )
-                self._xgr_compiler = xgr.GrammarCompiler(info)
+                self._xgr_compiler = xgr.GrammarCompiler(self._tokenizer_info())
             self._grammars[key] = self._xgr_compiler.compile_grammar(move_list_grammar(*key))
         return self._grammars[key]
+
+    def _automaton(self) -> TokenAutomaton:
+        """The move-list grammar's token tables on this actor's device (built once per
+        moves / max_moves: ~0.1 s for a 49k vocabulary)."""
+        key = (tuple(self.moves), int(self.max_moves), str(self.device))
+        if key not in self._automata:
+            tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id)
+            self._automata[key] = tables.to(self.device)
+        return self._automata[key]
+
+    def _grammar_processor(self) -> Any:
+        """A fresh (stateful) constrained-decoding processor for one generate call."""
+        if self.grammar_engine == "tensor":
+            return AutomatonProcessor(self._automaton())
+        if self.grammar_engine == "xgrammar":
+            from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
+
+            return GrammarProcessor(self._compiled_grammar())
+        raise ValueError(f"unknown grammar engine {self.grammar_engine!r}: use 'tensor' or 'xgrammar'")
 
     def grammar_token_budget(self) -> int:
         """Tokens (EOS included) the longest allowed move list takes when tokenized
@@ -655,9 +731,7 @@ class Actor(ScoringTokens):
         if do_sample and temperature != 1.0:
             processors.append(TemperatureLogitsWarper(float(temperature)))
         if constrained:
-            from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
-
-            processors.append(GrammarProcessor(self._compiled_grammar()))  # one per call: it is stateful
+            processors.append(self._grammar_processor())  # one per call: it is stateful
         if do_sample and row_seeds is not None:
             processors.append(_RowSampler(row_seeds))  # last: it sees the final distribution
         settings: dict[str, Any] = dict(

@@ -1,0 +1,407 @@
+"""How close each phase of the loop comes to this machine's limit (`lactchain bench
+device`, alias `bench gpu`): per phase seconds, tokens/s and model-FLOPs utilisation,
+on a CUDA GPU or the CPU, with the checks that the fast paths give the same answers.
+
+Phases, on the default models unless told otherwise:
+- `evaluate`: greedy answers for every start state of the 4x4 grid, one batch (the
+  loop's evaluation), then the same with xgrammar's processor instead of the device
+  tables (`grammar_identical`) and without the prefix cache (`prefix_cache_identical`).
+- `rollout`: seeded sampled rollouts, `envs` envs in lock-step, with and without the
+  prefix cache (its speedup on this device: the loop's `prefix_cache` default follows it).
+- `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
+- `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
+  per step, the first step (one-off costs) excluded.
+
+Utilisation = model FLOPs / seconds / peak. Model FLOPs: 2 x parameters per token
+processed for inference, 6 x for training (PaLM's convention; attention ignored,
+tied embeddings counted once). Peak: the card's dense bf16 figure where the name is
+known (`SPEC_PEAK_TFLOPS`), and always the machine's measured matmul throughput in
+the phase's dtype (`matmul_tflops`), so a CPU gets a figure too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+
+# Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets; first match wins.
+SPEC_PEAK_TFLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("H200",), 989.4),
+    (("H100", "PCIE"), 756.0),
+    (("H100", "NVL"), 835.0),
+    (("H100",), 989.4),
+    (("A100",), 312.0),
+    (("L40S",), 362.0),
+    (("L4",), 121.0),
+    (("A10G",), 125.0),
+    (("4090",), 165.2),
+)
+
+
+@dataclass
+class DeviceBenchConfig:
+    """What `bench device` runs: the models, the batch and where a profile goes."""
+
+    actor: str = "smollm2-135m"
+    critic: str = "minilm-l6"
+    device: str | None = None  # None: cuda when there is one, else cpu
+    dtype: str = "auto"  # generation dtype (lactchain.machine.resolve_dtype)
+    envs: int = 64
+    steps: int = 3
+    critic_texts: int = 1024
+    train_steps: int = 4
+    profile: str | None = None  # a folder: one torch.profiler trace + table per phase
+    seed: int = 0
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def spec_peak_tflops(name: str) -> float | None:
+    upper = name.upper()
+    for keys, peak in SPEC_PEAK_TFLOPS:
+        if all(k in upper for k in keys):
+            return peak
+    return None
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_tflops(device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:
+    """Measured dense matmul throughput: the best a phase in this dtype could hope for."""
+    n = size or (8192 if device.type == "cuda" else 2048)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    _sync(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e12
+
+
+@contextlib.contextmanager
+def profiled(folder: str | None, phase: str, device: torch.device) -> Iterator[None]:
+    """torch.profiler over one phase (CPU, plus CUDA on a GPU): a Chrome trace
+    `<folder>/<phase>.trace.json` and the top ops by self time in `<phase>.txt`."""
+    if not folder:
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    with profile(activities=activities, record_shapes=False) as prof:
+        yield
+    prof.export_chrome_trace(str(out / f"{phase}.trace.json"))
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    (out / f"{phase}.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=30) + "\n")
+
+
+def parameters_of(model: Any) -> int:
+    """Distinct parameters (tied weights once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+class _Counting:
+    """Passes generate calls to the actor; counts the prompt tokens the model was fed
+    (a shared prefix once, when the prefix cache computed it, none when it was cached)
+    and the generated tokens, and keeps every completion's ids (to compare runs)."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.prompt_tokens = 0
+        self.generated_tokens = 0
+        self.strict = 0
+        self.token_ids: list[list[int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.actor, name)
+
+    def generate(self, prompts: list[str], **kwargs: Any) -> Any:
+        from lactchain.models.actor import MIN_SHARED_PREFIX, common_prefix_len
+
+        before = self.actor.prefix_computations
+        out = self.actor.generate(prompts, **kwargs)
+        rows = [self.actor._prompt_ids(p, 0) for p in prompts] * max(1, len(out) // max(1, len(prompts)))
+        shared = common_prefix_len(rows) if self.actor.prefix_cache and len(rows) > 1 else 0
+        if shared >= MIN_SHARED_PREFIX:
+            computed = shared if self.actor.prefix_computations > before else 0
+            self.prompt_tokens += computed + sum(len(r) - shared for r in rows)
+        else:
+            self.prompt_tokens += sum(len(r) for r in rows)
+        self.generated_tokens += sum(s.n_tokens for s in out)
+        self.strict += sum(s.mode == "strict" for s in out)
+        self.token_ids.extend(s.token_ids for s in out)
+        return out
+
+
+def model_flops(model: Any, tokens: int, logit_rows: int, training: bool = False) -> float:
+    """Model FLOPs of `tokens` through `model`, `logit_rows` of them through its LM head:
+    2 per weight per token forward, 6 with the backward (PaLM's count); the input
+    embedding is a lookup (no FLOPs), the head a matmul only where logits are taken
+    (generate takes them for the last position only)."""
+    per_weight = 6.0 if training else 2.0
+    embedding = model.get_input_embeddings().weight
+    head_layer = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    head = head_layer.weight if head_layer is not None else None
+    body = parameters_of(model) - embedding.numel()
+    if head is not None and head is not embedding:  # an untied head is a weight of its own
+        body -= head.numel()
+    head_size = head.numel() if head is not None else 0
+    return per_weight * (body * tokens + head_size * logit_rows)
+
+
+def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    """Share of completions that are the same token for token (1.0 when none)."""
+    pairs = list(zip(a, b))
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else 1.0
+
+
+def _rate(flops: float, seconds: float, peak: float | None) -> float | None:
+    return None if not peak or seconds <= 0 else flops / seconds / (peak * 1e12)
+
+
+class _Phases:
+    """Times phases and fills the report's per-phase rows."""
+
+    def __init__(self, cfg: DeviceBenchConfig, device: torch.device, spec_peak: float | None) -> None:
+        self.cfg, self.device, self.spec_peak = cfg, device, spec_peak
+        self.rows: dict[str, dict[str, Any]] = {}
+        self._matmul: dict[torch.dtype, float] = {}
+
+    def matmul(self, dtype: torch.dtype) -> float:
+        if dtype not in self._matmul:
+            self._matmul[dtype] = matmul_tflops(self.device, dtype)
+        return self._matmul[dtype]
+
+    @contextlib.contextmanager
+    def timed(self, phase: str, profile: str | None = None) -> Iterator[dict[str, Any]]:
+        """Times the block into `rows[phase]`; `profile`: the name its trace is saved under."""
+        row: dict[str, Any] = {}
+        _sync(self.device)
+        with profiled(self.cfg.profile if profile else None, profile or phase, self.device):
+            t0 = time.perf_counter()
+            yield row
+            _sync(self.device)
+            row["seconds"] = time.perf_counter() - t0
+        self.rows[phase] = row
+
+    def utilisation(self, row: dict[str, Any], flops: float, dtype: torch.dtype) -> None:
+        row["model_tflops"] = flops / row["seconds"] / 1e12 if row["seconds"] > 0 else None
+        row["utilisation_vs_spec"] = _rate(flops, row["seconds"], self.spec_peak)
+        row["utilisation_vs_matmul"] = _rate(flops, row["seconds"], self.matmul(dtype))
+
+
+def _grid_prompts(actor: Any) -> tuple[list[str], list[Any]]:
+    from lactchain.envs import GridWorldEnv, all_states
+    from lactchain.prompts import PromptSpec
+
+    env = GridWorldEnv(moves=actor.moves)
+    spec = PromptSpec(moves=actor.moves)
+    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    return [spec.render(env.describe(s)) for s in states], states
+
+
+def _greedy_evaluation(actor: Any, cfg: DeviceBenchConfig) -> tuple[dict[str, Any], _Counting]:
+    """The loop's evaluation (every start state, greedy, at most 5 actions, `envs` at once)."""
+    from lactchain.loop.evaluate import evaluate_actor
+
+    counting = _Counting(actor)
+    return evaluate_actor(counting, states="all", n_envs=cfg.envs, max_actions=5, seed=cfg.seed), counting
+
+
+def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
+    """The evaluation timed with the device tables, with xgrammar's processor and with
+    the prefix cache flipped: after one full warm-up, twice each, interleaved, best
+    kept (so no variant pays another's cold start)."""
+    cfg = phases.cfg
+    own = (actor.grammar_engine, actor.prefix_cache)
+    variants = {"evaluate": own, "xgrammar": ("xgrammar", own[1]), "other_cache": (own[0], not own[1])}
+    best: dict[str, float] = {}
+    runs: dict[str, tuple[dict[str, Any], _Counting]] = {}
+    try:
+        _greedy_evaluation(actor, cfg)
+        for round_ in range(2):
+            for name, (engine, cache) in variants.items():
+                actor.grammar_engine, actor.prefix_cache = engine, cache
+                profile = "evaluate" if name == "evaluate" and round_ == 1 else None
+                with phases.timed(f"evaluate_{name}_{round_}", profile=profile) as row:
+                    runs[name] = _greedy_evaluation(actor, cfg)
+                best[name] = min(best.get(name, float("inf")), row["seconds"])
+    finally:
+        actor.grammar_engine, actor.prefix_cache = own
+    result, counting = runs["evaluate"]
+    seconds = best["evaluate"]
+    tokens = counting.prompt_tokens + counting.generated_tokens
+    row = {"seconds": seconds, "states": result["states"], "env_steps": result["env_steps"],
+           "success_rate": result.get("success_rate"), "generated_tokens": counting.generated_tokens,
+           "prompt_tokens": counting.prompt_tokens, "tokens_per_s": tokens / seconds,
+           "env_steps_per_s": result["env_steps"] / seconds, "strict": counting.strict,
+           "grammar_engine": own[0], "grammar_identical": runs["xgrammar"][1].token_ids == counting.token_ids,
+           "xgrammar_seconds": best["xgrammar"], "prefix_cache": own[1],
+           "prefix_cache_identical": runs["other_cache"][1].token_ids == counting.token_ids,
+           "other_cache_seconds": best["other_cache"]}
+    phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
+    phases.rows["evaluate"] = row
+
+
+def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
+    from lactchain.loop.rollout import RolloutConfig, run_rollouts
+
+    cfg = phases.cfg
+    settings = RolloutConfig(episodes=cfg.envs * cfg.steps, n_envs=cfg.envs, temperature=1.0, start="random",
+                             seed=cfg.seed, max_env_steps=cfg.envs * cfg.steps)
+    results = {}
+    before = actor.prefix_cache
+    try:
+        for cache in (before, not before):
+            actor.prefix_cache = cache
+            counting = _Counting(actor)
+            run_rollouts(counting, dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2))  # warm-up
+            with phases.timed("rollout" if cache == before else "rollout_other_cache", profile="rollout" if cache == before else None) as row:
+                summary = run_rollouts(counting, settings)
+            results[cache] = (row, summary, counting)
+    finally:
+        actor.prefix_cache = before
+    row, summary, counting = results[before]
+    tokens = counting.prompt_tokens + counting.generated_tokens
+    rates = {cache: results[cache][1].as_dict()["env_steps"] / results[cache][0]["seconds"] for cache in results}
+    row.update(envs=cfg.envs, env_steps=summary.as_dict()["env_steps"], env_steps_per_s=rates[before],
+               tokens_per_s=tokens / row["seconds"], prefix_cache=before,
+               prefix_cache_speedup=rates[True] / rates[False] if rates[False] else None,
+               # Sampled answers: float rounding (bf16 above all) may flip a draw, so a share, not a must.
+               prefix_cache_agreement=_agreement(counting.token_ids, results[not before][2].token_ids))
+    phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
+
+
+def _critic_texts(n: int) -> tuple[list[Any], list[list[str]]]:
+    from lactchain.envs import GridWorldEnv, all_states
+    from lactchain.moves import DEFAULT_MOVES
+
+    env = GridWorldEnv(moves=DEFAULT_MOVES)
+    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    lists = [[DEFAULT_MOVES[(i >> k) & 1] for k in range(1 + i % 5)] for i in range(n)]
+    return [states[i % len(states)] for i in range(n)], lists
+
+
+def _critic(phases: _Phases, cfg: DeviceBenchConfig) -> None:
+    from lactchain.models.critic import Critic
+
+    critic = Critic.load(cfg.critic, device=phases.device)
+    states, lists = _critic_texts(cfg.critic_texts)
+    texts = critic.q_texts(states, lists)
+    tokens = sum(len(critic.tokenizer(t)["input_ids"]) for t in texts)
+    critic.q_values(states[:8], lists[:8])  # warm-up
+    with phases.timed("critic_encode", profile="critic_encode") as row:
+        critic.q_values(states, lists)
+    row.update(texts=len(texts), tokens=tokens, tokens_per_s=tokens / row["seconds"])
+    dtype = next(critic.backbone.parameters()).dtype
+    phases.utilisation(row, model_flops(critic.backbone, tokens, 0), dtype)
+
+
+def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
+    """Optimal plans (the planner's first 3 moves) against the same plan with its first
+    move changed: real preference pairs of realistic length."""
+    from lactchain.envs import GridWorldEnv, Planner
+
+    prompts, states = _grid_prompts(actor)
+    env = GridWorldEnv(moves=actor.moves)
+    planner = Planner(env)
+    pairs = []
+    for prompt, state in list(zip(prompts, states))[:: max(1, len(states) // n)][:n]:
+        chosen = planner.plan(state)[:3] or [actor.moves[0]]
+        other = [m for m in actor.moves if m != chosen[0]][0]
+        pairs.append({"prompt": prompt, "chosen": chosen, "rejected": [other] + chosen[1:],
+                      "labeler": "critic", "status": "labeled"})
+    return pairs
+
+
+def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
+    from lactchain.train.actor import train_actor
+    from lactchain.train.actor_config import TrainActorConfig
+
+    pairs = _pairs(actor)
+    config = TrainActorConfig(loss="simpo", max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
+                              save_steps=10_000, save_total_limit=1)
+    config.check()
+    before = actor.model
+    with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
+        with phases.timed("train_step", profile="train_step") as row:
+            result = train_actor(actor, pairs, config, output_dir=out)
+    actor.model = before
+    step = result["s_per_step"]
+    from lactchain.moves import format_moves
+
+    # Each pair is two rows (chosen, rejected): prompt + completion + EOS.
+    tokens = sum(2 * len(actor._prompt_ids(p["prompt"], 0)) + len(actor._ids(format_moves(p["chosen"])))
+                 + len(actor._ids(format_moves(p["rejected"]))) + 2 for p in pairs)
+    row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo",
+               tokens_per_step=tokens, tokens_per_s=tokens / step if step else None)
+    if step:
+        timed = {"seconds": step}
+        phases.utilisation(timed, model_flops(actor.model, tokens, tokens, training=True),
+                           next(actor.model.parameters()).dtype)
+        row.update({k: v for k, v in timed.items() if k != "seconds"})
+
+
+PHASES = ("evaluate", "rollout", "critic_encode", "train_step")
+
+
+def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES) -> dict[str, Any]:
+    """The report: device, dtype, peaks and one row per phase (see the module doc)."""
+    from lactchain.machine import resolve_dtype
+    from lactchain.models.actor import Actor
+
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        raise ValueError(f"unknown phase {unknown[0]!r}: use some of {', '.join(PHASES)}")
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = getattr(torch, resolve_dtype(cfg.dtype))
+    name = device_name(device)
+    spec = spec_peak_tflops(name) if device.type == "cuda" else None
+    bench = _Phases(cfg, device, spec)
+    actor = Actor.load(cfg.actor, device=str(device), inference_dtype=dtype)
+    params = parameters_of(actor.model)
+    if "evaluate" in phases:
+        _evaluate(bench, actor, dtype)
+    if "rollout" in phases:
+        _rollout(bench, actor, dtype)
+    if "critic_encode" in phases:
+        _critic(bench, cfg)
+    if "train_step" in phases:
+        _train(bench, actor, cfg)
+    report = {
+        "device": name, "device_type": device.type, "dtype": str(dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(), "actor": cfg.actor, "critic": cfg.critic,
+        "actor_parameters": params, "spec_peak_tflops": spec,
+        "matmul_tflops": {str(k).removeprefix("torch."): v for k, v in bench._matmul.items()},
+        "grammar_engine": actor.grammar_engine, "prefix_cache": actor.prefix_cache,
+        "phases": {k: v for k, v in bench.rows.items() if k in PHASES},
+        "torch": torch.__version__,
+    }
+    if cfg.profile:
+        report["profile"] = str(Path(cfg.profile).resolve())
+    return report

@@ -1,0 +1,80 @@
+"""`lactchain bench device` on the CPU with the tiny models: the report a GPU run is
+read by (device, dtype, per-phase seconds, tokens/s, utilisation), the answer checks
+of the fast paths, a profile per phase, and one-line refusals of bad options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lactchain.bench.device import parameters_of, spec_peak_tflops
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_path):
+    code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--envs", "64", "--steps", "1",
+                        "--critic-texts", "64", "--train-steps", "2", "--profile", tmp_path / "prof",
+                        "--save", tmp_path / "results", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["device_type"] == "cpu" and report["device"]
+    assert report["dtype"] in ("bfloat16", "float32")
+    assert report["actor_parameters"] > 0 and report["matmul_tflops"]
+    assert set(report["phases"]) == {"evaluate", "rollout", "critic_encode", "train_step"}
+    for name, row in report["phases"].items():
+        assert row["seconds"] > 0 and row["tokens_per_s"] > 0, name
+        assert 0 < row["utilisation_vs_matmul"], name
+        assert row["utilisation_vs_spec"] is None  # no data-sheet peak for a CPU
+    evaluate = report["phases"]["evaluate"]
+    assert evaluate["states"] == 60 and evaluate["strict"] == evaluate["env_steps"] >= 60
+    assert evaluate["grammar_identical"] is True and evaluate["prefix_cache_identical"] is True
+    assert 0 <= report["phases"]["rollout"]["prefix_cache_agreement"] <= 1
+    assert report["phases"]["train_step"]["steps"] == 2 and report["phases"]["train_step"]["s_per_step"] > 0
+    assert (tmp_path / "prof" / "evaluate.trace.json").stat().st_size > 0
+    assert "Self CPU" in (tmp_path / "prof" / "evaluate.txt").read_text()
+    saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())
+    assert saved["phases"]["evaluate"]["states"] == 60
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--phases", "evaluate,decode"], "--phases"),
+    (["--device", "tpu"], "--device"),
+    (["--actor", "no-such-model"], "no-such-model"),
+])
+def test_bad_options_are_one_line_refusals(lc, argv, words):
+    code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", *argv)
+    assert code != 0 and out == ""
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in err
+
+
+def test_gpu_is_the_same_command(lc):
+    code, out, _ = lc("bench", "gpu", "--help")
+    assert code == 0 and "utilisation" in out
+
+
+def test_card_peaks_and_parameter_count():
+    assert spec_peak_tflops("NVIDIA H100 80GB HBM3") == pytest.approx(989.4)
+    assert spec_peak_tflops("NVIDIA H100 PCIe") == pytest.approx(756.0)
+    assert spec_peak_tflops("NVIDIA H200") == pytest.approx(989.4)
+    assert spec_peak_tflops("Some Future Card") is None
+    import torch
+
+    tied = torch.nn.Linear(4, 4, bias=False)
+    model = torch.nn.Sequential(tied, tied)
+    assert parameters_of(model) == 16
+
+
+def test_model_flops_count_the_embedding_as_a_lookup_and_the_head_where_logits_are_taken(tiny_actor):
+    from lactchain.bench.device import model_flops
+
+    model = tiny_actor.model
+    emb = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    body = parameters_of(model) - emb.numel() - (0 if head is emb else head.numel())
+    assert 0 < body < parameters_of(model)
+    assert model_flops(model, 10, 0) == 2 * body * 10
+    assert model_flops(model, 10, 3) == 2 * (body * 10 + head.numel() * 3)
+    assert model_flops(model, 10, 10, training=True) == 6 * (body + head.numel()) * 10
