@@ -234,7 +234,8 @@ def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, 
 
 
 def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
-    """Killed anywhere (here: once iteration 1 trained the actor, often inside a critic fit),
+    """Killed anywhere (here: once iteration 1 collected its pairs, often inside the actor's
+    training; later, the tiny loop's last phases can end before `runs kill` starts),
     resumed, the loop's curve equals the uninterrupted run's with the same seed: each phase
     starts from RNG states fixed by (seed, iteration, phase), and the critic's optimizer is
     restored beside its checkpoint."""
@@ -250,7 +251,7 @@ def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
     res = cli(*args, "--db", str(db), "--detach", "--json")
     first = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
-    wait_for(lambda: (1, "train-actor") in _phases(reg, first), timeout=300, every=0.1)
+    wait_for(lambda: (1, "collect") in _phases(reg, first), timeout=300, every=0.1)
     assert cli("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
     second = json.loads(cli("runs", "resume", first, "--db", str(db), "--json").stdout)["run_id"]
     wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=300)
