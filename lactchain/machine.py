@@ -63,6 +63,17 @@ def fast_generation_dtype() -> str:
     return "bfloat16" if cpu_has_bf16() else "float32"
 
 
+def native_bf16(device_type: str) -> bool:
+    """Whether bf16 matrix math is native on this device type ("cuda" or "cpu"): the
+    trainers' default for bf16 autocast. On the 2-core AVX512-bf16 CPU a CPO-SimPO step
+    of SmolLM2 took 7.3 s with it against 15.1 s in fp32 (`lactchain bench device`)."""
+    import torch
+
+    if device_type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False))
+    return cpu_has_bf16()
+
+
 DTYPE_NAMES = ("auto", "bfloat16", "float16", "float32")
 DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 

@@ -31,7 +31,8 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
     assert evaluate["states"] == 60 and evaluate["strict"] == evaluate["env_steps"] >= 60
     assert evaluate["grammar_identical"] is True and evaluate["prefix_cache_identical"] is True
     assert 0 <= report["phases"]["rollout"]["prefix_cache_agreement"] <= 1
-    assert report["phases"]["train_step"]["steps"] == 2 and report["phases"]["train_step"]["s_per_step"] > 0
+    train = report["phases"]["train_step"]
+    assert train["steps"] == 2 and train["s_per_step"] > 0 and train["bf16_s_per_step"] > 0 and train["fp32_s_per_step"] > 0
     assert (tmp_path / "prof" / "evaluate.trace.json").stat().st_size > 0
     assert "Self CPU" in (tmp_path / "prof" / "evaluate.txt").read_text()
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())

@@ -339,32 +339,46 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
     return pairs
 
 
-def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
+def _train_once(actor: Any, pairs: list[dict[str, Any]], cfg: DeviceBenchConfig, bf16: bool | None) -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
-    pairs = _pairs(actor)
     config = TrainActorConfig(loss="simpo", max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
-                              save_steps=10_000, save_total_limit=1)
+                              save_steps=10_000, save_total_limit=1, bf16=bf16)
     config.check()
     before = actor.model
-    with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
-        with phases.timed("train_step", profile="train_step") as row:
-            result = train_actor(actor, pairs, config, output_dir=out)
-    actor.model = before
-    step = result["s_per_step"]
+    try:
+        with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
+            return train_actor(actor, pairs, config, output_dir=out)
+    finally:
+        actor.model = before
+
+
+def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
+    """CPO-SimPO steps at the trainers' default precision (bf16 autocast where the device
+    does bf16 natively); on a CPU also at the other one, so the gain shows."""
+    from lactchain.machine import native_bf16
     from lactchain.moves import format_moves
 
+    pairs = _pairs(actor)
+    bf16 = native_bf16(phases.device.type)
+    with phases.timed("train_step", profile="train_step") as row:
+        result = _train_once(actor, pairs, cfg, None)
+    step = result["s_per_step"]
     # Each pair is two rows (chosen, rejected): prompt + completion + EOS.
     tokens = sum(2 * len(actor._prompt_ids(p["prompt"], 0)) + len(actor._ids(format_moves(p["chosen"])))
                  + len(actor._ids(format_moves(p["rejected"]))) + 2 for p in pairs)
-    row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo",
+    row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo", bf16=bf16,
                tokens_per_step=tokens, tokens_per_s=tokens / step if step else None)
     if step:
         timed = {"seconds": step}
         phases.utilisation(timed, model_flops(actor.model, tokens, tokens, training=True),
-                           next(actor.model.parameters()).dtype)
+                           torch.bfloat16 if bf16 else next(actor.model.parameters()).dtype)
         row.update({k: v for k, v in timed.items() if k != "seconds"})
+    if phases.device.type == "cpu":
+        other = _train_once(actor, pairs, cfg, not bf16)["s_per_step"]
+        half, full = (step, other) if bf16 else (other, step)
+        row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
 
 
 PHASES = ("evaluate", "rollout", "critic_encode", "train_step")

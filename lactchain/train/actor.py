@@ -52,6 +52,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 
+from lactchain.machine import native_bf16  # noqa: E402
 from lactchain.runs.checkpoints import seal
 from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
     DEFAULT_BETA,
@@ -573,8 +574,8 @@ def build_trainer(
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
-    if bf16 is None:  # bf16 autocast: on a GPU that has it; on CPU only when asked (faster with AVX512-bf16)
-        bf16 = bool(use_cuda and torch.cuda.is_bf16_supported(including_emulation=False))
+    if bf16 is None:  # bf16 autocast where the device does bf16 natively (a GPU, a CPU with AMX/AVX512-bf16)
+        bf16 = native_bf16("cuda" if use_cuda else "cpu")
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
         learning_rate=float(config.lr),

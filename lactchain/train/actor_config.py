@@ -189,8 +189,9 @@ class TrainActorConfig(Config):
     seed: int = option(0, "Seed for LoRA init, data order and dropout.", min=0, max=2**32 - 1)
     # Not command-line options today (library callers and the pipeline set them).
     grad_accum: int = option(1, "Gradient accumulation steps (simpo, dpo, kto).", min=1, cli=False)
-    bf16: bool | None = option(None, "bf16 autocast (simpo, dpo, kto; rft trains fp32). Default: on a CUDA GPU "
-                               "that has bf16, off on CPU.", cli=False)
+    bf16: bool | None = option(None, "bf16 autocast (simpo, dpo, kto, grpo; rft trains fp32). Default: where the "
+                               "device does bf16 natively (a CUDA GPU that has it, a CPU with AMX or "
+                               "AVX512-bf16), else off.", cli=False)
     lora_dropout: float = option(0.0, "LoRA dropout.", min=0.0, max=0.9, cli=False)
     target_modules: list[str] | None = option(None, "Layers to put LoRA on. Default: the attention and MLP "
                                               "projections found in the model.", cli=False)
