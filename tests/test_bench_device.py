@@ -30,6 +30,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
     evaluate = report["phases"]["evaluate"]
     assert evaluate["states"] == 60 and evaluate["strict"] == evaluate["env_steps"] >= 60
     assert evaluate["grammar_identical"] is True and evaluate["prefix_cache_identical"] is True
+    assert evaluate["static_cache_identical"] is True and evaluate["static_cache_seconds"] > 0
     assert 0 <= report["phases"]["rollout"]["prefix_cache_agreement"] <= 1
     train = report["phases"]["train_step"]
     assert train["steps"] == 2 and train["s_per_step"] > 0 and train["bf16_s_per_step"] > 0 and train["fp32_s_per_step"] > 0

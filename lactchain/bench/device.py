@@ -5,7 +5,9 @@ on a CUDA GPU or the CPU, with the checks that the fast paths give the same answ
 Phases, on the default models unless told otherwise:
 - `evaluate`: greedy answers for every start state of the 4x4 grid, one batch (the
   loop's evaluation), then the same with xgrammar's processor instead of the device
-  tables (`grammar_identical`) and without the prefix cache (`prefix_cache_identical`).
+  tables (`grammar_identical`), with the prefix cache flipped (`prefix_cache_identical`)
+  and with a static KV cache, which on CUDA transformers compiles into CUDA graphs
+  (`static_cache_identical`); each variant warmed up, timed twice interleaved, best kept.
 - `rollout`: seeded sampled rollouts, `envs` envs in lock-step, with and without the
   prefix cache (its speedup on this device: the loop's `prefix_cache` default follows it).
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
@@ -238,21 +240,25 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     the prefix cache flipped: after one full warm-up, twice each, interleaved, best
     kept (so no variant pays another's cold start)."""
     cfg = phases.cfg
-    own = (actor.grammar_engine, actor.prefix_cache)
-    variants = {"evaluate": own, "xgrammar": ("xgrammar", own[1]), "other_cache": (own[0], not own[1])}
+    own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache)
+    variants = {"evaluate": own, "xgrammar": ("xgrammar", own[1], own[2]),
+                "other_cache": (own[0], not own[1], own[2]),
+                "static_cache": (own[0], False, not own[2])}  # a static cache goes without the prefix cache
     best: dict[str, float] = {}
     runs: dict[str, tuple[dict[str, Any], _Counting]] = {}
     try:
-        _greedy_evaluation(actor, cfg)
+        for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
+            actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
+            _greedy_evaluation(actor, cfg)
         for round_ in range(2):
-            for name, (engine, cache) in variants.items():
-                actor.grammar_engine, actor.prefix_cache = engine, cache
+            for name, settings in variants.items():
+                actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
                 profile = "evaluate" if name == "evaluate" and round_ == 1 else None
                 with phases.timed(f"evaluate_{name}_{round_}", profile=profile) as row:
                     runs[name] = _greedy_evaluation(actor, cfg)
                 best[name] = min(best.get(name, float("inf")), row["seconds"])
     finally:
-        actor.grammar_engine, actor.prefix_cache = own
+        actor.grammar_engine, actor.prefix_cache, actor.static_cache = own
     result, counting = runs["evaluate"]
     seconds = best["evaluate"]
     tokens = counting.prompt_tokens + counting.generated_tokens
@@ -263,7 +269,9 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
            "grammar_engine": own[0], "grammar_identical": runs["xgrammar"][1].token_ids == counting.token_ids,
            "xgrammar_seconds": best["xgrammar"], "prefix_cache": own[1],
            "prefix_cache_identical": runs["other_cache"][1].token_ids == counting.token_ids,
-           "other_cache_seconds": best["other_cache"]}
+           "other_cache_seconds": best["other_cache"], "static_cache": own[2],
+           "static_cache_identical": runs["static_cache"][1].token_ids == counting.token_ids,
+           "static_cache_seconds": best["static_cache"]}
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
     phases.rows["evaluate"] = row
 

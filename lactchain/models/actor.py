@@ -329,6 +329,10 @@ class Actor(ScoringTokens):
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
         self._automata: dict[tuple[tuple[str, ...], int, str], TokenAutomaton] = {}
+        # Decode with a static KV cache (never with a prefix cache: its DynamicCache is the
+        # input): on CUDA transformers then compiles the decode step (CUDA graphs). Off by
+        # default until `bench device` measures it on a GPU.
+        self.static_cache = False
         # How constrained decoding masks tokens: "tensor" (the grammar's token automaton
         # on the model's device, no host work per token) or "xgrammar" (its HF processor:
         # the reference the tensor tables are tested against).
@@ -748,6 +752,8 @@ class Actor(ScoringTokens):
         if do_sample:
             # The temperature is applied by our own warper, after the raw logits were recorded.
             settings.update(temperature=1.0, top_k=0, top_p=1.0)
+        if self.static_cache and batch.past is None:
+            settings.update(cache_implementation="static")
         config = GenerationConfig(**settings)
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
