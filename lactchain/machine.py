@@ -66,7 +66,7 @@ def fast_generation_dtype() -> str:
 def native_bf16(device_type: str) -> bool:
     """Whether bf16 matrix math is native on this device type ("cuda" or "cpu"): the
     trainers' default for bf16 autocast. On the 2-core AVX512-bf16 CPU a CPO-SimPO step
-    of SmolLM2 took 7.3 s with it against 15.1 s in fp32 (`lactchain bench device`)."""
+    of SmolLM2 took 6.7 s with it against 15.6 s in fp32 (`lactchain bench device`)."""
     import torch
 
     if device_type == "cuda":

@@ -24,6 +24,7 @@ the phase's dtype (`matmul_tflops`), so a CPU gets a figure too.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import platform
 import tempfile
@@ -355,6 +356,7 @@ def _train_once(actor: Any, pairs: list[dict[str, Any]], cfg: DeviceBenchConfig,
                               save_steps=10_000, save_total_limit=1, bf16=bf16)
     config.check()
     before = actor.model
+    actor.model = copy.deepcopy(before)  # LoRA is injected in place: each run on its own copy
     try:
         with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
             return train_actor(actor, pairs, config, output_dir=out)

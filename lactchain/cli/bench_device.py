@@ -87,5 +87,10 @@ def bench_device(
                   f"{report['threads']} threads)", highlight=False)
     for name, row in report["phases"].items():
         util = row.get("utilisation_vs_spec") or row.get("utilisation_vs_matmul")
-        console.print(f"{name:14s} {row['seconds']:8.3f} s  {row.get('tokens_per_s') or 0:12.0f} tokens/s  "
+        seconds, unit = (row["s_per_step"], "s/step") if row.get("s_per_step") else (row["seconds"], "s")
+        console.print(f"{name:14s} {seconds:8.3f} {unit:6s} {row.get('tokens_per_s') or 0:10.0f} tokens/s  "
                       f"utilisation {util or 0:.1%}", highlight=False)
+    checks = {k: v for row in report["phases"].values() for k, v in row.items() if k.endswith("_identical")}
+    if checks:
+        console.print("same answers: " + ", ".join(f"{k.removesuffix('_identical')} {'yes' if v else 'NO'}"
+                                                   for k, v in checks.items()), highlight=False)
