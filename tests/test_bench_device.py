@@ -22,7 +22,9 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
     assert report["device_type"] == "cpu" and report["device"]
     assert report["dtype"] in ("bfloat16", "float32")
     assert report["actor_parameters"] > 0 and report["matmul_tflops"]
-    assert set(report["phases"]) == {"evaluate", "rollout", "critic_encode", "train_step"}
+    assert set(report["phases"]) == {"evaluate", "rollout", "critic_encode", "train_step", "grpo_step"}
+    grpo = report["phases"].pop("grpo_step")
+    assert grpo["steps"] == 2 and grpo["s_per_step"] > 0 and grpo["generations"] == 4
     for name, row in report["phases"].items():
         assert row["seconds"] > 0 and row["tokens_per_s"] > 0, name
         assert 0 < row["utilisation_vs_matmul"], name
@@ -80,3 +82,10 @@ def test_model_flops_count_the_embedding_as_a_lookup_and_the_head_where_logits_a
     assert model_flops(model, 10, 0) == 2 * body * 10
     assert model_flops(model, 10, 3) == 2 * (body * 10 + head.numel() * 3)
     assert model_flops(model, 10, 10, training=True) == 6 * (body + head.numel()) * 10
+
+
+def test_the_cli_offers_every_phase_the_bench_has():
+    from lactchain.bench.device import PHASES
+    from lactchain.cli.bench_device import ALL_PHASES
+
+    assert tuple(ALL_PHASES.split(",")) == PHASES

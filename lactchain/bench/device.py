@@ -12,7 +12,9 @@ Phases, on the default models unless told otherwise:
   prefix cache (its speedup on this device: the loop's `prefix_cache` default follows it).
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
-  per step, the first step (one-off costs) excluded.
+  per step, the first step (one-off costs) excluded; on a CPU in both precisions.
+- `grpo_step`: GRPO steps as the loop takes them (groups of 4 samples from start
+  states, rewarded with the env's return): sampling, scoring and the update.
 
 Utilisation = model FLOPs / seconds / peak. Model FLOPs: 2 x parameters per token
 processed for inference, 6 x for training (PaLM's convention; attention ignored,
@@ -391,7 +393,39 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
         row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
 
 
-PHASES = ("evaluate", "rollout", "critic_encode", "train_step")
+def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
+    """GRPO steps as the loop takes them: sampled groups from start states (the loop's
+    defaults: states per step, 4 generations), rewarded with the env's return of the
+    whole list; seconds per step (sampling + scoring + the update), the first left out."""
+    from lactchain.envs import GridWorldEnv
+    from lactchain.envs.replay import execute_from
+    from lactchain.train.actor_config import TrainActorConfig
+    from lactchain.train.grpo import GRPOTask, train_grpo
+
+    prompts, states = _grid_prompts(actor)
+    env = GridWorldEnv(moves=actor.moves)
+    rows = [{"prompt": p, "state": s} for p, s in zip(prompts, states)]
+
+    def reward(starts: Sequence[Any], samples: Sequence[Any]) -> list[float]:
+        return [execute_from(env, s, x.moves)[0] for s, x in zip(starts, samples)]
+
+    config = TrainActorConfig(loss="grpo", max_steps=cfg.train_steps, seed=cfg.seed, save_steps=10_000,
+                              save_total_limit=1)
+    config.check()
+    task = GRPOTask(rows, reward, generations=4, seed=cfg.seed)
+    before = actor.model
+    actor.model = copy.deepcopy(before)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
+            with phases.timed("grpo_step", profile="grpo_step") as row:
+                result = train_grpo(actor, task, config, output_dir=out)
+    finally:
+        actor.model = before
+    row.update(steps=result["steps"], s_per_step=result["s_per_step"], generations=task.generations,
+               states_per_step=config.grpo.states_per_step)
+
+
+PHASES = ("evaluate", "rollout", "critic_encode", "train_step", "grpo_step")
 
 
 def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES) -> dict[str, Any]:
@@ -417,6 +451,8 @@ def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES) -> 
         _critic(bench, cfg)
     if "train_step" in phases:
         _train(bench, actor, cfg)
+    if "grpo_step" in phases:
+        _grpo(bench, actor, cfg)
     report = {
         "device": name, "device_type": device.type, "dtype": str(dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(), "actor": cfg.actor, "critic": cfg.critic,

@@ -14,6 +14,7 @@ import typer
 from lactchain.cli.common import JsonOption, check_models, console, err_console, fail, print_json
 from lactchain.cli.play_cmd import ActorOption
 
+ALL_PHASES = "evaluate,rollout,critic_encode,train_step,grpo_step"  # lactchain.bench.device.PHASES (no torch here)
 CriticOption = Annotated[str, typer.Option("--critic", help="Critic backbone: a preset (minilm-l6, tiny) or a folder.")]
 
 
@@ -31,9 +32,9 @@ def bench_device(
     critic_texts: Annotated[int, typer.Option("--critic-texts", min=1, max=1_000_000,
                                               help="(state, move list) texts the critic scores.")] = 1024,
     train_steps: Annotated[int, typer.Option("--train-steps", min=2, max=1000,
-                                             help="CPO-SimPO steps on 8 pairs (the first is not timed).")] = 4,
-    phases: Annotated[str, typer.Option("--phases", help="Comma-separated: evaluate, rollout, critic_encode, "
-                                                         "train_step.")] = "evaluate,rollout,critic_encode,train_step",
+                                             help="CPO-SimPO and GRPO steps (the first is not timed).")] = 4,
+    phases: Annotated[str, typer.Option("--phases", help="Comma-separated, some of: "
+                                                         f"{ALL_PHASES.replace(',', ', ')}.")] = ALL_PHASES,
     profile: Annotated[Optional[Path], typer.Option("--profile", help="Folder for a torch.profiler Chrome trace "
                                                                       "and an op table per phase.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Also write the report to this folder as "
@@ -42,7 +43,7 @@ def bench_device(
     as_json: JsonOption = False,
 ) -> None:
     """Per phase of the loop (greedy evaluation of the 60 grid states, sampled rollouts,
-    the critic's encoder, CPO-SimPO steps): seconds, tokens/s and model-FLOPs utilisation
+    the critic's encoder, CPO-SimPO and GRPO steps): seconds, tokens/s and model-FLOPs utilisation
     against the card's bf16 peak and this machine's measured matmul rate; the greedy
     answers compared with xgrammar's processor and with the prefix cache flipped. Run it
     alone: it times the machine."""
