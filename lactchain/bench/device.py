@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import platform
 import tempfile
 import time
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
+
+from lactchain.bench.common import Recording, agreement, grid_starts
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets; first match wins.
 SPEC_PEAK_TFLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
@@ -68,13 +69,9 @@ class DeviceBenchConfig:
 
 
 def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    from lactchain.machine import machine_info
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else machine_info()["cpu"]
 
 
 def spec_peak_tflops(name: str) -> float | None:
@@ -130,27 +127,27 @@ def parameters_of(model: Any) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-class _Counting:
-    """Passes generate calls to the actor; counts the prompt tokens the model was fed
-    (a shared prefix once, when the prefix cache computed it, none when it was cached)
-    and the generated tokens, and keeps every completion's ids (to compare runs)."""
+class Counting(Recording):
+    """A `Recording` that also counts the prompt tokens the model was fed (a shared
+    prefix once when the prefix cache computed it, not at all when it was cached), the
+    generated tokens and the strict parses."""
 
     def __init__(self, actor: Any) -> None:
-        self.actor = actor
+        super().__init__(actor)
         self.prompt_tokens = 0
         self.generated_tokens = 0
         self.strict = 0
-        self.token_ids: list[list[int]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.actor, name)
+        self._ids: dict[str, list[int]] = {}  # prompt text -> ids (a rollout repeats its prompts)
 
     def generate(self, prompts: list[str], **kwargs: Any) -> Any:
         from lactchain.models.actor import MIN_SHARED_PREFIX, common_prefix_len
 
         before = self.actor.prefix_computations
-        out = self.actor.generate(prompts, **kwargs)
-        rows = [self.actor._prompt_ids(p, 0) for p in prompts] * max(1, len(out) // max(1, len(prompts)))
+        out = super().generate(prompts, **kwargs)
+        for p in prompts:
+            if p not in self._ids:
+                self._ids[p] = self.actor.prompt_ids(p)
+        rows = [self._ids[p] for p in prompts] * max(1, len(out) // max(1, len(prompts)))
         shared = common_prefix_len(rows) if self.actor.prefix_cache and len(rows) > 1 else 0
         if shared >= MIN_SHARED_PREFIX:
             computed = shared if self.actor.prefix_computations > before else 0
@@ -159,7 +156,6 @@ class _Counting:
             self.prompt_tokens += sum(len(r) for r in rows)
         self.generated_tokens += sum(s.n_tokens for s in out)
         self.strict += sum(s.mode == "strict" for s in out)
-        self.token_ids.extend(s.token_ids for s in out)
         return out
 
 
@@ -177,12 +173,6 @@ def model_flops(model: Any, tokens: int, logit_rows: int, training: bool = False
         body -= head.numel()
     head_size = head.numel() if head is not None else 0
     return per_weight * (body * tokens + head_size * logit_rows)
-
-
-def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
-    """Share of completions that are the same token for token (1.0 when none)."""
-    pairs = list(zip(a, b))
-    return sum(x == y for x, y in pairs) / len(pairs) if pairs else 1.0
 
 
 def _rate(flops: float, seconds: float, peak: float | None) -> float | None:
@@ -220,21 +210,11 @@ class _Phases:
         row["utilisation_vs_matmul"] = _rate(flops, row["seconds"], self.matmul(dtype))
 
 
-def _grid_prompts(actor: Any) -> tuple[list[str], list[Any]]:
-    from lactchain.envs import GridWorldEnv, all_states
-    from lactchain.prompts import PromptSpec
-
-    env = GridWorldEnv(moves=actor.moves)
-    spec = PromptSpec(moves=actor.moves)
-    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
-    return [spec.render(env.describe(s)) for s in states], states
-
-
-def _greedy_evaluation(actor: Any, cfg: DeviceBenchConfig) -> tuple[dict[str, Any], _Counting]:
+def _greedy_evaluation(actor: Any, cfg: DeviceBenchConfig) -> tuple[dict[str, Any], Counting]:
     """The loop's evaluation (every start state, greedy, at most 5 actions, `envs` at once)."""
     from lactchain.loop.evaluate import evaluate_actor
 
-    counting = _Counting(actor)
+    counting = Counting(actor)
     return evaluate_actor(counting, states="all", n_envs=cfg.envs, max_actions=5, seed=cfg.seed), counting
 
 
@@ -248,7 +228,7 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
                 "other_cache": (own[0], not own[1], own[2]),
                 "static_cache": (own[0], False, not own[2])}  # a static cache goes without the prefix cache
     best: dict[str, float] = {}
-    runs: dict[str, tuple[dict[str, Any], _Counting]] = {}
+    runs: dict[str, tuple[dict[str, Any], Counting]] = {}
     try:
         for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
             actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
@@ -290,7 +270,7 @@ def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     try:
         for cache in (before, not before):
             actor.prefix_cache = cache
-            counting = _Counting(actor)
+            counting = Counting(actor)
             run_rollouts(counting, dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2))  # warm-up
             with phases.timed("rollout" if cache == before else "rollout_other_cache", profile="rollout" if cache == before else None) as row:
                 summary = run_rollouts(counting, settings)
@@ -304,16 +284,14 @@ def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
                tokens_per_s=tokens / row["seconds"], prefix_cache=before,
                prefix_cache_speedup=rates[True] / rates[False] if rates[False] else None,
                # Sampled answers: float rounding (bf16 above all) may flip a draw, so a share, not a must.
-               prefix_cache_agreement=_agreement(counting.token_ids, results[not before][2].token_ids))
+               prefix_cache_agreement=agreement(counting.token_ids, results[not before][2].token_ids))
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
 
 
 def _critic_texts(n: int) -> tuple[list[Any], list[list[str]]]:
-    from lactchain.envs import GridWorldEnv, all_states
     from lactchain.moves import DEFAULT_MOVES
 
-    env = GridWorldEnv(moves=DEFAULT_MOVES)
-    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal]
+    states = grid_starts(DEFAULT_MOVES)[1]
     lists = [[DEFAULT_MOVES[(i >> k) & 1] for k in range(1 + i % 5)] for i in range(n)]
     return [states[i % len(states)] for i in range(n)], lists
 
@@ -338,7 +316,7 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
     move changed: real preference pairs of realistic length."""
     from lactchain.envs import GridWorldEnv, Planner
 
-    prompts, states = _grid_prompts(actor)
+    prompts, states = grid_starts(actor.moves)
     env = GridWorldEnv(moves=actor.moves)
     planner = Planner(env)
     pairs = []
@@ -378,8 +356,8 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
         result = _train_once(actor, pairs, cfg, None)
     step = result["s_per_step"]
     # Each pair is two rows (chosen, rejected): prompt + completion + EOS.
-    tokens = sum(2 * len(actor._prompt_ids(p["prompt"], 0)) + len(actor._ids(format_moves(p["chosen"])))
-                 + len(actor._ids(format_moves(p["rejected"]))) + 2 for p in pairs)
+    tokens = sum(2 * len(actor.prompt_ids(p["prompt"])) + actor.count_tokens(format_moves(p["chosen"]))
+                 + actor.count_tokens(format_moves(p["rejected"])) + 2 for p in pairs)
     row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo", bf16=bf16,
                tokens_per_step=tokens, tokens_per_s=tokens / step if step else None)
     if step:
@@ -402,7 +380,7 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     from lactchain.train.actor_config import TrainActorConfig
     from lactchain.train.grpo import GRPOTask, train_grpo
 
-    prompts, states = _grid_prompts(actor)
+    prompts, states = grid_starts(actor.moves)
     env = GridWorldEnv(moves=actor.moves)
     rows = [{"prompt": p, "state": s} for p, s in zip(prompts, states)]
 

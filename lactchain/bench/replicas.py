@@ -17,13 +17,9 @@ OVERHEAD_TARGET_PCT = 10.0  # the Ray transport's cost per call, against one in-
 
 def grid_prompts(n: int, moves: Any) -> list[str]:
     """`n` prompts of distinct grid start states (one env step each)."""
-    from lactchain.envs import GridWorldEnv, all_states
-    from lactchain.prompts import PromptSpec
+    from lactchain.bench.common import grid_starts
 
-    env = GridWorldEnv(moves=moves)
-    spec = PromptSpec(moves=moves)
-    states = [s for s in all_states(env.size) if (s.x, s.y) != env.goal][:n]
-    return [spec.render(env.describe(s)) for s in states]
+    return grid_starts(moves)[0][:n]
 
 
 def _local_cluster(cpus: int) -> tuple[str, Callable[[], None]]:

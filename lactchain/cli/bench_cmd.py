@@ -7,25 +7,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from lactchain.bench.common import Recording, agreement
 from lactchain.cli.common import JsonOption, check_models, console, err_console, fail, finite, print_json
 from lactchain.cli.play_cmd import ActorOption, ConstrainedOption
 
 app = typer.Typer(help="Benchmarks (print JSON with --json).", no_args_is_help=True)
-
-
-class _Recording:
-    """Passes generate calls through to the actor and keeps every completion's token ids,
-    so two benchmark runs can be checked for identical outputs."""
-
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
-        self.moves = actor.moves
-        self.token_ids: list[list[int]] = []
-
-    def generate(self, prompts: list[str], **kwargs: Any) -> Any:
-        out = self.actor.generate(prompts, **kwargs)
-        self.token_ids.extend(s.token_ids for s in out)
-        return out
 
 
 def _rollout_rate(model: Any, envs: int, steps: int, constrained: bool, temperature: float, seed: int) -> dict[str, Any]:
@@ -33,7 +19,7 @@ def _rollout_rate(model: Any, envs: int, steps: int, constrained: bool, temperat
 
     cfg = RolloutConfig(episodes=envs * steps, n_envs=envs, constrained=constrained, temperature=temperature,
                         start="random", seed=seed, max_env_steps=envs * steps)
-    recording = _Recording(model)
+    recording = Recording(model)
     result = run_rollouts(recording, cfg).as_dict()
     result["token_ids"] = recording.token_ids
     return result
@@ -41,10 +27,7 @@ def _rollout_rate(model: Any, envs: int, steps: int, constrained: bool, temperat
 
 def _agreement(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
     """(identical?, fraction of env-steps whose completions match token for token)."""
-    pairs = list(zip(a["token_ids"], b["token_ids"]))
-    same = sum(x == y for x, y in pairs)
-    identical = same == len(pairs) and len(a["token_ids"]) == len(b["token_ids"])
-    return identical, same / len(pairs) if pairs else 1.0
+    return a["token_ids"] == b["token_ids"], agreement(a["token_ids"], b["token_ids"])
 
 
 def _generate_rate(model: Any, envs: int, steps: int, constrained: bool, temperature: float, seed: int) -> float:

@@ -149,7 +149,7 @@ class _RowSampler:
         """(B,) float64 in [0, 1): this step's draw of every row."""
         if self.keys is None:
             self.keys = splitmix64(torch.tensor(self.seeds, dtype=torch.long, device=device))
-        bits = splitmix64(self.keys + _signed64((self.step * 0x9E3779B97F4A7C15) % (1 << 64)))
+        bits = splitmix64(self.keys + _signed64(self.step * _GOLDEN % (1 << 64)))
         self.step += 1
         return _shift_right(bits, 11).double() * (2.0 ** -53)
 
@@ -328,7 +328,7 @@ class Actor(ScoringTokens):
         self._xgr_info: Any = None
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
-        self._automata: dict[tuple[tuple[str, ...], int, str], TokenAutomaton] = {}
+        self._automata: dict[tuple[tuple[str, ...], int], TokenAutomaton] = {}
         # Decode with a static KV cache (never with a prefix cache: its DynamicCache is the
         # input): on CUDA transformers then compiles the decode step (CUDA graphs). Off by
         # default until `bench device` measures it on a GPU.
@@ -625,8 +625,8 @@ class Actor(ScoringTokens):
 
     def _automaton(self) -> TokenAutomaton:
         """The move-list grammar's token tables on this actor's device (built once per
-        moves / max_moves: ~0.1 s for a 49k vocabulary)."""
-        key = (tuple(self.moves), int(self.max_moves), str(self.device))
+        moves / max_moves: 0.6 s for SmolLM2's 49k vocabulary)."""
+        key = (tuple(self.moves), int(self.max_moves))
         if key not in self._automata:
             tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id)
             self._automata[key] = tables.to(self.device)

@@ -46,9 +46,7 @@ def move_list_automaton(moves: Sequence[str], max_moves: int) -> _CharAutomaton:
         raise ValueError(f"max_moves must be >= 1, got {max_moves}")
     if not moves:
         raise ValueError("the move vocabulary is empty")
-    dfa = _CharAutomaton(edges=[], start=0, accept=0)
-    dfa.start = dfa.new_state()
-    dfa.accept = dfa.new_state()
+    dfa = _CharAutomaton(edges=[{}, {}], start=0, accept=1)
     # One trie of the quoted moves per list position k (moves read so far); its leaves
     # lead to `after[k + 1]`, which reads ']' or, below max_moves, ', ' and the next move.
     after = [NO_STATE] + [dfa.new_state() for _ in range(max_moves)]

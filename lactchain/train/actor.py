@@ -553,6 +553,12 @@ def prepare_model(actor: Any) -> tuple[Any, bool]:
     return model, False
 
 
+def autocast_bf16(requested: bool | None, use_cuda: bool) -> bool:
+    """The trainers' bf16 autocast: as asked, else where the device does bf16 natively
+    (a CUDA GPU that has it, a CPU with AMX or AVX512-bf16)."""
+    return native_bf16("cuda" if use_cuda else "cpu") if requested is None else bool(requested)
+
+
 def build_trainer(
     actor: Any,
     pairs: Sequence[Mapping[str, Any]],
@@ -574,8 +580,7 @@ def build_trainer(
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
-    if bf16 is None:  # bf16 autocast where the device does bf16 natively (a GPU, a CPU with AMX/AVX512-bf16)
-        bf16 = native_bf16("cuda" if use_cuda else "cpu")
+    bf16 = autocast_bf16(bf16, use_cuda)
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
         learning_rate=float(config.lr),

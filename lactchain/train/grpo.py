@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 from lactchain.train.actor import (
     ActorTrainingCallback,
+    autocast_bf16,
     TrainActorConfig,
     prepare_model,
     quiet_datasets,
@@ -49,7 +50,6 @@ from lactchain.train.actor import (
     run_trainer,
     save_adapter,
 )
-from lactchain.machine import native_bf16
 from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
@@ -270,7 +270,7 @@ def train_grpo(
         model = add_lora(model, config)
     actor.model = model
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
-    bf16 = config.bf16 if config.bf16 is not None else native_bf16("cuda" if use_cuda else "cpu")
+    bf16 = autocast_bf16(config.bf16, use_cuda)
     k, per_step = task.generations, config.grpo.states_per_step
     # Each step's states over all processes (DDP, --processes): each rank samples and scores whole groups of its share.
     per_rank = max(1, min(per_step, len(task.rows)) // world_size())
