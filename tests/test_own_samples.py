@@ -148,6 +148,25 @@ def test_dpo_takes_an_nll_term_on_chosen_or_ipo_and_kto_balances_its_rows(tmp_pa
     assert sum(unbalanced["label"]) == 6 and len(unbalanced) == 12
 
 
+@pytest.mark.parametrize("loss,column", [("dpo", "ref_chosen_logps"), ("kto", "ref_logps")])
+def test_dpo_and_kto_compute_their_reference_once_before_training(tmp_path, loss, column):
+    """The reference log-probs are dataset columns computed once before training, not a
+    forward in every step of every epoch. The reference is the policy as the trainer starts
+    (TRL freezes a copy of a continued adapter): the base model for a fresh adapter, the
+    adapter trained so far in the loop's next iteration -- so training moves it."""
+    from lactchain.train.actor import train_actor
+
+    pairs = _pairs(Actor.load("tiny"))
+    fresh, _ = build_trainer(Actor.load("tiny"), pairs, TrainActorConfig(loss=loss), output_dir=tmp_path / "fresh")
+    assert fresh.args.precompute_ref_log_probs and column in fresh.train_dataset.column_names
+    actor = Actor.load("tiny")
+    out = train_actor(actor, pairs, TrainActorConfig(loss=loss, lr=1e-2, max_steps=3), output_dir=tmp_path / "train")
+    assert out["steps"] == 3
+    again, info = build_trainer(actor, pairs, TrainActorConfig(loss=loss), output_dir=tmp_path / "again")
+    assert info["continued_adapter"] and column in again.train_dataset.column_names
+    assert list(again.train_dataset[column]) != pytest.approx(list(fresh.train_dataset[column]), abs=1e-3)
+
+
 def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
     for loss, lr in LOOP_LR.items():
         cfg = PipelineConfig(actor="tiny", critic="tiny", loss=loss)

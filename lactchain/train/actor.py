@@ -518,19 +518,27 @@ class ActorTrainingCallback(TrainerCallback):
 
 @contextmanager
 def quiet_datasets() -> Iterator[None]:
-    """No `Map: 100%` bars from datasets on stderr (the CLI draws its own progress)."""
+    """No `Map: 100%` bars from datasets, nor TRL's "Computing reference log probs" bar
+    (it reads TQDM_DISABLE), on stderr: the CLI draws its own progress."""
+    import os
+
     try:
         from datasets.utils import logging as dlog
     except ImportError:  # pragma: no cover
         yield
         return
-    was = dlog.is_progress_bar_enabled()
+    was, tqdm_was = dlog.is_progress_bar_enabled(), os.environ.get("TQDM_DISABLE")
     dlog.disable_progress_bar()
+    os.environ["TQDM_DISABLE"] = "1"
     try:
         yield
     finally:
         if was:
             dlog.enable_progress_bar()
+        if tqdm_was is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = tqdm_was
 
 
 def prepare_model(actor: Any) -> tuple[Any, bool]:
@@ -557,6 +565,15 @@ def autocast_bf16(requested: bool | None, use_cuda: bool) -> bool:
     """The trainers' bf16 autocast: as asked, else where the device does bf16 natively
     (a CUDA GPU that has it, a CPU with AMX or AVX512-bf16)."""
     return native_bf16("cuda" if use_cuda else "cpu") if requested is None else bool(requested)
+
+
+def fixed_reference() -> dict[str, Any]:
+    """DPO's and KTO's reference is the model with its adapter off, fixed for the whole run:
+    its log-probs are computed once per dataset before training, not in every step of every
+    epoch (the loop trains 8 epochs; the tiny actor's KTO train-actor 28 -> 16 s, DPO 29 ->
+    23 s, same adapter). One process only: TRL 1.16 keeps the precomputed columns of an
+    in-memory dataset in a per-process temp file that the other ranks cannot open."""
+    return {"precompute_ref_log_probs": world_size() == 1}
 
 
 def build_trainer(
@@ -637,14 +654,14 @@ def build_trainer(
                 losses = dict(loss_type=[pref.dpo_loss, "sft"], loss_weights=[1.0, float(pref.rpo_alpha)])
             else:
                 losses = dict(loss_type=[pref.dpo_loss])
-            cfg = DPOConfig(beta=beta, **losses, **common)
+            cfg = DPOConfig(beta=beta, **losses, **common, **fixed_reference())
             trainer = DPOTrainer(args=cfg, **kwargs)
         else:
             from trl import KTOConfig, KTOTrainer
 
             weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
             cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
-                            **common)
+                            **common, **fixed_reference())
             trainer = KTOTrainer(args=cfg, **kwargs)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
