@@ -277,6 +277,32 @@ def test_each_loss_trains_streams_metrics_and_saves_a_loadable_adapter(loss, reg
     assert actor.completion_logprobs(prompts, completions) == pytest.approx(lp_tuned, abs=1e-4)
 
 
+@pytest.mark.parametrize("loss", ["dpo", "kto"])
+def test_after_training_the_bf16_generation_copy_runs_its_own_merged_weights(loss, registry):
+    """TRL's DPO/KTO/GRPO/SFT trainers patch the model's forward with a closure over the
+    original: a deep copy of the trained model still ran the original (float32, LoRA
+    unmerged) for every generation after the first train-actor. The bf16 copy must run
+    itself: the trained model sees no forward pass, and the answers are those of the saved
+    adapter loaded fresh at bf16."""
+    actor = tiny()
+    actor.inference_dtype = torch.bfloat16
+    pairs = small_pairs(actor, 8)
+    res = train_actor(actor, pairs, cfg(loss=loss, max_steps=2, lr=1e-2, batch_size=4), handle=make_handle(registry))
+    prompts = [p["prompt"] for p in pairs[:4]]
+    actor.generate(prompts[:1])  # builds the copy (a hook added before would be deep-copied into it)
+    seen: list[int] = []
+    hook = actor.model.get_input_embeddings().register_forward_hook(lambda *_: seen.append(1))
+    try:
+        answers = [s.text for s in actor.generate(prompts, temperature=1.0, seed=3, num_samples=2)]
+    finally:
+        hook.remove()
+    assert seen == []
+    fresh = tiny()
+    fresh.load_adapter(res["adapter"])
+    fresh.inference_dtype = torch.bfloat16
+    assert answers == [s.text for s in fresh.generate(prompts, temperature=1.0, seed=3, num_samples=2)]
+
+
 def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapter(registry):
     """Trainer(bf16=True), the default on CUDA, wraps model.forward in accelerate's autocast;
     left on, the in-memory actor scores unlike its adapter reloaded (CPU autocast shows it too)."""

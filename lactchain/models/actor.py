@@ -42,6 +42,7 @@ the actor's own weights.
 from __future__ import annotations
 
 import copy
+import types
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -277,6 +278,23 @@ def contiguous_head(model: Any) -> Any:
     return model
 
 
+def own_forwards(model: Any) -> Any:
+    """Undo, on a deep copy, the forward patches that still call the original model.
+
+    TRL's trainers patch the model's forward (`add_fused_lm_head`) with a closure over the
+    original bound `forward`: a deep copy keeps that closure, so the copy's forward runs the
+    ORIGINAL model. The generation copy (bf16, adapter merged) then silently generated in
+    float32 through unmerged LoRA layers after the first train-actor: a SmolLM2 GRPO step's
+    rollouts spent 26 of 44 s in LoRA layers. A patch is recognised as TRL's: bound to the
+    module, `functools.wraps` of its class's forward; the class's own forward is restored."""
+    for module in model.modules():
+        patched = vars(module).get("forward")
+        if (isinstance(patched, types.MethodType) and patched.__self__ is module
+                and getattr(patched.__func__, "__wrapped__", None) is getattr(type(module), "forward", None)):
+            del module.forward
+    return model
+
+
 class Actor(ScoringTokens):
     """An LLM that answers rendered strategy prompts with move lists."""
 
@@ -399,7 +417,7 @@ class Actor(ScoringTokens):
             dup = copy.deepcopy(own)
             if isinstance(dup, PeftModel):
                 dup = dup.merge_and_unload()  # merged in the original dtype, then cast: less rounding
-            self._inference_copy = contiguous_head(dup.to(dtype).eval())
+            self._inference_copy = contiguous_head(own_forwards(dup).to(dtype).eval())
         return self._inference_copy
 
     def _prefix_kv_for(self, model: Any, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
