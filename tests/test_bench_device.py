@@ -84,8 +84,23 @@ def test_model_flops_count_the_embedding_as_a_lookup_and_the_head_where_logits_a
     assert model_flops(model, 10, 10, training=True) == 6 * (body + head.numel()) * 10
 
 
-def test_the_cli_offers_every_phase_the_bench_has():
+def test_bench_device_is_a_recorded_job_of_the_table(lc, tmp_path):
+    """A job like any other: a registry run with its report as an artifact and each
+    phase's seconds as metrics; by default every phase the bench has."""
     from lactchain.bench.device import PHASES
-    from lactchain.cli.bench_device import ALL_PHASES
+    from lactchain.jobs.table import JOBS
+    from lactchain.runs.registry import Registry
 
-    assert tuple(ALL_PHASES.split(",")) == PHASES
+    assert JOBS["bench device"].config().chosen == PHASES
+    db = tmp_path / "registry.db"
+    code, out, err = lc("bench", "device", "--actor", "tiny", "--phases", "evaluate", "--db", db, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    with Registry(db) as reg:
+        run = reg.get_run(result["run_id"])
+        assert run["kind"] == "bench" and run["status"] == "FINISHED"
+        assert reg.latest_artifact(run["id"], "report")["path"] == result["report"]
+        assert [r["value"] for r in reg.metric_history(run["id"], "evaluate/seconds")] == [
+            result["phases"]["evaluate"]["seconds"]]
+        assert reg.params(run["id"])["phases"] == "evaluate"
+    assert json.loads(open(result["report"]).read())["phases"]["evaluate"]["states"] == 60

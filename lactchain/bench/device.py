@@ -30,13 +30,13 @@ import copy
 import dataclasses
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from lactchain.bench.common import Recording, agreement, grid_starts
+from lactchain.bench.device_config import PHASES, DeviceBenchConfig
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets; first match wins.
 SPEC_PEAK_TFLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
@@ -50,22 +50,6 @@ SPEC_PEAK_TFLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
     (("A10G",), 125.0),
     (("4090",), 165.2),
 )
-
-
-@dataclass
-class DeviceBenchConfig:
-    """What `bench device` runs: the models, the batch and where a profile goes."""
-
-    actor: str = "smollm2-135m"
-    critic: str = "minilm-l6"
-    device: str | None = None  # None: cuda when there is one, else cpu
-    dtype: str = "auto"  # generation dtype (lactchain.machine.resolve_dtype)
-    envs: int = 64
-    steps: int = 3
-    critic_texts: int = 1024
-    train_steps: int = 4
-    profile: str | None = None  # a folder: one torch.profiler trace + table per phase
-    seed: int = 0
 
 
 def device_name(device: torch.device) -> str:
@@ -403,11 +387,11 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
                states_per_step=config.grpo.states_per_step)
 
 
-PHASES = ("evaluate", "rollout", "critic_encode", "train_step", "grpo_step")
 
-
-def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES) -> dict[str, Any]:
-    """The report: device, dtype, peaks and one row per phase (see the module doc)."""
+def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES,
+                     before_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The report: device, dtype, peaks and one row per phase (see the module doc).
+    `before_phase(name)` runs before each phase (a job checks for cancellation there)."""
     from lactchain.machine import resolve_dtype
     from lactchain.models.actor import Actor
 
@@ -421,16 +405,14 @@ def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES) -> 
     bench = _Phases(cfg, device, spec)
     actor = Actor.load(cfg.actor, device=str(device), inference_dtype=dtype)
     params = parameters_of(actor.model)
-    if "evaluate" in phases:
-        _evaluate(bench, actor, dtype)
-    if "rollout" in phases:
-        _rollout(bench, actor, dtype)
-    if "critic_encode" in phases:
-        _critic(bench, cfg)
-    if "train_step" in phases:
-        _train(bench, actor, cfg)
-    if "grpo_step" in phases:
-        _grpo(bench, actor, cfg)
+    steps = {"evaluate": lambda: _evaluate(bench, actor, dtype), "rollout": lambda: _rollout(bench, actor, dtype),
+             "critic_encode": lambda: _critic(bench, cfg), "train_step": lambda: _train(bench, actor, cfg),
+             "grpo_step": lambda: _grpo(bench, actor, cfg)}
+    for phase in PHASES:  # always in this order: later phases train the actor
+        if phase in phases:
+            if before_phase is not None:
+                before_phase(phase)
+            steps[phase]()
     report = {
         "device": name, "device_type": device.type, "dtype": str(dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(), "actor": cfg.actor, "critic": cfg.critic,

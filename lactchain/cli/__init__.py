@@ -19,7 +19,7 @@ app.add_typer(env_cmd.app, name="env")
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
     from lactchain.cli import (actor_cmd, archive_cmd, archive_dataset_cmd, archive_describe_cmd, bandit_cmd,
-                               baselines_cmd, bench_cmd, bench_device, bench_dt, bench_motif, bench_replicas, critic_cmd, dt_cmd, loop_cmd, models_cmd,
+                               baselines_cmd, bench_cmd, bench_dt, bench_motif, bench_replicas, critic_cmd, dt_cmd, loop_cmd, models_cmd,
                                motif_cmd, pipeline_cmd, play_cmd, runs_cmd, strategy_cmd)
 
     from lactchain.cli.generate import make_command
@@ -39,8 +39,6 @@ def _register_optional_groups() -> None:
     bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)
     bench_cmd.app.command("dt")(bench_dt.bench_dt)
     bench_cmd.app.command("replicas")(bench_replicas.bench_replicas)
-    bench_cmd.app.command("device")(bench_device.bench_device)
-    bench_cmd.app.command("gpu", hidden=True)(bench_device.bench_device)  # the name issue 46 gave it
     app.add_typer(bench_cmd.app, name="bench")
     for command in ("collect", "judge", "train-reward"):
         app.command(command)(make_command(BY_COMMAND[command], render=motif_cmd.render_table(command)))

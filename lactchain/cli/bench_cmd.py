@@ -294,12 +294,16 @@ def _print_rows(result: dict[str, Any]) -> None:
 
 def _register_learn() -> None:
     """`bench learn`: generated from the job's config (lactchain.jobs.loop.BENCH_LEARN)."""
+    from lactchain.cli.bench_device import render_device
     from lactchain.cli.generate import make_command
     from lactchain.cli.pipeline_cmd import render_pipeline
     from lactchain.jobs.table import JOBS
 
     app.command("learn")(make_command(JOBS["bench learn"], render=render_pipeline))
     app.command("strategy")(make_command(JOBS["bench strategy"], render=_render_bench_strategy))
+    device = make_command(JOBS["bench device"], render=render_device)
+    app.command("device")(device)
+    app.command("gpu", hidden=True)(device)  # the name issue 46 gave it
     app.command("console")(bench_console)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lactchain.jobs.archive import ARCHIVE_ADD, ARCHIVE_FILL, ARCHIVE_IMPORT
 from lactchain.jobs.bandit import BANDIT
+from lactchain.jobs.bench_device import BENCH_DEVICE
 from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
 from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.loop import BENCH_LEARN, PIPELINE
@@ -18,7 +19,8 @@ from lactchain.jobs.spec import Job
 # `baseline` runs).
 JOBS: dict[str, Job] = {job.command: job for job in (
     TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
-    BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL, BENCH_LEARN, STRATEGY_SEARCH, BENCH_STRATEGY)}
+    BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL, BENCH_LEARN, STRATEGY_SEARCH, BENCH_STRATEGY,
+    BENCH_DEVICE)}
 BY_COMMAND = JOBS
 
 

@@ -73,7 +73,7 @@ LABELERS = ("critic", "rollout", "oracle", "human", "llm", "episodes")
 PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 # Not enforced (new kinds need no migration); listed so callers share spellings.
 RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout", "collect", "judge", "reward", "agents",
-             "baseline", "archive", "dt", "dt-eval")
+             "baseline", "archive", "dt", "dt-eval", "bench")
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic", "dt")
 
 # How long a writer waits for another's write lock ($LACTCHAIN_BUSY_TIMEOUT_S for tests and slow disks).

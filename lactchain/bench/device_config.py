@@ -1,0 +1,44 @@
+"""What `bench device` runs (no torch here: the CLI and the job table import it at
+start-up). The bench itself is `lactchain.bench.device`; the job, `lactchain.jobs.bench_device`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lactchain.config import Config, option
+
+PHASES = ("evaluate", "rollout", "critic_encode", "train_step", "grpo_step")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+@dataclass
+class DeviceBenchConfig(Config):
+    """The models, the batch sizes, the phases and where a profile and the report go."""
+
+    actor: str = option("smollm2-135m", "Actor preset, local folder or cached hub id.", short="-a")
+    critic: str = option("minilm-l6", "Critic backbone: a preset (minilm-l6, tiny) or a folder.")
+    device: str | None = option(None, "cuda, cuda:1 or cpu. Default: cuda when there is one, else cpu.")
+    dtype: str = option("auto", "Generation dtype: auto (bfloat16 where this machine does it natively), bfloat16, "
+                                "float32.", choices=("auto", "bfloat16", "float16", "float32"))
+    envs: int = option(64, "Envs in lock-step in the rollout phase.", short="-b", min=1, max=4096)
+    steps: int = option(3, "Lock-steps timed in the rollout phase.", short="-k", min=1, max=100)
+    critic_texts: int = option(1024, "(state, move list) texts the critic scores.", min=1, max=1_000_000)
+    train_steps: int = option(4, "CPO-SimPO and GRPO steps (the first is not timed).", min=2, max=1000)
+    phases: str = option(",".join(PHASES), f"Comma-separated, some of: {', '.join(PHASES)}.")
+    profile: str | None = option(None, "Folder for a torch.profiler Chrome trace and an op table per phase.")
+    save: str | None = option(None, "Also write the report to this folder as device-<card>-<date>.json (e.g. "
+                                    "docs/results/engine).")
+    seed: int = option(0, "Seed of the rollouts and the training steps.", cli=False)
+
+    def check(self) -> None:
+        chosen = tuple(p.strip() for p in self.phases.split(",") if p.strip())
+        if not chosen or any(p not in PHASES for p in chosen):
+            self.refuse("phases", f"use some of {', '.join(PHASES)}")
+        self.phases = ",".join(chosen)
+        if self.device is not None and not _DEVICE.match(self.device):
+            self.refuse("device", "is not a device: use cpu or cuda[:N]")
+
+    @property
+    def chosen(self) -> tuple[str, ...]:
+        return tuple(self.phases.split(","))
