@@ -388,16 +388,14 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
 
 
 
-def run_device_bench(cfg: DeviceBenchConfig, phases: Sequence[str] = PHASES,
-                     before_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The report: device, dtype, peaks and one row per phase (see the module doc).
-    `before_phase(name)` runs before each phase (a job checks for cancellation there)."""
+def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The report: device, dtype, peaks and one row per phase of `cfg.phases` (see the
+    module doc). `before_phase(name)` runs before each phase (a job checks for
+    cancellation there)."""
     from lactchain.machine import resolve_dtype
     from lactchain.models.actor import Actor
 
-    unknown = [p for p in phases if p not in PHASES]
-    if unknown:
-        raise ValueError(f"unknown phase {unknown[0]!r}: use some of {', '.join(PHASES)}")
+    phases = cfg.chosen
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = getattr(torch, resolve_dtype(cfg.dtype))
     name = device_name(device)

@@ -32,14 +32,16 @@ def _prepare(registry: Any, config: DeviceBenchConfig) -> dict[str, Any]:
     return {}
 
 
-def save_report(report: dict[str, Any], folder: str | Path) -> Path:
-    """The report as `device-<card>-<date>.json` in `folder` (docs/results/engine keeps them)."""
+def write_report(report: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def saved_name(report: dict[str, Any]) -> str:
+    """`device-<card>-<date>.json`: how docs/results/engine keeps the reports."""
     slug = re.sub(r"[^a-z0-9]+", "-", report["device"].lower()).strip("-") or "device"
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"device-{slug}-{date.today().isoformat()}.json"
-    target.write_text(json.dumps(report, indent=2) + "\n")
-    return target
+    return f"device-{slug}-{date.today().isoformat()}.json"
 
 
 def run_bench_device(handle: Any, config: DeviceBenchConfig) -> dict[str, Any]:
@@ -51,16 +53,15 @@ def run_bench_device(handle: Any, config: DeviceBenchConfig) -> dict[str, Any]:
         handle.check_cancelled()
         line(f"timing {phase}", force=True)
 
-    report = run_device_bench(config, config.chosen, before_phase=before)
+    report = run_device_bench(config, before_phase=before)
     for name, row in report["phases"].items():
         handle.log_metrics({f"{name}/{key}": float(value) for key, value in row.items()
                             if key in ("seconds", "s_per_step", "tokens_per_s", "utilisation_vs_spec",
                                        "utilisation_vs_matmul") and isinstance(value, (int, float))})
-    path = handle.dir / "device.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path = write_report(report, handle.dir / "device.json")
     handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench device report"})
     if config.save:
-        report["saved"] = str(save_report(report, config.save))
+        report["saved"] = str(write_report(report, Path(config.save) / saved_name(report)))
     return {**report, "report": str(path)}
 
 

@@ -568,9 +568,10 @@ def autocast_bf16(requested: bool | None, use_cuda: bool) -> bool:
 
 
 def fixed_reference() -> dict[str, Any]:
-    """DPO's and KTO's reference is the model with its adapter off, fixed for the whole run:
-    its log-probs are computed once per dataset before training, not in every step of every
-    epoch (the loop trains 8 epochs; the tiny actor's KTO train-actor 26.5 -> 18.4 s, DPO
+    """DPO's and KTO's reference is fixed for the whole training run (the model with its
+    adapter off, or TRL's frozen copy of a continued adapter, i.e. the policy as training
+    starts): its log-probs are computed once per dataset before training, not in every step
+    of every epoch (the loop trains 8 epochs; the tiny actor's KTO train-actor 26.5 -> 18.4 s, DPO
     27.1 -> 21.8 s, docs/performance.md). One process only: TRL 1.16 keeps the precomputed columns of an
     in-memory dataset in a per-process temp file that the other ranks cannot open."""
     return {"precompute_ref_log_probs": world_size() == 1}
