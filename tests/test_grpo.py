@@ -83,6 +83,36 @@ def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_af
         assert meta["loss"] == "grpo" and meta["generations"] == 4
 
 
+def test_a_step_split_into_passes_makes_the_same_update_as_one_pass(tmp_path):
+    """tokens_per_pass: a step's 16 sequences run as 4 passes of 4 with gradients
+    accumulated (less memory for long prompts) and the adapter ends where one pass of 16
+    takes it; both sample the same groups (one generation per step either way)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from lactchain.train.grpo import sequences_per_pass
+
+    assert sequences_per_pass(16, 100, 400) == 4 and sequences_per_pass(16, 100, 10_000) == 16
+    assert sequences_per_pass(12, 100, 500) == 4 and sequences_per_pass(16, 5000, 400) == 1  # divides 12; at least 1
+    weights, passes = [], []
+    for budget in (1_000_000, None):
+        actor = Actor.load("tiny")
+        task = _oracle_task(actor, n_states=4)
+        one_seq = max(len(actor.prompt_ids(r["prompt"])) for r in task.rows) + 48  # the longest, completed
+        settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=1, seed=0, bf16=False,
+                                    grpo={"states_per_step": 4, "group_filter": 1,
+                                          "tokens_per_pass": budget or 4 * one_seq + 1})
+        res = train_grpo(actor, task, settings, output_dir=tmp_path / f"run{len(passes)}")
+        passes.append((res["sequences_per_pass"], res["passes_per_step"], res["steps"]))
+        weights.append(load_file(str(actor.adapter / "adapter_model.safetensors")))
+    assert passes == [(16, 1, 1), (4, 4, 1)]
+    one, split = weights
+    assert one.keys() == split.keys()
+    moved = max(float((one[k] - split[k]).abs().max()) for k in one)
+    assert moved < 1e-5, moved
+    assert any(float(t.abs().max()) > 1e-4 for k, t in one.items() if "lora_B" in k)  # the step did move the adapter
+
+
 def test_train_actor_grpo_needs_rollouts_and_grpo_refuses_what_it_does_not_read():
     from lactchain.config import ConfigError
     from lactchain.train.actor_config import TrainActorJobConfig

@@ -64,7 +64,8 @@ LOOP_RPO_ALPHA = 1.0  # DPO's NLL weight on chosen unless told (RPO), as CPO-Sim
 GROUPINGS = ("start", "state")
 # The loop settings only one loss reads (a comparison's other cells leave them at their defaults).
 LOSS_ONLY = {"simpo": ("cpo_alpha",), "dpo": ("rpo_alpha", "dpo_loss"), "kto": ("kto_balance",),
-             "grpo": ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter")}
+             "grpo": ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter",
+                      "tokens_per_pass")}
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
 
@@ -160,6 +161,10 @@ class PipelineConfig(Config):
     group_filter: int = _help("GRPO only: sample groups for this many times a step's states and train on the ones "
                               "whose rewards vary most (zero-variance groups carry no gradient). 1 = no filter.",
                               2, min=1, max=16)
+    tokens_per_pass: int | None = _help("GRPO only: most tokens in one forward/backward pass of a step (its "
+                                        "sequences are split into passes and the gradients accumulated: same "
+                                        "update, less memory). Default: 2048 on a CPU, 16384 on a CUDA GPU.",
+                                        None, min=64, max=1_000_000)
     rpo_alpha: float | None = _help("DPO only: weight of an NLL term on chosen (RPO). Default: 1.0 with --loss dpo "
                                     "(plain DPO pushes both sides of near-identical pairs down), else unused.", None,
                                     min=0.0, max=100.0)

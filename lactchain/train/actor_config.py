@@ -15,7 +15,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
-                  group_filter): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
+                  group_filter, tokens_per_pass): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
                   not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
@@ -62,7 +62,7 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "kto": _ALL + _TRL + ("kto_balance",),
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
-                    "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter"),
+                    "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass"),
 }
 
 
@@ -162,6 +162,11 @@ class GRPOSettings(Config):
                                   "ones whose rewards vary most (zero-variance groups last: they carry no gradient; "
                                   "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
                                min=1, max=16, cli=False)
+    tokens_per_pass: int | None = option(
+        None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
+              "sequences are split into passes of at most this many and their gradients accumulated: the same "
+              "update in less memory (a full SmolLM2 step of 32 Taxi sequences peaked at 19 GB in one pass). "
+              "None: 2048 on a CPU, 16384 on a CUDA GPU.", min=64, max=1_000_000, cli=False)
 
 
 # ---- the trainer's config -----------------------------------------------------------------

@@ -55,6 +55,17 @@ from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
+# Tokens per forward/backward pass unless told (GRPOSettings.tokens_per_pass): activations grow with
+# the tokens of a pass (SmolLM2: ~1.3 MB a token in fp32 + bf16 autocast), and smaller passes were no
+# slower on the CPU (1.27 s a 460-token sequence in passes of 4, 1.5 s in one pass of 32).
+TOKENS_PER_PASS = {"cpu": 2048, "cuda": 16384}
+
+
+def sequences_per_pass(sequences: int, tokens_each: int, budget: int) -> int:
+    """The most sequences of `tokens_each` tokens that fit `budget` in one pass and divide
+    the step's `sequences` evenly (TRL splits a step into equal passes); at least 1."""
+    fit = max(1, budget // max(1, tokens_each))
+    return max(d for d in range(1, sequences + 1) if sequences % d == 0 and d <= fit)
 
 
 @dataclass
@@ -274,9 +285,14 @@ def train_grpo(
     k, per_step = task.generations, config.grpo.states_per_step
     # Each step's states over all processes (DDP, --processes): each rank samples and scores whole groups of its share.
     per_rank = max(1, min(per_step, len(task.rows)) // world_size())
+    # One optimizer step = k * per_rank sequences, run in passes of `per_pass` (gradients accumulated; TRL
+    # generates once for the whole step: steps_per_generation follows gradient_accumulation_steps).
+    budget = config.grpo.tokens_per_pass or TOKENS_PER_PASS["cuda" if use_cuda else "cpu"]
+    longest = max(len(actor.prompt_ids(r["prompt"])) for r in task.rows) + MAX_COMPLETION_TOKENS
+    per_pass = sequences_per_pass(k * per_rank, longest, budget)
     args = GRPOConfig(
         output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
-        per_device_train_batch_size=k * per_rank, gradient_accumulation_steps=1,
+        per_device_train_batch_size=per_pass, gradient_accumulation_steps=k * per_rank // per_pass,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
         scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
@@ -325,6 +341,7 @@ def train_grpo(
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
             "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
+            "sequences_per_pass": per_pass, "passes_per_step": k * per_rank // per_pass,
             "grouping": "state" if task.episodes is not None else "start",
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
