@@ -23,7 +23,7 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Iterator, Mapping, TypeVar
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 C = TypeVar("C", bound="Config")
 
@@ -281,3 +281,38 @@ def default_of(f: dataclasses.Field) -> Any:
         return f.default_factory()  # type: ignore[misc]
     return None
 
+
+
+def argv_values(cls: type, argv: Sequence[str]) -> dict[str, Any]:
+    """Field values from options of `cls` written as on its command line (`--flag value`,
+    `--flag=value`, `--flag` / `--no-flag` for a switch): what a benchmark's string of
+    extra options for a step it runs carries. Values stay text (the config coerces and
+    checks them); an unknown option or a missing value is a ConfigError."""
+    spellings: dict[str, tuple[type, dataclasses.Field, bool]] = {}
+    for owner, f in flat_fields(cls):
+        if not f.metadata.get("cli", True) or not flag_of(f).startswith("--"):
+            continue
+        for name in (flag_of(f), f.metadata.get("short")):
+            if name:
+                spellings[name] = (owner, f, True)
+        if field_type(owner, f)[0] is bool:
+            spellings[f.metadata.get("negative") or "--no-" + flag_of(f)[2:]] = (owner, f, False)
+    out: dict[str, Any] = {}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, text = arg.partition("=")
+        if name not in spellings:
+            raise ConfigError(f"{arg}: no such option")
+        owner, f, on = spellings[name]
+        if field_type(owner, f)[0] is bool:
+            if eq:
+                raise ConfigError(f"{name} is a switch: write {name} or its off switch, without a value")
+            out[f.name] = on
+            continue
+        if not eq:
+            if not args:
+                raise ConfigError(f"{name} needs a value")
+            text = args.pop(0)
+        out[f.name] = text
+    return out

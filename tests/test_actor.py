@@ -303,9 +303,9 @@ def test_the_lm_head_gets_a_contiguous_input_with_an_adapter_in_every_dtype(tmp_
     weight needs no grad (adapter loaded: frozen base); generate and scoring feed the head
     a slice of the hidden states, so the actor hands it a contiguous copy, merged bf16
     inference copy included. Outputs are unchanged by it."""
-    from lactchain.cli.bench_cmd import _random_adapter
+    from lactchain.bench.rollout import random_adapter
 
-    actor = Actor.load("tiny", adapter=_random_adapter("tiny", tmp_path / "adapter"), device="cpu")
+    actor = Actor.load("tiny", adapter=random_adapter("tiny", tmp_path / "adapter"), device="cpu")
     prompts = make_prompts(4)
     fp32 = actor.generate(prompts, max_new_tokens=16)
     for dtype in (None, torch.bfloat16):

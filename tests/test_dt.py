@@ -423,8 +423,10 @@ def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports
     assert result["mean"]["learned"]["bd_reached_heldout_bds"] == ev["bd_reached_heldout_bds"]
     assert set(result["met"]["learned"]) == set(result["targets"]) and "none" not in result["met"]
     reg = Registry(db)
-    assert {r["kind"] for r in reg.list_runs()} == {"archive", "dt", "dt-eval"}
+    assert {r["kind"] for r in reg.list_runs()} == {"bench", "archive", "dt", "dt-eval"}
+    assert {r["kind"] for r in reg.list_runs(parent_id=result["run_id"])} == {"archive", "dt", "dt-eval"}
     assert reg.params(runs["learned"]["run_id"])["seed"] == 3
+    assert json.loads(open(reg.latest_artifact(result["run_id"], "report")["path"]).read())["mean"] == result["mean"]
 
     code, out, err = run_cli(["bench", "dt", "--encoders", "learned,bpe", "--db", str(tmp_path / "x.db")], capsys)
     assert code == 2 and "--encoders" in err and len(err.strip().splitlines()) == 1
@@ -434,7 +436,7 @@ def test_bench_dt_trains_each_encoder_evaluates_against_the_baseline_and_reports
     assert code == 2 and "--detach belong to the benchmark" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.db").exists()
     # a dt train option the training would refuse: refused before the archive fill, nothing created
-    for extra, message in (("--n-embd 7", "Invalid value for '--n-embd'"), ("--bogus", "No such option: --bogus")):
+    for extra, message in (("--n-embd 7", "--n-embd"), ("--bogus", "--bogus: no such option")):
         code, out, err = run_cli(["bench", "dt", "--train-args", extra, "--db", str(tmp_path / "x.db")], capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "x.db").exists()

@@ -243,11 +243,13 @@ def test_a_pipeline_iteration_collects_and_evaluates_on_ray_replicas(ray_pool, c
 @needs_ray
 def test_bench_replicas_prints_its_json(h32, tmp_path):
     """`lactchain bench replicas` (its own one-node cluster) on the tiny model: the Ray
-    actors answer as the in-process engine (a second pool opens after the first closed), and the JSON carries the overhead against its target."""
+    actors answer as the in-process engine (a second pool opens after the first closed), and the JSON carries the
+    overhead against its target; the run is recorded like any job's."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "replicas", "--actor", str(h32),
-                           "--dtype", "float32", "--calls", "1", "--prompts", "4", "--setups", "ray-1,ray-2", "--json"],
+                           "--dtype", "float32", "--calls", "1", "--prompts", "4", "--setups", "ray-1,ray-2",
+                           "--db", str(tmp_path / "r.db"), "--json"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
@@ -256,3 +258,11 @@ def test_bench_replicas_prints_its_json(h32, tmp_path):
     assert result["same_answers"] is True and result["ray_overhead_target_pct"] == 10.0
     assert isinstance(result["ray_overhead_pct"], float)
     assert all(row["env_steps_per_s"] > 0 for row in result["setups"].values())
+    from lactchain.runs.registry import Registry
+
+    with Registry(tmp_path / "r.db") as reg:  # a recorded bench run: its report and each set-up's median
+        run = reg.get_run(result["run_id"])
+        assert run["kind"] == "bench" and run["status"] == "FINISHED"
+        assert reg.latest_artifact(run["id"], "report")["path"] == result["report"]
+        assert [r["value"] for r in reg.metric_history(run["id"], "ray-2/median_s")] == [
+            result["setups"]["ray-2"]["median_s"]]

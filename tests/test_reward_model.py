@@ -122,17 +122,25 @@ def test_train_reward_and_reward_agents_cli(tmp_path, capsys):
     assert code == 2 and "expected a judge run" in err
 
 
-def test_bench_motif_prints_one_results_table(capsys):
+def test_bench_motif_prints_one_results_table(capsys, tmp_path):
+    """One bench run whose steps are the Motif jobs, recorded as its child runs."""
     from cli_helpers import run_cli
+    from lactchain.runs.registry import Registry
 
+    db = tmp_path / "registry.db"
     code, out, err = run_cli(["bench", "motif", "--judges", "rule", "--critic", "tiny", "--episodes", "40", "--pairs",
                               "30", "--pairing", "random", "--train-episodes", "200", "--eval-episodes", "200",
-                              "--epochs", "5", "--json"], capsys)
+                              "--epochs", "5", "--db", db, "--json"], capsys)
     assert code == 0, err
     table = json.loads(out)
     assert table["judges"]["rule"]["agreement"] == 1.0
     assert 0.0 <= table["reward_models"]["rule"]["held_out_accuracy"] <= 1.0
     assert {"extrinsic", "intrinsic (rule)", "mixed (rule)", "optimal (oracle)", "random"} == set(table["agents"])
     assert table["optimal_win_rate_exact"] == pytest.approx(0.4329, abs=1e-4)
-    code, _, err = run_cli(["bench", "motif", "--judges", " , "], capsys)
+    with Registry(db) as reg:
+        assert reg.get_run(table["run_id"])["kind"] == "bench"
+        children = sorted(r["kind"] for r in reg.list_runs(parent_id=table["run_id"]))
+        assert children == ["agents", "agents", "collect", "collect", "judge", "reward"]
+        assert json.loads(open(reg.latest_artifact(table["run_id"], "report")["path"]).read())["agents"] == table["agents"]
+    code, _, err = run_cli(["bench", "motif", "--judges", " , ", "--db", db], capsys)
     assert code == 2 and "name at least one judge" in err

@@ -155,3 +155,19 @@ def test_sampling_configs():
         CollectConfig(temperature=0.2)
     with pytest.raises(ConfigError, match="--env"):
         DrawConfig(env="nowhere")
+
+
+def test_a_string_of_extra_options_reads_as_the_commands_options():
+    """`argv_values`: what `bench dt --train-args "..."` hands each `dt train` -- values by
+    field, switches both ways, `--flag=value` -- and one line for what the command lacks."""
+    from lactchain.config import argv_values
+
+    values = argv_values(DTTrainConfig, ["--n-layer", "1", "--n-embd=32", "--rtg", "--bd-static", "--no-cells", "-b", "8"])
+    assert values == {"n_layer": "1", "n_embd": "32", "rtg": True, "bd_to_go": False, "absolute_cells": False,
+                      "batch_size": "8"}
+    config = DTTrainConfig.from_params({**values, "archive": "a"})
+    assert (config.n_layer, config.n_embd, config.batch_size, config.rtg) == (1, 32, 8, True)
+    for argv, message in ((["--bogus"], "--bogus: no such option"), (["--n-layer"], "--n-layer needs a value"),
+                          (["--rtg=1"], "--rtg is a switch")):
+        with pytest.raises(ConfigError, match=message):
+            argv_values(DTTrainConfig, argv)

@@ -144,7 +144,7 @@ def _config_problems(command: str, values: Mapping[str, Any]) -> list[tuple[str,
     """The job config's own validation of the form's values (bounds, choices, numbers):
     the one place the CLI and the launch check them too."""
     from lactchain.config import ConfigError
-    from lactchain.jobs.control import config_values
+    from lactchain.jobs.launch import config_values
     from lactchain.jobs.table import BY_COMMAND
 
     form, job = FORMS_BY_COMMAND[command], BY_COMMAND[command]

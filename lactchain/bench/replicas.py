@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
+
+from lactchain.config import Config, option
 
 OVERHEAD_TARGET_PCT = 10.0  # the Ray transport's cost per call, against one in-process engine
 
@@ -38,6 +41,31 @@ def _local_cluster(cpus: int) -> tuple[str, Callable[[], None]]:
 
 
 SETUPS = ("in-process", "ray-1", "ray-2", "processes-2")
+
+
+@dataclass
+class ReplicasBenchConfig(Config):
+    """`bench replicas`: the actor, the engine dtype, the set-ups timed and how often."""
+
+    actor: str = option("smollm2-135m", "Actor preset, local folder or cached hub id.")
+    ray_address: str | None = option(None, "A running Ray cluster (auto, HOST:PORT). Default: a one-node cluster "
+                                           "started for the benchmark on this machine.")
+    calls: int = option(5, "Timed calls per set-up (medians).", min=1, max=1000)
+    prompts: int = option(16, "Prompts per generate call.", min=1, max=63)
+    dtype: str = option("bfloat16", "Engine dtype.", choices=("bfloat16", "float32"))
+    setups: str = option(",".join(SETUPS), f"Which to time, comma-separated: in-process (always), "
+                                           f"{', '.join(SETUPS[1:])}.")
+
+    def check(self) -> None:
+        chosen = tuple(dict.fromkeys(["in-process", *(x.strip() for x in self.setups.split(",") if x.strip())]))
+        unknown = [x for x in chosen if x not in SETUPS]
+        if unknown:
+            self.refuse("setups", f"unknown {', '.join(unknown)}; use some of {', '.join(SETUPS)}")
+        self.setups = ",".join(chosen)
+
+    @property
+    def chosen(self) -> tuple[str, ...]:
+        return tuple(self.setups.split(","))
 
 
 def setup_kwargs(ray_address: str | None, cores: int) -> dict[str, dict[str, Any]]:

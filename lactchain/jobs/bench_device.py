@@ -12,7 +12,7 @@ from typing import Any
 
 from lactchain.bench.device_config import DeviceBenchConfig
 from lactchain.config import ConfigError
-from lactchain.jobs.output import LineLog
+from lactchain.jobs.output import stage_lines
 from lactchain.jobs.spec import Job
 
 
@@ -47,13 +47,7 @@ def saved_name(report: dict[str, Any]) -> str:
 def run_bench_device(handle: Any, config: DeviceBenchConfig) -> dict[str, Any]:
     from lactchain.bench.device import run_device_bench
 
-    line = LineLog()
-
-    def before(phase: str) -> None:
-        handle.check_cancelled()
-        line(f"timing {phase}", force=True)
-
-    report = run_device_bench(config, before_phase=before)
+    report = run_device_bench(config, before_phase=stage_lines(handle))
     for name, row in report["phases"].items():
         handle.log_metrics({f"{name}/{key}": float(value) for key, value in row.items()
                             if key in ("seconds", "s_per_step", "tokens_per_s", "utilisation_vs_spec",

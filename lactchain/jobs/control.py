@@ -43,22 +43,8 @@ def checked(registry: Any, command: str, values: Mapping[str, Any]) -> tuple[Any
     job = BY_COMMAND.get(command)
     if job is None:
         raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")
-    config = job.config.from_params(config_values(job, values))
-    launch.precheck(job, config)
-    return job, config, launch.prepare(registry, job, config)
-
-
-def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-    """`values` keyed by config field name, empty ones left out (the config's default)."""
-    from lactchain.config import flag_of, flat_fields
-
-    names = {flag_of(f)[2:]: f.name for _, f in flat_fields(job.config)}
-    out = {}
-    for key, value in values.items():
-        if value is None or (isinstance(value, str) and not value.strip()):
-            continue
-        out[names.get(key, key)] = value.strip() if isinstance(value, str) else value
-    return out
+    config, params = launch.checked_config(registry, job, values)
+    return job, config, params
 
 
 def resume_run(registry: Any, run_id: str) -> str:

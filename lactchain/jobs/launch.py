@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
@@ -45,6 +45,34 @@ def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:
     if job.prepare is not None:
         params.update(job.prepare(registry, config) or {})
     return params
+
+
+def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` keyed by config field name, empty ones left out (the config's default)."""
+    from lactchain.config import flag_of, flat_fields
+
+    names = {flag_of(f)[2:]: f.name for _, f in flat_fields(job.config)}
+    out = {}
+    for key, value in values.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        out[names.get(key, key)] = value.strip() if isinstance(value, str) else value
+    return out
+
+def checked_config(registry: Any, job: Job, values: Mapping[str, Any]) -> tuple[Config, dict[str, Any]]:
+    """(config, params to record) for `job` from `values`, after every check its CLI command
+    makes before a run exists (ConfigError: the one-line reason)."""
+    config = job.config.from_params(config_values(job, values))
+    precheck(job, config)
+    return config, prepare(registry, job, config)
+
+
+def run_child(handle: Any, job: Job, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Run `job` here as a child run of `handle`'s (a benchmark chaining the lab's jobs),
+    checked as its command would be; a kill of the parent stops before the next child."""
+    handle.check_cancelled()
+    config, params = checked_config(handle.registry, job, values)
+    return run_here(handle.registry, job, config, params, quiet=True, parent_id=handle.run_id)
 
 
 def save_config(folder: Path, job: Job, config: Config) -> Path:
@@ -86,13 +114,14 @@ def detach(registry: Any, job: Job, config: Config, params: dict[str, Any], *, n
 
 
 def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *, run_id: str | None = None,
-             name: str | None = None, cmd: Sequence[str] | None = None, quiet: bool = False) -> dict[str, Any]:
+             name: str | None = None, cmd: Sequence[str] | None = None, quiet: bool = False,
+             parent_id: str | None = None) -> dict[str, Any]:
     """Run the job in this process inside a registry-tracked run (adopting `run_id`
     when a detach scheduled it); returns {"run_id": ..., **result}."""
     if run_id is not None:
         check_adoptable(registry, run_id, job.kind)
     with run_context(registry, job.kind, name=name or job.name(config), params=params, run_id=run_id,
-                     cmd=cmd, quiet=quiet) as handle:
+                     cmd=cmd, quiet=quiet, parent_id=parent_id) as handle:
         for key, value in code_tags().items():  # the code this process runs, for `runs show`
             registry.set_tag(handle.run_id, key, value)
         config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE

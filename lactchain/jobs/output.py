@@ -94,3 +94,19 @@ def progress_bar(label: str, quiet: bool) -> Any:
 
     return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                     TimeElapsedColumn(), console=err_console, transient=quiet)
+
+
+def stage_lines(handle: Any, prefix: str = "timing ") -> Any:
+    """A benchmark's 'now timing X' hook: a kill lands between stages (never inside a
+    timed one), and the stage is said: a line in a detached job's log, a dim line on a
+    terminal (none when the caller prints JSON)."""
+    line = LineLog()
+
+    def stage(what: str) -> None:
+        handle.check_cancelled()
+        if line.enabled:
+            line(f"{prefix}{what}", force=True)
+        elif not handle.quiet:
+            err_console.print(f"{prefix}{what}", style="dim", highlight=False, markup=False)
+
+    return stage

@@ -6,6 +6,10 @@ from __future__ import annotations
 from lactchain.jobs.archive import ARCHIVE_ADD, ARCHIVE_FILL, ARCHIVE_IMPORT
 from lactchain.jobs.bandit import BANDIT
 from lactchain.jobs.bench_device import BENCH_DEVICE
+from lactchain.jobs.bench_dt import BENCH_DT
+from lactchain.jobs.bench_motif import BENCH_MOTIF
+from lactchain.jobs.bench_replicas import BENCH_REPLICAS
+from lactchain.jobs.bench_rollout import BENCH_ROLLOUT
 from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
 from lactchain.jobs.baselines import BASELINES_TRAIN
 from lactchain.jobs.loop import BENCH_LEARN, PIPELINE
@@ -20,7 +24,7 @@ from lactchain.jobs.spec import Job
 JOBS: dict[str, Job] = {job.command: job for job in (
     TRAIN_CRITIC, COLLECT_PAIRS, TRAIN_ACTOR, PLAY, EVALUATE, PIPELINE, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS, BANDIT,
     BASELINES_TRAIN, ARCHIVE_FILL, ARCHIVE_ADD, ARCHIVE_IMPORT, DT_TRAIN, DT_EVAL, BENCH_LEARN, STRATEGY_SEARCH, BENCH_STRATEGY,
-    BENCH_DEVICE)}
+    BENCH_DEVICE, BENCH_ROLLOUT, BENCH_REPLICAS, BENCH_MOTIF, BENCH_DT)}
 BY_COMMAND = JOBS
 
 

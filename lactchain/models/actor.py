@@ -315,6 +315,8 @@ class Actor(ScoringTokens):
         `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded)."""
         from transformers import GenerationConfig
 
+        from lactchain.models.attention import use_grouped_attention
+
         self.name = name
         self.tokenizer = tokenizer
         self.moves: tuple[str, ...] = tuple(moves)
@@ -325,6 +327,8 @@ class Actor(ScoringTokens):
             raise ValueError(f"the tokenizer of {name!r} has no EOS token, so completions could never end")
         base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a peft wrapper
         ensure_distinct_pad(tokenizer, base)
+        # GQA models read their shared KV heads without copying them at inference (lactchain.models.attention).
+        self.grouped_attention = use_grouped_attention(base)
         # A neutral generation config: sampling is fully decided per call (no hub
         # defaults such as top_k=50 or repetition penalties sneaking in).
         base.generation_config = GenerationConfig(
