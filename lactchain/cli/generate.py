@@ -19,8 +19,6 @@ from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import Cancelled
 
-COMMON = ("db", "detach", "run_id", "as_json")
-
 
 def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
     """(typer annotation, default) of one config field."""
@@ -116,35 +114,3 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
     return command
 
 
-def parse_job(job: Job, argv: list[str]) -> Any:
-    """A job's config from command-line arguments, parsed and checked exactly as its
-    command does, touching no registry: a benchmark checks every step's arguments before
-    its first step runs. Raises ConfigError."""
-    import typer.main
-
-    from lactchain.jobs import launch
-
-    app = typer.Typer()
-    app.command(job.command.split()[-1])(make_command(job))
-    command = typer.main.get_command(app)
-    try:
-        ctx = command.make_context(job.command, list(argv))
-    except typer.TyperException as exc:
-        raise ConfigError(f"{job.command}: {exc.format_message()}") from None
-    values = {k: v for k, v in ctx.params.items() if k not in COMMON and v is not None}
-    config = job.config.from_params(values)
-    launch.precheck(job, config)
-    return config
-
-
-def call_job(job: Job, argv: list[str], db: Any, *, quiet: bool = True) -> dict[str, Any]:
-    """Run a job in this process from command-line arguments (parsed exactly as its
-    command parses them) and return its result: what benchmarks use to chain jobs.
-    Raises ConfigError (a bad argument or reference) and Cancelled."""
-    from lactchain.jobs import launch
-    from lactchain.runs.registry import Registry
-
-    config = parse_job(job, argv)
-    with Registry(db) as registry:
-        params = launch.prepare(registry, job, config)
-        return launch.run_here(registry, job, config, params, quiet=quiet)

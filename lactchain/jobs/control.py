@@ -1,6 +1,6 @@
-"""Starting, running and resuming jobs from values rather than a command line: the door the
-console uses (no CLI subprocess, nothing parsed from stdout), `runs resume` shares, and
-benchmarks chain jobs through (`run_job`).
+"""Starting and resuming jobs from values rather than a command line: the door the console
+uses (no CLI subprocess, nothing parsed from stdout) and `runs resume` shares. (A benchmark
+chains the lab's jobs as child runs of its own run: `launch.run_child`.)
 
 `start_job` does what a job's CLI command does with `--detach`: build the config (a bad
 value is a one-line ConfigError), run the checks that need no registry, then the ones that
@@ -25,14 +25,6 @@ def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Seque
     would do the same, recorded for `runs show`. Raises ConfigError before any run exists."""
     job, config, params = checked(registry, command, values)
     return launch.detach(registry, job, config, params, cmd=cmd)
-
-
-def run_job(registry: Any, command: str, values: Mapping[str, Any], *, quiet: bool = True) -> dict[str, Any]:
-    """Run job `command` here (not detached) with its config built from `values`, through
-    the same checks as `start_job`: what a benchmark uses to chain the lab's jobs without
-    writing or parsing command lines. Returns {"run_id": ..., **its result}."""
-    job, config, params = checked(registry, command, values)
-    return launch.run_here(registry, job, config, params, quiet=quiet)
 
 
 def checked(registry: Any, command: str, values: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:

@@ -59,6 +59,7 @@ def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
         out[names.get(key, key)] = value.strip() if isinstance(value, str) else value
     return out
 
+
 def checked_config(registry: Any, job: Job, values: Mapping[str, Any]) -> tuple[Config, dict[str, Any]]:
     """(config, params to record) for `job` from `values`, after every check its CLI command
     makes before a run exists (ConfigError: the one-line reason)."""
