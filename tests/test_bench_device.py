@@ -22,6 +22,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
     assert report["device_type"] == "cpu" and report["device"]
     assert report["dtype"] in ("bfloat16", "float32")
     assert report["actor_parameters"] > 0 and report["matmul_tflops"]
+    assert report["attention"] == "lactchain_grouped_sdpa"  # which attention the phases ran, in the report
     assert set(report["phases"]) == {"evaluate", "rollout", "critic_encode", "train_step", "grpo_step"}
     grpo = report["phases"].pop("grpo_step")
     assert grpo["steps"] == 2 and grpo["s_per_step"] > 0 and grpo["generations"] == 4

@@ -417,6 +417,7 @@ def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None]
         "actor_parameters": params, "spec_peak_tflops": spec,
         "matmul_tflops": {str(k).removeprefix("torch."): v for k, v in bench._matmul.items()},
         "grammar_engine": actor.grammar_engine, "prefix_cache": actor.prefix_cache,
+        "attention": actor.model.config._attn_implementation,  # grouped_sdpa: GQA without the KV copy
         "phases": {k: v for k, v in bench.rows.items() if k in PHASES},
         "torch": torch.__version__,
     }
