@@ -387,7 +387,6 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
                states_per_step=config.grpo.states_per_step)
 
 
-
 def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The report: device, dtype, peaks and one row per phase of `cfg.phases` (see the
     module doc). `before_phase(name)` runs before each phase (a job checks for

@@ -19,7 +19,7 @@ app.add_typer(env_cmd.app, name="env")
 def _register_optional_groups() -> None:
     """Groups added by later modules register here, so one import list stays the truth."""
     from lactchain.cli import (actor_cmd, archive_cmd, archive_dataset_cmd, archive_describe_cmd, bandit_cmd,
-                               baselines_cmd, bench_cmd, bench_dt, bench_motif, bench_replicas, critic_cmd, dt_cmd, loop_cmd, models_cmd,
+                               baselines_cmd, bench_cmd, critic_cmd, dt_cmd, loop_cmd, models_cmd,
                                motif_cmd, pipeline_cmd, play_cmd, runs_cmd, strategy_cmd)
 
     from lactchain.cli.generate import make_command
@@ -35,10 +35,7 @@ def _register_optional_groups() -> None:
     app.command("evaluate")(make_command(BY_COMMAND["evaluate"],
                                          render=lambda r: loop_cmd.result_table(f"evaluate {r['run_id']}", r)))
     app.command("pipeline")(make_command(BY_COMMAND["pipeline"], render=pipeline_cmd.render_pipeline))
-    bench_cmd.app.command("motif")(make_command(BY_COMMAND["bench motif"], render=bench_motif.render_motif))
     bench_cmd.app.command("bandit")(bandit_cmd.bench_bandit)
-    bench_cmd.app.command("dt")(make_command(BY_COMMAND["bench dt"], render=bench_dt.render_dt))
-    bench_cmd.app.command("replicas")(make_command(BY_COMMAND["bench replicas"], render=bench_replicas.render_replicas))
     app.add_typer(bench_cmd.app, name="bench")
     for command in ("collect", "judge", "train-reward"):
         app.command(command)(make_command(BY_COMMAND[command], render=motif_cmd.render_table(command)))

@@ -39,9 +39,12 @@ def _print_rows(result: dict[str, Any]) -> None:
             console.print(f"{key}: {result[key]:.3f}")
 
 
-def _register_learn() -> None:
-    """`bench learn`: generated from the job's config (lactchain.jobs.loop.BENCH_LEARN)."""
+def _register_jobs() -> None:
+    """The benchmarks of the job table, each command generated from its job's config."""
     from lactchain.cli.bench_device import render_device
+    from lactchain.cli.bench_dt import render_dt
+    from lactchain.cli.bench_motif import render_motif
+    from lactchain.cli.bench_replicas import render_replicas
     from lactchain.cli.generate import make_command
     from lactchain.cli.pipeline_cmd import render_pipeline
     from lactchain.jobs.table import JOBS
@@ -52,6 +55,9 @@ def _register_learn() -> None:
     device = make_command(JOBS["bench device"], render=render_device)
     app.command("device")(device)
     app.command("gpu", hidden=True)(device)  # the name issue 46 gave it
+    app.command("replicas")(make_command(JOBS["bench replicas"], render=render_replicas))
+    app.command("motif")(make_command(JOBS["bench motif"], render=render_motif))
+    app.command("dt")(make_command(JOBS["bench dt"], render=render_dt))
     app.command("console")(bench_console)
 
 
@@ -89,4 +95,4 @@ def _render_bench_strategy(result: dict) -> None:
     console.print(f"figure: {result['bench_png']}  ·  data: {result['bench_json']}")
 
 
-_register_learn()
+_register_jobs()

@@ -4,7 +4,6 @@ detachable and killable like any job. The bench: `lactchain.bench.device`."""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from lactchain.bench.device_config import DeviceBenchConfig
 from lactchain.config import ConfigError
-from lactchain.jobs.output import stage_lines
+from lactchain.jobs.output import record_report, stage_lines, write_report
 from lactchain.jobs.spec import Job
 
 
@@ -32,12 +31,6 @@ def _prepare(registry: Any, config: DeviceBenchConfig) -> dict[str, Any]:
     return {}
 
 
-def write_report(report: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    return path
-
-
 def saved_name(report: dict[str, Any]) -> str:
     """`device-<card>-<date>.json`: how docs/results/engine keeps the reports."""
     slug = re.sub(r"[^a-z0-9]+", "-", report["device"].lower()).strip("-") or "device"
@@ -52,11 +45,10 @@ def run_bench_device(handle: Any, config: DeviceBenchConfig) -> dict[str, Any]:
         handle.log_metrics({f"{name}/{key}": float(value) for key, value in row.items()
                             if key in ("seconds", "s_per_step", "tokens_per_s", "utilisation_vs_spec",
                                        "utilisation_vs_matmul") and isinstance(value, (int, float))})
-    path = write_report(report, handle.dir / "device.json")
-    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench device report"})
+    result = record_report(handle, report, "device.json", "bench device report")
     if config.save:
-        report["saved"] = str(write_report(report, Path(config.save) / saved_name(report)))
-    return {**report, "report": str(path)}
+        result["saved"] = str(write_report(report, Path(config.save) / saved_name(report)))
+    return result
 
 
 BENCH_DEVICE = Job(kind="bench", command="bench device", config=DeviceBenchConfig, run=run_bench_device,

@@ -8,8 +8,7 @@ from typing import Any
 
 from lactchain.bench.dt import DTBenchConfig
 from lactchain.config import ConfigError
-from lactchain.jobs.bench_device import write_report
-from lactchain.jobs.output import stage_lines
+from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
 
 
@@ -32,16 +31,13 @@ def run_bench_dt(handle: Any, config: DTBenchConfig) -> dict[str, Any]:
     from lactchain.bench.dt import run_dt_bench
     from lactchain.jobs.archive import ARCHIVE_FILL
     from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
-    from lactchain.jobs.launch import run_child
+    from lactchain.jobs.launch import child_steps
 
-    jobs = {job.command: job for job in (ARCHIVE_FILL, DT_TRAIN, DT_EVAL)}
-    report = run_dt_bench(config, lambda command, values: run_child(handle, jobs[command], values),
+    report = run_dt_bench(config, child_steps(handle, ARCHIVE_FILL, DT_TRAIN, DT_EVAL),
                           stage_lines(handle, prefix="bench dt: "))
     for encoder, values in report["mean"].items():
         handle.log_metrics({f"{encoder}/{k}": float(v) for k, v in values.items() if isinstance(v, (int, float))})
-    path = write_report(report, handle.dir / "dt.json")
-    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench dt report"})
-    return {**report, "report": str(path)}
+    return record_report(handle, report, "dt.json", "bench dt report")
 
 
 BENCH_DT = Job(kind="bench", command="bench dt", config=DTBenchConfig, run=run_bench_dt,

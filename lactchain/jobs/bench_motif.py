@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lactchain.bench.motif import MotifBenchConfig
-from lactchain.jobs.bench_device import write_report
-from lactchain.jobs.output import stage_lines
+from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
 
 
@@ -27,19 +26,16 @@ def _prepare(registry: Any, config: MotifBenchConfig) -> dict[str, Any]:
 
 def run_bench_motif(handle: Any, config: MotifBenchConfig) -> dict[str, Any]:
     from lactchain.bench.motif import run_motif_bench
-    from lactchain.jobs.launch import run_child
+    from lactchain.jobs.launch import child_steps
     from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 
-    jobs = {job.command: job for job in (COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS)}
-    result = run_motif_bench(config, lambda command, values: run_child(handle, jobs[command], values),
+    result = run_motif_bench(config, child_steps(handle, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS),
                              stage_lines(handle, prefix=""))
     for name, stats in result["judges"].items():
         handle.log_metrics({f"judge {name}/agreement": float(stats["agreement"])})
     for name, score in result["agents"].items():
         handle.log_metrics({f"agent {name}/win_rate": float(score["win_rate"])})
-    path = write_report(result, handle.dir / "motif.json")
-    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench motif table"})
-    return {**result, "report": str(path)}
+    return record_report(handle, result, "motif.json", "bench motif table")
 
 
 BENCH_MOTIF = Job(kind="bench", command="bench motif", config=MotifBenchConfig, run=run_bench_motif,

@@ -8,8 +8,7 @@ from typing import Any
 
 from lactchain.bench.replicas import ReplicasBenchConfig
 from lactchain.config import ConfigError
-from lactchain.jobs.bench_device import write_report
-from lactchain.jobs.output import stage_lines
+from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
 
 
@@ -46,9 +45,7 @@ def run_bench_replicas(handle: Any, config: ReplicasBenchConfig) -> dict[str, An
                             f"{name}/env_steps_per_s": float(row["env_steps_per_s"])})
     if report["ray_overhead_pct"] is not None:
         handle.log_metrics({"ray_overhead_pct": float(report["ray_overhead_pct"])})
-    path = write_report(report, handle.dir / "replicas.json")
-    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench replicas report"})
-    return {**report, "report": str(path)}
+    return record_report(handle, report, "replicas.json", "bench replicas report")
 
 
 BENCH_REPLICAS = Job(kind="bench", command="bench replicas", config=ReplicasBenchConfig, run=run_bench_replicas,

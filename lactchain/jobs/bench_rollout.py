@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lactchain.bench.rollout_config import RolloutBenchConfig
-from lactchain.jobs.bench_device import write_report
-from lactchain.jobs.output import stage_lines
+from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
 
 
@@ -55,9 +54,7 @@ def run_bench_rollout(handle: Any, config: RolloutBenchConfig) -> dict[str, Any]
 
     report = run_rollout_bench(config, load, stage_lines(handle), _adapter(handle.registry, config))
     handle.log_metrics(_metrics(report))
-    path = write_report(report, handle.dir / "rollout.json")
-    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": "bench rollout report"})
-    return {**report, "report": str(path)}
+    return record_report(handle, report, "rollout.json", "bench rollout report")
 
 
 BENCH_ROLLOUT = Job(kind="bench", command="bench rollout", config=RolloutBenchConfig, run=run_bench_rollout,

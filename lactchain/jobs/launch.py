@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lactchain.config import Config, ConfigError
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
@@ -74,6 +74,13 @@ def run_child(handle: Any, job: Job, values: Mapping[str, Any]) -> dict[str, Any
     handle.check_cancelled()
     config, params = checked_config(handle.registry, job, values)
     return run_here(handle.registry, job, config, params, quiet=True, parent_id=handle.run_id)
+
+
+def child_steps(handle: Any, *jobs: Job) -> Callable[[str, Mapping[str, Any]], dict[str, Any]]:
+    """`step(command, values)` for a benchmark whose steps are `jobs`: each a child run of
+    `handle`'s (`run_child`)."""
+    by_command = {job.command: job for job in jobs}
+    return lambda command, values: run_child(handle, by_command[command], values)
 
 
 def save_config(folder: Path, job: Job, config: Config) -> Path:

@@ -1,11 +1,14 @@
 """What a running job shows: progress on stderr (a bar on a terminal, plain lines in a
-detached job's log), never on stdout, which carries the result (`--json`)."""
+detached job's log), never on stdout, which carries the result (`--json`); and the
+report a benchmark job leaves in its run folder."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from rich.console import Console
 
@@ -96,7 +99,7 @@ def progress_bar(label: str, quiet: bool) -> Any:
                     TimeElapsedColumn(), console=err_console, transient=quiet)
 
 
-def stage_lines(handle: Any, prefix: str = "timing ") -> Any:
+def stage_lines(handle: Any, prefix: str = "timing ") -> Callable[[str], None]:
     """A benchmark's 'now timing X' hook: a kill lands between stages (never inside a
     timed one), and the stage is said: a line in a detached job's log, a dim line on a
     terminal (none when the caller prints JSON)."""
@@ -110,3 +113,17 @@ def stage_lines(handle: Any, prefix: str = "timing ") -> Any:
             err_console.print(f"{prefix}{what}", style="dim", highlight=False, markup=False)
 
     return stage
+
+
+def write_report(report: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def record_report(handle: Any, report: dict[str, Any], filename: str, what: str) -> dict[str, Any]:
+    """A benchmark's report as `filename` in its run folder, registered as the run's
+    `report` artifact; returns what the job returns: the report and where it is."""
+    path = write_report(report, handle.dir / filename)
+    handle.registry.add_artifact(handle.run_id, "report", str(path), meta={"what": what})
+    return {**report, "report": str(path)}

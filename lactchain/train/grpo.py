@@ -290,9 +290,10 @@ def train_grpo(
     budget = config.grpo.tokens_per_pass or TOKENS_PER_PASS["cuda" if use_cuda else "cpu"]
     longest = max(len(actor.prompt_ids(r["prompt"])) for r in task.rows) + MAX_COMPLETION_TOKENS
     per_pass = sequences_per_pass(k * per_rank, longest, budget)
+    passes = k * per_rank // per_pass
     args = GRPOConfig(
         output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
-        per_device_train_batch_size=per_pass, gradient_accumulation_steps=k * per_rank // per_pass,
+        per_device_train_batch_size=per_pass, gradient_accumulation_steps=passes,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
         scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
@@ -341,7 +342,7 @@ def train_grpo(
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
             "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
-            "sequences_per_pass": per_pass, "passes_per_step": k * per_rank // per_pass,
+            "sequences_per_pass": per_pass, "passes_per_step": passes,
             "grouping": "state" if task.episodes is not None else "start",
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
