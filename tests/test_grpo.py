@@ -143,7 +143,7 @@ def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_
     assert len(trained) == 3
     assert max(trained) >= base + 0.25 and trained[-1] > base, curve
     assert curve[-1]["env_moves"] > curve[1]["env_moves"] > 0  # the training data's env steps add up
-    assert params["loss"] == loss and params["cpo_alpha"] == (1.0 if loss == "simpo" else 0.0)
+    assert params["loss"] == loss and params["cpo_alpha"] == (1.0 if loss == "simpo" else None)
     trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
     assert all(p["loss_type"] == loss for p in trains)
 
@@ -151,7 +151,7 @@ def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_
 def test_the_loops_kl_beta_reaches_grpo_and_is_recorded(tmp_path):
     """`pipeline --loss grpo --kl-beta 0.04` (the labelled GRPO variant of the method
     comparison): the trainer gets TRL's beta, and the loop and its phase record it."""
-    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss="grpo", kl_beta=0.04, iterations=1,
+    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss="grpo", grpo={"kl_beta": 0.04}, iterations=1,
                          states=4, eval_states=4, td_lists_per_state=8, explore=4, td_rounds=1, actor_epochs=1,
                          baseline=False)
     with Registry(tmp_path / "registry.db") as reg:

@@ -312,7 +312,7 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
     ({"temperature": 0.2}, "too low"),
     ({"gamma": 1.5}, "gamma must be in"),
     ({"cpo_alpha": 1.0}, "only applies to --loss simpo"),
-    ({"kl_beta": 0.04}, "kl-beta only applies to --loss grpo"),
+    ({"kl_beta": 0.04}, "kl-beta 0.04: only applies to --loss grpo"),
     ({"loss": "grpo", "kl_beta": -1.0}, "kl"),
     ({"states": "some"}, "states must be 'all' or a number"),
     ({"eval_states": 0}, "eval-states must be 'all' or a number from 1 to"),
@@ -320,7 +320,7 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
 ])
 def test_pipeline_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        PipelineConfig(**kwargs)
+        PipelineConfig.from_params(kwargs)  # flat, as the CLI and a run's params give them
 
 
 def test_pipeline_config_params_are_its_fields():

@@ -172,8 +172,9 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
         cfg = PipelineConfig(actor="tiny", critic="tiny", loss=loss)
         assert cfg.actor_lr == lr and cfg.params()["actor_lr"] == lr
     assert PipelineConfig(actor="tiny", critic="tiny", loss="grpo", actor_lr=3e-5).actor_lr == 3e-5
-    assert PipelineConfig(actor="tiny", critic="tiny", loss="dpo").rpo_alpha == 1.0
-    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").rpo_alpha == 0.0
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="dpo").preference.rpo_alpha == 1.0
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="simpo").simpo.cpo_alpha == 1.0
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").preference.rpo_alpha is None  # not read by kto
     assert LOOP_LR["grpo"] < LOOP_LR["rft"]  # learning from its own samples wants a smaller step
 
 

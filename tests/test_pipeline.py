@@ -96,7 +96,7 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
     assert not db.exists() or Registry(db).list_runs() == []
 
 
-@pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}), ("rollout", "simpo", {"cpo_alpha": 1.0})])
+@pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}), ("rollout", "simpo", {"simpo": {"cpo_alpha": 1.0}})])
 def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labeler, loss, extra):
     from lactchain.jobs import run_context
     from lactchain.loop.pipeline import PipelineConfig, run_pipeline
@@ -112,3 +112,32 @@ def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labele
     assert out["curve"][-1]["ranking_accuracy"] is not None
     if labeler == "oracle":
         assert out["curve"][-1]["ranking_accuracy"] == 1.0  # the oracle agrees with itself
+
+
+def test_the_loops_per_loss_settings_are_the_trainers_own_parts():
+    """The loop's config holds train-actor's per-loss parts (no copied fields): each
+    setting a loss reads reaches its trainer as given on the loop's flat params; the
+    loop's own defaults (DPO's and SimPO's NLL weight) apply to their loss only; an older
+    run's params (0 for another loss's NLL weight) still open."""
+    import dataclasses
+
+    from lactchain.config import flat_names
+    from lactchain.loop.pipeline import PipelineConfig, trainer_config
+    from lactchain.train.actor_config import GRPOSettings, PreferenceSettings, SimPOSettings
+
+    top = {f.name for f in dataclasses.fields(PipelineConfig)}
+    for part in (PreferenceSettings, SimPOSettings, GRPOSettings):
+        assert not top & set(flat_names(part)), part  # defined once, in the trainer's part
+    base = {"actor": "tiny", "critic": "tiny"}
+    grpo = PipelineConfig.from_params({**base, "loss": "grpo", "kl_beta": 0.04, "tokens_per_pass": 512,
+                                       "states_per_step": 4, "grouping": "state"})
+    trainer = trainer_config(grpo, seed=5)
+    assert trainer.grpo == grpo.grpo and (trainer.grpo.kl_beta, trainer.grpo.tokens_per_pass) == (0.04, 512)
+    assert trainer.seed == 5 and trainer.lr == grpo.actor_lr and grpo.params()["kl_beta"] == 0.04
+    dpo = trainer_config(PipelineConfig.from_params({**base, "loss": "dpo", "dpo_loss": "ipo"}), seed=0)
+    assert (dpo.preference.rpo_alpha, dpo.preference.dpo_loss) == (1.0, "ipo")
+    assert trainer_config(PipelineConfig.from_params({**base, "loss": "simpo"}), seed=0).cpo_alpha == 1.0
+    assert trainer_config(PipelineConfig.from_params({**base, "loss": "dpo", "rpo_alpha": 0}), seed=0) \
+        .preference.rpo_alpha == 0.0  # plain DPO when asked
+    older = PipelineConfig.from_params({**base, "loss": "rft", "cpo_alpha": 0.0, "rpo_alpha": 0.0})
+    assert older.simpo.cpo_alpha is None and older.preference.rpo_alpha is None

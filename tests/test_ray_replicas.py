@@ -30,7 +30,13 @@ from test_vllm_engine import (  # noqa: F401  (fixtures, reused)
     vllm_h32,
 )
 
-needs_ray = pytest.mark.skipif(not (ray_installed() and HAS_VLLM), reason="needs the ray and vllm extras")
+_skip_without_ray = pytest.mark.skipif(not (ray_installed() and HAS_VLLM),
+                                       reason="needs the ray and vllm extras (scripts/install.sh --scale)")
+
+
+def needs_ray(test):
+    """A check on a Ray cluster of vLLM engines: the scale tier (`pytest -m scale`)."""
+    return pytest.mark.scale(_skip_without_ray(test))
 # one xdist worker takes the whole module (`--dist loadgroup`): its cluster and pool start once
 pytestmark = pytest.mark.xdist_group("ray-cluster")
 

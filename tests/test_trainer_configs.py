@@ -24,7 +24,12 @@ TRAIN_ACTOR = {
     "loss": ("--loss", "simpo"), "pairs_from": ("--pairs-from", []), "labeler": ("--labeler", "any"),
     "actor": ("--actor", "smollm2-135m"), "adapter": ("--adapter", None), "epochs": ("--epochs", 1.0),
     "max_steps": ("--max-steps", None), "lr": ("--lr", 5e-5), "batch_size": ("--batch-size", 8),
-    "beta": ("--beta", None), "simpo_gamma": ("--simpo-gamma", None), "cpo_alpha": ("--cpo-alpha", 0.0),
+    "beta": ("--beta", None), "simpo_gamma": ("--simpo-gamma", None), "cpo_alpha": ("--cpo-alpha", None),
+    "rpo_alpha": ("--rpo-alpha", None), "dpo_loss": ("--dpo-loss", "sigmoid"), "kto_balance": ("--kto-balance", True),
+    "kl_beta": ("--kl-beta", 0.0), "scale_rewards": ("--scale-rewards", "group"),
+    "states_per_step": ("--states-per-step", 8), "grpo_loss_type": ("--grpo-loss-type", "dapo"),
+    "epsilon_high": ("--epsilon-high", 0.28), "group_filter": ("--group-filter", 2),
+    "tokens_per_pass": ("--tokens-per-pass", None),
     "lora_r": ("--lora-r", 8), "lora_alpha": ("--lora-alpha", 16), "save_steps": ("--save-steps", 25),
     "resume": ("--resume-from", None), "seed": ("--seed", 0),
     "rollouts_from": ("--rollouts-from", []), "grpo_reward": ("--grpo-reward", "return"),
@@ -65,9 +70,11 @@ def test_config_options_are_the_commands_options(cls, expected):
 def test_train_actor_params_are_the_commands_params():
     """What `train-actor` records (its params dict) reads back into the job config and out again."""
     recorded = dict(loss="dpo", pairs_from=["r1"], labeler="critic", actor="tiny", adapter=None, epochs=2.0,
-                    max_steps=None, lr=1e-4, batch_size=4, beta=0.2, simpo_gamma=None, cpo_alpha=0.0, lora_r=4,
+                    max_steps=None, lr=1e-4, batch_size=4, beta=0.2, simpo_gamma=None, cpo_alpha=None, lora_r=4,
                     lora_alpha=8, save_steps=10, resume=None, seed=3, rollouts_from=[], grpo_reward="return",
-                    processes=1)
+                    processes=1, rpo_alpha=0.0, dpo_loss="sigmoid", kto_balance=True, kl_beta=0.0,
+                    scale_rewards="group", states_per_step=8, grpo_loss_type="dapo", epsilon_high=0.28,
+                    group_filter=2, tokens_per_pass=None)
     config = TrainActorJobConfig.from_params(recorded)
     params = config.to_params()
     assert {k: params[k] for k in recorded} == recorded
@@ -75,6 +82,8 @@ def test_train_actor_params_are_the_commands_params():
                                            if not f.metadata.get("cli", True)}
     assert TrainActorJobConfig.from_params(params) == config
     assert config.beta == 0.2 and config.trainer().preference.beta == 0.2
+    older = TrainActorJobConfig.from_params({**recorded, "cpo_alpha": 0.0})  # "off" as older runs recorded it
+    assert older.simpo.cpo_alpha is None and older.cpo_alpha == 0.0
     assert isinstance(config.trainer(), TrainActorConfig) and not isinstance(config.trainer(), TrainActorJobConfig)
 
 

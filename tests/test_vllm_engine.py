@@ -43,7 +43,13 @@ from lactchain.models.vllm_engine import (
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves, parse_moves
 
 HAS_VLLM = vllm_installed()
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vllm is not installed here (pip install -e '.[vllm]')")
+_skip_without_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vllm is not installed here (scripts/install.sh --scale)")
+
+
+def needs_vllm(test):
+    """A check that starts vLLM engines: the scale tier (deselected by default, `pytest -m
+    scale` runs it after `scripts/install.sh --scale`), skipped where vllm is missing."""
+    return pytest.mark.scale(_skip_without_vllm(test))
 
 
 # ---- pure: configuration, regex, adapter checks ----------------------------------------------

@@ -18,7 +18,9 @@ import test_vllm_engine as vt
 from lactchain.models.vllm_engine import vllm_installed
 from lactchain.moves import format_moves
 
-pytestmark = pytest.mark.skipif(not vllm_installed(), reason="vllm is not installed here (pip install -e '.[vllm]')")
+# Every check here starts vLLM engines: the scale tier (`pytest -m scale` after scripts/install.sh --scale).
+pytestmark = [pytest.mark.scale,
+              pytest.mark.skipif(not vllm_installed(), reason="vllm is not installed here (scripts/install.sh --scale)")]
 
 TOL = 1e-3
 _prompts = vt._prompts

@@ -33,7 +33,6 @@ every phase a child run and saves the state after it.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections import Counter
@@ -41,13 +40,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
+from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, resolve_auto
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.loop.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
-from lactchain.train.actor_config import DPO_LOSS_TYPES, GRPO_LOSS_TYPES, TrainActorConfig
+from lactchain.train.actor_config import (
+    LOSS_SETTINGS,
+    GRPOSettings,
+    PreferenceSettings,
+    SimPOSettings,
+    TrainActorConfig,
+    refuse_unread,
+)
 
 # lactchain.train.actor.LOSSES; repeated here so the CLI's help does not import transformers.
 LOSSES = ("rft", "simpo", "dpo", "kto", "grpo")
@@ -62,10 +68,11 @@ SIMPO_LOOP_CPO_ALPHA = 1.0
 LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-3, "kto": 1e-4, "grpo": 1e-4}
 LOOP_RPO_ALPHA = 1.0  # DPO's NLL weight on chosen unless told (RPO), as CPO-SimPO's cpo_alpha
 GROUPINGS = ("start", "state")
-# The loop settings only one loss reads (a comparison's other cells leave them at their defaults).
-LOSS_ONLY = {"simpo": ("cpo_alpha",), "dpo": ("rpo_alpha", "dpo_loss"), "kto": ("kto_balance",),
-             "grpo": ("kl_beta", "grouping", "grpo_loss_type", "scale_rewards", "epsilon_high", "group_filter",
-                      "tokens_per_pass")}
+# The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
+# kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping`; which loss reads which
+# (a comparison's other cells leave them at their defaults).
+PER_LOSS = (*flat_names(PreferenceSettings), *flat_names(SimPOSettings), *flat_names(GRPOSettings), "grouping")
+LOOP_LOSS_SETTINGS = {loss: LOSS_SETTINGS[loss] + (("grouping",) if loss == "grpo" else ()) for loss in LOSSES}
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
 
@@ -142,35 +149,17 @@ class PipelineConfig(Config):
     actor_lr: float | None = _help("Actor learning rate (LoRA). Default per loss (LOOP_LR, from the measured sweep "
                                    "in docs/results/loss-defaults): rft, simpo and dpo 1e-3, kto and grpo 1e-4.", None)
     actor_batch_size: int = _help("Actor batch size.", 8)
-    cpo_alpha: float | None = _help("SimPO only: weight of the NLL term on chosen (CPO alpha; 0 = plain SimPO). "
-                                    "Default: 1.0 with --loss simpo (CPO-SimPO: plain SimPO drifts in the loop, "
-                                    "see docs/results.md), else unused.", None)
-    kl_beta: float = _help("GRPO only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, loads no "
-                           "reference model; 0.04 is the DeepSeekMath value.", 0.0, min=0.0, max=10.0)
     grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
                           "by the labeler. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
                           "actions from each start state; every action joins the group of the state it was taken "
                           "from (across episodes and iterations), rewarded with the env's discounted return from "
                           "there.", "start", choices=GROUPINGS)
-    grpo_loss_type: str = _help("GRPO only: TRL's loss aggregation: dapo (token-level, TRL's default), dr_grpo (no "
-                                "length bias), grpo, bnpo.", "dapo", choices=GRPO_LOSS_TYPES)
-    scale_rewards: str = _help("GRPO only: advantages divided by the reward std of the group, of the batch, or not "
-                               "at all (none: Dr. GRPO).", "group", choices=("group", "batch", "none"))
-    epsilon_high: float | None = _help("GRPO only: upper clip of the probability ratio (clip-higher; DAPO 0.28; the "
-                                       "lower is 0.2).", 0.28, min=0.2, max=10.0)
-    group_filter: int = _help("GRPO only: sample groups for this many times a step's states and train on the ones "
-                              "whose rewards vary most (zero-variance groups carry no gradient). 1 = no filter.",
-                              2, min=1, max=16)
-    tokens_per_pass: int | None = _help("GRPO only: most tokens in one forward/backward pass of a step (its "
-                                        "sequences are split into passes and the gradients accumulated: same "
-                                        "update, less memory). Default: 2048 on a CPU, 16384 on a CUDA GPU.",
-                                        None, min=64, max=1_000_000)
-    rpo_alpha: float | None = _help("DPO only: weight of an NLL term on chosen (RPO). Default: 1.0 with --loss dpo "
-                                    "(plain DPO pushes both sides of near-identical pairs down), else unused.", None,
-                                    min=0.0, max=100.0)
-    dpo_loss: str = _help("DPO only: sigmoid (DPO) or ipo.", "sigmoid", choices=DPO_LOSS_TYPES)
-    kto_balance: bool = _help("KTO only: each elite once, desirable and undesirable rows weighted 1:1.", True,
-                              negative="--no-kto-balance")
+    # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
+    # flat names, help and bounds as train-actor's; the loop's defaults differ only where
+    # `check` says (DPO's and SimPO's NLL weight, the learning rate).
+    preference: PreferenceSettings = field(default_factory=PreferenceSettings)
+    simpo: SimPOSettings = field(default_factory=SimPOSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
     train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
                              negative="--no-train-bf16")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
@@ -223,23 +212,15 @@ class PipelineConfig(Config):
             bad("margin", f"must be >= 0, got {self.margin}")
         if not self.actor_epochs > 0:
             bad("actor_epochs", "must be > 0")
-        if self.cpo_alpha is None:
-            self.cpo_alpha = SIMPO_LOOP_CPO_ALPHA if self.loss == "simpo" else 0.0
-        if self.cpo_alpha < 0 or (self.cpo_alpha and self.loss != "simpo"):
-            bad("cpo_alpha", f"must be >= 0 and only applies to --loss simpo (got {self.cpo_alpha} with {self.loss})")
         if self.actor_lr is None:
             self.actor_lr = LOOP_LR[self.loss]
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
-        if self.rpo_alpha is None:
-            self.rpo_alpha = LOOP_RPO_ALPHA if self.loss == "dpo" else 0.0
-        if self.rpo_alpha and self.loss != "dpo":
-            bad("rpo_alpha", f"only applies to --loss dpo (got {self.rpo_alpha} with {self.loss})")
-        defaults = {f.name: default_of(f) for f in dataclasses.fields(self)}
-        for owner, names in LOSS_ONLY.items():  # another loss's setting is refused, not dropped silently
-            for name in names:
-                if owner != self.loss and name not in ("cpo_alpha", "rpo_alpha") and getattr(self, name) != defaults[name]:
-                    bad(name, f"only applies to --loss {owner} (got {getattr(self, name)} with {self.loss})")
+        refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.loss == "simpo" and self.simpo.cpo_alpha is None:
+            self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
+        if self.loss == "dpo" and self.preference.rpo_alpha is None:
+            self.preference.rpo_alpha = LOOP_RPO_ALPHA
         for name in ("states", "eval_states"):
             value = getattr(self, name)
             if value != "all":
@@ -901,19 +882,15 @@ def training_rows(state: LoopState, it: int, pairs: list[dict[str, Any]]) -> lis
 def train_actor_phase(state: LoopState, it: int, rows: list[dict[str, Any]]) -> None:
     """train-actor at the loss's own settings; under a budget it stops early enough for the
     evaluation that follows. The new adapter is handed to a separate rollout engine (timed)."""
-    from lactchain.train.actor import TrainActorConfig, train_actor
+    from lactchain.train.actor import train_actor
     from lactchain.train.grpo import train_grpo
 
     cfg, actor, generator = state.cfg, state.actor, state.generator
-    loss_only = loss_settings(cfg)  # settings only this loss reads
+    trainer = trainer_config(cfg, seed=cfg.seed + it)
 
     def body(h: RunHandle) -> dict[str, Any]:
         if cfg.deadline is not None:
             h.stop_at = cfg.deadline - state.evaluate_s
-        trainer = TrainActorConfig.from_params(dict(
-            loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
-            seed=cfg.seed + it, **loss_only,
-            bf16=None if cfg.loss == "rft" else cfg.train_bf16))  # rft trains fp32
         on_log = state.live.trainer(it)
         if cfg.loss == "grpo":
             metrics = train_grpo(actor, grpo_task(state, it), trainer, handle=h, on_log=on_log)
@@ -929,7 +906,7 @@ def train_actor_phase(state: LoopState, it: int, rows: list[dict[str, Any]]) -> 
 
     run_phase(state, it, "train-actor", "actor",
               {"loss": cfg.loss, "epochs": cfg.actor_epochs, "lr": cfg.actor_lr, "rows": len(rows),
-               "cpo_alpha": cfg.cpo_alpha, **loss_only}, body)
+               "cpo_alpha": trainer.cpo_alpha, **loss_settings(cfg)}, body)
 
 
 def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
@@ -960,10 +937,18 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
 
 
 def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:
-    """The trainer settings only `cfg.loss` reads: its LOSS_ONLY names that are also
-    TrainActorConfig's (same names in both; `grouping` is the loop's own)."""
-    trainer = set(flat_names(TrainActorConfig))
-    return {name: getattr(cfg, name) for name in LOSS_ONLY.get(cfg.loss, ()) if name in trainer}
+    """The per-loss settings `cfg.loss` reads, flat (what its train-actor run records)."""
+    parts = {**cfg.preference.to_params(), **cfg.simpo.to_params(), **cfg.grpo.to_params()}
+    return {name: value for name, value in parts.items() if name in LOSS_SETTINGS[cfg.loss]}
+
+
+def trainer_config(cfg: PipelineConfig, seed: int) -> TrainActorConfig:
+    """train-actor's config in the loop: the loop's per-loss parts as they are (its check
+    left another loss's settings at their defaults), its epochs, lr and batch size; rft
+    trains fp32."""
+    return TrainActorConfig(loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
+                            seed=seed, bf16=None if cfg.loss == "rft" else cfg.train_bf16,
+                            preference=cfg.preference.replace(), simpo=cfg.simpo.replace(), grpo=cfg.grpo.replace())
 
 
 def _is_optimal(oracle: Any, row: dict[str, Any]) -> bool:

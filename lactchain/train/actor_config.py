@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from lactchain.config import Config, ConfigError, default_of, flat_fields, flat_names, option
+from lactchain.config import Config, ConfigError, default_of, flat_names, option
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
@@ -120,15 +120,15 @@ class PreferenceSettings(Config):
 
     beta: float | None = option(
         None, "Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1.")
-    rpo_alpha: float = option(
-        0.0, "dpo only: weight of an NLL term on chosen (RPO; TRL loss_type [sigmoid, sft]): keeps DPO from pushing "
-             "both sides down when chosen and rejected differ by a move (likelihood displacement). 0 = plain DPO.",
-        min=0.0, max=100.0, cli=False)
+    rpo_alpha: float | None = option(
+        None, "dpo only: weight of an NLL term on chosen (RPO: TRL's loss types sigmoid + sft): keeps DPO from pushing "
+              "both sides down when chosen and rejected differ by a move (likelihood displacement). 0 = plain DPO. "
+              "Default: 0 for train-actor; 1.0 in the loop (pipeline, bench learn).", min=0.0, max=100.0)
     dpo_loss: str = option("sigmoid", "dpo only: sigmoid (DPO) or ipo (IPO: a squared loss that stops at a margin "
-                                      "instead of pushing it to infinity).", choices=DPO_LOSS_TYPES, cli=False)
+                                      "instead of pushing it to infinity).", choices=DPO_LOSS_TYPES)
     kto_balance: bool = option(True, "kto only: each distinct chosen list once, weighted so desirable and "
                                      "undesirable rows count 1:1 (TRL's guidance; a state's elite against K-1 worse "
-                                     "lists is 1:(K-1) unweighted).", cli=False)
+                                     "lists is 1:(K-1) unweighted).", negative="--no-kto-balance")
 
 
 @dataclass
@@ -137,36 +137,71 @@ class SimPOSettings(Config):
 
     simpo_gamma: float | None = option(
         None, "SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1).")
-    cpo_alpha: float = option(
-        0.0, "SimPO only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO).", min=0.0)
+    cpo_alpha: float | None = option(
+        None, "simpo only: weight of an NLL term on chosen (CPO alpha; 0 = plain SimPO). Default: 0 for "
+              "train-actor; 1.0 in the loop (CPO-SimPO: plain SimPO drifted there, docs/results.md).", min=0.0)
 
 
 @dataclass
 class GRPOSettings(Config):
-    """GRPO's own settings (TRL's GRPOTrainer, lactchain.train.grpo). Not options of
-    train-actor (it trains on stored pairs); the loop sets them."""
+    """GRPO's own settings (TRL's GRPOTrainer, lactchain.train.grpo): the loop's `--loss
+    grpo`, and train-actor's on a play run's states (`--rollouts-from`)."""
 
-    kl_beta: float = option(0.0, "grpo only: KL penalty to the starting policy (TRL's beta; 0, TRL's default, "
-                                 "loads no reference model).", min=0.0, max=10.0, cli=False)
+    kl_beta: float = option(0.0, "grpo only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, "
+                                 "loads no reference model; 0.04 is the DeepSeekMath value.", min=0.0, max=10.0)
     scale_rewards: str = option("group", "grpo only: advantages divided by the reward std of the group (GRPO), "
-                                         "of the batch, or not at all (Dr. GRPO).", choices=("group", "batch", "none"), cli=False)
+                                         "of the batch, or not at all (none: Dr. GRPO).",
+                                choices=("group", "batch", "none"))
     states_per_step: int = option(8, "grpo only: start states per optimizer step (each with its group of samples).",
-                                  min=1, max=4096, cli=False)
+                                  min=1, max=4096)
     grpo_loss_type: str = option("dapo", "grpo only: TRL's loss aggregation: dapo (token-level over the batch, TRL's "
                                          "default), dr_grpo (a constant: no length bias), grpo (per sequence), bnpo.",
-                                 choices=GRPO_LOSS_TYPES, cli=False)
+                                 choices=GRPO_LOSS_TYPES)
     epsilon_high: float | None = option(0.28, "grpo only: upper clip of the probability ratio (clip-higher, DAPO "
-                                              "0.28; the lower clip is 0.2). None: symmetric 0.2.",
-                                        min=0.2, max=10.0, cli=False)
+                                              "0.28; the lower clip is 0.2).", min=0.2, max=10.0)
     group_filter: int = option(2, "grpo only: sample groups for this many times the step's states and train on the "
                                   "ones whose rewards vary most (zero-variance groups last: they carry no gradient; "
                                   "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
-                               min=1, max=16, cli=False)
+                               min=1, max=16)
     tokens_per_pass: int | None = option(
         None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
               "sequences are split into passes of at most this many and their gradients accumulated: the same "
               "update in less memory (a full SmolLM2 step of 32 Taxi sequences peaked at 19 GB in one pass). "
-              "None: 2048 on a CPU, 16384 on a CUDA GPU.", min=64, max=1_000_000, cli=False)
+              "Default: 2048 on a CPU, 16384 on a CUDA GPU.", min=64, max=1_000_000)
+
+
+# Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.
+_OFF_WHEN_UNREAD = ("cpo_alpha", "rpo_alpha")
+
+
+def holder_of(config: Config, name: str) -> Config:
+    """The config (`config` or one of its parts) that holds the flat setting `name`."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, Config) and name in flat_names(type(value)):
+            return holder_of(value, name)
+    return config
+
+
+def refuse_unread(config: Config, loss: str, names: list[str],
+                  settings: dict[str, tuple[str, ...]] = LOSS_SETTINGS) -> None:
+    """Refuse (one line, naming the flag) a non-default value of any of `names` that
+    `loss` does not read (`settings[loss]`): a setting of another loss is never dropped
+    silently. An older record's 0 for cpo_alpha / rpo_alpha ("off") reads as not given."""
+    for name in names:
+        if name == "loss" or name in settings[loss]:
+            continue
+        holder = holder_of(config, name)
+        f = next(f for f in dataclasses.fields(holder) if f.name == name)
+        value = getattr(holder, name)
+        if name in _OFF_WHEN_UNREAD and value == 0:
+            setattr(holder, name, None)
+            continue
+        if value != default_of(f):
+            who = [other for other, names_read in settings.items() if name in names_read]
+            why = ("rft is supervised best-of-K fine-tuning" if loss == "rft"
+                   else f"--loss {loss} does not use it")
+            holder.refuse(name, f"only applies to --loss {'/'.join(who)} ({why}); leave it out")
 
 
 # ---- the trainer's config -----------------------------------------------------------------
@@ -217,7 +252,7 @@ class TrainActorConfig(Config):
 
     @property
     def cpo_alpha(self) -> float:
-        return self.simpo.cpo_alpha
+        return self.simpo.cpo_alpha or 0.0
 
     def hparams(self) -> tuple[float, float | None, list[str]]:
         """(beta, simpo_gamma, notes) resolved for the loss (lactchain.train.actor_config.resolve_hparams)."""
@@ -227,30 +262,16 @@ class TrainActorConfig(Config):
         for name in ("epochs", "lr"):
             if not getattr(self, name) > 0:
                 self.refuse(name, "must be above 0")
-        uses = ("loss", *LOSS_SETTINGS[self.loss])
-        mine = set(flat_names(TrainActorConfig))  # a subclass's own fields (the job's) are its to check
-        for _, f in flat_fields(type(self)):
-            if f.name not in mine or f.name in uses:
-                continue
-            holder = self._holder(f.name)
-            value = getattr(holder, f.name)
-            if value != default_of(f):
-                who = [loss for loss, names in LOSS_SETTINGS.items() if f.name in names]
-                why = ("rft is supervised best-of-K fine-tuning" if self.loss == "rft"
-                       else f"--loss {self.loss} does not use it")
-                holder.refuse(f.name, f"only applies to --loss {'/'.join(who)} ({why}); leave it out")
+        # a subclass's own fields (the job's) are its to check
+        refuse_unread(self, self.loss, flat_names(TrainActorConfig))
+        if self.loss == "simpo" and self.simpo.cpo_alpha is None:
+            self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
+        if self.loss == "dpo" and self.preference.rpo_alpha is None:
+            self.preference.rpo_alpha = 0.0  # plain DPO (the loop's is 1.0)
         try:
             self.hparams()
         except ValueError as exc:
             raise ConfigError(f"--beta/--simpo-gamma: {exc}") from None
-
-    def _holder(self, name: str) -> Config:
-        """The config (self or a part) that holds the flat setting `name`."""
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, Config) and name in {g.name for g in dataclasses.fields(value)}:
-                return value
-        return self
 
 
 # ---- the job: `lactchain train-actor` ---------------------------------------------------------
