@@ -86,12 +86,21 @@ def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_af
 def test_a_step_split_into_passes_makes_the_same_update_as_one_pass(tmp_path):
     """tokens_per_pass: a step's 16 sequences run as 4 passes of 4 with gradients
     accumulated (less memory for long prompts) and the adapter ends where one pass of 16
-    takes it; both sample the same groups (one generation per step either way)."""
+    takes it; both sample the same groups (one generation per step either way). Untold,
+    the budget scales with the model's width x depth (its activations per token)."""
     import torch
     from safetensors.torch import load_file
 
-    from lactchain.train.grpo import sequences_per_pass
+    from types import SimpleNamespace
 
+    from lactchain.train.grpo import TOKENS_PER_PASS, pass_budget, sequences_per_pass
+
+    smollm2, mistral = SimpleNamespace(hidden_size=576, num_hidden_layers=30), SimpleNamespace(hidden_size=4096,
+                                                                                                num_hidden_layers=32)
+    assert pass_budget(None, smollm2, use_cuda=False) == TOKENS_PER_PASS["cpu"]  # what it was measured on
+    assert pass_budget(None, mistral, use_cuda=True) < TOKENS_PER_PASS["cuda"] // 7  # a 7B model: ~1/8 the tokens
+    assert pass_budget(None, Actor.load("tiny").model.config, use_cuda=False) > 100 * TOKENS_PER_PASS["cpu"]
+    assert pass_budget(512, mistral, use_cuda=True) == 512  # as told
     assert sequences_per_pass(16, 100, 400) == 4 and sequences_per_pass(16, 100, 10_000) == 16
     assert sequences_per_pass(12, 100, 500) == 4 and sequences_per_pass(16, 5000, 400) == 1  # divides 12; at least 1
     weights, passes = [], []

@@ -167,7 +167,8 @@ class GRPOSettings(Config):
         None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
               "sequences are split into passes of at most this many and their gradients accumulated: the same "
               "update in less memory (a full SmolLM2 step of 32 Taxi sequences peaked at 19 GB in one pass). "
-              "Default: 2048 on a CPU, 16384 on a CUDA GPU.", min=64, max=1_000_000)
+              "Default: 2048 on a CPU, 16384 on a CUDA GPU for a model of SmolLM2-135M's width x depth, "
+              "scaled to the model's (a 7B model gets ~1/8).", min=64, max=1_000_000)
 
 
 # Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.

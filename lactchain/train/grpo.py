@@ -55,10 +55,23 @@ from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
-# Tokens per forward/backward pass unless told (GRPOSettings.tokens_per_pass): activations grow with
-# the tokens of a pass (SmolLM2: ~1.3 MB a token in fp32 + bf16 autocast), and smaller passes were no
-# slower on the CPU (1.27 s a 460-token sequence in passes of 4, 1.5 s in one pass of 32).
+# Tokens per forward/backward pass unless told (GRPOSettings.tokens_per_pass), for a model of SmolLM2-135M's
+# size: activations grow with the tokens of a pass (SmolLM2: ~1.3 MB a token in fp32 + bf16 autocast), and
+# smaller passes were no slower on the CPU (1.27 s a 460-token sequence in passes of 4, 1.5 s in one pass of 32).
 TOKENS_PER_PASS = {"cpu": 2048, "cuda": 16384}
+# The activations kept per token scale with width x depth: SmolLM2-135M's 576 x 30 is what TOKENS_PER_PASS
+# was measured on; a 7B model (4096 x 32) gets ~1/8 of the tokens, the 64 x 2 test model all of a step.
+REFERENCE_WIDTH_DEPTH = 576 * 30
+
+
+def pass_budget(tokens_per_pass: int | None, model_config: Any, use_cuda: bool) -> int:
+    """Tokens in one forward/backward pass: as told, else TOKENS_PER_PASS for the device
+    scaled to the model's width x depth (activation memory per token)."""
+    if tokens_per_pass:
+        return int(tokens_per_pass)
+    width = getattr(model_config, "hidden_size", None) or REFERENCE_WIDTH_DEPTH
+    depth = getattr(model_config, "num_hidden_layers", None) or 1
+    return max(64, int(TOKENS_PER_PASS["cuda" if use_cuda else "cpu"] * REFERENCE_WIDTH_DEPTH / (width * depth)))
 
 
 def sequences_per_pass(sequences: int, tokens_each: int, budget: int) -> int:
@@ -287,7 +300,7 @@ def train_grpo(
     per_rank = max(1, min(per_step, len(task.rows)) // world_size())
     # One optimizer step = k * per_rank sequences, run in passes of `per_pass` (gradients accumulated; TRL
     # generates once for the whole step: steps_per_generation follows gradient_accumulation_steps).
-    budget = config.grpo.tokens_per_pass or TOKENS_PER_PASS["cuda" if use_cuda else "cpu"]
+    budget = pass_budget(config.grpo.tokens_per_pass, model.config, use_cuda)
     longest = max(len(actor.prompt_ids(r["prompt"])) for r in task.rows) + MAX_COMPLETION_TOKENS
     per_pass = sequences_per_pass(k * per_rank, longest, budget)
     passes = k * per_rank // per_pass
