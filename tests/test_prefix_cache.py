@@ -252,6 +252,33 @@ def test_bf16_inference_copy(tmp_path: Path):
         actor.inference_dtype = "int3"
 
 
+
+def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_generates(tmp_path: Path):
+    """transformers' default optimizer (torch's fused AdamW) changes the LoRA weights in
+    place without bumping their version counters. GRPO generates between such steps: the
+    bf16 generation copy and the prefix cache must follow the weights, or every sample of a
+    train-actor phase comes from the policy it started with (what happened before this test)."""
+    from lactchain.train.actor_config import TrainActorConfig
+    from lactchain.train.lora import add_lora
+
+    prompts = state_prompts(4)
+    actor = Actor.load("tiny", device="cpu", inference_dtype="bf16")
+    actor.model = add_lora(actor.model, TrainActorConfig(loss="grpo"))
+    actor.generate(prompts)
+    copy, computed = actor._inference_copy, actor.prefix_computations
+    trainable = [p for p in actor.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=0.5, fused=True)
+    for p in trainable:
+        p.grad = torch.ones_like(p)
+    versions = [p._version for p in trainable]
+    optimizer.step()
+    assert [p._version for p in trainable] == versions  # the trap: no counter tells the caches
+    fresh = Actor.load("tiny", device="cpu", inference_dtype="bf16", prefix_cache=False)
+    fresh.model = actor.model  # the same updated weights, nothing cached
+    got = actor.generate(prompts)
+    assert actor._inference_copy is not copy and actor.prefix_computations == computed + 1
+    assert [s.token_ids for s in got] == [s.token_ids for s in fresh.generate(prompts)]
+
 # ---- e2e: SmolLM2-135M -------------------------------------------------------------------------
 
 

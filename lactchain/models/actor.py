@@ -295,6 +295,17 @@ def own_forwards(model: Any) -> Any:
     return model
 
 
+
+def trainable_fingerprint(params: list[Any]) -> tuple[float, float] | None:
+    """(sum, sum of squares) of the trainable parameters (LoRA's, in training): a value that
+    changes when an optimizer step changes them. None when nothing is trainable."""
+    trainable = [p.detach() for p in params if p.requires_grad]
+    if not trainable:
+        return None
+    with torch.no_grad():
+        sums = torch.stack([torch.stack([p.sum(), (p * p).sum()]).float() for p in trainable]).sum(0)
+    return tuple(float(v) for v in sums.tolist())
+
 class Actor(ScoringTokens):
     """An LLM that answers rendered strategy prompts with move lists."""
 
@@ -390,15 +401,19 @@ class Actor(ScoringTokens):
         self._weights_stamp = None
 
     def _stamp(self) -> tuple:
-        """Identity of the current weights: model object, adapter and the sum of the
-        parameters' in-place version counters (an optimizer step bumps them), so caches
-        never outlive the weights they were computed from even without a clear call."""
+        """Identity of the current weights: model object, adapter, the sum of the
+        parameters' in-place version counters and a fingerprint of the trainable ones, so
+        caches never outlive the weights they were computed from even without a clear call.
+        The fingerprint is what catches training: torch's fused AdamW (transformers' default
+        optimizer) changes weights in place without bumping a version counter, and GRPO,
+        which generates between optimizer steps, sampled from the weights it started with."""
         model = self._model
         try:
             active = str(getattr(model, "active_adapters", None))
         except Exception:  # peft raises on some half-built states
             active = None
-        return (id(model), str(self.adapter), active, sum(p._version for p in model.parameters()))
+        params = list(model.parameters())
+        return (id(model), str(self.adapter), active, sum(p._version for p in params), trainable_fingerprint(params))
 
     def _sync_caches(self) -> None:
         """Drop derived state if the weights changed since it was computed (call first)."""
