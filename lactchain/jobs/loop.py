@@ -158,10 +158,10 @@ class BenchLearnConfig(PipelineConfig):
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match.
         Another loss's settings are left out (older cells recorded 0 for an unread NLL weight)."""
         from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings
-        from lactchain.loop.pipeline import LOOP_LOSS_SETTINGS, PER_LOSS
+        from lactchain.loop.pipeline import unread_settings
 
-        params = {name: value for name, value in self.cell_config(loss, explore, seed).params().items()
-                  if name not in PER_LOSS or name in LOOP_LOSS_SETTINGS[loss]}
+        unread = unread_settings(loss)
+        params = {k: v for k, v in self.cell_config(loss, explore, seed).params().items() if k not in unread}
         return cell_settings(COMPARE_CELLS, params, budget_min=self.budget_min,
                              budget_iterations=self.budget_iterations)
 
@@ -179,14 +179,11 @@ class BenchLearnConfig(PipelineConfig):
     def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
         """One comparison cell's loop config: this config with the cell's loss, explore
         and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only)."""
-        from lactchain.loop.pipeline import LOOP_LOSS_SETTINGS, PER_LOSS
+        from lactchain.loop.pipeline import unread_settings
 
-        names = set(flat_names(PipelineConfig))
+        names = set(flat_names(PipelineConfig)) - unread_settings(loss)  # another loss's settings: defaults
         params = {k: v for k, v in self.to_params().items() if k in names}
         params.update(loss=loss, explore=explore, seed=seed)
-        for name in PER_LOSS:  # another loss's settings stay at their defaults in this cell
-            if name not in LOOP_LOSS_SETTINGS[loss]:
-                params.pop(name, None)
         if self.budget_iterations:
             params["iterations"] = self.budget_iterations
         return PipelineConfig.from_params(params)

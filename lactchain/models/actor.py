@@ -297,8 +297,8 @@ def own_forwards(model: Any) -> Any:
 
 
 def trainable_fingerprint(params: list[Any]) -> tuple[float, float] | None:
-    """(sum, sum of squares) of the trainable parameters (LoRA's, in training): a value that
-    changes when an optimizer step changes them. None when nothing is trainable."""
+    """(sum, sum of squares) of the trainable parameters (an adapter's): a value that changes
+    when an optimizer step changes them. None when nothing is trainable."""
     trainable = [p.detach() for p in params if p.requires_grad]
     if not trainable:
         return None
@@ -413,7 +413,10 @@ class Actor(ScoringTokens):
         except Exception:  # peft raises on some half-built states
             active = None
         params = list(model.parameters())
-        return (id(model), str(self.adapter), active, sum(p._version for p in params), trainable_fingerprint(params))
+        # Training here always goes through a LoRA adapter (PEFT freezes the base): fingerprint
+        # only then; a plain model's weights all require grad, and summing them cost ~90 ms a call.
+        adapter_weights = trainable_fingerprint(params) if hasattr(model, "peft_config") else None
+        return (id(model), str(self.adapter), active, sum(p._version for p in params), adapter_weights)
 
     def _sync_caches(self) -> None:
         """Drop derived state if the weights changed since it was computed (call first)."""
