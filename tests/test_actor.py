@@ -329,6 +329,7 @@ def test_the_lm_head_gets_a_contiguous_input_with_an_adapter_in_every_dtype(tmp_
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_smollm2_constrained_generation_e2e():
     from lactchain.models.presets import prepare, preset_status
 

@@ -13,6 +13,7 @@ from lactchain.bench.device import parameters_of, spec_peak_tflops
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_path):
     code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--envs", "64", "--steps", "1",
                         "--critic-texts", "64", "--train-steps", "2", "--profile", tmp_path / "prof",

@@ -22,6 +22,7 @@ TINY = ["--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1", "--bu
         "--td-lists-per-state", "16", "--td-rounds", "2", "--actor-epochs", "1", "--explore", "16", "--json"]
 
 
+@pytest.mark.slow
 def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfinished_cell_and_keeps_carried_cells(
         lc, tmp_path):
     db = tmp_path / "registry.db"
@@ -134,6 +135,7 @@ def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plai
             check_resumable(reg, stopped("pipeline", ["lactchain", "bench", "learn"], {"loss": "rft"}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compare", [False, True])
 def test_a_killed_benchmark_keeps_what_it_measured_marked_partial(compare, tmp_path, lc):
     """SIGTERM (runs kill) to a running bench learn: the run ends KILLED and the curve of

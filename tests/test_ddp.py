@@ -36,6 +36,7 @@ def _lactchain(*args, timeout=600):
 
 # rft: its own loop. TRL's Trainer under DDP (simpo, dpo, kto alike) is the detached dpo run
 # and GRPO below; `simpo` here passes too, left out for CI time.
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["rft"])
 def test_two_processes_reach_the_loss_of_one_at_the_same_global_batch(tmp_path, loss):
     db, src = _pairs_db(tmp_path)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def test_a_refused_checkpoint_write_is_one_line_naming_the_file(tmp_path):
     script = textwrap.dedent(f"""
@@ -28,6 +30,7 @@ def test_a_refused_checkpoint_write_is_one_line_naming_the_file(tmp_path):
     assert "lactchain runs resume" in line and len(line.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path):
     """`ulimit -f` (what a full disk looks like to a process) at sizes that refuse the
     registry's -wal, the critic's weights or its optimizer state: always one line, exit 2,

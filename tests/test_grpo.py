@@ -136,6 +136,7 @@ def test_train_actor_grpo_needs_rollouts_and_grpo_refuses_what_it_does_not_read(
         TrainActorConfig(loss="grpo", preference={"beta": 0.1})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["simpo"])  # grpo, dpo, kto at --explore 0: tests/test_own_samples.py
 def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_path, loss):
     """No planner in the loop: the TD critic labels (SimPO: each state's elite against
@@ -171,6 +172,7 @@ def test_the_loops_kl_beta_reaches_grpo_and_is_recorded(tmp_path):
         assert trains and all(p["kl_beta"] == 0.04 and p["loss_type"] == "grpo" for p in trains)
 
 
+@pytest.mark.slow
 def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigterm(tmp_path, lc):
     """`train-actor --loss grpo --rollouts-from PLAY`: the states a play run visited are
     GRPO's start states, each sampled list rewarded by what the env pays for it; a real
@@ -191,7 +193,7 @@ def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigt
         assert reg.params(res["run_id"])["rollouts_from"] == [play]
 
     code, out, err = lc("train-actor", "--actor", "tiny", "--loss", "grpo", "--rollouts-from", play, "--max-steps",
-                        "80", "--save-steps", "1", "--db", db, "--detach", "--json")
+                        "30", "--save-steps", "1", "--db", db, "--detach", "--json")
     assert code == 0, err
     run_id = json.loads(out)["run_id"]
     reg = Registry(db)
@@ -208,7 +210,7 @@ def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigt
         time.sleep(0.5)
     assert reg.get_run(again)["status"] == "FINISHED", reg.get_run(again).get("error")
     steps = [r["step"] for r in reg.metric_history(again, "reward")]
-    assert steps and min(steps) > stopped_at and max(steps) == 80  # continued from the checkpoint, not step 1
+    assert steps and min(steps) > stopped_at and max(steps) == 30  # continued from the checkpoint, not step 1
 
 
 @pytest.mark.parametrize("argv, message", [

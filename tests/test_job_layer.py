@@ -126,6 +126,7 @@ def _wait_done(db, run_id, timeout=120.0):
     raise AssertionError(f"{run_id} still {run['status']} after {timeout} s")
 
 
+@pytest.mark.slow
 def test_every_job_kind_detaches_through_python_m_lactchain_jobs_and_resumes(tmp_path, capsys):
     """Each kind of the table runs detached as `python -m lactchain.jobs KIND config.json`,
     and `runs resume` starts the next run from the saved config."""

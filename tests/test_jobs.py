@@ -105,6 +105,7 @@ def test_scheduled_run_that_never_started_is_reaped(tmp_path):
     assert reg.get_run(run_id)["status"] == "FAILED"
 
 
+@pytest.mark.slow
 def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path, cli):
     db = tmp_path / "registry.db"
     play = cli("play", "--actor", "tiny", "--episodes", "24", "--envs", "8", "--start", "random",
@@ -233,6 +234,7 @@ def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, 
     assert reg.latest_metrics(second)["evaluate/success_rate"] is not None
 
 
+@pytest.mark.slow
 def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
     """Killed anywhere (here: once iteration 1 collected its pairs, often inside the actor's
     training; later, the tiny loop's last phases can end before `runs kill` starts),

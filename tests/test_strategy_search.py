@@ -62,6 +62,7 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
         (r["score"] for r in listed), reverse=True)
 
 
+@pytest.mark.slow
 def test_a_killed_search_resumes_from_its_last_whole_round(tmp_path, cli_subprocess):
     """A real detached job: killed after its first round, `runs resume` continues from the
     saved round, and the versions it saved before the kill are not saved twice."""

@@ -7,7 +7,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_bench_console_measures_the_real_app_and_prints_json_with_its_targets():
     res = subprocess.run([sys.executable, "-m", "lactchain.cli", "bench", "console", "--rounds", "2", "--no-job",
                           "--quit-actor", "tiny", "--json"], capture_output=True, text=True, timeout=600)

@@ -4,6 +4,7 @@ leaves any field, then 1-5 switch screens."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, TextArea
 
 from tui_helpers import settle
@@ -26,6 +27,7 @@ def _spy_actions(app) -> list[str]:  # noqa: ANN001
     return ran
 
 
+@pytest.mark.slow
 async def test_keys_typed_into_every_focused_field_never_switch_screens_or_start_actions(make_app):
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

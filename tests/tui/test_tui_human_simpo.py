@@ -176,6 +176,7 @@ def log_tail(run: dict, lines: int = 30) -> str:
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
 
+@pytest.mark.slow
 async def test_human_labels_from_the_labelling_screen_train_simpo_toward_the_chosen_lists(
         make_app, registry, tiny_actor, monkeypatch):
     from lactchain.models.actor import Actor
