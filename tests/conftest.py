@@ -26,11 +26,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
 
 
-def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ARG001
-    """The `slow` tests (15-75 s each) first, the rest in file order: xdist hands tests
-    out in collection order, and a 70-s test drawn last leaves the other worker idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
 
 @pytest.fixture
 def lc(capsys):
