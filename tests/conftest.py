@@ -26,7 +26,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
 
 
-
 @pytest.fixture
 def lc(capsys):
     """`lactchain ...` in this process: (exit code, stdout, stderr)."""
