@@ -6,6 +6,8 @@ Real components: the tiny transformers actor, TRL's trainers, the grid env."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from lactchain.envs.gridworld import GridWorldEnv
@@ -15,7 +17,7 @@ from lactchain.loop.pipeline import LOOP_LR, PipelineConfig
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor import build_dataset, build_trainer, kto_weights
 from lactchain.train.actor_config import TrainActorConfig
-from lactchain.train.grpo import EpisodeSpec, GRPOTask, _Rollouts, most_varied, top_share, train_grpo
+from lactchain.train.grpo import EpisodeSpec, GRPOTask, _Rollouts, drift_k3, most_varied, top_share, train_grpo
 from lactchain.train.state_groups import StateGroups, Step, returns_to_go
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -89,6 +91,16 @@ def test_state_grouped_rollouts_play_episodes_and_train_on_visited_states(tmp_pa
                 "kl_to_base", "top_sample_share", "state_groups", "groups_sampled"):
         assert key in m, key
     assert 0.0 <= m["frac_reward_zero_std"] <= 1.0 and m["kl_to_base"] >= 0.0
+
+
+def test_the_kl_to_base_gauge_is_per_token_and_never_explodes_on_one_long_answer():
+    """The Jobs chart's KL to the base model: 0 where the adapter changes nothing, the same
+    for a 20-token answer as for a 2-token one that drifted as far per token, and a
+    sequence the base model likes e^20 times more reads ~0.7 a token, not 5e8."""
+    assert drift_k3(-3.0, -3.0, 5) == 0.0
+    assert drift_k3(-20.0, -10.0, 20) == pytest.approx(drift_k3(-2.0, -1.0, 2))
+    assert drift_k3(-40.0, -20.0, 20) == pytest.approx(math.e - 2.0)
+    assert drift_k3(-1.0, -5.0, 4) > 0.0  # drifted the other way: still a positive gauge
 
 
 def test_over_sampled_groups_are_scored_in_the_rollout_and_the_flattest_dropped():

@@ -133,6 +133,15 @@ def top_share(samples: Sequence[Any]) -> float:
     return Counter(tuple(s.moves) for s in samples).most_common(1)[0][1] / len(samples)
 
 
+def drift_k3(policy_logprob: float, base_logprob: float, n_tokens: int) -> float:
+    """Schulman's k3 estimate of KL(policy || base) per token, r - 1 - log r with log r the
+    sequence's log(p_base / p_policy) over its tokens: >= 0, 0 where the two agree, and the
+    same for a long answer as for a short one that drifted as far per token. (Taken over the
+    whole sequence, e^(log r) blew up to 1e8 on single steps while its neighbours read 1-7.)"""
+    log_r = max(-20.0, min(20.0, (base_logprob - policy_logprob) / max(1, n_tokens)))
+    return math.exp(log_r) - 1.0 - log_r
+
+
 class _Rollouts:
     """TRL's rollout_func around the actor and the task: it samples (and, with a filter,
     over-samples) the step's groups, scores them, and hands each sample's reward to the
@@ -244,10 +253,9 @@ class _Rollouts:
 
     def _kl_to_base(self, texts: list[str], groups: list[list[Any]]) -> dict[str, float]:
         """How far training has moved the actor from the base model (adapter off), on the
-        step's samples: Schulman's k3 estimate of KL(policy || base) per sequence,
-        r - 1 - log r with r = p_base / p_policy: >= 0, and 0 while the adapter changes
-        nothing. (The samples come from the grammar-masked, tempered policy, so this is
-        a drift gauge, not an unbiased KL.)"""
+        step's samples: `drift_k3` per sequence, averaged. 0 while the adapter changes
+        nothing. (The samples come from the grammar-masked, tempered policy, so this is a
+        drift gauge, not an unbiased KL.)"""
         model = self.actor.model
         if not hasattr(model, "disable_adapter"):
             return {}
@@ -256,8 +264,7 @@ class _Rollouts:
         samples = [g[0] for g in groups if g]
         with model.disable_adapter():
             base = self.actor.completion_logprobs(prompts, [s.token_ids for s in samples], add_eos=False)
-        log_r = [max(-20.0, min(20.0, b - s.logprob)) for s, b in zip(samples, base)]
-        k3 = [math.exp(x) - 1.0 - x for x in log_r]
+        k3 = [drift_k3(s.logprob, b, len(s.token_ids)) for s, b in zip(samples, base)]
         return {"kl_to_base": sum(k3) / len(k3)} if k3 else {}
 
 
