@@ -195,7 +195,7 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["grpo", "dpo", "kto"])
 def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_collapse(tmp_path, loss):
-    """`pipeline --actor tiny --critic tiny --loss LOSS --explore 0 --iterations N` at the
+    """`pipeline --actor tiny --critic tiny --loss LOSS --explore 0 --iterations 3` at the
     loss's own defaults (learning rate, GRPO's variance filter and clip-higher, DPO's NLL
     term, KTO's balance): no random lists, only the actor's own samples, ranked by the TD
     critic. The tiny actor starts at about 7 % of the 60 start states; the best trained

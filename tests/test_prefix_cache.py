@@ -252,7 +252,6 @@ def test_bf16_inference_copy(tmp_path: Path):
         actor.inference_dtype = "int3"
 
 
-
 def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_generates(tmp_path: Path):
     """transformers' default optimizer (torch's fused AdamW) changes the LoRA weights in
     place without bumping their version counters. GRPO generates between such steps: the
@@ -278,6 +277,7 @@ def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_ge
     got = actor.generate(prompts)
     assert actor._inference_copy is not copy and actor.prefix_computations == computed + 1
     assert [s.token_ids for s in got] == [s.token_ids for s in fresh.generate(prompts)]
+
 
 # ---- e2e: SmolLM2-135M -------------------------------------------------------------------------
 

@@ -74,12 +74,13 @@ GROUPINGS = ("start", "state")
 PER_LOSS = (*flat_names(PreferenceSettings), *flat_names(SimPOSettings), *flat_names(GRPOSettings), "grouping")
 LOOP_LOSS_SETTINGS = {loss: LOSS_SETTINGS[loss] + (("grouping",) if loss == "grpo" else ()) for loss in LOSSES}
 
+COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
+TIE = 1e-6  # labeler scores this close are the same outcome
+
 
 def unread_settings(loss: str) -> set[str]:
     """The loop's per-loss settings that `loss` does not read (left at their defaults)."""
     return set(PER_LOSS) - set(LOOP_LOSS_SETTINGS[loss])
-COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
-TIE = 1e-6  # labeler scores this close are the same outcome
 
 
 # Upper bounds: beyond them a typo would run for days or exhaust memory, never finish.

@@ -295,7 +295,6 @@ def own_forwards(model: Any) -> Any:
     return model
 
 
-
 def trainable_fingerprint(params: list[Any]) -> tuple[float, float] | None:
     """(sum, sum of squares) of the trainable parameters (an adapter's): a value that changes
     when an optimizer step changes them. None when nothing is trainable."""
@@ -305,6 +304,7 @@ def trainable_fingerprint(params: list[Any]) -> tuple[float, float] | None:
     with torch.no_grad():
         sums = torch.stack([torch.stack([p.sum(), (p * p).sum()]).float() for p in trainable]).sum(0)
     return tuple(float(v) for v in sums.tolist())
+
 
 class Actor(ScoringTokens):
     """An LLM that answers rendered strategy prompts with move lists."""
