@@ -141,3 +141,21 @@ def test_the_loops_per_loss_settings_are_the_trainers_own_parts():
         .preference.rpo_alpha == 0.0  # plain DPO when asked
     older = PipelineConfig.from_params({**base, "loss": "rft", "cpo_alpha": 0.0, "rpo_alpha": 0.0})
     assert older.simpo.cpo_alpha is None and older.preference.rpo_alpha is None
+
+
+def test_the_loop_trains_in_bf16_only_where_bf16_is_native():
+    """Emulated bf16 trains ~5x slower (a CPU without AMX / AVX512-bf16), so the loop's
+    default is bf16 autocast where it is native and fp32 elsewhere, resolved once and
+    recorded; an explicit choice and an older run's recorded True are kept."""
+    from lactchain.machine import _bf16_flags, native_bf16_here
+    from lactchain.loop.pipeline import PipelineConfig, trainer_config
+
+    assert _bf16_flags({"flags": "fpu sse avx2 avx512f avx512_bf16"}) == ["avx512_bf16"]
+    assert _bf16_flags({"flags": "fpu sse avx2"}) == [] and _bf16_flags({}) == []
+    base = {"actor": "tiny", "critic": "tiny", "loss": "dpo"}
+    default = PipelineConfig(**base)
+    assert default.train_bf16 is native_bf16_here() and default.params()["train_bf16"] is native_bf16_here()
+    assert trainer_config(default, seed=0).bf16 is native_bf16_here()
+    assert PipelineConfig(**base, train_bf16=False).train_bf16 is False
+    assert PipelineConfig.from_params({**base, "train_bf16": True}).train_bf16 is True  # an older run's record
+    assert trainer_config(PipelineConfig(**{**base, "loss": "rft"}), seed=0).bf16 is None  # rft trains fp32

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, resolve_auto
+from lactchain.machine import native_bf16_here
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.runs.lifecycle import RunHandle, run_context
@@ -166,8 +167,10 @@ class PipelineConfig(Config):
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     simpo: SimPOSettings = field(default_factory=SimPOSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
-    train_bf16: bool = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32).", True,
-                             negative="--no-train-bf16")
+    train_bf16: bool | None = _help("bf16 autocast while training the actor with a TRL loss (rft trains fp32). "
+                                    "Default: where bf16 is native (a CUDA GPU with it, a CPU with AMX or "
+                                    "AVX512-bf16), else fp32: emulated bf16 trains ~5x slower.", None,
+                                    negative="--no-train-bf16")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
@@ -220,6 +223,8 @@ class PipelineConfig(Config):
             bad("actor_epochs", "must be > 0")
         if self.actor_lr is None:
             self.actor_lr = LOOP_LR[self.loss]
+        if self.train_bf16 is None:  # recorded as resolved, like the engine's dtype
+            self.train_bf16 = native_bf16_here()
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
