@@ -172,8 +172,15 @@ async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app
         assert registry.get_run(run_id)["status"] == "RUNNING", "the job ended before its progress was seen"
         assert len(set(seen)) >= 3 and seen == sorted(seen) and seen[-1] < 100, seen
         log = screen.query_one("#job-log", LogTail)
-        log.poll()
-        assert any("/3000 episodes (" in line and "env steps/s" in line and "ETA" in line for line in log.lines)
+
+        def progress_logged() -> bool:
+            log.poll()
+            return any("/3000 episodes (" in line and "env steps/s" in line and "ETA" in line for line in log.lines)
+
+        deadline = time.monotonic() + 30  # the log file trails the metric under load (both written per update)
+        while not progress_logged() and time.monotonic() < deadline:
+            await pilot.pause(0.5)
+        assert progress_logged(), log.lines[-5:]
         await pilot.press("K", "y")  # stop it: the rest of its 3000 episodes is not this test's business
         deadline = time.monotonic() + 60
         while registry.get_run(run_id)["status"] == "RUNNING" and time.monotonic() < deadline:
