@@ -145,7 +145,7 @@ def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_
     and the last one must still beat the baseline."""
     extra = {"rejects_per_state": 2, "actor_epochs": 4} if loss == "simpo" else {"actor_epochs": 2}
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss=loss, iterations=3,
-                         td_lists_per_state=64, explore=64, td_rounds=4, **extra)
+                         td_lists_per_state=64, explore=64, td_rounds=4, train_bf16=False, **extra)
     out, params, success, reg = run_tiny_loop(tmp_path, cfg, f"tiny {loss}")
     reg.close()
     curve = out["curve"]
