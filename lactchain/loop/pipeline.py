@@ -42,9 +42,9 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, resolve_auto
-from lactchain.machine import native_bf16_here
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
+from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.loop.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
 from lactchain.train.actor_config import (
