@@ -177,7 +177,9 @@ async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app
             log.poll()
             return any("/3000 episodes (" in line and "env steps/s" in line and "ETA" in line for line in log.lines)
 
-        deadline = time.monotonic() + 30  # the log file trails the metric under load (both written per update)
+        # Seen once under load (28-min suite): the line absent right after the column advanced,
+        # although JobProgress flushes it before the metric; cause unknown, so wait and show the log.
+        deadline = time.monotonic() + 30
         while not progress_logged() and time.monotonic() < deadline:
             await pilot.pause(0.5)
         assert progress_logged(), log.lines[-5:]
