@@ -82,6 +82,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 )
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
+from lactchain.train.fused_head import score_labelled_positions_only  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -598,6 +599,7 @@ def build_trainer(
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     beta, gamma, notes = config.hparams()
     cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
+    score_labelled_positions_only()  # DPO's and KTO's log-probs: the completion's positions only, on a CPU too
     model, continuing = prepare_model(actor)
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
