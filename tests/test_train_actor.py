@@ -332,7 +332,7 @@ def test_trls_fused_head_projects_only_the_completion_on_a_cpu_and_scores_it_the
     import trl.trainer.utils as trl_utils
     from trl.trainer.utils import add_fused_lm_head
 
-    from lactchain.train.fused_head import score_labelled_positions_only
+    from lactchain.train.completion_scoring import score_labelled_positions_only
 
     assert score_labelled_positions_only() and score_labelled_positions_only()  # applies, and once
     model = tiny().model.eval()
@@ -361,6 +361,26 @@ def test_trls_fused_head_projects_only_the_completion_on_a_cpu_and_scores_it_the
     own = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
     assert fused[:, 24:] == pytest.approx(own[:, 24:], abs=1e-5)
     assert (fused[:, :24] == 0).all()
+
+
+def test_simpo_takes_the_logits_of_the_completion_window_only_with_trls_numbers(tmp_path):
+    """CPO-SimPO's trainer asks the model for the logits from the first scored position on,
+    not the whole prompt's: the same log-probs and NLL term as TRL's own forward."""
+    from trl.experimental.cpo import CPOTrainer
+
+    actor = tiny()
+    trainer, _ = build_trainer(actor, small_pairs(actor, 4), cfg(loss="simpo", cpo_alpha=1.0, batch_size=4),
+                               output_dir=tmp_path)
+    assert isinstance(trainer, CPOTrainer)
+    batch = next(iter(trainer.get_train_dataloader()))
+    with torch.no_grad():
+        ours = trainer.concatenated_forward(trainer.model, batch)
+        theirs = CPOTrainer.concatenated_forward(trainer, trainer.model, batch)
+    for mine, trl_value in zip((ours[0], ours[1], ours[4]), (theirs[0], theirs[1], theirs[4])):
+        assert mine.tolist() == pytest.approx(trl_value.tolist(), abs=1e-5)
+    assert ours[4] > 0  # the NLL term on chosen is there
+    prompt_tokens = min(int((row != -100).nonzero()[0]) for row in batch["chosen_labels"])
+    assert ours[2].shape[1] == theirs[2].shape[1] - prompt_tokens + 1 < theirs[2].shape[1] // 2
 
 
 @pytest.mark.parametrize("loss", ["simpo", "grpo"])

@@ -82,7 +82,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 )
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
-from lactchain.train.fused_head import score_labelled_positions_only  # noqa: E402
+from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -649,10 +649,10 @@ def build_trainer(
         pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         if loss == "simpo":
-            from trl.experimental.cpo import CPOConfig, CPOTrainer
+            from trl.experimental.cpo import CPOConfig
 
             cfg = CPOConfig(loss_type="simpo", cpo_alpha=float(cpo_alpha), simpo_gamma=gamma, beta=beta, **common)
-            trainer = CPOTrainer(args=cfg, **kwargs)
+            trainer = completion_window_cpo()(args=cfg, **kwargs)  # logits of the completion's window only
         elif loss == "dpo":
             from trl import DPOConfig, DPOTrainer
 

@@ -51,7 +51,7 @@ from lactchain.train.actor import (
     save_adapter,
 )
 from lactchain.train.ddp import is_main_process, world_size
-from lactchain.train.fused_head import score_labelled_positions_only
+from lactchain.train.completion_scoring import score_labelled_positions_only
 from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
 
