@@ -106,3 +106,24 @@ def test_bench_device_is_a_recorded_job_of_the_table(lc, tmp_path):
             result["phases"]["evaluate"]["seconds"]]
         assert reg.params(run["id"])["phases"] == "evaluate"
     assert json.loads(open(result["report"]).read())["phases"]["evaluate"]["states"] == 60
+
+
+def test_a_kill_stops_the_bench_inside_a_long_phase(lc, tmp_path):
+    """`runs kill` (SIGTERM) lands inside a phase, not at its end: on a CPU one phase of
+    the default models ran 20+ minutes, and a `timeout 900` around it waited 37 minutes.
+    A train_step phase of 1,000 CPO-SimPO steps (twice on a CPU: both precisions) is
+    killed once it trains; the run ends KILLED within the kill's 60-second wait."""
+    from cli_helpers import wait_until
+    from lactchain.runs.registry import Registry
+
+    db = tmp_path / "registry.db"
+    code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--phases", "train_step",
+                        "--train-steps", "1000", "--db", db, "--detach", "--json")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    with Registry(db) as reg:
+        log = reg.run_dir(run_id) / "log.txt"
+        wait_until(lambda: log.is_file() and "timing train_step" in log.read_text(), timeout=300)
+        code, _, err = lc("runs", "kill", run_id, "--wait", "60", "--db", db)
+        assert code == 0, err
+        assert reg.get_run(run_id)["status"] == "KILLED", log.read_text()[-2000:]

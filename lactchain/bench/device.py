@@ -166,8 +166,10 @@ def _rate(flops: float, seconds: float, peak: float | None) -> float | None:
 class _Phases:
     """Times phases and fills the report's per-phase rows."""
 
-    def __init__(self, cfg: DeviceBenchConfig, device: torch.device, spec_peak: float | None) -> None:
+    def __init__(self, cfg: DeviceBenchConfig, device: torch.device, spec_peak: float | None,
+                 check: Callable[[], None] | None = None) -> None:
         self.cfg, self.device, self.spec_peak = cfg, device, spec_peak
+        self.check = check or (lambda: None)  # raises to stop the bench (a job's cancellation)
         self.rows: dict[str, dict[str, Any]] = {}
         self._matmul: dict[torch.dtype, float] = {}
 
@@ -175,6 +177,15 @@ class _Phases:
         if dtype not in self._matmul:
             self._matmul[dtype] = matmul_tflops(self.device, dtype)
         return self._matmul[dtype]
+
+    def should_stop(self) -> bool:
+        """For the rollout engine's `should_stop`: raises instead of answering True."""
+        self.check()
+        return False
+
+    def on_log(self, *_: Any) -> None:
+        """For the trainers' `on_log` (every logged step)."""
+        self.check()
 
     @contextlib.contextmanager
     def timed(self, phase: str, profile: str | None = None) -> Iterator[dict[str, Any]]:
@@ -194,12 +205,13 @@ class _Phases:
         row["utilisation_vs_matmul"] = _rate(flops, row["seconds"], self.matmul(dtype))
 
 
-def _greedy_evaluation(actor: Any, cfg: DeviceBenchConfig) -> tuple[dict[str, Any], Counting]:
+def _greedy_evaluation(actor: Any, phases: _Phases) -> tuple[dict[str, Any], Counting]:
     """The loop's evaluation (every start state, greedy, at most 5 actions, `envs` at once)."""
     from lactchain.loop.evaluate import evaluate_actor
 
     counting = Counting(actor)
-    return evaluate_actor(counting, states="all", n_envs=cfg.envs, max_actions=5, seed=cfg.seed), counting
+    return evaluate_actor(counting, states="all", n_envs=phases.cfg.envs, max_actions=5, seed=phases.cfg.seed,
+                          should_stop=phases.should_stop), counting
 
 
 def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
@@ -216,13 +228,13 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     try:
         for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
             actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
-            _greedy_evaluation(actor, cfg)
+            _greedy_evaluation(actor, phases)
         for round_ in range(2):
             for name, settings in variants.items():
                 actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
                 profile = "evaluate" if name == "evaluate" and round_ == 1 else None
                 with phases.timed(f"evaluate_{name}_{round_}", profile=profile) as row:
-                    runs[name] = _greedy_evaluation(actor, cfg)
+                    runs[name] = _greedy_evaluation(actor, phases)
                 best[name] = min(best.get(name, float("inf")), row["seconds"])
     finally:
         actor.grammar_engine, actor.prefix_cache, actor.static_cache = own
@@ -255,9 +267,10 @@ def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
         for cache in (before, not before):
             actor.prefix_cache = cache
             counting = Counting(actor)
-            run_rollouts(counting, dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2))  # warm-up
+            run_rollouts(counting, dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2),
+                     should_stop=phases.should_stop)  # warm-up
             with phases.timed("rollout" if cache == before else "rollout_other_cache", profile="rollout" if cache == before else None) as row:
-                summary = run_rollouts(counting, settings)
+                summary = run_rollouts(counting, settings, should_stop=phases.should_stop)
             results[cache] = (row, summary, counting)
     finally:
         actor.prefix_cache = before
@@ -312,10 +325,11 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
     return pairs
 
 
-def _train_once(actor: Any, pairs: list[dict[str, Any]], cfg: DeviceBenchConfig, bf16: bool | None) -> dict[str, Any]:
+def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None) -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
+    cfg = phases.cfg
     config = TrainActorConfig(loss="simpo", max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
                               save_steps=10_000, save_total_limit=1, bf16=bf16)
     config.check()
@@ -323,7 +337,7 @@ def _train_once(actor: Any, pairs: list[dict[str, Any]], cfg: DeviceBenchConfig,
     actor.model = copy.deepcopy(before)  # LoRA is injected in place: each run on its own copy
     try:
         with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
-            return train_actor(actor, pairs, config, output_dir=out)
+            return train_actor(actor, pairs, config, output_dir=out, on_log=phases.on_log)
     finally:
         actor.model = before
 
@@ -337,7 +351,7 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     pairs = _pairs(actor)
     bf16 = native_bf16(phases.device.type)
     with phases.timed("train_step", profile="train_step") as row:
-        result = _train_once(actor, pairs, cfg, None)
+        result = _train_once(actor, pairs, phases, None)
     step = result["s_per_step"]
     # Each pair is two rows (chosen, rejected): prompt + completion + EOS.
     tokens = sum(2 * len(actor.prompt_ids(p["prompt"])) + actor.count_tokens(format_moves(p["chosen"]))
@@ -350,7 +364,7 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
                            torch.bfloat16 if bf16 else next(actor.model.parameters()).dtype)
         row.update({k: v for k, v in timed.items() if k != "seconds"})
     if phases.device.type == "cpu":
-        other = _train_once(actor, pairs, cfg, not bf16)["s_per_step"]
+        other = _train_once(actor, pairs, phases, not bf16)["s_per_step"]
         half, full = (step, other) if bf16 else (other, step)
         row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
 
@@ -380,17 +394,19 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="lactchain-bench-device-") as out:
             with phases.timed("grpo_step", profile="grpo_step") as row:
-                result = train_grpo(actor, task, config, output_dir=out)
+                result = train_grpo(actor, task, config, output_dir=out, on_log=phases.on_log)
     finally:
         actor.model = before
     row.update(steps=result["steps"], s_per_step=result["s_per_step"], generations=task.generations,
                states_per_step=config.grpo.states_per_step)
 
 
-def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None] | None = None,
+                     check: Callable[[], None] | None = None) -> dict[str, Any]:
     """The report: device, dtype, peaks and one row per phase of `cfg.phases` (see the
-    module doc). `before_phase(name)` runs before each phase (a job checks for
-    cancellation there)."""
+    module doc). `before_phase(name)` runs before each phase; `check()` raises to stop (a
+    job's cancellation), called there too, at every training step and every lock-step: on
+    a CPU one phase can take many minutes, and a kill must not wait for its end."""
     from lactchain.machine import resolve_dtype
     from lactchain.models.actor import Actor
 
@@ -399,7 +415,7 @@ def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None]
     dtype = getattr(torch, resolve_dtype(cfg.dtype))
     name = device_name(device)
     spec = spec_peak_tflops(name) if device.type == "cuda" else None
-    bench = _Phases(cfg, device, spec)
+    bench = _Phases(cfg, device, spec, check)
     actor = Actor.load(cfg.actor, device=str(device), inference_dtype=dtype)
     params = parameters_of(actor.model)
     steps = {"evaluate": lambda: _evaluate(bench, actor, dtype), "rollout": lambda: _rollout(bench, actor, dtype),

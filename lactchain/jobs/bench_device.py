@@ -40,7 +40,7 @@ def saved_name(report: dict[str, Any]) -> str:
 def run_bench_device(handle: Any, config: DeviceBenchConfig) -> dict[str, Any]:
     from lactchain.bench.device import run_device_bench
 
-    report = run_device_bench(config, before_phase=stage_lines(handle))
+    report = run_device_bench(config, before_phase=stage_lines(handle), check=handle.check_cancelled)
     for name, row in report["phases"].items():
         handle.log_metrics({f"{name}/{key}": float(value) for key, value in row.items()
                             if key in ("seconds", "s_per_step", "tokens_per_s", "utilisation_vs_spec",

@@ -100,9 +100,9 @@ def progress_bar(label: str, quiet: bool) -> Any:
 
 
 def stage_lines(handle: Any, prefix: str = "timing ") -> Callable[[str], None]:
-    """A benchmark's 'now timing X' hook: a kill lands between stages (never inside a
-    timed one), and the stage is said: a line in a detached job's log, a dim line on a
-    terminal (none when the caller prints JSON)."""
+    """A benchmark's 'now timing X' hook: a kill lands here at the latest (a benchmark
+    with long stages checks inside them too), and the stage is said: a line in a detached
+    job's log, a dim line on a terminal (none when the caller prints JSON)."""
     line = LineLog()
 
     def stage(what: str) -> None:
