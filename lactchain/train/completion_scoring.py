@@ -47,6 +47,7 @@ def score_labelled_positions_only() -> bool:
         return device.type == "cpu" or current(device)
 
     compact.lactchain_cpu_compact = True  # type: ignore[attr-defined]
+    compact.trl_rule = current  # type: ignore[attr-defined]  # TRL's own, for side-by-side checks
     trl_utils._use_triton = compact
     return True
 
