@@ -267,8 +267,8 @@ def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
         for cache in (before, not before):
             actor.prefix_cache = cache
             counting = Counting(actor)
-            run_rollouts(counting, dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2),
-                     should_stop=phases.should_stop)  # warm-up
+            warm_up = dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2)
+            run_rollouts(counting, warm_up, should_stop=phases.should_stop)
             with phases.timed("rollout" if cache == before else "rollout_other_cache", profile="rollout" if cache == before else None) as row:
                 summary = run_rollouts(counting, settings, should_stop=phases.should_stop)
             results[cache] = (row, summary, counting)

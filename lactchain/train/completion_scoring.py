@@ -53,8 +53,8 @@ def score_labelled_positions_only() -> bool:
 
 
 def completion_window(labels: Any) -> int:
-    """How many last positions' logits score every label of a right-padded batch: from the
-    position before the earliest labelled one (a logit predicts the next token) to the end."""
+    """How many last positions' logits score every label of a batch: from the position
+    before the earliest labelled one (a logit predicts the next token) to the end."""
     labelled = (labels != IGNORE).any(dim=0).nonzero()
     if not len(labelled):
         return int(labels.shape[1])  # nothing is scored: every position, as TRL would
