@@ -52,12 +52,14 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     score_labelled_positions_only()
-    compact, window = trl_utils._use_triton, train.completion_window_cpo
+    compact, window, patch = trl_utils._use_triton, train.completion_window_cpo, train.score_labelled_positions_only
     every = compact.trl_rule  # TRL's own: every position off Triton devices
 
-    def use(mode: str) -> None:
-        trl_utils._use_triton = compact if mode == "completion" else every
-        train.completion_window_cpo = window if mode == "completion" else (lambda: CPOTrainer)
+    def use(mode: str) -> None:  # build_trainer must not patch TRL back while "every" is timed
+        ours = mode == "completion"
+        trl_utils._use_triton = compact if ours else every
+        train.score_labelled_positions_only = patch if ours else (lambda: False)
+        train.completion_window_cpo = window if ours else (lambda: CPOTrainer)
 
     settings = {"loss": args.loss, "lr": 1e-3, "max_steps": args.steps, "save_steps": 10_000, "bf16": False}
     if args.loss == "simpo":
