@@ -326,15 +326,17 @@ def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapte
 
 def test_trls_fused_head_projects_only_the_completion_on_a_cpu_and_scores_it_the_same():
     """DPO, KTO and GRPO score through TRL's fused LM head, which on a CPU projected every
-    prompt position through the vocabulary (a SmolLM2 DPO step 49-55 s -> 30 s without
-    them). With the trainers' patch it projects only the labelled positions, and the
-    log-probs are the model's own log-softmax at the labels."""
+    prompt position through the vocabulary (a SmolLM2 DPO step 53-57 s -> 29-31 s without
+    them, scripts/completion_scoring_check.py). With the trainers' patch it projects only
+    the labelled positions, and the log-probs are the model's own log-softmax at the labels."""
     import trl.trainer.utils as trl_utils
     from trl.trainer.utils import add_fused_lm_head
 
     from lactchain.train.completion_scoring import score_labelled_positions_only
 
-    assert score_labelled_positions_only() and score_labelled_positions_only()  # applies, and once
+    assert score_labelled_positions_only()
+    rule = trl_utils._use_triton
+    assert score_labelled_positions_only() and trl_utils._use_triton is rule  # applied once, not wrapped again
     model = tiny().model.eval()
     add_fused_lm_head(model)
     ids = torch.randint(3, 500, (2, 30), generator=torch.Generator().manual_seed(0))
