@@ -51,9 +51,9 @@ def main() -> None:
     from lactchain.train.completion_scoring import score_labelled_positions_only
 
     torch.set_num_threads(args.threads)
+    every = trl_utils._use_triton  # TRL's own rule (nothing patched yet): every position off Triton devices
     score_labelled_positions_only()
     compact, window, patch = trl_utils._use_triton, train.completion_window_cpo, train.score_labelled_positions_only
-    every = compact.trl_rule  # TRL's own: every position off Triton devices
 
     def use(mode: str) -> None:  # build_trainer must not patch TRL back while "every" is timed
         ours = mode == "completion"

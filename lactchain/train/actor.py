@@ -547,11 +547,14 @@ def quiet_datasets() -> Iterator[None]:
 
 
 def prepare_model(actor: Any) -> tuple[Any, bool]:
-    """The model to train and whether it already carries an adapter to continue."""
+    """The model to train and whether it already carries an adapter to continue. Every TRL
+    trainer starts here, so TRL's fused head is told here to score only the completion's
+    positions on a CPU too (DPO, KTO, GRPO; lactchain.train.completion_scoring)."""
     from peft import PeftModel
 
     from lactchain.models.actor import ensure_distinct_pad
 
+    score_labelled_positions_only()
     tok = actor.tokenizer
     ensure_distinct_pad(tok, actor.model)
     if tok.pad_token_id is None or tok.pad_token_id == tok.eos_token_id:
@@ -599,7 +602,6 @@ def build_trainer(
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     beta, gamma, notes = config.hparams()
     cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
-    score_labelled_positions_only()  # DPO's and KTO's log-probs: the completion's positions only, on a CPU too
     model, continuing = prepare_model(actor)
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)

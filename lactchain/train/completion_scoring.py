@@ -7,7 +7,8 @@ whole vocabulary anyway:
 - DPO, KTO and GRPO score through TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`).
   On Triton devices (CUDA, XPU) it projects only the labelled positions; elsewhere every
   position, so that compilers such as Neuron's see one tile shape per batch. Nothing
-  compiles on a CPU: `score_labelled_positions_only` lets it compact there too.
+  compiles on a CPU: `score_labelled_positions_only` (applied by `prepare_model`, where
+  every trainer starts) lets it compact there too.
 - CPO-SimPO (TRL's experimental `CPOTrainer`) asks the model for the logits of every
   position and takes the log-softmax of all of them. `CompletionWindowCPO` asks only for
   the window from the first labelled position to the end (`logits_to_keep`).
@@ -47,7 +48,6 @@ def score_labelled_positions_only() -> bool:
         return device.type == "cpu" or current(device)
 
     compact.lactchain_cpu_compact = True  # type: ignore[attr-defined]
-    compact.trl_rule = current  # type: ignore[attr-defined]  # TRL's own, for side-by-side checks
     trl_utils._use_triton = compact
     return True
 

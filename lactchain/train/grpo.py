@@ -51,7 +51,6 @@ from lactchain.train.actor import (
     save_adapter,
 )
 from lactchain.train.ddp import is_main_process, world_size
-from lactchain.train.completion_scoring import score_labelled_positions_only
 from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
 
@@ -297,7 +296,6 @@ def train_grpo(
     out = Path(output_dir)
     started_from = str(getattr(actor, "adapter", None) or "") or None
     set_seed(int(config.seed))
-    score_labelled_positions_only()  # the completion's positions only, on a CPU too
     model, continuing = prepare_model(actor)
     if not continuing:  # LoRA put on here (not by TRL), so the actor generates with the policy that trains
         model = add_lora(model, config)
