@@ -137,6 +137,7 @@ def test_train_actor_grpo_needs_rollouts_and_grpo_refuses_what_it_does_not_read(
 
 
 @pytest.mark.slow
+@pytest.mark.learning  # ~60 s: the `learning` tier (-m learning); SimPO's training is in CI via test_train_actor
 @pytest.mark.parametrize("loss", ["simpo"])  # grpo, dpo, kto at --explore 0: tests/test_own_samples.py
 def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_path, loss):
     """No planner in the loop: the TD critic labels (SimPO: each state's elite against

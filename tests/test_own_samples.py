@@ -192,8 +192,11 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
 
 # ---- the loop on its own samples only (--explore 0) -------------------------------------------
 
+# CI keeps DPO's loop (the cheapest, ~70 s); GRPO's and KTO's (~100 and ~80 s on the CI's
+# two cores) are the `learning` tier, run with `-m learning` (docs/setup.md, "The test suite").
 @pytest.mark.slow
-@pytest.mark.parametrize("loss", ["grpo", "dpo", "kto"])
+@pytest.mark.parametrize("loss", [pytest.param("grpo", marks=pytest.mark.learning), "dpo",
+                                  pytest.param("kto", marks=pytest.mark.learning)])
 def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_collapse(tmp_path, loss):
     """`pipeline --actor tiny --critic tiny --loss LOSS --explore 0 --iterations 3` at the
     loss's own defaults (learning rate, GRPO's variance filter and clip-higher, DPO's NLL
