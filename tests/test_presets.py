@@ -22,6 +22,38 @@ from lactchain.models.presets import (
 )
 
 
+def test_the_conversion_parses_its_gguf_once_for_tokenizer_config_and_weights(tmp_path):
+    """transformers opens the GGUF three times during the SmolLM2 conversion; inside
+    `gguf_parsed_once` each open of the same file (however its path is spelled) is the one
+    parsed reader, as transformers' loader sees it (`from gguf import GGUFReader` at call
+    time), and outside it gguf is untouched."""
+    import gguf
+    import numpy as np
+
+    def write(path, values):
+        writer = gguf.GGUFWriter(str(path), "llama")
+        writer.add_block_count(1)
+        writer.add_tensor("x", np.asarray(values, dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return path
+
+    one, two = write(tmp_path / "one.gguf", [1, 2, 3]), write(tmp_path / "two.gguf", [4, 5])
+    original = gguf.GGUFReader
+    with presets.gguf_parsed_once():
+        from gguf import GGUFReader  # as transformers.modeling_gguf_pytorch_utils imports it
+
+        first = GGUFReader(one)
+        assert GGUFReader(str(tmp_path / "." / "one.gguf")) is first
+        assert GGUFReader(two) is not first
+        assert first.tensors[0].data.tolist() == [1.0, 2.0, 3.0]
+        assert first.fields["llama.block_count"].contents() == 1
+    assert gguf.GGUFReader is original
+    assert gguf.GGUFReader(one) is not first
+
+
 def test_preset_table():
     names = [p.name for p in list_presets()]
     assert names == list(PRESETS)

@@ -24,7 +24,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from lactchain.paths import models_dir
 
@@ -255,17 +255,43 @@ def _gguf_progress(progress: Optional[Progress], start: float, stop: float) -> I
         gguf_utils.tqdm = original
 
 
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """transformers opens the GGUF three times (tokenizer, config, weights), and each
+    `gguf.GGUFReader` parses every metadata field in Python -- the 49k-token vocabulary and
+    its merges included, ~5 s a time on a 2-core CPU. Within this block every open of the
+    same file gets the same parsed reader (read-only: a memory map and views of it)."""
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def parsed(path: Any, mode: str = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = parsed
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+        readers.clear()
+
+
 def _convert_smollm2(folder: Path, progress: Optional[Progress]) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lactchain.models.padding import ensure_distinct_pad
 
     gguf = smollm2_gguf_path()
-    _say(progress, f"reading tokenizer from {gguf.name}", 0.02)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    _say(progress, "loading GGUF weights", 0.3)
-    with _gguf_progress(progress, 0.3, 0.8):
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with gguf_parsed_once():
+        _say(progress, f"reading tokenizer from {gguf.name}", 0.02)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        _say(progress, "loading GGUF weights", 0.3)
+        with _gguf_progress(progress, 0.3, 0.8):
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # The weights are de-quantized to fp32 already; drop the GGUF quantizer marker
     # (hf_quantizer, config.quantization_config, quantization_method, is_quantized)
     # or save_pretrained refuses ("quantized with gguf and is not serializable").
