@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -155,7 +156,7 @@ def test_tiny_prepare_caches_atomically(tmp_path, monkeypatch):
     assert prepare("tiny") == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime  # reused, not rebuilt
     assert "built at" in preset_status("tiny")[1]
-    assert [p.name for p in tmp_path.iterdir()] == ["tiny"]
+    assert [p.name for p in tmp_path.iterdir() if p.name != ".tiny.lock"] == ["tiny"]
 
 
 def test_a_crashed_build_leaves_no_half_copy(tmp_path, monkeypatch):
@@ -168,8 +169,35 @@ def test_a_crashed_build_leaves_no_half_copy(tmp_path, monkeypatch):
 
     with pytest.raises(RuntimeError, match="mid-write"):
         presets._build_atomically("smollm2-135m", "x", crash, "test")
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".smollm2-135m.lock"]  # the lock file only
     assert not preset_status("smollm2-135m")[0]
+
+
+def test_two_askers_of_one_model_at_once_build_it_once(tmp_path, monkeypatch):
+    """The second asker waits for the first build and takes its copy (a SmolLM2
+    conversion is ~20 s of CPU: two test workers or the console and a job would each
+    have paid it)."""
+    import threading
+
+    monkeypatch.setenv("LACTCHAIN_MODELS", str(tmp_path))
+    builds = []
+
+    def slow(folder: Path) -> None:
+        builds.append(threading.get_ident())
+        folder.mkdir(parents=True)
+        time.sleep(0.5)
+        (folder / "model.safetensors").write_bytes(b"weights")
+
+    got = []
+    askers = [threading.Thread(target=lambda: got.append(presets._build_atomically("m", "v1", slow, "test")))
+              for _ in range(2)]
+    for t in askers:
+        t.start()
+    for t in askers:
+        t.join(30)
+    assert len(builds) == 1 and got == [tmp_path / "m"] * 2
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == b"weights"
+    assert presets._build_atomically("m", "v2", slow, "test") == tmp_path / "m" and len(builds) == 2  # new version
 
 
 def test_a_stale_version_is_rebuilt(tmp_path, monkeypatch):

@@ -110,9 +110,20 @@ def _prepared(name: str, version: str) -> Optional[Path]:
 
 def _build_atomically(name: str, version: str, build: Callable[[Path], None], source: str) -> Path:
     """Run `build(tmp)` in a temp folder next to the target, write the READY marker,
-    then rename it into place. A crash leaves only a `.tmp-*` folder (cleaned later)."""
+    then rename it into place. A crash leaves only a `.tmp-*` folder (cleaned later).
+    One build at a time per model (a `.NAME.lock` file beside it): a second process that
+    asks meanwhile -- the console and a job on a fresh machine, two test workers --
+    waits and takes the first one's copy instead of converting again."""
+    from filelock import FileLock
+
     root = models_dir()
     root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f".{name}.lock")):
+        done = _prepared(name, version)
+        return done if done is not None else _build_unlocked(root, name, version, build, source)
+
+
+def _build_unlocked(root: Path, name: str, version: str, build: Callable[[Path], None], source: str) -> Path:
     final = root / name
     tmp = root / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
