@@ -16,7 +16,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.mark.slow
 def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_path):
     code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--envs", "64", "--steps", "1",
-                        "--critic-texts", "64", "--train-steps", "2", "--profile", tmp_path / "prof",
+                        "--critic-texts", "64", "--train-steps", "2", "--eval-rounds", "1",
+                        "--profile", tmp_path / "prof",
                         "--save", tmp_path / "results", "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -32,7 +33,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
         assert 0 < row["utilisation_vs_matmul"], name
         assert row["utilisation_vs_spec"] is None  # no data-sheet peak for a CPU
     evaluate = report["phases"]["evaluate"]
-    assert evaluate["states"] == 60 and evaluate["strict"] == evaluate["env_steps"] >= 60
+    assert evaluate["states"] == 60 and evaluate["strict"] == evaluate["env_steps"] >= 60 and evaluate["rounds"] == 1
     assert evaluate["grammar_identical"] is True and evaluate["prefix_cache_identical"] is True
     assert evaluate["static_cache_identical"] is True and evaluate["static_cache_seconds"] > 0
     assert 0 <= report["phases"]["rollout"]["prefix_cache_agreement"] <= 1
@@ -47,6 +48,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_pat
 @pytest.mark.parametrize("argv, words", [
     (["--phases", "evaluate,decode"], "--phases"),
     (["--device", "tpu"], "--device"),
+    (["--eval-rounds", "0"], "--eval-rounds"),
     (["--actor", "no-such-model"], "no-such-model"),
 ])
 def test_bad_options_are_one_line_refusals(lc, argv, words):

@@ -216,8 +216,8 @@ def _greedy_evaluation(actor: Any, phases: _Phases) -> tuple[dict[str, Any], Cou
 
 def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     """The evaluation timed with the device tables, with xgrammar's processor and with
-    the prefix cache flipped: after one full warm-up, twice each, interleaved, best
-    kept (so no variant pays another's cold start)."""
+    the prefix cache flipped: after one full warm-up, `eval_rounds` times each (2 by
+    default), interleaved, best kept (so no variant pays another's cold start)."""
     cfg = phases.cfg
     own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache)
     variants = {"evaluate": own, "xgrammar": ("xgrammar", own[1], own[2]),
@@ -229,10 +229,10 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
         for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
             actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
             _greedy_evaluation(actor, phases)
-        for round_ in range(2):
+        for round_ in range(cfg.eval_rounds):
             for name, settings in variants.items():
                 actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
-                profile = "evaluate" if name == "evaluate" and round_ == 1 else None
+                profile = "evaluate" if name == "evaluate" and round_ == cfg.eval_rounds - 1 else None
                 with phases.timed(f"evaluate_{name}_{round_}", profile=profile) as row:
                     runs[name] = _greedy_evaluation(actor, phases)
                 best[name] = min(best.get(name, float("inf")), row["seconds"])
@@ -241,7 +241,7 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     result, counting = runs["evaluate"]
     seconds = best["evaluate"]
     tokens = counting.prompt_tokens + counting.generated_tokens
-    row = {"seconds": seconds, "states": result["states"], "env_steps": result["env_steps"],
+    row = {"seconds": seconds, "rounds": cfg.eval_rounds, "states": result["states"], "env_steps": result["env_steps"],
            "success_rate": result.get("success_rate"), "generated_tokens": counting.generated_tokens,
            "prompt_tokens": counting.prompt_tokens, "tokens_per_s": tokens / seconds,
            "env_steps_per_s": result["env_steps"] / seconds, "strict": counting.strict,
