@@ -25,7 +25,10 @@ if [ "${1:-}" = "--scale" ]; then
   # beside the CPU torch; nothing here uses them.
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
-# What pip would have compiled, in parallel. Like pip, skip files this Python cannot compile
-# (torch ships a few in 3.12 syntax): compileall's exit status says only that some failed.
-site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-.venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+# What pip would have compiled, on every core, in both install folders (platform wheels
+# such as torch's go to platlib, which some systems keep apart from purelib). Like pip, skip
+# the files this Python cannot compile (torch ships a few in 3.12 syntax).
+.venv/bin/python -c 'import compileall, sysconfig
+p = sysconfig.get_paths()
+for site in sorted({p["purelib"], p["platlib"]}):
+    compileall.compile_dir(site, quiet=2, workers=0)' >/dev/null 2>&1 || true
