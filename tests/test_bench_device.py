@@ -88,6 +88,7 @@ def test_model_flops_count_the_embedding_as_a_lookup_and_the_head_where_logits_a
     assert model_flops(model, 10, 10, training=True) == 6 * (body + head.numel()) * 10
 
 
+@pytest.mark.slow
 def test_bench_device_is_a_recorded_job_of_the_table(lc, tmp_path):
     """A job like any other: a registry run with its report as an artifact and each
     phase's seconds as metrics; by default every phase the bench has."""

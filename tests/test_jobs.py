@@ -197,6 +197,7 @@ def _phases(reg, run_id):
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, cli):
     db = tmp_path / "registry.db"
     res = cli("pipeline", "--actor", "tiny", "--labeler", "oracle", "--iterations", "2", "--states", "4",

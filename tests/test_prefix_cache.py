@@ -283,6 +283,7 @@ def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_ge
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_smollm2_prefix_cache_greedy_e2e():
     actor = Actor.load("smollm2-135m", device="cpu")
     env = GridWorldEnv(moves=actor.moves)

@@ -197,6 +197,7 @@ def test_bad_search_settings_are_one_line_refusals_before_any_run(argv, message,
         assert reg.list_runs() == []
 
 
+@pytest.mark.slow
 def test_bench_strategy_runs_each_proposer_per_seed_and_writes_its_json_png_and_table(tmp_path, lc):
     db = tmp_path / "registry.db"
     code, stdout, err = lc("bench", "strategy", *TINY, "--proposers", "edits,demos", "--seeds", "0,1", "--rounds", "2",

