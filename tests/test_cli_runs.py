@@ -168,8 +168,12 @@ def test_console_script_json_is_pure(db):
      "is a critic run; expected play"),
     (["train-critic", "--critic", "tiny", "--episodes-from", "nope", "--db", "{ok}"], "no run with id 'nope'"),
 ])
-def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
+def test_bad_input_is_one_line_not_a_traceback(tmp_path, capsys, args, words):
+    """In this process (an interpreter start-up per case cost ~1-3 s); a real process's exit
+    code and one line: test_disk_faults, test_bad_input's locked registry."""
     import sqlite3
+
+    from cli_helpers import run_cli
 
     junk = tmp_path / "junk.db"
     junk.write_bytes(bytes(range(256)) * 8)
@@ -182,10 +186,10 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path, args, words):
         runs_before = len(reg.list_runs())
     files_before = {p: p.read_bytes() for p in (junk, foreign)}
     argv = [a.format(junk=junk, ok=tmp_path / "ok.db", foreign=foreign, finished=finished) for a in args]
-    res = subprocess.run([sys.executable, "-m", "lactchain.cli", *argv], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2
-    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert words in res.stderr
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert words in err
     assert {p: p.read_bytes() for p in files_before} == files_before  # refused files are untouched
     with Registry(tmp_path / "ok.db") as reg:
         assert len(reg.list_runs()) == runs_before and reg.get_run(finished)["status"] == "FINISHED"

@@ -31,20 +31,21 @@ def test_a_refused_checkpoint_write_is_one_line_naming_the_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path):
+def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path, lc):
     """`ulimit -f` (what a full disk looks like to a process) at sizes that refuse the
     registry's -wal, the critic's weights or its optimizer state: always one line, exit 2,
-    and the run is never left RUNNING."""
+    and the run is never left RUNNING. The episodes come from `play` in this process: a
+    command that kept its registry open (and so its -wal, which the 64 KB limit then
+    refuses before any run exists) fails this test."""
     import json
 
     from lactchain.runs.registry import Registry
 
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cli = [sys.executable, "-m", "lactchain.cli"]
     db = tmp_path / "r.db"
-    play = subprocess.run(cli + ["play", "--actor", "tiny", "-n", "8", "--start", "random", "--db", str(db), "--json"],
-                          capture_output=True, text=True, timeout=300, env=env)
-    play_id = json.loads(play.stdout)["run_id"]
+    code, out, err = lc("play", "--actor", "tiny", "-n", "8", "--start", "random", "--db", db, "--json")
+    assert code == 0, err
+    play_id = json.loads(out)["run_id"]
     for kb in (64, 128, 256):
         limit = f"import resource, sys, runpy; resource.setrlimit(resource.RLIMIT_FSIZE, ({kb * 1024}, {kb * 1024})); "
         res = subprocess.run([sys.executable, "-c", limit + "sys.argv = ['lactchain'] + sys.argv[1:]; "
@@ -54,9 +55,9 @@ def test_train_critic_on_a_full_disk_ends_in_one_line_and_a_failed_run(tmp_path)
         errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
         assert res.returncode == 2 and "Traceback" not in res.stderr and "╭" not in res.stderr, (kb, res.stderr)
         assert len(errors) == 1 and ("a full disk" in errors[0]), (kb, res.stderr)
-    listed = subprocess.run(cli + ["runs", "list", "--json", "--db", str(db)], capture_output=True, text=True,
-                            timeout=120, env=env)
-    critics = [r for r in json.loads(listed.stdout) if r["kind"] == "critic"]
+    code, out, err = lc("runs", "list", "--json", "--db", db)
+    assert code == 0, err
+    critics = [r for r in json.loads(out) if r["kind"] == "critic"]
     assert len(critics) == 3 and {r["status"] for r in critics} == {"FAILED"}, critics
     with Registry(db) as reg:
         assert all(reg.get_run(r["id"])["status"] == "FAILED" for r in critics)  # stored, not only shown

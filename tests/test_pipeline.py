@@ -87,12 +87,11 @@ def test_pipeline_pairs_differ_and_replay_from_their_start_state(pipeline_run):
             assert reward == p["meta"][f"{side}_reward"]
 
 
-def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path):
+def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path, lc):
     db = tmp_path / "registry.db"
-    res = subprocess.run([sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--labeler", "psychic",
-                          "--db", str(db)], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "labeler must be one of critic, rollout, oracle, judge" in " ".join(res.stderr.split())
+    code, _, err = lc("pipeline", "--actor", "tiny", "--labeler", "psychic", "--db", db)
+    assert code == 2 and "Traceback" not in err
+    assert "labeler must be one of critic, rollout, oracle, judge" in " ".join(err.split())
     assert not db.exists() or Registry(db).list_runs() == []
 
 

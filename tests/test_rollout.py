@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -93,17 +91,14 @@ def test_optimal_ratio_and_success_are_measured_against_the_planner():
     assert summary["parse_failure_rate"] == 0.0
 
 
-def _lactchain(*args, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "lactchain.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def test_play_json_schema_and_registry_rows(tmp_path):
+# `lactchain play` in this process (`lc`): the console script's own process and its pure JSON
+# stdout are test_cli_runs' (an interpreter start-up here cost 2-7 s a test).
+def test_play_json_schema_and_registry_rows(tmp_path, lc):
     db = tmp_path / "registry.db"
-    res = _lactchain("play", "--actor", "tiny", "--episodes", "5", "--envs", "2", "--start", "random",
-                     "--max-actions", "4", "--db", str(db), "--json")
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    code, stdout, err = lc("play", "--actor", "tiny", "--episodes", "5", "--envs", "2", "--start", "random",
+                           "--max-actions", "4", "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
     assert PLAY_KEYS <= set(out)
     assert out["episodes"] == 5
     assert 0.0 <= out["success_rate"] <= 1.0 and 0.0 <= out["parse_failure_rate"] <= 1.0
@@ -116,19 +111,19 @@ def test_play_json_schema_and_registry_rows(tmp_path):
     assert reg.latest_metrics(run["id"])["success_rate"] == pytest.approx(out["success_rate"])
 
 
-def test_play_rejects_bad_start(tmp_path):
-    res = _lactchain("play", "--actor", "tiny", "--start", "sideways", "--db", str(tmp_path / "r.db"))
-    assert res.returncode != 0
-    assert "fixed" in res.stderr and "random" in res.stderr
+def test_play_rejects_bad_start(tmp_path, lc):
+    code, _, err = lc("play", "--actor", "tiny", "--start", "sideways", "--db", tmp_path / "r.db")
+    assert code != 0
+    assert "fixed" in err and "random" in err
 
 
 @pytest.mark.e2e
-def test_smollm2_plays_and_records(tmp_path):
+def test_smollm2_plays_and_records(tmp_path, lc):
     db = tmp_path / "registry.db"
-    res = _lactchain("play", "--actor", "smollm2-135m", "--episodes", "2", "--envs", "2", "--max-actions", "2",
-                     "--db", str(db), "--json", timeout=900)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    code, stdout, err = lc("play", "--actor", "smollm2-135m", "--episodes", "2", "--envs", "2", "--max-actions", "2",
+                           "--db", db, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
     reg = Registry(db)
     steps = reg.steps(run_id=out["run_id"])
     assert len(reg.episodes(out["run_id"])) == 2 and len(steps) == out["env_steps"] >= 2

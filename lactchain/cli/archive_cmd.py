@@ -67,8 +67,8 @@ def verify_cmd(
     actions; list each mismatch by index with its first diverging step."""
     from lactchain.archive.trajectories import Trajectory, verify
 
-    registry = open_registry(db)
-    run_id, rows = load_archive(registry, run)
+    with open_registry(db) as registry:
+        run_id, rows = load_archive(registry, run)
     mismatches = []
     for i, row in enumerate(rows):
         try:

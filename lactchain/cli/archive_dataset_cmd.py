@@ -52,8 +52,8 @@ def export_cmd(
     if directory.is_dir() and any(directory.iterdir()) and not force:
         fail(f"{directory} is not empty; pick a new or empty folder, or pass --force to replace a previous "
              "export there")
-    registry = open_registry(db)
-    run_id, rows = load_archive(registry, run)
+    with open_registry(db) as registry:
+        run_id, rows = load_archive(registry, run)
     try:
         manifest = export(rows, directory, {"source_run": run_id})
     except ValueError as exc:

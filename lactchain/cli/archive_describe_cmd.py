@@ -36,9 +36,9 @@ RunArgument = Annotated[str, typer.Argument(
 
 def _open(db: Optional[Path], run: str) -> tuple[str, Path, list[dict[str, Any]]]:
     """(run id, archive file, rows) of an archive run, or a one-line error."""
-    registry = open_registry(db)
-    run_id, rows = load_archive(registry, run)
-    return run_id, archive_artifact(registry, registry.get_run(run_id)), rows
+    with open_registry(db) as registry:
+        run_id, rows = load_archive(registry, run)
+        return run_id, archive_artifact(registry, registry.get_run(run_id)), rows
 
 
 def _checked(path: Path, rows: list[dict[str, Any]]) -> list[Any]:

@@ -41,12 +41,12 @@ def leaderboard_cmd(
     return where the env's solver values a policy (Blackjack), env steps spent training."""
     from lactchain.leaderboard import COLUMNS, format_cell, leaderboard
 
-    registry = open_existing(db, reading=True)  # a read: never writes a schema into the file
-    try:
-        rows = leaderboard(registry, env)
-    except ValueError as exc:
-        fail(str(exc))
-        raise
+    with open_existing(db, reading=True) as registry:  # a read: never writes a schema into the file
+        try:
+            rows = leaderboard(registry, env)
+        except ValueError as exc:
+            fail(str(exc))
+            raise
     if as_json:
         print_json({"env": env, "rows": rows})
         return

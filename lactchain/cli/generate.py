@@ -91,22 +91,22 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
             launch.precheck(job, config)
         except ConfigError as exc:
             fail(str(exc))
-        registry = open_registry(db)
         cmd = command_line(ctx)
-        try:
-            params = registry.params(run_id) if run_id else launch.prepare(registry, job, config)
+        with open_registry(db) as registry:  # closed on return: an in-process caller keeps no connection
+            try:
+                params = registry.params(run_id) if run_id else launch.prepare(registry, job, config)
+                if detach:
+                    rid = launch.detach(registry, job, config, params, cmd=cmd)
+                else:
+                    result = launch.run_here(registry, job, config, params, run_id=run_id, cmd=cmd, quiet=as_json)
+            except ConfigError as exc:
+                fail(str(exc))
+            except Cancelled:
+                fail("cancelled; the run is marked KILLED", code=130)
             if detach:
-                rid = launch.detach(registry, job, config, params, cmd=cmd)
-            else:
-                result = launch.run_here(registry, job, config, params, run_id=run_id, cmd=cmd, quiet=as_json)
-        except ConfigError as exc:
-            fail(str(exc))
-        except Cancelled:
-            fail("cancelled; the run is marked KILLED", code=130)
-        if detach:
-            print_started(registry, rid, as_json)
-        else:
-            print_result(result, as_json, render)
+                print_started(registry, rid, as_json)
+                return
+        print_result(result, as_json, render)
 
     command.__signature__ = inspect.Signature(job_parameters(job))  # type: ignore[attr-defined]
     command.__doc__ = job.doc

@@ -36,7 +36,8 @@ def versions_cmd(
 
     from lactchain.strategy.strategies import ranked_versions
 
-    rows = ranked_versions(open_registry(db).prompts())[:limit]
+    with open_registry(db) as registry:
+        rows = ranked_versions(registry.prompts())[:limit]
     if as_json:
         print_json([{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")} for r in rows])
         return
