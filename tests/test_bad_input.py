@@ -321,9 +321,7 @@ def _numeric_cases() -> list[tuple[list[str], str]]:
     probed the day it lands): a word, and for floats nan/inf/-inf (they parse as floats and
     pass min/max), and for ints one below the declared minimum. The one line must name the
     option."""
-    import typer
-
-    from lactchain.cli import app
+    from lactchain.cli import command as cli_command
 
     cases = []
 
@@ -347,7 +345,7 @@ def _numeric_cases() -> list[tuple[list[str], str]]:
                 values.append(str(p.min - 1))
             cases.extend(([*path, *(["x"] if needs_args else []), name, v, *db], name.lstrip("-")) for v in values)
 
-    walk(typer.main.get_command(app), [])
+    walk(cli_command(), [])
     return cases
 
 
@@ -402,16 +400,14 @@ def test_a_registry_locked_past_the_busy_timeout_is_one_line(tmp_path):
 
 
 def _command_paths() -> list[list[str]]:
-    import typer
-
-    from lactchain.cli import app
+    from lactchain.cli import command as cli_command
 
     def walk(command, path):
         if hasattr(command, "commands"):
             return [p for name, sub in sorted(command.commands.items()) for p in walk(sub, path + [name])]
         return [path]
 
-    return walk(typer.main.get_command(app), [])
+    return walk(cli_command(), [])
 
 
 @pytest.mark.parametrize("path", _command_paths(), ids=" ".join)

@@ -168,12 +168,10 @@ def test_console_script_json_is_pure(db):
      "is a critic run; expected play"),
     (["train-critic", "--critic", "tiny", "--episodes-from", "nope", "--db", "{ok}"], "no run with id 'nope'"),
 ])
-def test_bad_input_is_one_line_not_a_traceback(tmp_path, capsys, args, words):
+def test_bad_input_is_one_line_not_a_traceback(tmp_path, lc, args, words):
     """In this process (an interpreter start-up per case cost ~1-3 s); a real process's exit
     code and one line: test_disk_faults, test_bad_input's locked registry."""
     import sqlite3
-
-    from cli_helpers import run_cli
 
     junk = tmp_path / "junk.db"
     junk.write_bytes(bytes(range(256)) * 8)
@@ -186,7 +184,7 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path, capsys, args, words):
         runs_before = len(reg.list_runs())
     files_before = {p: p.read_bytes() for p in (junk, foreign)}
     argv = [a.format(junk=junk, ok=tmp_path / "ok.db", foreign=foreign, finished=finished) for a in args]
-    code, _, err = run_cli(argv, capsys)
+    code, _, err = lc(*argv)
     assert code == 2
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert words in err

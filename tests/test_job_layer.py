@@ -21,11 +21,9 @@ from lactchain.runs.registry import Registry
 
 def test_every_job_command_is_generated_from_its_config():
     """Each job's CLI options are exactly its config's command-line fields plus the common ones."""
-    import typer.main
+    from lactchain.cli import command as cli_command
 
-    from lactchain.cli import app
-
-    group = typer.main.get_command(app)
+    group = cli_command()
     for job in JOBS.values():
         command = group
         for word in job.command.split():  # "baselines train": a sub-command of a group

@@ -22,12 +22,10 @@ def test_build_argv_is_the_cli_detach_path(tmp_path):
 
 def test_job_forms_use_the_cli_options():
     """Every form field is a real option of its `lactchain` command."""
-    import typer.main
-
-    from lactchain.cli import app
+    from lactchain.cli import command as cli_command
     from tui.jobs_bridge import JOB_FORMS
 
-    group = typer.main.get_command(app)
+    group = cli_command()
     for form in JOB_FORMS:
         command = group
         for word in form.command.split():  # "strategy search": a command of a group
