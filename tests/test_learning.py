@@ -154,6 +154,21 @@ def test_td_critic_learns_the_optimal_ranking_of_states():
     assert metrics["spearman_vstar"] > 0.9 > before
 
 
+def test_spearman_is_pearson_of_average_ranks_and_zero_where_undefined():
+    """What the critic's fit to V* and Motif's reward model report, without scipy."""
+    import numpy as np
+
+    from lactchain.train.ranks import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # ties share their mean rank: [1, 2.5, 2.5, 4] against [1, 2, 3, 4]
+    assert spearman([5, 7, 7, 9], [0.1, 0.2, 0.3, 0.4]) == pytest.approx(np.corrcoef([1, 2.5, 2.5, 4], [1, 2, 3, 4])[0, 1])
+    assert spearman([1, 1, 1], [1, 2, 3]) == 0.0 and spearman([2.0], [1.0]) == 0.0
+    with pytest.raises(ValueError, match="one length"):
+        spearman([1, 2], [1, 2, 3])
+
+
 def test_td_config_rejects_bad_values():
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         TDConfig(rounds=0)

@@ -43,6 +43,7 @@ from lactchain.runs.checkpoints import seal
 from lactchain.runs.files import read_tensors
 from lactchain.loop.returns import Sample, discounted_returns, load_samples, samples_from_steps, split_by_episode  # noqa: F401
 from lactchain.train.critic_config import TrainCriticConfig
+from lactchain.train.ranks import spearman
 from lactchain.paths import writing
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
                                  world_size)
@@ -62,12 +63,9 @@ def explained_variance(pred: Sequence[float], target: Sequence[float]) -> float:
 
 def spearman_vs_optimal(critic: Any, gamma: float) -> float:
     """Spearman rank correlation of V with the exact V* over every start state of the env."""
-    from scipy.stats import spearmanr
-
     vstar = critic.env.solver().values(gamma)
     states = list(critic.env.start_states())
-    rho = spearmanr(critic.values(states), [vstar[s] for s in states]).statistic
-    return float(rho) if rho == rho else 0.0  # constant predictions: no rank information
+    return spearman(critic.values(states), [vstar[s] for s in states])
 
 
 # ---- 2-6. training --------------------------------------------------------------------------

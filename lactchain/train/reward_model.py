@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lactchain.paths import writing
+from lactchain.train.ranks import spearman
 from lactchain.runs.files import read_json_object, read_weights, refuse, require_keys, weights_file, write_weights
 
 FORMAT = 1
@@ -152,12 +153,9 @@ def rank_correlation(model: RewardModel, captions: Sequence[str], returns: Seque
 
 
 def _spearman(scores: Sequence[float], returns: Sequence[float]) -> float:
-    from scipy.stats import spearmanr
-
     if len(set(returns)) < 2 or len(scores) < 3:
         return 0.0
-    rho = spearmanr(list(scores), list(returns)).statistic
-    return 0.0 if rho != rho else float(rho)  # nan when the scores are constant
+    return spearman(list(scores), list(returns))
 
 
 def caption_report(model: RewardModel, captions: Sequence[str], returns: Sequence[float]) -> dict[str, float]:
