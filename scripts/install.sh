@@ -32,9 +32,13 @@ fi
 # the files this Python cannot compile (torch ships a few in 3.12 syntax). Also skip what
 # the lab never imports: test folders, pip/setuptools/fontTools, and transformers' ~550
 # model families but the three it loads (20 s instead of 39 s on 2 cores; a skipped file
-# that is imported after all is compiled then, as without this step).
+# that is imported after all is compiled then, as without this step). Then the lab's own
+# packages: where PYTHONDONTWRITEBYTECODE is set, nothing else would, and every job process
+# would compile them again.
 .venv/bin/python -c 'import compileall, re, sysconfig
 p = sysconfig.get_paths()
 skip = re.compile(r"/(tests?|pip|setuptools|fontTools)/|/transformers/models/(?!(auto|llama|bert)/)[^/]+/")
 for site in sorted({p["purelib"], p["platlib"]}):
-    compileall.compile_dir(site, quiet=2, workers=0, rx=skip)' >/dev/null 2>&1 || true
+    compileall.compile_dir(site, quiet=2, workers=0, rx=skip)
+for package in ("lactchain", "tui"):  # the editable install leaves them in the repo
+    compileall.compile_dir(package, quiet=2, workers=0)' >/dev/null 2>&1 || true

@@ -198,50 +198,13 @@ def _phases(reg, run_id):
 
 
 @pytest.mark.slow
-def test_killed_pipeline_resumes_at_its_unfinished_phase_and_finishes(tmp_path, cli):
-    db = tmp_path / "registry.db"
-    res = cli("pipeline", "--actor", "tiny", "--labeler", "oracle", "--iterations", "2", "--states", "4",
-              "--eval-states", "all", "--samples", "2", "--explore", "0", "--actor-epochs", "1",
-              "--db", str(db), "--detach", "--json")
-    assert res.returncode == 0, res.stderr
-    first = json.loads(res.stdout)["run_id"]
-    reg = Registry(db)
-    # SIGTERM while iteration 1 evaluates (every start state: the longest phase)
-    wait_for(lambda: (1, "train-actor") in _phases(reg, first), timeout=180, every=0.1)
-    assert cli("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
-    assert reg.get_run(first)["status"] == "KILLED"
-    kept = _phases(reg, first)
-    assert {(0, "evaluate"), (1, "collect"), (1, "train-actor")} <= set(kept)
-
-    res = cli("runs", "resume", first, "--db", str(db), "--json")
-    assert res.returncode == 0, res.stderr
-    second = json.loads(res.stdout)["run_id"]
-    wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=240)
-    run = reg.get_run(second)
-    assert run["status"] == "FINISHED", run.get("error")
-    everything = [(0, "evaluate"), (1, "collect"), (1, "evaluate"), (1, "train-actor"),
-                  (2, "collect"), (2, "evaluate"), (2, "train-actor")]
-    redone = _phases(reg, second)
-    assert sorted(kept + redone) == everything  # each phase ran exactly once over the two runs
-    # where the kill lands depends on the machine's load (iteration 1's evaluate on a quiet one):
-    # whatever was unfinished is redone, and nothing that was kept
-    order = [(0, "evaluate"), (1, "collect"), (1, "train-actor"), (1, "evaluate"), (2, "collect"),
-             (2, "train-actor"), (2, "evaluate")]  # the loop's own order
-    assert redone and set(kept) == set(order[:len(kept)]) and set(redone) == set(order[len(kept):])
-    # the result and the metrics cover the whole loop: kept phases included
-    log = (reg.run_dir(second) / "log.txt").read_text()
-    assert all(f"iteration {i} {p}: kept from run" in log for i, p in kept), log
-    assert reg.params(second)["resume_from"] == first
-    assert reg.latest_metrics(second)["evaluate/success_rate"] is not None
-
-
-@pytest.mark.slow
-def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
-    """Killed anywhere (here: once iteration 1 collected its pairs, often inside the actor's
-    training; later, the tiny loop's last phases can end before `runs kill` starts),
-    resumed, the loop's curve equals the uninterrupted run's with the same seed: each phase
-    starts from RNG states fixed by (seed, iteration, phase), and the critic's optimizer is
-    restored beside its checkpoint."""
+def test_a_killed_pipeline_redoes_only_its_unfinished_phases_and_ends_where_an_uninterrupted_one_does(tmp_path, cli):
+    """Killed once iteration 1 collected its pairs (often inside the actor's training; where
+    it lands depends on the machine's load), resumed: each phase runs exactly once over the
+    two runs -- the unfinished ones redone, none of the kept ones -- and the loop's curve
+    equals the uninterrupted run's with the same seed: each phase starts from RNG states
+    fixed by (seed, iteration, phase), and the critic's optimizer is restored beside its
+    checkpoint."""
     args = ["pipeline", "--actor", "tiny", "--critic", "tiny", "--iterations", "2", "--states", "6",
             "--eval-states", "8", "--samples", "3", "--explore", "8", "--td-lists-per-state", "16", "--td-rounds", "2",
             "--actor-epochs", "1", "--seed", "3"]
@@ -249,16 +212,33 @@ def test_a_resumed_pipeline_ends_where_an_uninterrupted_one_does(tmp_path, cli):
     whole = cli(*args, "--db", str(db), "--json")
     assert whole.returncode == 0, whole.stderr
     expected = json.loads(whole.stdout)["curve"]
+    order = [(p["iteration"], p["phase"]) for p in json.loads(whole.stdout)["phases"]]  # the loop's own order
     fits = [p["v_loss"] for p in json.loads(whole.stdout)["phases"] if p["phase"] == "train-critic"]
 
     res = cli(*args, "--db", str(db), "--detach", "--json")
+    assert res.returncode == 0, res.stderr
     first = json.loads(res.stdout)["run_id"]
     reg = Registry(db)
     wait_for(lambda: (1, "collect") in _phases(reg, first), timeout=300, every=0.1)
     assert cli("runs", "kill", first, "--wait", "60", "--db", str(db)).returncode == 0
-    second = json.loads(cli("runs", "resume", first, "--db", str(db), "--json").stdout)["run_id"]
+    assert reg.get_run(first)["status"] == "KILLED"
+    kept = _phases(reg, first)
+    assert {(0, "evaluate"), (1, "collect")} <= set(kept)
+
+    res = cli("runs", "resume", first, "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    second = json.loads(res.stdout)["run_id"]
     wait_for(lambda: reg.get_run(second)["status"] not in ("SCHEDULED", "RUNNING"), timeout=300)
     assert reg.get_run(second)["status"] == "FINISHED", reg.get_run(second).get("error")
+    redone = _phases(reg, second)
+    assert sorted(kept + redone) == sorted(order)  # each phase ran exactly once over the two runs
+    assert redone and set(kept) == set(order[:len(kept)]) and set(redone) == set(order[len(kept):])
+    log = (reg.run_dir(second) / "log.txt").read_text()
+    assert all(f"iteration {i} {p}: kept from run" in log for i, p in kept), log
+    assert reg.params(second)["resume_from"] == first
+    assert reg.latest_metrics(second)["evaluate/success_rate"] is not None
+
+    # the result covers the whole loop, kept phases included, and equals the uninterrupted run's
     got = json.loads(Path(reg.latest_artifact(second, "pipeline-state")["path"]).read_text())["phases"]
     evals = [p for p in got if p["phase"] == "evaluate"]
     assert [e["success_rate"] for e in evals] == [row["success_rate"] for row in expected]
