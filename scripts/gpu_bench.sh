@@ -15,6 +15,10 @@
 #   run(command="bash scripts/gpu_bench.sh stage 4 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part4"],
 #       timeout_s=480)
 # `bench` writes device-<card>-<date>.json, the profile tables and logs under $OUT.
+# On the same warm machine, `learn OPTIONS...` runs one `bench learn` (issue 45's targets):
+#   run(command="bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 --budget-min 8",
+#       timeout_s=580)
+# (after a `bench` call, or with `stage 4 && ... learn ...` as the last staging call).
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
@@ -71,10 +75,12 @@ stage() {
     ls -la "$STAGE" | tail -n +2
 }
 
-bench() {
-    local out=${OUT:-/tmp/gpu-bench}
-    mkdir -p "$out"
+setup() {
+    # Once per warm machine (a later `learn` call reuses it): unpack, install, rebuild.
     export PYTHONUNBUFFERED=1
+    export PYTHONPATH="$HERE:$STAGE/site" LACTCHAIN_MODELS="$STAGE/models" LACTCHAIN_RUNS="$STAGE/runs"
+    export LACTCHAIN_DB="$STAGE/runs/registry.db"
+    [ -f "$STAGE/ready" ] && return 0
     mkdir -p "$STAGE/payload"
     cat "$STAGE"/chunk.* | tar -C "$STAGE/payload" -xf -
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$STAGE/site" \
@@ -92,20 +98,29 @@ from pathlib import Path
 def get_model_path() -> str:
     return str(Path(__file__).parent / "model")
 PY
-    export PYTHONPATH="$HERE:$STAGE/site" LACTCHAIN_MODELS="$STAGE/models" LACTCHAIN_RUNS="$STAGE/runs"
-    export LACTCHAIN_DB="$STAGE/runs/registry.db"
     mkdir -p "$STAGE/runs"
+    python3 -m lactchain.cli models prepare smollm2-135m > "$STAGE/prepare.log" 2>&1 \
+        || { tail -5 "$STAGE/prepare.log"; exit 3; }
+    touch "$STAGE/ready"
+}
+
+bench() {
+    local out=${OUT:-/tmp/gpu-bench}
+    mkdir -p "$out"
+    setup
     nvidia-smi -L | tee "$out/card.txt"
-    local lc="python3 -m lactchain.cli"
-    $lc models prepare smollm2-135m > "$out/prepare.log" 2>&1 || { tail -5 "$out/prepare.log"; exit 3; }
+    cp "$STAGE/prepare.log" "$out/" 2>/dev/null || true
+    local lc="python3 -m lactchain.cli" rc
     # The report (saved as device-<card>-<date>.json), then the same with a profile per phase.
-    timeout 240 $lc bench device --json --save "$out" > "$out/bench-device.json" 2> "$out/bench-device.err"
-    echo "bench device rc=$?"
-    timeout 120 $lc bench device --phases evaluate,rollout --profile "$out/profile" --json \
-        > "$out/bench-device-profiled.json" 2> "$out/bench-device-profiled.err"
-    echo "profiled rc=$?"
-    timeout 120 $lc bench rollout --envs 64 --steps 4 --json > "$out/bench-rollout.json" 2> "$out/bench-rollout.err"
-    echo "bench rollout rc=$?"
+    # Each step's failure is reported and the next still runs (set -e would stop the script).
+    rc=0; timeout 240 $lc bench device --json --save "$out" > "$out/bench-device.json" 2> "$out/bench-device.err" || rc=$?
+    echo "bench device rc=$rc"
+    rc=0; timeout 120 $lc bench device --phases evaluate,rollout --profile "$out/profile" --json \
+        > "$out/bench-device-profiled.json" 2> "$out/bench-device-profiled.err" || rc=$?
+    echo "profiled rc=$rc"
+    rc=0; timeout 120 $lc bench rollout --envs 64 --steps 4 --json > "$out/bench-rollout.json" \
+        2> "$out/bench-rollout.err" || rc=$?
+    echo "bench rollout rc=$rc"
     python3 - "$out/bench-device.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -116,9 +131,29 @@ for name, row in report["phases"].items():
 PY
 }
 
+learn() {
+    # One `lactchain bench learn` run on the staged machine (issue 45's targets), e.g.
+    #   bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 --budget-min 8
+    # Its JSON, its stderr (the curve as it goes) and card.txt land under $OUT; the run's
+    # folder (learning_curve.png, the registry) stays in $STAGE/runs while the machine is warm.
+    [ $# -gt 0 ] || { echo "learn: give bench learn's options, e.g. --loss grpo --seed 0" >&2; exit 2; }
+    local out=${OUT:-/tmp/gpu-bench}
+    mkdir -p "$out"
+    setup
+    nvidia-smi -L > "$out/card.txt" 2>&1 || true
+    local name
+    name=$(printf '%s' "$*" | tr -c 'A-Za-z0-9.=-' '_' | cut -c1-100)
+    local rc=0
+    timeout "${LEARN_TIMEOUT_S:-540}" python3 -m lactchain.cli bench learn "$@" --json \
+        > "$out/learn-$name.json" 2> "$out/learn-$name.err" || rc=$?
+    echo "bench learn $* rc=$rc"
+    tail -4 "$out/learn-$name.err"
+}
+
 case "${1:-}" in
     prepare) prepare ;;
     stage) stage "${2:?which part: 1, 2 or 3}" ;;
     bench) bench ;;
-    *) echo "usage: $0 prepare | stage N | bench" >&2; exit 2 ;;
+    learn) shift; learn "$@" ;;
+    *) echo "usage: $0 prepare | stage N | bench | learn BENCH_LEARN_OPTIONS..." >&2; exit 2 ;;
 esac
