@@ -218,7 +218,7 @@ class TrainActorConfig(Config):
                        "loop's `pipeline --loss grpo`).", choices=LOSSES, form="Loss")
     epochs: float = option(1.0, "Passes over the pairs (ignored with --max-steps).", form="Epochs")
     max_steps: int | None = option(None, "Stop after this many optimizer steps.", min=1)
-    lr: float = option(5e-5, "Learning rate of the LoRA weights.")
+    lr: float = option(5e-5, "Learning rate of the LoRA weights.", form="Learning rate")
     batch_size: int = option(8, "Pairs per optimizer step.", short="-b", min=1)
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     simpo: SimPOSettings = field(default_factory=SimPOSettings)

@@ -13,8 +13,9 @@ on the labelled states: the person's chosen list gains on the rejected one (aver
 log-prob, SimPO's own measure), the actor now ranks the chosen list first on more
 pairs, and its greedy answers move from the rejected lists toward the chosen ones.
 
-Only `epochs` is raised (the form has no learning rate: the default 5e-5 needs ~100
-passes over ten pairs to move a random tiny model).
+Only `epochs` and the learning rate are raised (the default 5e-5 needs ~100 passes over
+ten pairs to move a random tiny model; at 1e-3, 20 do: 29 -> 15 s, the same greedy
+answers, a wider margin).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 GAMMA = 0.9
 STATES = 12  # sampled start states (a few repeat or give no pair: ~10 pairs)
-EPOCHS = "100"  # ~200 SimPO steps of 8 pairs at the default lr
+EPOCHS, LR = "20", "1e-3"  # ~40 SimPO steps of 8 pairs
 LAUNCH_TIMEOUT_S = 90  # `lactchain train-actor --detach` imports, checks the pairs, then hands back
 RUN_TIMEOUT_S = 300
 
@@ -138,9 +139,11 @@ async def launch_train_actor(app, pilot) -> str:  # noqa: ANN001
     assert jobs.query_one("#train-actor--pairs-from", Input).value == ",".join(app.label_runs)
     jobs.query_one("#train-actor--actor", Input).value = "tiny"
     jobs.query_one("#train-actor--epochs", Input).value = EPOCHS
+    jobs.query_one("#train-actor--lr", Input).value = LR
     await pilot.pause()
     argv = str(jobs.query_one("#job-argv").render())
     assert "--loss simpo" in argv and "--labeler human" in argv and "--actor tiny" in argv, argv
+    assert f"--lr {LR}" in argv and f"--epochs {EPOCHS}" in argv, argv
     assert all(f"--pairs-from {run}" in argv for run in app.label_runs), argv
     await pilot.press("ctrl+l")
     loop = asyncio.get_running_loop()
@@ -214,6 +217,7 @@ async def test_human_labels_from_the_labelling_screen_train_simpo_toward_the_cho
         assert run["status"] == "FINISHED", log_tail(run)
         params = registry.params(run_id)
         assert params["loss"] == "simpo" and params["labeler"] == "human" and params["actor"] == "tiny"
+        assert params["lr"] == float(LR)
         assert registry.latest_metrics(run_id)["pairs_used"] == n  # exactly the person's labels
 
     adapter = registry.latest_artifact(run_id, "adapter")

@@ -16,7 +16,7 @@ from tui_helpers import live_job, open_job_form, settle
 def test_build_argv_is_the_cli_detach_path(tmp_path):
     argv = build_argv("train-actor", {"actor": "tiny", "loss": "kto", "pairs-from": "pairs-1, pairs-2", "labeler": "",
                                       "epochs": "5"}, tmp_path / "r.db", prefix=["lactchain"])
-    assert argv == ["lactchain", "train-actor", "--loss", "kto", "--epochs", "5", "--pairs-from", "pairs-1",
+    assert argv == ["lactchain", "train-actor", "--loss", "kto", "--epochs", "5", "--lr", "5e-05", "--pairs-from", "pairs-1",
                     "--pairs-from", "pairs-2", "--actor", "tiny", "--detach", "--json", "--db", str(tmp_path / "r.db")]
 
 
@@ -56,7 +56,7 @@ async def test_launched_job_appears_in_jobs_and_runs_tables(make_app, registry):
         screen.query_one("#train-actor--epochs", Input).value = "7"
         await pilot.pause()
         assert "--pairs-from" not in str(screen.query_one("#job-argv").render())  # empty pairs left out
-        assert "--loss dpo --epochs 7 --labeler any --actor" in str(screen.query_one("#job-argv").render())
+        assert "--loss dpo --epochs 7 --lr 5e-05 --labeler any --actor" in str(screen.query_one("#job-argv").render())
         await pilot.press("ctrl+l")
         await settle(app, pilot)
         assert launched and launched[0][1:3] == ["train-actor", "--loss"]
