@@ -143,11 +143,16 @@ learn() {
     nvidia-smi -L > "$out/card.txt" 2>&1 || true
     local name
     name=$(printf '%s' "$*" | tr -c 'A-Za-z0-9.=-' '_' | cut -c1-100)
-    local rc=0
+    local rc=0 mark="$STAGE/learn-start"
+    touch "$mark"
     timeout "${LEARN_TIMEOUT_S:-540}" python3 -m lactchain.cli bench learn "$@" --json \
         > "$out/learn-$name.json" 2> "$out/learn-$name.err" || rc=$?
     echo "bench learn $* rc=$rc"
     tail -4 "$out/learn-$name.err"
+    # The run folder's small files (a timed-out run's *.partial.json and its curve included).
+    mkdir -p "$out/learn-$name"
+    (cd "$STAGE/runs" && find . -maxdepth 2 -newer "$mark" -type f \( -name '*.json' -o -name '*.png' -o -name '*.md' \) \
+        -size -2M -exec cp --parents {} "$out/learn-$name/" \;) || true
 }
 
 case "${1:-}" in
