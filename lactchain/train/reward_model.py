@@ -153,9 +153,8 @@ def rank_correlation(model: RewardModel, captions: Sequence[str], returns: Seque
 
 
 def _spearman(scores: Sequence[float], returns: Sequence[float]) -> float:
-    if len(set(returns)) < 2 or len(scores) < 3:
-        return 0.0
-    return spearman(list(scores), list(returns))
+    """0.0 below three captions (two points always rank +-1); constant returns are 0.0 in `spearman`."""
+    return spearman(scores, returns) if len(scores) >= 3 else 0.0
 
 
 def caption_report(model: RewardModel, captions: Sequence[str], returns: Sequence[float]) -> dict[str, float]:
