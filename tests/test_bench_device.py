@@ -14,12 +14,29 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow
-def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match(lc, tmp_path):
+def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_recorded_job(lc, tmp_path):
+    """Every phase on the tiny models, run as a job like any other: a registry run with its
+    report as an artifact and each phase's seconds as metrics (one bench run checks both:
+    its evaluate phase alone is ~20 s of generation on 2 cores)."""
+    from lactchain.bench.device import PHASES
+    from lactchain.jobs.table import JOBS
+    from lactchain.runs.registry import Registry
+
+    assert JOBS["bench device"].config().chosen == PHASES  # by default every phase the bench has
+    db = tmp_path / "registry.db"
     code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--envs", "64", "--steps", "1",
                         "--critic-texts", "64", "--train-steps", "2", "--eval-rounds", "1",
-                        "--save", tmp_path / "results", "--json")
+                        "--save", tmp_path / "results", "--db", db, "--json")
     assert code == 0, err
     report = json.loads(out)
+    with Registry(db) as reg:
+        run = reg.get_run(report["run_id"])
+        assert run["kind"] == "bench" and run["status"] == "FINISHED"
+        assert reg.latest_artifact(run["id"], "report")["path"] == report["report"]
+        for phase, row in report["phases"].items():
+            assert [r["value"] for r in reg.metric_history(run["id"], f"{phase}/seconds")] == [row["seconds"]]
+        assert reg.params(run["id"])["phases"] == ",".join(report["phases"])
+    assert json.loads(open(report["report"]).read())["phases"]["evaluate"]["states"] == 60
     assert report["device_type"] == "cpu" and report["device"]
     assert report["dtype"] in ("bfloat16", "float32")
     assert report["actor_parameters"] > 0 and report["matmul_tflops"]
@@ -93,29 +110,6 @@ def test_model_flops_count_the_embedding_as_a_lookup_and_the_head_where_logits_a
     assert model_flops(model, 10, 0) == 2 * body * 10
     assert model_flops(model, 10, 3) == 2 * (body * 10 + head.numel() * 3)
     assert model_flops(model, 10, 10, training=True) == 6 * (body + head.numel()) * 10
-
-
-@pytest.mark.slow
-def test_bench_device_is_a_recorded_job_of_the_table(lc, tmp_path):
-    """A job like any other: a registry run with its report as an artifact and each
-    phase's seconds as metrics; by default every phase the bench has."""
-    from lactchain.bench.device import PHASES
-    from lactchain.jobs.table import JOBS
-    from lactchain.runs.registry import Registry
-
-    assert JOBS["bench device"].config().chosen == PHASES
-    db = tmp_path / "registry.db"
-    code, out, err = lc("bench", "device", "--actor", "tiny", "--phases", "evaluate", "--db", db, "--json")
-    assert code == 0, err
-    result = json.loads(out)
-    with Registry(db) as reg:
-        run = reg.get_run(result["run_id"])
-        assert run["kind"] == "bench" and run["status"] == "FINISHED"
-        assert reg.latest_artifact(run["id"], "report")["path"] == result["report"]
-        assert [r["value"] for r in reg.metric_history(run["id"], "evaluate/seconds")] == [
-            result["phases"]["evaluate"]["seconds"]]
-        assert reg.params(run["id"])["phases"] == "evaluate"
-    assert json.loads(open(result["report"]).read())["phases"]["evaluate"]["states"] == 60
 
 
 def test_a_kill_stops_the_bench_inside_a_long_phase(lc, tmp_path):

@@ -88,7 +88,6 @@ def test_a_step_split_into_passes_makes_the_same_update_as_one_pass(tmp_path):
     accumulated (less memory for long prompts) and the adapter ends where one pass of 16
     takes it; both sample the same groups (one generation per step either way). Untold,
     the budget scales with the model's width x depth (its activations per token)."""
-    import torch
     from safetensors.torch import load_file
 
     from types import SimpleNamespace

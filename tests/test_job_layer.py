@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from lactchain.config import Config, ConfigError, flag_of, flat_fields, option
 from lactchain.jobs.launch import CONFIG_FILE, load_config
-from lactchain.jobs.spec import Job
 from lactchain.jobs.table import BY_COMMAND, JOBS
 from lactchain.runs.registry import Registry
 

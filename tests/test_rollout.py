@@ -75,7 +75,6 @@ def test_optimal_ratio_and_success_are_measured_against_the_planner():
             self.planner = Planner(GridWorldEnv())
 
         def generate(self, prompts, **kw):
-            from lactchain.moves import parse_moves  # noqa: F401
             import re
 
             out = []

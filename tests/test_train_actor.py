@@ -25,7 +25,6 @@ from lactchain.jobs import RunHandle
 from lactchain.loop.labelers import execute_from
 from lactchain.prompts import PromptSpec
 from lactchain.runs.registry import Registry
-from lactchain.config import ConfigError
 from lactchain.train.actor import (
     ActorTrainingCallback,
     FailureDetector,
@@ -36,7 +35,7 @@ from lactchain.train.actor import (
     tokenized_completions,
     train_actor,
 )
-from lactchain.train.actor_config import TrainActorConfig, TrainActorJobConfig
+from lactchain.train.actor_config import TrainActorConfig
 
 
 def cfg(**settings) -> TrainActorConfig:
@@ -306,7 +305,6 @@ def test_after_training_the_bf16_generation_copy_runs_its_own_merged_weights(los
 def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapter(registry):
     """Trainer(bf16=True), the default on CUDA, wraps model.forward in accelerate's autocast;
     left on, the in-memory actor scores unlike its adapter reloaded (CPU autocast shows it too)."""
-    from lactchain.models.actor import Actor
 
     actor = tiny()
     actor.model = actor.model.to(torch.bfloat16)
