@@ -5,6 +5,7 @@ of the fast paths, a profile per phase, and one-line refusals of bad options."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
         for phase, row in report["phases"].items():
             assert [r["value"] for r in reg.metric_history(run["id"], f"{phase}/seconds")] == [row["seconds"]]
         assert reg.params(run["id"])["phases"] == ",".join(report["phases"])
-    assert json.loads(open(report["report"]).read())["phases"]["evaluate"]["states"] == 60
+    assert json.loads(Path(report["report"]).read_text())["phases"]["evaluate"]["states"] == 60
     assert report["device_type"] == "cpu" and report["device"]
     assert report["dtype"] in ("bfloat16", "float32")
     assert report["actor_parameters"] > 0 and report["matmul_tflops"]

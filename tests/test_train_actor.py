@@ -305,7 +305,6 @@ def test_after_training_the_bf16_generation_copy_runs_its_own_merged_weights(los
 def test_mixed_precision_training_leaves_the_actor_scoring_like_its_saved_adapter(registry):
     """Trainer(bf16=True), the default on CUDA, wraps model.forward in accelerate's autocast;
     left on, the in-memory actor scores unlike its adapter reloaded (CPU autocast shows it too)."""
-
     actor = tiny()
     actor.model = actor.model.to(torch.bfloat16)
     pairs = small_pairs(actor, 8)
