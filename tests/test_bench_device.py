@@ -56,6 +56,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     assert 0 <= report["phases"]["rollout"]["prefix_cache_agreement"] <= 1
     train = report["phases"]["train_step"]
     assert train["steps"] == 2 and train["s_per_step"] > 0 and train["bf16_s_per_step"] > 0 and train["fp32_s_per_step"] > 0
+    assert 0 < train["shared_prefix_tokens"] < train["tokens_per_step"]  # the pairs' common prompt counted once
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())
     assert saved["phases"]["evaluate"]["states"] == 60

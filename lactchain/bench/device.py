@@ -346,6 +346,7 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     """CPO-SimPO steps at the trainers' default precision (bf16 autocast where the device
     does bf16 natively); on a CPU also at the other one, so the gain shows."""
     from lactchain.machine import native_bf16
+    from lactchain.models.actor import common_prefix_len
     from lactchain.moves import format_moves
 
     pairs = _pairs(actor)
@@ -353,11 +354,14 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     with phases.timed("train_step", profile="train_step") as row:
         result = _train_once(actor, pairs, phases, None)
     step = result["s_per_step"]
-    # Each pair is two rows (chosen, rejected): prompt + completion + EOS.
-    tokens = sum(2 * len(actor.prompt_ids(p["prompt"])) + actor.count_tokens(format_moves(p["chosen"]))
-                 + actor.count_tokens(format_moves(p["rejected"])) + 2 for p in pairs)
+    # Each pair is two rows (chosen, rejected): prompt + completion + EOS; the rows' shared
+    # prompt prefix goes through the model once (lactchain.train.shared_prefix).
+    prompts = [actor.prompt_ids(p["prompt"]) for p in pairs]
+    shared = common_prefix_len(prompts)
+    tokens = shared + sum(2 * (len(ids) - shared) + actor.count_tokens(format_moves(p["chosen"]))
+                          + actor.count_tokens(format_moves(p["rejected"])) + 2 for ids, p in zip(prompts, pairs))
     row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo", bf16=bf16,
-               tokens_per_step=tokens, tokens_per_s=tokens / step if step else None)
+               tokens_per_step=tokens, shared_prefix_tokens=shared, tokens_per_s=tokens / step if step else None)
     if step:
         timed = {"seconds": step}
         phases.utilisation(timed, model_flops(actor.model, tokens, tokens, training=True),

@@ -83,6 +83,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
+from lactchain.train.shared_prefix import share_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -549,7 +550,8 @@ def quiet_datasets() -> Iterator[None]:
 def prepare_model(actor: Any) -> tuple[Any, bool]:
     """The model to train and whether it already carries an adapter to continue. Every TRL
     trainer starts here, so TRL's fused head is told here to score only the completion's
-    positions on a CPU too (DPO, KTO, GRPO; lactchain.train.completion_scoring)."""
+    positions on a CPU too (DPO, KTO, GRPO; lactchain.train.completion_scoring), and the
+    model runs a batch's shared prompt prefix once (lactchain.train.shared_prefix)."""
     from peft import PeftModel
 
     from lactchain.models.actor import ensure_distinct_pad
@@ -560,6 +562,7 @@ def prepare_model(actor: Any) -> tuple[Any, bool]:
     if tok.pad_token_id is None or tok.pad_token_id == tok.eos_token_id:
         raise ValueError("the tokenizer's pad token equals EOS: padding would hide the end of every completion")
     model = actor.model
+    share_prompt_prefix(model)
     if isinstance(model, PeftModel):
         # Continue the adapter loaded from an earlier run (it was loaded frozen).
         for name, param in model.named_parameters():

@@ -34,6 +34,7 @@ from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
                                  world_size)
 from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
+from lactchain.train.shared_prefix import expanded_cache
 
 
 @dataclass
@@ -75,9 +76,7 @@ def completion_logps(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> tup
     if n:
         out = model(input_ids=torch.tensor([rows[0].prompt[:n]], device=device), use_cache=True,
                     past_key_values=DynamicCache(config=model.config))
-        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        past = DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
-                            config=model.config)
+        past = expanded_cache(out.past_key_values, batch, model.config)
     suffixes = [r.prompt[n:] + r.completion for r in rows]
     width = max(len(s) for s in suffixes)
     ids = torch.full((batch, width), pad_id, dtype=torch.long)
