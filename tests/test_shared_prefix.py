@@ -88,6 +88,43 @@ def test_a_training_forward_runs_the_prefix_once_with_the_same_log_probs_and_lor
         assert torch.allclose(grads[name], plain_grads[name], atol=1e-5, rtol=1e-3), name
 
 
+def test_grpos_left_padded_prompts_are_aligned_so_their_prefix_runs_once_with_the_same_numbers():
+    """GRPO pads prompts of different lengths on the left and answers on the right: rows are
+    left-aligned (the tiny actor is rotary: a shift of every position changes nothing), the
+    shared prompt runs once, and log-probs and LoRA gradients equal the plain forward's."""
+    actor, model = tiny_lora()
+    pad = actor.tokenizer.pad_token_id
+    g = torch.Generator().manual_seed(3)
+    prefix = torch.randint(3, 500, (30,), generator=g).tolist()
+    prompts = [prefix + torch.randint(3, 500, (n,), generator=g).tolist() for n in (2, 5, 3)]
+    answers = [torch.randint(3, 500, (n,), generator=g).tolist() for n in (4, 2, 6)]
+    width_p, width_a = max(map(len, prompts)), max(map(len, answers))
+    ids = torch.full((3, width_p + width_a), pad)
+    mask = torch.zeros_like(ids)
+    for i, (p, a) in enumerate(zip(prompts, answers)):
+        ids[i, width_p - len(p):width_p], ids[i, width_p:width_p + len(a)] = torch.tensor(p), torch.tensor(a)
+        mask[i, width_p - len(p):width_p + len(a)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :width_p] = -100
+
+    def run():
+        model.zero_grad()
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False)
+        out.loss.backward()
+        return out.loss.detach(), out.logits.detach(), lora_grads(model)
+
+    plain_loss, plain_logits, plain_grads = run()
+    share_prompt_prefix(model)
+    positions = Positions(model)
+    loss, logits, grads = run()
+    assert positions.seen == [30, 3 * (ids.shape[1] - 30)]  # the prompt's shared 30 once, then each row's rest
+    assert loss.item() == pytest.approx(plain_loss.item(), abs=1e-5)
+    real = labels[:, 1:] != -100  # the scored positions' logits (the previous position's output)
+    assert torch.allclose(logits[:, :-1][real], plain_logits[:, :-1][real], atol=1e-4)
+    for name in plain_grads:
+        assert torch.allclose(grads[name], plain_grads[name], atol=1e-5, rtol=1e-3), name
+
+
 def test_generation_and_calls_without_a_shared_prefix_take_the_backbones_own_forward():
     actor, model = tiny_lora()
     share_prompt_prefix(model)

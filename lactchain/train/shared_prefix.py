@@ -15,6 +15,10 @@ same (to float rounding) with and without it, so everything above it -- the LM h
 fused log-prob kernel, `logits_to_keep` -- is untouched. It applies only to a plain
 training-style call (no cache given, none asked for, token ids with a 2-D mask, no
 position ids); anything else, e.g. generation, goes to the backbone's own forward.
+Right-padded rows (DPO, KTO, CPO-SimPO) share their leading tokens as they are; GRPO's
+rows, whose prompts are padded on the left, are first left-aligned (rotary models only:
+a shift of every position changes nothing there; the plain forward numbers those rows'
+positions from their padding too).
 """
 
 from __future__ import annotations
@@ -64,6 +68,23 @@ def _plain_call(args: tuple, input_ids: Any, attention_mask: Any, kwargs: dict[s
     return not (kwargs.get("output_hidden_states") or kwargs.get("output_attentions"))
 
 
+def left_aligned(run: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, lead: torch.Tensor) -> Any:
+    """`run(ids, mask)`'s hidden states for rows shifted left by their padding `lead` (so
+    they are right padded and their shared prefix lines up), shifted back; None when a
+    row's tokens are not one contiguous run or `run` returns None."""
+    width = input_ids.shape[1]
+    cols = torch.arange(width, device=input_ids.device)
+    there = (cols + lead[:, None]) % width
+    mask = attention_mask.gather(1, there)
+    if (mask[:, 1:] > mask[:, :-1]).any():  # a gap inside a row: not one run of tokens
+        return None
+    hidden = run(input_ids.gather(1, there), mask)
+    if hidden is None:
+        return None
+    back = (cols - lead[:, None]) % width
+    return hidden.gather(1, back[..., None].expand(-1, -1, hidden.shape[-1]))
+
+
 def share_prompt_prefix(model: Any) -> bool:
     """Patch the decoder backbone of `model` (a causal LM, PEFT-wrapped or not) so that a
     training forward runs the rows' shared prefix once. Idempotent; False when the model
@@ -76,24 +97,41 @@ def share_prompt_prefix(model: Any) -> bool:
     # transformers 5.24 renamed the backbone's `past_key_values` to `cache`; both are allowed.
     cache_kw = "cache" if "cache" in inspect.signature(type(backbone).forward).parameters else "past_key_values"
 
-    @functools.wraps(type(backbone).forward)
-    def forward(self: Any, *args: Any, input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
-        if not _plain_call(args, input_ids, attention_mask, kwargs):
-            return original(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    # Left-aligning a left-padded batch (GRPO's: prompts padded left, answers right) shifts a
+    # row's positions, which only relative position encodings (rotary) do not see.
+    relative = hasattr(backbone, "rotary_emb")
+
+    def shared(input_ids: Any, attention_mask: Any, rest: dict[str, Any]) -> Any:
+        """The hidden states with the rows' shared prefix run once; None where none pays."""
         n = shared_prefix_len(input_ids, attention_mask)
         if n < MIN_SHARED_TOKENS:
-            return original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            return None
         from transformers import DynamicCache
-        from transformers.modeling_outputs import BaseModelOutputWithPast
 
         batch, width = input_ids.shape
-        rest = {k: v for k, v in kwargs.items() if k not in _OWN_KWARGS + ("use_cache",)}
         head = original(input_ids=input_ids[:1, :n], use_cache=True, **{cache_kw: DynamicCache(config=config)}, **rest)
         past = expanded_cache(getattr(head, cache_kw), batch, config)
         positions = (n + torch.arange(width - n, device=input_ids.device)).expand(batch, -1)
         tail = original(input_ids=input_ids[:, n:], attention_mask=attention_mask, position_ids=positions,
                         use_cache=True, **{cache_kw: past}, **rest)
-        hidden = torch.cat([head.last_hidden_state.expand(batch, -1, -1), tail.last_hidden_state], dim=1)
+        return torch.cat([head.last_hidden_state.expand(batch, -1, -1), tail.last_hidden_state], dim=1)
+
+    @functools.wraps(type(backbone).forward)
+    def forward(self: Any, *args: Any, input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
+        if not _plain_call(args, input_ids, attention_mask, kwargs):
+            return original(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        from transformers.modeling_outputs import BaseModelOutputWithPast
+
+        rest = {k: v for k, v in kwargs.items() if k not in _OWN_KWARGS + ("use_cache",)}
+        lead = (attention_mask.cumsum(dim=1) == 0).sum(dim=1)  # each row's left padding
+        if not lead.any():
+            hidden = shared(input_ids, attention_mask, rest)
+        elif relative:
+            hidden = left_aligned(lambda ids, mask: shared(ids, mask, rest), input_ids, attention_mask, lead)
+        else:
+            hidden = None
+        if hidden is None:
+            return original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         return BaseModelOutputWithPast(last_hidden_state=hidden)
 
     forward.lactchain_shared_prefix = True  # type: ignore[attr-defined]
