@@ -45,8 +45,13 @@ class Positions:
         model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: self.seen.append(args[0].numel()))
 
 
-def lora_grads(model) -> dict[str, torch.Tensor]:  # noqa: ANN001
-    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+def loss_logits_grads(model, ids, mask, labels):  # noqa: ANN001, ANN201
+    """One training forward and backward: the loss, the logits and every LoRA gradient."""
+    model.zero_grad()
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False)
+    out.loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.loss.detach(), out.logits.detach(), grads
 
 
 def test_the_shared_prefix_is_the_leading_run_of_equal_unpadded_tokens_and_leaves_one_position():
@@ -69,16 +74,10 @@ def test_a_training_forward_runs_the_prefix_once_with_the_same_log_probs_and_lor
     labels = ids.masked_fill(mask == 0, -100)
     labels[:, :40] = -100  # only the answers are scored
 
-    def loss_and_grads():
-        model.zero_grad()
-        out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False)
-        out.loss.backward()
-        return out.loss.detach(), out.logits.detach(), lora_grads(model)
-
-    plain_loss, plain_logits, plain_grads = loss_and_grads()
+    plain_loss, plain_logits, plain_grads = loss_logits_grads(model, ids, mask, labels)
     assert share_prompt_prefix(model) and share_prompt_prefix(model)  # idempotent
     positions = Positions(model)
-    loss, logits, grads = loss_and_grads()
+    loss, logits, grads = loss_logits_grads(model, ids, mask, labels)
     assert positions.seen == [40, ids.numel() - 4 * 40]  # the prefix once, then each row's rest
     assert loss.item() == pytest.approx(plain_loss.item(), abs=1e-5)
     real = mask.bool()
@@ -107,16 +106,10 @@ def test_grpos_left_padded_prompts_are_aligned_so_their_prefix_runs_once_with_th
     labels = ids.masked_fill(mask == 0, -100)
     labels[:, :width_p] = -100
 
-    def run():
-        model.zero_grad()
-        out = model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False)
-        out.loss.backward()
-        return out.loss.detach(), out.logits.detach(), lora_grads(model)
-
-    plain_loss, plain_logits, plain_grads = run()
+    plain_loss, plain_logits, plain_grads = loss_logits_grads(model, ids, mask, labels)
     share_prompt_prefix(model)
     positions = Positions(model)
-    loss, logits, grads = run()
+    loss, logits, grads = loss_logits_grads(model, ids, mask, labels)
     assert positions.seen == [30, 3 * (ids.shape[1] - 30)]  # the prompt's shared 30 once, then each row's rest
     assert loss.item() == pytest.approx(plain_loss.item(), abs=1e-5)
     real = labels[:, 1:] != -100  # the scored positions' logits (the previous position's output)

@@ -1,7 +1,7 @@
 """Training forwards that run the batch's shared prompt prefix once.
 
 Why: every row a loss trains on is the chat-rendered prompt and an answer, and the
-prompts of all states share their first ~160 of ~175 tokens (chat header, strategy,
+grid's prompts share their first ~166 of 189-197 tokens (chat header, strategy,
 conversion text; the state comes last), while an answer is ~15 tokens. A DPO or CPO-SimPO
 batch of 8 pairs is 16 such rows: ~3,000 positions through the model of which ~2,500 are
 the same prefix 16 times. Running that prefix once, with gradients (LoRA changes its keys
