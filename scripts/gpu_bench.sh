@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # `lactchain bench device` on a lent GPU machine with the default models (issue 46's
 # targets). The machine has no network and a call carries at most 64 MiB with the
-# working tree (~17 MB): the wheels it lacks and the models travel as one tar split
-# into parts of 40 MiB (4 parts: 11 MB wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights
-# as fp16 safetensors, 44 MB).
+# working tree (~17 MB): the wheels it lacks (with transformers and peft at the versions
+# tested here) and the models travel as one tar split into 4 parts of 41 MiB (23 MB of
+# wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights as fp16 safetensors, 44 MB).
 #
-# Here first, from the repo root (about 20 s; .gpu/ is git-ignored through
+# Here first, from the repo root (about 30 s; .gpu/ is git-ignored through
 # .git/info/exclude):
 #   bash scripts/gpu_bench.sh prepare
 # Then one device call per part, back to back (files under /tmp stay while the machine
-# is warm), the last one running the benchmark:
+# is warm: 30 s between calls), the last one running the benchmark:
 #   run(command="bash scripts/gpu_bench.sh stage 1", carry=[".gpu/part1"])
 #   ... stage 2, stage 3 ...
 #   run(command="bash scripts/gpu_bench.sh stage 4 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part4"],
-#       timeout_s=480)
-# `bench` writes device-<card>-<date>.json, the profile tables and logs under $OUT.
-# On the same warm machine, `learn OPTIONS...` runs one `bench learn` (issue 45's targets):
+#       timeout_s=540)
+# `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT
+# (on 2026-11-28 the staging calls took 46 s with the machine's start, then 5 s each; the
+# bench call 432 s with a profiled pass since moved out). Then, on the same warm machine:
+#   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # op tables, ~200 s
 #   run(command="bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 --budget-min 8",
-#       timeout_s=580)
-# (after a `bench` call, or with `stage 4 && ... learn ...` as the last staging call).
+#       timeout_s=580)   # one `bench learn` (issue 45's targets)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
@@ -106,30 +107,42 @@ PY
 }
 
 bench() {
+    # What comes back is at most 8 files: the reports, one log of every step's stderr, card.txt.
     local out=${OUT:-/tmp/gpu-bench}
     mkdir -p "$out"
     setup
     nvidia-smi -L | tee "$out/card.txt"
-    cp "$STAGE/prepare.log" "$out/" 2>/dev/null || true
+    cat "$STAGE/prepare.log" > "$out/bench.log" 2>/dev/null || true
     local lc="python3 -m lactchain.cli" rc
-    # The report (saved as device-<card>-<date>.json), then the same with a profile per phase.
+    # The report (saved as device-<card>-<date>.json), then `bench rollout --envs 64`.
     # Each step's failure is reported and the next still runs (set -e would stop the script).
-    rc=0; timeout 240 $lc bench device --json --save "$out" > "$out/bench-device.json" 2> "$out/bench-device.err" || rc=$?
+    rc=0; timeout 300 $lc bench device --json --save "$out" > /dev/null 2>> "$out/bench.log" || rc=$?
     echo "bench device rc=$rc"
-    rc=0; timeout 120 $lc bench device --phases evaluate,rollout --profile "$out/profile" --json \
-        > "$out/bench-device-profiled.json" 2> "$out/bench-device-profiled.err" || rc=$?
-    echo "profiled rc=$rc"
-    rc=0; timeout 120 $lc bench rollout --envs 64 --steps 4 --json > "$out/bench-rollout.json" \
-        2> "$out/bench-rollout.err" || rc=$?
+    rc=0; timeout 200 $lc bench rollout --envs 64 --steps 4 --json > "$out/bench-rollout.json" \
+        2>> "$out/bench.log" || rc=$?
     echo "bench rollout rc=$rc"
-    python3 - "$out/bench-device.json" <<'PY'
+    python3 - "$out"/device-*.json <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
 print(report["device"], report["dtype"])
 for name, row in report["phases"].items():
     print(f"{name:14s} {row['seconds']:.3f} s", {k: row[k] for k in row if "identical" in k or "speedup" in k
-                                               or k in ("s_per_step", "env_steps_per_s", "utilisation_vs_spec")})
+                                               or "seconds" in k or k in ("s_per_step", "env_steps_per_s")})
 PY
+}
+
+profile() {
+    # torch.profiler op tables of the evaluation and the CPO-SimPO step (its own call: a
+    # profiled evaluation took 114 s on an H200). The Chrome traces are too big to come back.
+    local out=${OUT:-/tmp/gpu-bench}
+    mkdir -p "$out"
+    setup
+    local rc=0
+    timeout 420 python3 -m lactchain.cli bench device --phases evaluate,train_step --eval-rounds 1 \
+        --profile "$out/profile" --json > "$out/device-profiled.json" 2> "$out/profile.log" || rc=$?
+    echo "profiled bench device rc=$rc"
+    rm -f "$out"/profile/*.trace.json
+    ls "$out/profile"
 }
 
 learn() {
@@ -158,8 +171,9 @@ learn() {
 
 case "${1:-}" in
     prepare) prepare ;;
-    stage) stage "${2:?which part: 1, 2 or 3}" ;;
+    stage) stage "${2:?which part: 1 to 4}" ;;
     bench) bench ;;
+    profile) profile ;;
     learn) shift; learn "$@" ;;
-    *) echo "usage: $0 prepare | stage N | bench | learn BENCH_LEARN_OPTIONS..." >&2; exit 2 ;;
+    *) echo "usage: $0 prepare | stage N | bench | profile | learn BENCH_LEARN_OPTIONS..." >&2; exit 2 ;;
 esac

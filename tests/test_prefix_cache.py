@@ -134,6 +134,21 @@ def test_the_cache_is_reused_across_calls_and_strategies(cached: Actor, uncached
     assert actor.prefix_computations == 2
 
 
+def test_generating_and_scoring_pass_the_cache_under_the_name_transformers_takes(cached: Actor, uncached: Actor):
+    """transformers 5.24 renamed `past_key_values` to `cache`: the old name warned on every
+    generate call (the console's job logs filled with it) and leaves forward in 5.40."""
+    import warnings
+
+    prompts = state_prompts(4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for actor in (fresh(cached), uncached):
+            samples = actor.generate(prompts, temperature=1.0, seed=1)
+            actor.completion_logprobs(prompts, [s.token_ids for s in samples])
+    assert cached.prefix_computations == 1  # the cached path ran, and took its cache
+    assert not [str(w.message) for w in seen if "past_key_values" in str(w.message)]
+
+
 def test_identical_prompts_and_short_common_prefixes(cached: Actor, uncached: Actor):
     actor = fresh(cached)
     same = state_prompts(1) * 3  # every token shared: the last one is still fed to the model

@@ -7,9 +7,11 @@ Phases, on the default models unless told otherwise:
   loop's evaluation), then the same with xgrammar's processor instead of the device
   tables (`grammar_identical`), with the prefix cache flipped (`prefix_cache_identical`)
   and with a static KV cache, which on CUDA transformers compiles into CUDA graphs
-  (`static_cache_identical`); each variant warmed up, timed twice interleaved, best kept.
+  (`static_cache_identical`); each variant warmed up (that first run's time reported as
+  `<variant>_cold_seconds`: compiling is paid there), timed twice interleaved, best kept.
 - `rollout`: seeded sampled rollouts, `envs` envs in lock-step, with and without the
-  prefix cache (its speedup on this device: the loop's `prefix_cache` default follows it).
+  prefix cache (its speedup on this device: the loop's `prefix_cache` default follows
+  it); each warmed up at full size, timed twice interleaved, best kept.
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
   per step, the first step (one-off costs) excluded; on a CPU in both precisions.
@@ -224,11 +226,14 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
                 "other_cache": (own[0], not own[1], own[2]),
                 "static_cache": (own[0], False, not own[2])}  # a static cache goes without the prefix cache
     best: dict[str, float] = {}
+    cold: dict[str, float] = {}  # the warm-up's own time: what a variant costs the first time (compiling included)
     runs: dict[str, tuple[dict[str, Any], Counting]] = {}
     try:
         for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
             actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
-            _greedy_evaluation(actor, phases)
+            with phases.timed(f"evaluate_{name}_cold") as row:
+                _greedy_evaluation(actor, phases)
+            cold[name] = row["seconds"]
         for round_ in range(cfg.eval_rounds):
             for name, settings in variants.items():
                 actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
@@ -251,38 +256,50 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
            "other_cache_seconds": best["other_cache"], "static_cache": own[2],
            "static_cache_identical": runs["static_cache"][1].token_ids == counting.token_ids,
            "static_cache_seconds": best["static_cache"]}
+    row.update({f"{name}_cold_seconds": cold[name] for name in variants})
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
     phases.rows["evaluate"] = row
 
 
 def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
+    """Seeded sampled rollouts with the prefix cache as configured and flipped: each
+    warmed up once at full size, then `eval_rounds` timed runs of each, interleaved, best
+    kept (a variant timed first would otherwise pay the full batch's cold start alone)."""
     from lactchain.loop.rollout import RolloutConfig, run_rollouts
 
     cfg = phases.cfg
     settings = RolloutConfig(episodes=cfg.envs * cfg.steps, n_envs=cfg.envs, temperature=1.0, start="random",
                              seed=cfg.seed, max_env_steps=cfg.envs * cfg.steps)
-    results = {}
     before = actor.prefix_cache
+    variants = (before, not before)
+    best: dict[bool, float] = {}
+    results: dict[bool, tuple[Any, Counting]] = {}
     try:
-        for cache in (before, not before):
+        for cache in variants:
             actor.prefix_cache = cache
-            counting = Counting(actor)
-            warm_up = dataclasses.replace(settings, episodes=2, n_envs=2, max_env_steps=2)
-            run_rollouts(counting, warm_up, should_stop=phases.should_stop)
-            with phases.timed("rollout" if cache == before else "rollout_other_cache", profile="rollout" if cache == before else None) as row:
-                summary = run_rollouts(counting, settings, should_stop=phases.should_stop)
-            results[cache] = (row, summary, counting)
+            run_rollouts(actor, settings, should_stop=phases.should_stop)
+        for round_ in range(cfg.eval_rounds):
+            for cache in variants:
+                actor.prefix_cache = cache
+                counting = Counting(actor)
+                last = round_ == cfg.eval_rounds - 1
+                with phases.timed(f"rollout_{cache}_{round_}", profile="rollout" if cache == before and last else None) as row:
+                    summary = run_rollouts(counting, settings, should_stop=phases.should_stop)
+                best[cache] = min(best.get(cache, float("inf")), row["seconds"])
+                results[cache] = (summary, counting)
     finally:
         actor.prefix_cache = before
-    row, summary, counting = results[before]
+    summary, counting = results[before]
+    seconds = best[before]
     tokens = counting.prompt_tokens + counting.generated_tokens
-    rates = {cache: results[cache][1].as_dict()["env_steps"] / results[cache][0]["seconds"] for cache in results}
-    row.update(envs=cfg.envs, env_steps=summary.as_dict()["env_steps"], env_steps_per_s=rates[before],
-               tokens_per_s=tokens / row["seconds"], prefix_cache=before,
-               prefix_cache_speedup=rates[True] / rates[False] if rates[False] else None,
-               # Sampled answers: float rounding (bf16 above all) may flip a draw, so a share, not a must.
-               prefix_cache_agreement=agreement(counting.token_ids, results[not before][2].token_ids))
+    rates = {cache: results[cache][0].as_dict()["env_steps"] / best[cache] for cache in variants}
+    row = {"seconds": seconds, "rounds": cfg.eval_rounds, "envs": cfg.envs, "env_steps": summary.as_dict()["env_steps"],
+           "env_steps_per_s": rates[before], "tokens_per_s": tokens / seconds, "prefix_cache": before,
+           "prefix_cache_speedup": rates[True] / rates[False] if rates[False] else None,
+           # Sampled answers: float rounding (bf16 above all) may flip a draw, so a share, not a must.
+           "prefix_cache_agreement": agreement(counting.token_ids, results[not before][1].token_ids)}
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
+    phases.rows["rollout"] = row
 
 
 def _critic_texts(n: int) -> tuple[list[Any], list[list[str]]]:

@@ -24,8 +24,9 @@ class DeviceBenchConfig(Config):
     envs: int = option(64, "Envs in lock-step in the rollout phase.", short="-b", min=1, max=4096)
     steps: int = option(3, "Lock-steps timed in the rollout phase.", short="-k", min=1, max=100)
     critic_texts: int = option(1024, "(state, move list) texts the critic scores.", min=1, max=1_000_000)
-    eval_rounds: int = option(2, "Timed rounds of the evaluation and its variants (grammar engine, caches) after "
-                                 "one warm-up, interleaved; the best of each kept.", min=1, max=20)
+    eval_rounds: int = option(2, "Timed rounds of the evaluation and its variants (grammar engine, caches), and "
+                                 "of the rollouts with the prefix cache on and off, after one warm-up of each, "
+                                 "interleaved; the best of each kept.", min=1, max=20)
     train_steps: int = option(4, "CPO-SimPO and GRPO steps (the first is not timed).", min=2, max=1000)
     phases: str = option(",".join(PHASES), f"Comma-separated, some of: {', '.join(PHASES)}.")
     profile: str | None = option(None, "Folder for a torch.profiler Chrome trace and an op table per phase.")

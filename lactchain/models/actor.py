@@ -52,6 +52,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from lactchain.machine import resolve_dtype
+from lactchain.models.cache_keyword import cache_kwargs, output_cache
 from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
 from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
@@ -453,8 +454,8 @@ class Actor(ScoringTokens):
             return self._prefix_kv[key]
         with torch.inference_mode():
             out = model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
-                        past_key_values=DynamicCache(config=self._config()), logits_to_keep=1)
-        kv = _kv_pairs(out.past_key_values)
+                        **cache_kwargs(model, DynamicCache(config=self._config())), logits_to_keep=1)
+        kv = _kv_pairs(output_cache(out))
         if kv is None:
             return None
         self.prefix_computations += 1
@@ -804,7 +805,7 @@ class Actor(ScoringTokens):
             out = model.generate(
                 input_ids=input_ids,
                 attention_mask=batch.mask,
-                past_key_values=batch.past,
+                **cache_kwargs(model, batch.past),
                 generation_config=config,
                 logits_processor=processors,
                 streamer=streamer,
@@ -856,7 +857,7 @@ class Actor(ScoringTokens):
             with torch.inference_mode():
                 logits = self.model(
                     input_ids=input_ids[:, batch.prefix_len:], attention_mask=batch.mask,
-                    position_ids=batch.position_ids(), past_key_values=batch.past,
+                    position_ids=batch.position_ids(), **cache_kwargs(self.model, batch.past),
                     logits_to_keep=keep, use_cache=batch.past is not None,
                 ).logits
             logits = logits[:, -keep:-1].float()  # predictions of the last keep-1 tokens

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from lactchain.models.actor import common_prefix_len, ensure_distinct_pad
+from lactchain.models.cache_keyword import cache_kwargs, output_cache
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
@@ -75,8 +76,8 @@ def completion_logps(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> tup
     past, prefix_mask = None, torch.ones((batch, n), dtype=torch.long, device=device)
     if n:
         out = model(input_ids=torch.tensor([rows[0].prompt[:n]], device=device), use_cache=True,
-                    past_key_values=DynamicCache(config=model.config))
-        past = expanded_cache(out.past_key_values, batch, model.config)
+                    **cache_kwargs(model, DynamicCache(config=model.config)))
+        past = expanded_cache(output_cache(out), batch, model.config)
     suffixes = [r.prompt[n:] + r.completion for r in rows]
     width = max(len(s) for s in suffixes)
     ids = torch.full((batch, width), pad_id, dtype=torch.long)
@@ -90,7 +91,7 @@ def completion_logps(model: Any, rows: Sequence[EncodedRow], pad_id: int) -> tup
     ids, labels, mask = ids.to(device), labels.to(device), mask.to(device)
     positions = (n + torch.arange(width, device=device)).expand(batch, width)
     logits = model(input_ids=ids, attention_mask=torch.cat([prefix_mask, mask], dim=1), position_ids=positions,
-                   past_key_values=past).logits
+                   **cache_kwargs(model, past)).logits
     targets = labels[:, 1:]
     keep = targets != -100
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)

@@ -24,11 +24,12 @@ positions from their padding too).
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 from typing import Any
 
 import torch
+
+from lactchain.models.cache_keyword import cache_keyword, output_cache
 
 # Below this many shared tokens, one more forward call costs more than it saves.
 MIN_SHARED_TOKENS = 8
@@ -94,8 +95,7 @@ def share_prompt_prefix(model: Any) -> bool:
         return backbone is not None
     original = backbone.forward
     config = backbone.config
-    # transformers 5.24 renamed the backbone's `past_key_values` to `cache`; both are allowed.
-    cache_kw = "cache" if "cache" in inspect.signature(type(backbone).forward).parameters else "past_key_values"
+    cache_kw = cache_keyword(backbone)  # `cache` from transformers 5.24, `past_key_values` before
 
     # Left-aligning a left-padded batch (GRPO's: prompts padded left, answers right) shifts a
     # row's positions, which only relative position encodings (rotary) do not see.
@@ -110,7 +110,7 @@ def share_prompt_prefix(model: Any) -> bool:
 
         batch, width = input_ids.shape
         head = original(input_ids=input_ids[:1, :n], use_cache=True, **{cache_kw: DynamicCache(config=config)}, **rest)
-        past = expanded_cache(getattr(head, cache_kw), batch, config)
+        past = expanded_cache(output_cache(head), batch, config)
         positions = (n + torch.arange(width - n, device=input_ids.device)).expand(batch, -1)
         tail = original(input_ids=input_ids[:, n:], attention_mask=attention_mask, position_ids=positions,
                         use_cache=True, **{cache_kw: past}, **rest)
