@@ -28,6 +28,10 @@ class EngineConfig(Config):
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
+    static_cache: str = option("auto", "hf only: decode with a static KV cache, which transformers compiles into CUDA "
+                                       "graphs on a GPU: on, off, or auto (where it pays on this device type: off "
+                                       "everywhere until a loop run shows it pays; see docs/performance.md).",
+                               choices=("auto", "on", "off"))
     ray_address: str | None = option(None, "vllm only: run the engine replicas as Ray actors on this Ray cluster: auto "
                                            "(the one `ray start --head` started here), HOST:PORT of its head node, "
                                            "or ray://HOST:PORT. Default: $RAY_ADDRESS when set, else no Ray. "
@@ -43,6 +47,9 @@ class EngineConfig(Config):
             self.dtype = resolve_dtype(self.dtype)  # auto: recorded as the dtype that ran
         except ValueError as exc:
             self.refuse("dtype", str(exc))
+        if self.engine == "vllm" and self.static_cache != "auto":
+            raise ConfigError(f"--static-cache {self.static_cache} is the transformers engine's decode cache: use it "
+                              "with --engine hf (vLLM manages its own)")
         if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
             if self.data_parallel_size != 1:
                 raise ConfigError(f"--data-parallel-size {self.data_parallel_size} runs vLLM engine replicas: use it "
@@ -75,9 +82,11 @@ class EngineConfig(Config):
     def params(self) -> dict[str, Any]:
         """What a run records: nothing for the default hf engine (older and hf runs keep
         their params as they were)."""
-        if self.engine == "hf" and self.dtype is None:
+        if self.engine == "hf" and self.dtype is None and self.static_cache == "auto":
             return {}
         out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
+        if self.static_cache != "auto":
+            out["static_cache"] = self.static_cache
         if self.tensor_parallel_size != 1:
             out["tensor_parallel_size"] = self.tensor_parallel_size
         if self.data_parallel_size != 1:
@@ -89,6 +98,7 @@ class EngineConfig(Config):
     def load_kw(self) -> dict[str, Any]:
         vllm = self.engine == "vllm"
         return {"engine": self.engine, "dtype": self.dtype,
+                "static_cache": None if vllm or self.static_cache == "auto" else self.static_cache == "on",
                 "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
                 "data_parallel_size": self.data_parallel_size if vllm else None,
                 "ray_address": self.ray_address if vllm else None}
@@ -121,7 +131,8 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
     kw = {k: v for k, v in settings.load_kw().items() if v is not None}
     engine = kw.pop("engine", "hf")
     if engine != "vllm":
-        kw = {"inference_dtype": kw["dtype"]} if "dtype" in kw else {}
+        kw = {"inference_dtype": kw.get("dtype"), "static_cache": kw.get("static_cache")}
+        kw = {k: v for k, v in kw.items() if v is not None}
     else:
         kw.update(extra or {})
     kw.update(actor_moves(env))
@@ -133,13 +144,15 @@ GENERATION_TAG = "generation"  # how a transformers actor generates on this devi
 
 def record_generation(registry: Any, run_id: str, model: Any) -> None:
     """Tag the run with what the transformers engine decided at load: the device, the
-    prefix cache (on where it pays on this device type) and the grammar engine."""
+    prefix cache and the static cache (each on where it pays on this device type), the
+    grammar engine and the dtype."""
     if not hasattr(model, "grammar_engine"):
         return  # vLLM: its own prefix caching and structured outputs
     import json
 
     registry.set_tag(run_id, GENERATION_TAG, json.dumps({
         "device": str(model.device), "prefix_cache": bool(model.prefix_cache), "grammar": model.grammar_engine,
+        "static_cache": bool(getattr(model, "static_cache", False)),
         "dtype": str(model.inference_dtype or next(model.model.parameters()).dtype).removeprefix("torch."),
     }))
 

@@ -18,8 +18,9 @@
 # (on 2026-11-28 the staging calls took 46 s with the machine's start, then 5 s each; the
 # bench call 432 s with a profiled pass since moved out). Then, on the same warm machine:
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # op tables, ~200 s
-#   run(command="bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 --budget-min 8",
-#       timeout_s=580)   # one `bench learn` (issue 45's targets)
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 5 --static-cache on",
+#       timeout_s=580)   # one `bench learn`: issue 46's loop target, the static cache in the loop
+#   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu

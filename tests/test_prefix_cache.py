@@ -328,5 +328,32 @@ def test_the_cache_is_on_where_it_pays_and_a_run_records_what_ran(tiny_actor, tm
                         "--db", db, "--json")
     assert code == 0, err
     tag = json.loads(Registry(db).tags(json.loads(out)["run_id"])["generation"])
-    assert tag == {"device": "cpu", "prefix_cache": True, "grammar": "tensor", "dtype": tag["dtype"]}
+    assert tag == {"device": "cpu", "prefix_cache": True, "grammar": "tensor", "dtype": tag["dtype"],
+                   "static_cache": False}
     assert tag["dtype"] in ("float32", "bfloat16")
+
+
+def test_the_static_cache_is_chosen_per_run_recorded_and_answers_the_same(tiny_actor, tmp_path, lc):
+    """--static-cache on|off|auto (auto: `STATIC_CACHE_PAYS`, off everywhere until a loop run
+    on a GPU shows it pays): the run records the choice and what its actor did."""
+    import json
+
+    from lactchain.models.actor import STATIC_CACHE_PAYS
+    from lactchain.runs.registry import Registry
+
+    assert STATIC_CACHE_PAYS == {"cpu": False, "cuda": False}
+    assert tiny_actor.static_cache is False
+    db = tmp_path / "registry.db"
+    answers = {}
+    for choice in ("on", "off"):
+        code, out, err = lc("play", "--actor", "tiny", "--episodes", "3", "--envs", "3", "--max-actions", "2",
+                            "--static-cache", choice, "--seed", "4", "--db", db, "--json")
+        assert code == 0, err
+        run_id = json.loads(out)["run_id"]
+        with Registry(db) as reg:
+            assert json.loads(reg.tags(run_id)["generation"])["static_cache"] is (choice == "on")
+            assert reg.params(run_id)["static_cache"] == choice
+            answers[choice] = [(s["state"], s["completion"], s["reward"]) for s in reg.steps(run_id)]
+    assert answers["on"] == answers["off"] and answers["on"]
+    code, out, err = lc("play", "--actor", "tiny", "--engine", "vllm", "--static-cache", "on", "--db", db)
+    assert code != 0 and "--static-cache on" in err and "--engine hf" in err and "Traceback" not in err

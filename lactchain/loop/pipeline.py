@@ -564,7 +564,8 @@ def load_loop_actor(cfg: PipelineConfig, progress: Callable[[str, float | None],
     generates, at the engine's dtype."""
     from lactchain.engine import load_generator_for
 
-    hf = EngineConfig(dtype=cfg.engine.dtype if cfg.engine.engine == "hf" else None)
+    hf = EngineConfig(dtype=cfg.engine.dtype, static_cache=cfg.engine.static_cache) if cfg.engine.engine == "hf" \
+        else EngineConfig()
     return load_generator_for(cfg.actor, cfg.adapter, cfg.env, hf, progress=progress)
 
 
