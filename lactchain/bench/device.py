@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import tempfile
 import time
 from pathlib import Path
