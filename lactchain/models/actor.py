@@ -66,8 +66,9 @@ MIN_SHARED_PREFIX = 16
 # Prefix KV entries kept (least recently used dropped): a few strategies in flight at once.
 PREFIX_CACHE_ENTRIES = 4
 # Where the shared-prefix cache pays, by device type (prefix_cache=None follows this):
-# on a 2-core CPU rollouts run ~4x faster with it; on one H100 `bench rollout --envs 64`
-# ran at 0.29x with it (issue 46). `lactchain bench device` measures it again per device.
+# on a 2-core CPU rollouts run ~4x faster with it. On CUDA it stays off: one H100 measured
+# 0.29x and one H200 0.68x and 1.62x, each with a cold first run in the figure (issue 46;
+# the benches now warm up every variant at full size). `bench device` measures it per device.
 PREFIX_CACHE_PAYS = {"cpu": True, "cuda": False}
 # Where decoding with a static KV cache pays (static_cache=None follows this). On CUDA
 # transformers compiles the decode step into CUDA graphs when the cache is static: on one
