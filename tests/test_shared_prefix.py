@@ -154,3 +154,19 @@ def test_a_dpo_step_through_trl_runs_each_batchs_prefix_once(tmp_path):
     shared = shared_prefix_len(batch["input_ids"], batch["attention_mask"])
     assert rows == 4 and shared >= MIN_SHARED_TOKENS
     assert positions.seen == [shared, rows * (width - shared)]
+
+
+def test_a_trainer_told_not_to_share_runs_every_row_whole(tmp_path):
+    """`TrainActorConfig.shared_prefix=False` (what `bench device` times beside the default
+    on a GPU) takes the patch off a model an earlier run put it on."""
+    from lactchain.models.actor import Actor
+    from lactchain.train.actor import prepare_model
+
+    actor = Actor.load("tiny", device="cpu")
+    backbone = actor.model.get_decoder()
+    prepare_model(actor, shared_prefix=True)
+    assert getattr(backbone.forward, "lactchain_shared_prefix", False)
+    prepare_model(actor, shared_prefix=False)
+    assert "forward" not in vars(backbone) and not getattr(backbone.forward, "lactchain_shared_prefix", False)
+    prepare_model(actor)  # the default shares again
+    assert getattr(backbone.forward, "lactchain_shared_prefix", False)

@@ -14,7 +14,8 @@ Phases, on the default models unless told otherwise:
   it); each warmed up at full size, timed twice interleaved, best kept.
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
-  per step, the first step (one-off costs) excluded; on a CPU in both precisions.
+  per step, the first step (one-off costs) excluded; on a CPU in both precisions, on a
+  GPU also with every row run whole (`shared_prefix_speedup`).
 - `grpo_step`: GRPO steps as the loop takes them (groups of 4 samples from start
   states, rewarded with the env's return): sampling, scoring and the update.
 
@@ -341,13 +342,14 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
     return pairs
 
 
-def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None) -> dict[str, Any]:
+def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None,
+                shared_prefix: bool = True) -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
     cfg = phases.cfg
     config = TrainActorConfig(loss="simpo", max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
-                              save_steps=10_000, save_total_limit=1, bf16=bf16)
+                              save_steps=10_000, save_total_limit=1, bf16=bf16, shared_prefix=shared_prefix)
     config.check()
     before = actor.model
     actor.model = copy.deepcopy(before)  # LoRA is injected in place: each run on its own copy
@@ -387,6 +389,11 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
         other = _train_once(actor, pairs, phases, not bf16)["s_per_step"]
         half, full = (step, other) if bf16 else (other, step)
         row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
+    else:
+        # On a GPU a small model's step is bound by kernel launches, and the shared prefix
+        # is one more pass of them (on a CPU it measured 3.5-4x faster: docs/performance.md).
+        whole = _train_once(actor, pairs, phases, None, shared_prefix=False)["s_per_step"]
+        row.update(whole_rows_s_per_step=whole, shared_prefix_speedup=whole / step if whole and step else None)
 
 
 def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:

@@ -83,7 +83,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
-from lactchain.train.shared_prefix import share_prompt_prefix  # noqa: E402
+from lactchain.train.shared_prefix import share_prompt_prefix, unshare_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -547,11 +547,12 @@ def quiet_datasets() -> Iterator[None]:
             os.environ["TQDM_DISABLE"] = tqdm_was
 
 
-def prepare_model(actor: Any) -> tuple[Any, bool]:
+def prepare_model(actor: Any, shared_prefix: bool = True) -> tuple[Any, bool]:
     """The model to train and whether it already carries an adapter to continue. Every TRL
     trainer starts here, so TRL's fused head is told here to score only the completion's
     positions on a CPU too (DPO, KTO, GRPO; lactchain.train.completion_scoring), and the
-    model runs a batch's shared prompt prefix once (lactchain.train.shared_prefix)."""
+    model runs a batch's shared prompt prefix once (lactchain.train.shared_prefix) unless
+    told not to."""
     from peft import PeftModel
 
     from lactchain.models.actor import ensure_distinct_pad
@@ -562,7 +563,10 @@ def prepare_model(actor: Any) -> tuple[Any, bool]:
     if tok.pad_token_id is None or tok.pad_token_id == tok.eos_token_id:
         raise ValueError("the tokenizer's pad token equals EOS: padding would hide the end of every completion")
     model = actor.model
-    share_prompt_prefix(model)
+    if shared_prefix:
+        share_prompt_prefix(model)
+    else:
+        unshare_prompt_prefix(model)
     if isinstance(model, PeftModel):
         # Continue the adapter loaded from an earlier run (it was loaded frozen).
         for name, param in model.named_parameters():
@@ -605,7 +609,7 @@ def build_trainer(
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     beta, gamma, notes = config.hparams()
     cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
-    model, continuing = prepare_model(actor)
+    model, continuing = prepare_model(actor, config.shared_prefix)
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"

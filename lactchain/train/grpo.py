@@ -296,7 +296,7 @@ def train_grpo(
     out = Path(output_dir)
     started_from = str(getattr(actor, "adapter", None) or "") or None
     set_seed(int(config.seed))
-    model, continuing = prepare_model(actor)
+    model, continuing = prepare_model(actor, config.shared_prefix)
     if not continuing:  # LoRA put on here (not by TRL), so the actor generates with the policy that trains
         model = add_lora(model, config)
     actor.model = model

@@ -137,3 +137,11 @@ def share_prompt_prefix(model: Any) -> bool:
     forward.lactchain_shared_prefix = True  # type: ignore[attr-defined]
     backbone.forward = types.MethodType(forward, backbone)
     return True
+
+
+def unshare_prompt_prefix(model: Any) -> None:
+    """Take the patch off again: every row then runs whole (a trainer told
+    `shared_prefix=False`, e.g. `bench device` timing both on a GPU)."""
+    backbone = _backbone(model)
+    if backbone is not None and getattr(vars(backbone).get("forward"), "lactchain_shared_prefix", False):
+        del backbone.forward
