@@ -113,6 +113,9 @@ def resolve_auto(settings: EngineConfig, actor: str) -> EngineConfig:
     from lactchain.models.vllm_single import resolve_engine
 
     which = resolve_engine("auto", model=actor)
+    if which == "vllm" and settings.static_cache != "auto":
+        raise ConfigError(f"--static-cache {settings.static_cache} is the transformers engine's decode cache; "
+                          "--engine auto chose vllm here: use --engine hf with it")
     if which == "hf" and (settings.data_parallel_size != 1 or settings.ray_address):
         raise ConfigError(f"--data-parallel-size {settings.data_parallel_size} / --ray-address need the vllm engine; "
                           "--engine auto chose hf here")
