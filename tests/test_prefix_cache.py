@@ -267,6 +267,35 @@ def test_bf16_inference_copy(tmp_path: Path):
         actor.inference_dtype = "int3"
 
 
+def test_an_adapter_is_merged_for_generation_where_a_second_copy_fits(tmp_path: Path, monkeypatch):
+    """In the weights' own dtype too, generate runs a copy with the LoRA adapter merged (no
+    per-token adapter ops: a GPU pays those in launches), training and scoring keep the
+    adapter; where no second copy fits, the adapter runs unmerged, with the same answers."""
+    from peft import PeftModel
+
+    import lactchain.models.actor as actor_module
+    from lactchain.models.actor import room_for_a_copy
+
+    adapter = make_adapter(tmp_path / "adapter")
+    prompts = state_prompts(6)
+    actor = Actor.load("tiny", adapter=adapter, device="cpu", prefix_cache=False)
+    assert room_for_a_copy(actor.model) and not room_for_a_copy(actor.model, margin=1e12)
+    merged = actor.generate(prompts)
+    copy = actor._inference_copy
+    assert copy is not None and not isinstance(copy, PeftModel) and next(copy.parameters()).dtype == torch.float32
+    assert isinstance(actor.model, PeftModel)
+    tight = Actor.load("tiny", adapter=adapter, device="cpu", prefix_cache=False)
+    monkeypatch.setattr(actor_module, "room_for_a_copy", lambda model, margin=1.25: False)  # a full machine
+    unmerged = tight.generate(prompts)
+    assert tight._inference_copy is None
+    assert [s.token_ids for s in merged] == [s.token_ids for s in unmerged]
+    assert [s.logprob for s in merged] == pytest.approx([s.logprob for s in unmerged], abs=1e-4)
+    # Without an adapter nothing is copied.
+    plain = Actor.load("tiny", device="cpu")
+    plain.generate(prompts[:2])
+    assert plain._inference_copy is None
+
+
 def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_generates(tmp_path: Path):
     """transformers' default optimizer (torch's fused AdamW) changes the LoRA weights in
     place without bumping their version counters. GRPO generates between such steps: the

@@ -303,6 +303,20 @@ def own_forwards(model: Any) -> Any:
     return model
 
 
+def room_for_a_copy(model: Any, margin: float = 1.25) -> bool:
+    """Whether a second copy of `model`'s weights (times `margin`) fits in what its
+    device has free: the GPU's free memory, or the host's available RAM."""
+    params = list(model.parameters())
+    need = margin * sum(p.numel() * p.element_size() for p in params)
+    device = params[0].device
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return free > need
+    import psutil  # peft's and accelerate's dependency
+
+    return psutil.virtual_memory().available > need
+
+
 def trainable_fingerprint(params: list[Any]) -> tuple[float, float] | None:
     """(sum, sum of squares) of the trainable parameters (an adapter's): a value that changes
     when an optimizer step changes them. None when nothing is trainable."""
@@ -437,20 +451,23 @@ class Actor(ScoringTokens):
             self._weights_stamp = stamp
 
     def _generation_model(self) -> Any:
-        """The model generate runs: the actor's own, or (with `inference_dtype` set and
-        different from it) a lazily built copy in that dtype with any LoRA adapter merged,
-        so the adapter adds no per-token cost either."""
+        """The model generate runs: a lazily built copy with any LoRA adapter merged, in
+        `inference_dtype` where that differs from the weights', else the actor's own.
+        Merged, the adapter adds no per-token cost: unmerged, each of SmolLM2's 210
+        adapted layers runs ~5 more ops a token, which a GPU pays in kernel launches. A
+        same-dtype copy is made only where a second set of weights fits in memory."""
         own = self._model
         dtype = self._inference_dtype
-        if dtype is None or dtype == next(own.parameters()).dtype:
-            return own
+        recast = dtype is not None and dtype != next(own.parameters()).dtype
         if self._inference_copy is None:
-            from peft import PeftModel
-
+            adapted = hasattr(own, "peft_config")
+            if not recast and not (adapted and room_for_a_copy(own)):
+                return own
             dup = copy.deepcopy(own)
-            if isinstance(dup, PeftModel):
+            if adapted:
                 dup = dup.merge_and_unload()  # merged in the original dtype, then cast: less rounding
-            self._inference_copy = contiguous_head(own_forwards(dup).to(dtype).eval())
+            dup = own_forwards(dup)
+            self._inference_copy = contiguous_head((dup.to(dtype) if recast else dup).eval())
         return self._inference_copy
 
     def _prefix_kv_for(self, model: Any, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
