@@ -61,11 +61,10 @@ def hf_report(cfg: RolloutBenchConfig, load: Loader, stage: Stage) -> dict[str, 
     import torch
 
     model = load(engine="hf")
-    generate_rate(model, cfg, min(cfg.envs, 2), 1)  # warm-up: grammar compile, caches
-    # Then one lock-step of each timed variant at full size: a GPU's first batch of a new
-    # size pays allocator growth and kernel choice, which would go to whichever variant is
-    # timed first (on an H200, with the cache timed first in each, this bench put the
-    # prefix cache at 0.68x and `bench device` at 1.62x).
+    # Warm-up, one lock-step of each timed variant at full size: grammar tables, caches, and
+    # a GPU's first batch of a new size pays allocator growth and kernel choice, which would
+    # go to whichever variant is timed first (on an H200, with the cache timed first in
+    # each, this bench put the prefix cache at 0.68x and `bench device` at 1.62x).
     for cache in (False, True):
         model.prefix_cache = cache
         rollout_rate(model, cfg, cfg.envs, 1)
