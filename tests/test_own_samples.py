@@ -160,6 +160,31 @@ def test_dpo_takes_an_nll_term_on_chosen_or_ipo_and_kto_balances_its_rows(tmp_pa
     assert sum(unbalanced["label"]) == 6 and len(unbalanced) == 12
 
 
+def test_kto_adds_the_desirable_rows_nll_on_its_own_scoring_pass_when_asked(tmp_path, tiny_actor):
+    """KTO + rpo_alpha x NLL(desirable rows): the term TRL's KTO lacks, read from KTO's own
+    forward (no second pass). Its value is the desirable completions' mean -log p, checked
+    here against the model's logits directly; the loss grows by exactly alpha x it."""
+    import torch
+
+    pairs = _pairs(Actor.load("tiny"))
+    plain, info = build_trainer(Actor.load("tiny"), pairs, TrainActorConfig(loss="kto"), output_dir=tmp_path / "a")
+    assert info["rpo_alpha"] == 0.0
+    anchored, info = build_trainer(Actor.load("tiny"), pairs, TrainActorConfig(loss="kto", preference={"rpo_alpha": 2.0}),
+                                   output_dir=tmp_path / "b")
+    assert info["rpo_alpha"] == 2.0
+    batch = anchored._prepare_inputs(next(iter(anchored.get_train_dataloader())))
+    with torch.no_grad():
+        base = plain.compute_loss(plain.model, batch)
+        loss = anchored.compute_loss(anchored.model, batch)
+        logits = anchored.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    nll = anchored._metrics["train"]["nll_loss"][-1]
+    next_lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+    scored = batch["completion_mask"][:, 1:].bool() & torch.as_tensor(batch["label"], dtype=torch.bool)[:, None]
+    assert scored.any() and nll == pytest.approx(float(-next_lp[scored].mean()), rel=1e-4)
+    assert float(loss - base) == pytest.approx(2.0 * nll, rel=1e-4)
+    assert "nll_loss" not in plain._metrics["train"]
+
+
 @pytest.mark.parametrize("loss,column", [("dpo", "ref_chosen_logps"), ("kto", "ref_logps")])
 def test_dpo_and_kto_compute_their_reference_once_before_training(tmp_path, loss, column):
     """The reference log-probs are dataset columns computed once before training, not a
@@ -186,7 +211,7 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
     assert PipelineConfig(actor="tiny", critic="tiny", loss="grpo", actor_lr=3e-5).actor_lr == 3e-5
     assert PipelineConfig(actor="tiny", critic="tiny", loss="dpo").preference.rpo_alpha == 1.0
     assert PipelineConfig(actor="tiny", critic="tiny", loss="simpo").simpo.cpo_alpha == 1.0
-    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").preference.rpo_alpha is None  # not read by kto
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").preference.rpo_alpha is None  # kto's: off unless told
     assert LOOP_LR["grpo"] < LOOP_LR["rft"]  # learning from its own samples wants a smaller step
 
 

@@ -17,7 +17,7 @@ Read top to bottom:
    attention and MLP projections) and builds the trainer:
      simpo -> trl.experimental.cpo.CPOTrainer, CPOConfig(loss_type="simpo", cpo_alpha=0)
      dpo   -> trl.DPOTrainer + DPOConfig (reference = the model with adapters off)
-     kto   -> trl.KTOTrainer + KTOConfig
+     kto   -> trl.KTOTrainer + KTOConfig (plus an NLL term on desirable rows with rpo_alpha: train.kto_nll)
    CPU-friendly settings: fp32 on CPU (bf16 only on a CUDA GPU that has it),
    no gradient checkpointing, no reporting integrations, no worker processes,
    a checkpoint every `save_steps` (and on SIGTERM) so a run can resume.
@@ -673,12 +673,15 @@ def build_trainer(
             cfg = DPOConfig(beta=beta, **losses, **common, **fixed_reference())
             trainer = DPOTrainer(args=cfg, **kwargs)
         else:
-            from trl import KTOConfig, KTOTrainer
+            from trl import KTOConfig
+
+            from lactchain.train.kto_nll import nll_anchored_kto
 
             weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
             cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
                             **common, **fixed_reference())
-            trainer = KTOTrainer(args=cfg, **kwargs)
+            trainer = nll_anchored_kto()(args=cfg, **kwargs)
+            trainer.rpo_alpha = float(config.preference.rpo_alpha or 0.0)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -693,8 +696,10 @@ def build_trainer(
     }
     if loss == "kto":
         info["kto_desirable_weight"], info["kto_undesirable_weight"] = cfg.desirable_weight, cfg.undesirable_weight
+    if loss in ("dpo", "kto"):
+        info["rpo_alpha"] = config.preference.rpo_alpha
     if loss == "dpo":
-        info["rpo_alpha"], info["dpo_loss"] = config.preference.rpo_alpha, config.preference.dpo_loss
+        info["dpo_loss"] = config.preference.dpo_loss
     return trainer, info
 
 

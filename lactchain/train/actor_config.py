@@ -11,7 +11,8 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
                   save_total_limit, logging_steps, max_length (TRL's Trainer)
     simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
-    dpo only      rpo_alpha (NLL on chosen), dpo_loss (sigmoid or ipo)
+    dpo/kto       rpo_alpha (NLL on chosen; kto's desirable rows: lactchain.train.kto_nll)
+    dpo only      dpo_loss (sigmoid or ipo)
     kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
@@ -59,7 +60,7 @@ _TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha"),
     "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss"),
-    "kto": _ALL + _TRL + ("kto_balance",),
+    "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance"),
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
                     "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass"),
@@ -121,9 +122,11 @@ class PreferenceSettings(Config):
     beta: float | None = option(
         None, "Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1.")
     rpo_alpha: float | None = option(
-        None, "dpo only: weight of an NLL term on chosen (RPO: TRL's loss types sigmoid + sft): keeps DPO from pushing "
-              "both sides down when chosen and rejected differ by a move (likelihood displacement). 0 = plain DPO. "
-              "Default: 0 for train-actor; 1.0 in the loop (pipeline, bench learn).", min=0.0, max=100.0)
+        None, "dpo and kto: weight of an NLL term on chosen (dpo: RPO, TRL's loss types sigmoid + sft; kto: on the "
+              "desirable rows, our own term, as TRL's KTO has none): keeps DPO from pushing both sides down when "
+              "chosen and rejected differ by a move (likelihood displacement), and ties KTO's answers to each "
+              "state. 0 = plain DPO / KTO. Default: 0 for train-actor; 1.0 for dpo in the loop (pipeline, "
+              "bench learn), 0 for kto.", min=0.0, max=100.0)
     dpo_loss: str = option("sigmoid", "dpo only: sigmoid (DPO) or ipo (IPO: a squared loss that stops at a margin "
                                       "instead of pushing it to infinity).", choices=DPO_LOSS_TYPES)
     kto_balance: bool = option(True, "kto only: each distinct chosen list once, weighted so desirable and "
@@ -271,8 +274,8 @@ class TrainActorConfig(Config):
         refuse_unread(self, self.loss, flat_names(TrainActorConfig))
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
-        if self.loss == "dpo" and self.preference.rpo_alpha is None:
-            self.preference.rpo_alpha = 0.0  # plain DPO (the loop's is 1.0)
+        if self.loss in ("dpo", "kto") and self.preference.rpo_alpha is None:
+            self.preference.rpo_alpha = 0.0  # plain DPO / KTO (the loop's DPO is 1.0)
         try:
             self.hparams()
         except ValueError as exc:
