@@ -7,6 +7,7 @@ Real components: the tiny transformers actor, TRL's trainers, the grid env."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 
@@ -158,6 +159,27 @@ def test_dpo_takes_an_nll_term_on_chosen_or_ipo_and_kto_balances_its_rows(tmp_pa
     assert info["kto_desirable_weight"] == 2.0
     unbalanced = build_dataset(actor, pairs, "kto", kto_balance=False)
     assert sum(unbalanced["label"]) == 6 and len(unbalanced) == 12
+
+
+def test_kto_reads_its_elites_spread_evenly_over_every_epoch(tiny_actor):
+    """TRL's KTO reads rows in order, the same every epoch. Each state's elite comes once
+    (with its first pair), so in pair order the elites bunched up early and the last third
+    of each epoch held none: 30 of the 103 steps of a 30-min KTO run saw no desirable row.
+    Now every batch holds its share."""
+    from lactchain.train.actor import evenly_spread
+
+    actor = Actor.load("tiny")
+    env = GridWorldEnv(moves=actor.moves)
+    prompt = PromptSpec.for_env(env, moves=actor.moves)
+    worse = (["turn left"], ["turn right"], ["turn left", "turn left"], ["turn right", "move forward"])
+    pairs = [{"prompt": prompt.render(env.describe(s)), "chosen": ["move forward"], "rejected": r}
+             for s in list(env.start_states())[:12] for r in worse]
+    rows = build_dataset(actor, pairs, "kto", kto_balance=True)
+    assert len(rows) == 60 and sum(rows["label"]) == 12
+    assert [sum(rows["label"][i:i + 10]) for i in range(0, 60, 10)] == [2] * 6  # 5 pairs a step: 2 elites each
+    assert sorted(Counter(rows["prompt"]).values()) == [5] * 12  # each state: its elite and 4 worse lists
+    assert evenly_spread([True, True, False, False, False, False]) == [2, 3, 0, 4, 5, 1]  # elites at 2 and 5
+    assert evenly_spread([False, True]) == [0, 1] and evenly_spread([]) == []
 
 
 def test_kto_adds_the_desirable_rows_nll_on_its_own_scoring_pass_when_asked(tmp_path, tiny_actor):
