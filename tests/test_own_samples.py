@@ -253,7 +253,8 @@ def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_coll
     of the states alike (the collapse the old defaults ended in). Measured: GRPO 0.07 ->
     0.10, 0.55, 0.60; DPO -> 0.42, 0.43, 0.48; KTO -> 0.15, 0.12, 0.48 (issue 45's
     must-show names three iterations). In fp32 on every CPU (2026-11-27, an AVX2-only
-    EPYC: GRPO -> 0.10, 0.53, 0.60; DPO -> 0.38, 0.45, 0.57; KTO -> 0.13, 0.12, 0.55):
+    EPYC: GRPO -> 0.10, 0.53, 0.60; DPO -> 0.38, 0.45, 0.57; KTO -> 0.13, 0.12, 0.55;
+    KTO with its elites spread evenly over each epoch, 2026-11-28: -> 0.15, 0.10, 0.52, top share <= 0.37):
     the same arithmetic whatever the CPU, and the tiny model gains nothing from bf16
     (its head size 16 makes CPU flash attention slower in bf16, docs/setup.md). Four
     epochs instead of eight do not learn enough (best 0.22 / 0.35 / 0.15)."""
