@@ -16,7 +16,7 @@ from lactchain.envs.replay import execute_from
 from lactchain.models.actor import Actor, Sample
 from lactchain.loop.pipeline import LOOP_LR, PipelineConfig
 from lactchain.prompts import PromptSpec
-from lactchain.train.actor import build_dataset, build_trainer, kto_weights
+from lactchain.train.actor import build_dataset, build_trainer, kto_weights, map_metrics
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.grpo import EpisodeSpec, GRPOTask, _Rollouts, drift_k3, most_varied, top_share, train_grpo
 from lactchain.train.state_groups import StateGroups, Step, returns_to_go
@@ -205,6 +205,7 @@ def test_kto_adds_the_desirable_rows_nll_on_its_own_scoring_pass_when_asked(tmp_
     assert scored.any() and nll == pytest.approx(float(-next_lp[scored].mean()), rel=1e-4)
     assert float(loss - base) == pytest.approx(2.0 * nll, rel=1e-4)
     assert "nll_loss" not in plain._metrics["train"]
+    assert map_metrics({"nll_loss": nll, "loss": float(loss)})["nll_loss"] == nll  # recorded with the step
 
 
 @pytest.mark.parametrize("loss,column", [("dpo", "ref_chosen_logps"), ("kto", "ref_logps")])

@@ -100,6 +100,7 @@ METRIC_NAMES = {
     "grad_norm": "grad_norm",
     "learning_rate": "lr",
     "kl": "kl",
+    "nll_loss": "nll_loss",  # the NLL on chosen: CPO-SimPO's, and KTO's with rpo_alpha (train.kto_nll)
     "entropy": "entropy",
     "epoch": "epoch",
     "train_loss": "train_loss",
