@@ -10,6 +10,10 @@ to its own elite; TRL 1.16's KTOTrainer has no such term, so this adds it:
 
 The NLL reads the log-probs of KTO's own forward pass (a forward hook keeps that pass's
 output), so it costs no second forward. It is logged as the `nll_loss` metric.
+
+Measured (docs/results.md, SmolLM2, explore 256, 30 min, seed 0): at lr 1e-4 the term
+alone did not stop the collapse (top share 0.88); at DPO's lr 1e-3 KTO reached 92 % with
+top share 0.37, the first KTO run here to learn without collapsing.
 """
 
 from __future__ import annotations
