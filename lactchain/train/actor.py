@@ -62,6 +62,7 @@ from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the
     DEFAULT_BETA,
     KL_BETA_RECOMMENDED,
     LOSSES,
+    LOSS_SETTINGS,
     PREFERENCE_LOSSES,
     SIMPO_BETA_ALLOWED,
     SIMPO_BETA_RECOMMENDED,
@@ -702,8 +703,7 @@ def build_trainer(
             weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
             cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
                             **common, **fixed_reference())
-            trainer = nll_anchored_kto()(args=cfg, **kwargs)
-            trainer.rpo_alpha = float(config.preference.rpo_alpha or 0.0)
+            trainer = nll_anchored_kto()(args=cfg, rpo_alpha=config.preference.rpo_alpha or 0.0, **kwargs)
     # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
     # output; progress is reported through our callback instead.
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -718,7 +718,7 @@ def build_trainer(
     }
     if loss == "kto":
         info["kto_desirable_weight"], info["kto_undesirable_weight"] = cfg.desirable_weight, cfg.undesirable_weight
-    if loss in ("dpo", "kto"):
+    if "rpo_alpha" in LOSS_SETTINGS[loss]:
         info["rpo_alpha"] = config.preference.rpo_alpha
     if loss == "dpo":
         info["dpo_loss"] = config.preference.dpo_loss

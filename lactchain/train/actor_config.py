@@ -274,7 +274,7 @@ class TrainActorConfig(Config):
         refuse_unread(self, self.loss, flat_names(TrainActorConfig))
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
-        if self.loss in ("dpo", "kto") and self.preference.rpo_alpha is None:
+        if "rpo_alpha" in LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
             self.preference.rpo_alpha = 0.0  # plain DPO / KTO (the loop's DPO is 1.0)
         try:
             self.hparams()

@@ -32,10 +32,7 @@ def desirable_nll(log_probs: Any, completion_mask: Any, labels: Any) -> Any:
     per_token = log_probs[:, -width:]
     desirable = torch.as_tensor(labels, dtype=torch.bool, device=per_token.device)
     mask = completion_mask[:, 1:].to(per_token.dtype)[desirable]
-    tokens = mask.sum()
-    if not tokens:
-        return per_token.sum() * 0.0  # keeps the graph: every row undesirable
-    return -(per_token[desirable] * mask).sum() / tokens
+    return -(per_token[desirable] * mask).sum() / mask.sum().clamp(min=1)  # 0, in the graph, when none
 
 
 @functools.cache
@@ -45,9 +42,11 @@ def nll_anchored_kto() -> type:
     from trl import KTOTrainer
 
     class NLLAnchoredKTO(KTOTrainer):
-        """KTO + rpo_alpha * NLL(desirable). Set `rpo_alpha` after construction."""
+        """KTO + rpo_alpha * NLL(desirable); rpo_alpha 0 is TRL's KTO as it is."""
 
-        rpo_alpha: float = 0.0
+        def __init__(self, *args: Any, rpo_alpha: float = 0.0, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.rpo_alpha = float(rpo_alpha)
 
         def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
