@@ -234,8 +234,25 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
     assert PipelineConfig(actor="tiny", critic="tiny", loss="grpo", actor_lr=3e-5).actor_lr == 3e-5
     assert PipelineConfig(actor="tiny", critic="tiny", loss="dpo").preference.rpo_alpha == 1.0
     assert PipelineConfig(actor="tiny", critic="tiny", loss="simpo").simpo.cpo_alpha == 1.0
-    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").preference.rpo_alpha is None  # kto's: off unless told
+    assert PipelineConfig(actor="tiny", critic="tiny", loss="kto").preference.rpo_alpha == 1.0  # on its desirable rows
     assert LOOP_LR["grpo"] < LOOP_LR["rft"]  # learning from its own samples wants a smaller step
+
+
+def test_a_kto_run_recorded_before_its_nll_default_resumes_as_it_ran():
+    """KTO runs recorded before the loop's NLL weight reached KTO hold rpo_alpha unset; one
+    resumed from its saved config keeps running without the term, while a new KTO run, a
+    comparison's KTO cell included, records the default it ran with."""
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    saved = PipelineConfig(actor="tiny", critic="tiny", loss="kto").params()
+    saved["rpo_alpha"] = None  # what an old KTO run's config.json holds
+    assert PipelineConfig.from_params(saved).preference.rpo_alpha == 0.0
+    assert PipelineConfig.from_params({**saved, "rpo_alpha": 0.5}).preference.rpo_alpha == 0.5
+    fresh = PipelineConfig.from_params({"actor": "tiny", "critic": "tiny", "loss": "kto"})
+    assert fresh.params()["rpo_alpha"] == 1.0 == PipelineConfig.from_params(fresh.params()).preference.rpo_alpha
+    bench = BenchLearnConfig.from_params({"actor": "tiny", "critic": "tiny", "compare": "kto,dpo", "seeds": "0"})
+    assert bench.cell_config("kto", 256, 0).preference.rpo_alpha == 1.0
+    assert bench.cell_config("kto", 256, 0).actor_lr == LOOP_LR["kto"]
 
 
 # ---- the loop on its own samples only (--explore 0) -------------------------------------------
@@ -248,14 +265,15 @@ def test_the_loop_picks_each_losss_own_learning_rate_and_records_it():
 def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_collapse(tmp_path, loss):
     """`pipeline --actor tiny --critic tiny --loss LOSS --explore 0 --iterations 3` at the
     loss's own defaults (learning rate, GRPO's variance filter and clip-higher, DPO's NLL
-    term, KTO's balance): no random lists, only the actor's own samples, ranked by the TD
+    term, KTO's balance and NLL term): no random lists, only the actor's own samples, ranked by the TD
     critic. The tiny actor starts at about 7 % of the 60 start states; the best trained
     iteration must be >= 0.3 higher, and no trained iteration may answer more than half
     of the states alike (the collapse the old defaults ended in). Measured: GRPO 0.07 ->
     0.10, 0.55, 0.60; DPO -> 0.42, 0.43, 0.48; KTO -> 0.15, 0.12, 0.48 (issue 45's
     must-show names three iterations). In fp32 on every CPU (2026-11-27, an AVX2-only
     EPYC: GRPO -> 0.10, 0.53, 0.60; DPO -> 0.38, 0.45, 0.57; KTO -> 0.13, 0.12, 0.55;
-    KTO with its elites spread evenly over each epoch, 2026-11-28: -> 0.15, 0.10, 0.52, top share <= 0.37):
+    KTO with its elites spread evenly over each epoch, 2026-11-28: -> 0.15, 0.10, 0.52, top share <= 0.37;
+    KTO at its lr 1e-3 with its NLL term, 2026-11-29: -> 0.25, 0.45, 0.78, top share <= 0.25):
     the same arithmetic whatever the CPU, and the tiny model gains nothing from bf16
     (its head size 16 makes CPU flash attention slower in bf16, docs/setup.md). Four
     epochs instead of eight do not learn enough (best 0.22 / 0.35 / 0.15)."""

@@ -182,7 +182,8 @@ class BenchLearnConfig(PipelineConfig):
         from lactchain.loop.pipeline import unread_settings
 
         names = set(flat_names(PipelineConfig)) - unread_settings(loss)  # another loss's settings: defaults
-        params = {k: v for k, v in self.to_params().items() if k in names}
+        # unset ones left out too: the cell's loss resolves its own default (as a command line's would)
+        params = {k: v for k, v in self.to_params().items() if k in names and v is not None}
         params.update(loss=loss, explore=explore, seed=seed)
         if self.budget_iterations:
             params["iterations"] = self.budget_iterations

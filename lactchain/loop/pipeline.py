@@ -66,8 +66,13 @@ SIMPO_LOOP_CPO_ALPHA = 1.0
 # in docs/results/loss-defaults (`python scripts/loss_sweep.py`); rft and simpo kept their measured 1e-3.
 # Tiny actor, explore 0, seed 0: grpo 3e-4 collapsed (top share 0.60), 3e-5 did not move; kto 1e-3 collapsed
 # at iteration 2 (0.55); dpo (with its NLL term) 1e-4 gained +0.20 only, 3e-4 collapsed (0.95), 1e-3 +0.52.
-LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-3, "kto": 1e-4, "grpo": 1e-4}
-LOOP_RPO_ALPHA = 1.0  # DPO's NLL weight on chosen unless told (RPO), as CPO-SimPO's cpo_alpha
+# kto: 1e-3 with its NLL term on the desirable rows; at 1e-4, with or without the term, it collapsed on the
+# default actor (top share 0.72-0.88, docs/results.md "Learning from the actor's own samples").
+LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-3, "kto": 1e-3, "grpo": 1e-4}
+# The NLL weight on chosen (DPO: RPO) or on the desirable rows (KTO) unless told, as CPO-SimPO's cpo_alpha.
+LOOP_RPO_ALPHA = 1.0
+# KTO runs recorded before LOOP_RPO_ALPHA reached KTO hold rpo_alpha unset: they ran without the term.
+KTO_RECORDED_UNSET_RPO_ALPHA = 0.0
 GROUPINGS = ("start", "state")
 # The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
 # kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping`; which loss reads which
@@ -230,7 +235,7 @@ class PipelineConfig(Config):
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
-        if self.loss == "dpo" and self.preference.rpo_alpha is None:
+        if self.loss in ("dpo", "kto") and self.preference.rpo_alpha is None:
             self.preference.rpo_alpha = LOOP_RPO_ALPHA
         for name in ("states", "eval_states"):
             value = getattr(self, name)
@@ -256,10 +261,14 @@ class PipelineConfig(Config):
 
     @classmethod
     def from_params(cls, params: Any, *, strict: bool = True) -> Any:
-        """Also reads configs saved before the engine was a part (`rollout_bf16`)."""
+        """Also reads configs saved before the engine was a part (`rollout_bf16`), and KTO
+        configs saved before the loop's NLL default reached KTO (`rpo_alpha` recorded unset:
+        they resume as they ran, without the term). A checked config never records it unset."""
         params = dict(params)
         if "rollout_bf16" in params:
             params.setdefault("dtype", "bfloat16" if params.pop("rollout_bf16") else "float32")
+        if params.get("loss") == "kto" and "rpo_alpha" in params and params["rpo_alpha"] is None:
+            params["rpo_alpha"] = KTO_RECORDED_UNSET_RPO_ALPHA
         return super().from_params(params, strict=strict)
 
     @classmethod

@@ -125,8 +125,8 @@ class PreferenceSettings(Config):
         None, "dpo and kto: weight of an NLL term on chosen (dpo: RPO, TRL's loss types sigmoid + sft; kto: on the "
               "desirable rows, our own term, as TRL's KTO has none): keeps DPO from pushing both sides down when "
               "chosen and rejected differ by a move (likelihood displacement), and ties KTO's answers to each "
-              "state. 0 = plain DPO / KTO. Default: 0 for train-actor; 1.0 for dpo in the loop (pipeline, "
-              "bench learn), 0 for kto.", min=0.0, max=100.0)
+              "state. 0 = plain DPO / KTO. Default: 0 for train-actor; 1.0 for dpo and kto in the loop "
+              "(pipeline, bench learn).", min=0.0, max=100.0)
     dpo_loss: str = option("sigmoid", "dpo only: sigmoid (DPO) or ipo (IPO: a squared loss that stops at a margin "
                                       "instead of pushing it to infinity).", choices=DPO_LOSS_TYPES)
     kto_balance: bool = option(True, "kto only: each distinct chosen list once, weighted so desirable and "
