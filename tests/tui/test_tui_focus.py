@@ -12,6 +12,7 @@ from tui_helpers import settle
 MODES = {"1": "lab", "2": "runs", "3": "labels", "4": "jobs", "5": "archive"}
 # Every single-character key the console binds (screen and app keys), as a user would type them.
 TYPED = "12345 sekrnpcvaoRKlmx/=dfgqyz"
+KEYS = ["space" if char == " " else char for char in TYPED]
 
 
 def _spy_actions(app) -> list[str]:  # noqa: ANN001
@@ -47,8 +48,7 @@ async def test_keys_typed_into_every_focused_field_never_switch_screens_or_start
                 await settle(app, pilot)
                 ran = _spy_actions(app)
                 steps = app.lab_session.snapshot().actions_taken
-                for char in TYPED:
-                    await pilot.press("space" if char == " " else char)
+                await pilot.press(*KEYS)  # each handled before the next (one wait for the screen at the end)
                 await settle(app, pilot)
                 del app.run_action
                 assert app.current_mode == mode, (mode, field.id)
