@@ -18,8 +18,11 @@ from cli_helpers import wait_until
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+# 8 start states trained and evaluated, no zero-shot transfer (tests/test_walls.py checks it): a cell
+# costs ~11 s of work instead of ~21 s, most of what is left being its imports and model loads.
 TINY = ["--actor", "tiny", "--critic", "tiny", "--budget-iterations", "1", "--budget-min", "5",
-        "--td-lists-per-state", "16", "--td-rounds", "2", "--actor-epochs", "1", "--explore", "16", "--json"]
+        "--td-lists-per-state", "16", "--td-rounds", "2", "--actor-epochs", "1", "--explore", "16",
+        "--states", "8", "--eval-states", "8", "--no-transfer", "--json"]
 
 
 @pytest.mark.slow
