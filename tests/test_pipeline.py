@@ -1,9 +1,8 @@
-"""The whole loop on tiny models, as a real CLI subprocess, and what it leaves in the registry."""
+"""The whole loop on tiny models, through the real CLI entry point, and what it leaves in the registry."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -16,14 +15,23 @@ from lactchain.runs.registry import Registry
 
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
+    """The real `lactchain pipeline` entry point, run once in this process (the console
+    script's own process is tests/test_cli_runs.py's; an interpreter start costs ~8 s here)."""
+    import contextlib
+    import io
+
+    from lactchain.cli import main
+
     db = tmp_path_factory.mktemp("pipeline") / "registry.db"
-    res = subprocess.run(
-        [sys.executable, "-m", "lactchain.cli", "pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8",
-         "--eval-states", "8", "--td-lists-per-state", "32", "--actor-epochs", "1", "--db", str(db), "--json"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert res.returncode == 0, res.stderr
-    return Registry(db), json.loads(res.stdout), res.stderr
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["lactchain", "pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8", "--eval-states", "8",
+            "--td-lists-per-state", "32", "--actor-epochs", "1", "--db", str(db), "--json"]
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as done:
+            main()
+    assert done.value.code in (0, None), err.getvalue()
+    return Registry(db), json.loads(out.getvalue()), err.getvalue()
 
 
 def test_pipeline_phases_are_child_runs(pipeline_run):
