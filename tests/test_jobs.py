@@ -42,9 +42,14 @@ def wait_for(predicate, timeout=90.0, every=0.2):  # noqa: ANN001, ANN201
     return wait_until(predicate, timeout, every)
 
 
-def launch_long_play(cli, db):
-    res = cli("play", "--actor", "tiny", "--episodes", "100000", "--envs", "1", "--free", "--db", str(db),
-              "--detach", "--json")
+# A long job that starts in ~1 s: Blackjack episodes of the random policy, a step row each. The run's
+# lifecycle is under test, not what it plays (a tiny-actor play paid ~8 s of torch and transformers
+# imports per launch; play itself runs detached in test_job_layer and the console's tests).
+LONG_JOB = ("collect", "--episodes", "1000000")
+
+
+def launch_long_job(cli, db):
+    res = cli(*LONG_JOB, "--db", str(db), "--detach", "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)["run_id"]
 
@@ -52,7 +57,7 @@ def launch_long_play(cli, db):
 def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path, cli):
     db = tmp_path / "registry.db"
     t0 = time.time()
-    run_id = launch_long_play(cli, db)
+    run_id = launch_long_job(cli, db)
     assert time.time() - t0 < 60  # the launcher returned without waiting for the job
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
@@ -70,7 +75,7 @@ def test_detached_job_outlives_launcher_then_sigterm_marks_killed(tmp_path, cli)
 
 def test_kill_dash_nine_is_failed_on_next_read(tmp_path, cli):
     db = tmp_path / "registry.db"
-    run_id = launch_long_play(cli, db)
+    run_id = launch_long_job(cli, db)
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and r)
     os.killpg(run["pgid"], signal.SIGKILL)
@@ -162,11 +167,11 @@ def test_killed_critic_training_resumes_from_its_checkpoint(tmp_path, cli):
 
 
 def test_kill_of_a_foreground_run_spares_its_callers_process_group(tmp_path):
-    """A script that runs `lactchain play` in the foreground (so the job shares the
+    """A script that runs a job (`lactchain collect`) in the foreground (so the job shares the
     script's process group) survives `runs kill`, and so does its other child."""
     db = tmp_path / "registry.db"
     script = (f"sleep 300 & echo $! > {tmp_path / 'sibling.pid'}; "
-              f"{sys.executable} -m lactchain.cli play --actor tiny --episodes 100000 --envs 1 --free --db {db}; "
+              f"{sys.executable} -m lactchain.cli {' '.join(LONG_JOB)} --db {db}; "
               "sleep 300")
     parent = subprocess.Popen(["bash", "-c", script], start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -260,7 +265,7 @@ def test_a_job_puts_back_registry_files_deleted_under_it(tmp_path, cli, deleted)
     connection still holds every row; its heartbeat writes them back, says so in its log,
     and the run goes on to a normal end with nothing lost."""
     db = tmp_path / "registry.db"
-    run_id = launch_long_play(cli, db)
+    run_id = launch_long_job(cli, db)
     reg = Registry(db)
     run = wait_for(lambda: (r := reg.get_run(run_id))["status"] == "RUNNING" and len(reg.steps(run_id=run_id)) > 2
                    and r)
