@@ -63,29 +63,10 @@ def _wrong_head(path: Path) -> None:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """One registry holding a critic, an actor, a dt and a reward-model run (tiny models)."""
-    import io
-    import sys
-
-    from cli_helpers import run_cli
-
-    class _Capsys:  # run_cli reads captured output; a module fixture has no capsys
-        def __init__(self):
-            self.out, self.err = io.StringIO(), io.StringIO()
-
-        def readouterr(self):
-            out, err = self.out.getvalue(), self.err.getvalue()
-            self.out.seek(0), self.out.truncate(), self.err.seek(0), self.err.truncate()
-            return type("R", (), {"out": out, "err": err})
-
-    cap = _Capsys()
+    from cli_helpers import run_cli_uncaptured
 
     def lc(*argv):
-        old = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = cap.out, cap.err
-        try:
-            code, out, err = run_cli([str(a) for a in argv], cap)
-        finally:
-            sys.stdout, sys.stderr = old
+        code, out, err = run_cli_uncaptured([str(a) for a in argv])
         assert code == 0, err[-3000:]
         return json.loads(out)["run_id"]
 

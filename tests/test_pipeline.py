@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -17,21 +16,14 @@ from lactchain.runs.registry import Registry
 def pipeline_run(tmp_path_factory):
     """The real `lactchain pipeline` entry point, run once in this process (the console
     script's own process is tests/test_cli_runs.py's; an interpreter start costs ~8 s here)."""
-    import contextlib
-    import io
-
-    from lactchain.cli import main
+    from cli_helpers import run_cli_uncaptured
 
     db = tmp_path_factory.mktemp("pipeline") / "registry.db"
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["lactchain", "pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8", "--eval-states", "8",
-            "--td-lists-per-state", "32", "--actor-epochs", "1", "--db", str(db), "--json"]
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        mp.setattr(sys, "argv", argv)
-        with pytest.raises(SystemExit) as done:
-            main()
-    assert done.value.code in (0, None), err.getvalue()
-    return Registry(db), json.loads(out.getvalue()), err.getvalue()
+    code, out, err = run_cli_uncaptured(["pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8",
+                                         "--eval-states", "8", "--td-lists-per-state", "32", "--actor-epochs", "1",
+                                         "--db", str(db), "--json"])
+    assert code == 0, err
+    return Registry(db), json.loads(out), err
 
 
 def test_pipeline_phases_are_child_runs(pipeline_run):
