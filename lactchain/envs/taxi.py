@@ -108,8 +108,10 @@ class TaxiState:
                                 STOPS.index(self.destination)))
 
     @classmethod
+    @functools.lru_cache(maxsize=None)  # 500 immutable states, each decoded once: the env reads its state often
     def from_index(cls, s: int) -> "TaxiState":
-        return _state_of_index(int(s))
+        row, col, p, d = _GAME.decode(int(s))
+        return cls(int(row), int(col), PASSENGER_PLACES[p], STOPS[d])
 
     def short(self) -> str:
         """The state in a table cell: '(2,3) R>G' (passenger at Red, to Green), '(2,3) T>G' (riding)."""
@@ -409,15 +411,6 @@ def _collapse(events: list[str]) -> str:
         parts.append(text)
         i = j
     return ", ".join(parts)
-
-
-@functools.lru_cache(maxsize=None)
-def _state_of_index(s: int) -> TaxiState:
-    """gymnasium's state number as a TaxiState (500 of them, immutable): decoded once each, since
-    the env reads its state several times a move (a tiny-model process builds its vocabulary
-    from ~2,400 Taxi steps)."""
-    row, col, p, d = _GAME.decode(s)
-    return TaxiState(int(row), int(col), PASSENGER_PLACES[p], STOPS[d])
 
 
 _TAXI_RE = re.compile(r"The taxi is at row (\d), column (\d)\.")

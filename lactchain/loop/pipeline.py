@@ -235,7 +235,7 @@ class PipelineConfig(Config):
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
-        if self.loss in ("dpo", "kto") and self.preference.rpo_alpha is None:
+        if "rpo_alpha" in LOOP_LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
             self.preference.rpo_alpha = LOOP_RPO_ALPHA
         for name in ("states", "eval_states"):
             value = getattr(self, name)
