@@ -50,18 +50,29 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     assert Path(result["compare_png"]).stat().st_size > 10_000
     assert {r["loss"] for r in json.loads(Path(result["compare_json"]).read_text())["table"]} == {"rft", "grpo"}
 
-    # a stopped comparison: its grpo cell never finished; the resume keeps rft and runs grpo only
-    (Path(result["compare_json"]).parent / "cells" / "grpo-explore16-seed0.json").unlink()
+    # a stopped comparison: its grpo cell never finished; the resume keeps rft and runs grpo only, with
+    # the learning rate its finished grpo cell (another seed's, run before the default changed) resolved to
+    cells_dir = Path(result["compare_json"]).parent / "cells"
+    grpo_cell = json.loads((cells_dir / "grpo-explore16-seed0.json").read_text())
+    grpo_cell["settings"]["actor_lr"] = 3e-4
+    (cells_dir / "grpo-explore16-seed1.json").write_text(json.dumps({**grpo_cell, "seed": 1, "key": "grpo-explore16-seed1"}))
+    (cells_dir / "grpo-explore16-seed0.json").unlink()
     code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--resume-from", result["run_id"],
                         "--db", db)
     assert code == 0, err[-2000:]
     again = json.loads(out)
-    assert "1 finished cell(s) kept" in err
+    assert "2 finished cell(s) kept" in err
+    assert "cell grpo-explore16-seed0 runs as this comparison's finished grpo cells ran: actor-lr 0.0003 " \
+           "(default now: 0.0001)" in " ".join(err.split())
     kept = {c["key"]: c for c in again["cells"]}
+    assert set(kept) == {"rft-explore16-seed0", "grpo-explore16-seed0"}  # the plan's cells only
     assert kept["rft-explore16-seed0"]["run_id"] == cells["rft-explore16-seed0"]["run_id"]
     assert kept["grpo-explore16-seed0"]["run_id"] != cells["grpo-explore16-seed0"]["run_id"]
+    assert kept["grpo-explore16-seed0"]["settings"]["actor_lr"] == 3e-4
     with Registry(db) as reg:
-        assert [reg.params(r["id"])["loss"] for r in reg.list_runs(parent_id=again["run_id"])] == ["grpo"]
+        rerun = reg.list_runs(parent_id=again["run_id"])
+        assert [(reg.params(r["id"])["loss"], reg.params(r["id"])["actor_lr"]) for r in rerun] == [("grpo", 3e-4)]
+    (Path(again["compare_json"]).parent / "cells" / "grpo-explore16-seed1.json").unlink()  # not this plan's
 
     # the cells carried to another machine (no registry): kept there, nothing runs again
     carried = tmp_path / "carried"
@@ -70,12 +81,12 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     rft_cell = carried / "rft-explore16-seed0.json"  # measured on other code: kept, and the log says so
     rft_cell.write_text(json.dumps({**json.loads(rft_cell.read_text()), "code": {"commit": "0123456789ab"}}))
     other = tmp_path / "other.db"
-    code, out, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--cells-from", carried, "--db", other)
+    code, out, err = lc("bench", "learn", "--compare", "rft", *TINY, "--cells-from", carried, "--db", other)
     assert code == 0, err[-2000:]
     if head:
         assert f"(code 0123456789ab; this run: {head})" in " ".join(err.split())
     moved = json.loads(out)
-    assert {c["key"]: c["run_id"] for c in moved["cells"]} == {c["key"]: c["run_id"] for c in again["cells"]}
+    assert [(c["key"], c["run_id"]) for c in moved["cells"]] == [("rft-explore16-seed0", kept["rft-explore16-seed0"]["run_id"])]
     with Registry(other) as reg:
         assert reg.list_runs(parent_id=moved["run_id"]) == []
     assert "| rft | 16 | 0 |" in Path(moved["compare_md"]).read_text()
@@ -85,6 +96,10 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
                       "--db", tmp_path / "third.db")
     assert code != 0 and "cell rft-explore16-seed0 was run with samples 4 (this benchmark: 3)" in err, err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
+    # so is the resumed grpo cell in a new comparison: it ran at its comparison's rate, not today's default
+    code, _, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--cells-from", carried,
+                      "--db", tmp_path / "fourth.db")
+    assert code != 0 and "cell grpo-explore16-seed0 was run with actor-lr 0.0003 (this benchmark: 0.0001)" in err, err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -118,6 +133,33 @@ def test_cells_run_seed_by_seed_so_a_stopped_comparison_already_compares_every_m
     config.check()
     assert config.cells() == [("rft", 0, 0), ("simpo", 0, 0), ("rft", 256, 0), ("simpo", 256, 0),
                               ("rft", 0, 1), ("simpo", 0, 1), ("rft", 256, 1), ("simpo", 256, 1)]
+
+
+def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ran_with():
+    """KTO's defaults changed (lr 1e-4 -> 1e-3, the NLL term 0 -> 1) while comparisons were
+    stopped half-way: their unfinished KTO cells run as the finished ones did, whatever
+    today's defaults; a setting the comparison gives itself is never replaced."""
+    from lactchain.jobs.loop import BenchLearnConfig
+    from lactchain.loop.pipeline import LOOP_LR, LOOP_RPO_ALPHA
+
+    config = BenchLearnConfig(compare="kto,grpo", seeds="0,1", explore="256")
+    config.check()
+    recorded = {**config.cell_settings("kto", 256, 0), "actor_lr": 1e-4, "rpo_alpha": None}  # as old cells hold it
+    finished = [{"loss": "kto", "explore": 256, "seed": 0, "settings": recorded}]
+    pinned = config.defaults_ran("kto", finished)
+    assert pinned["actor_lr"] == 1e-4 and pinned["rpo_alpha"] is None and "kto_balance" not in pinned
+    cell = config.cell_config("kto", 256, 1, pinned)
+    assert (cell.actor_lr, cell.preference.rpo_alpha) == (1e-4, 0.0)  # unset then: ran without the term
+    assert config.cell_settings("kto", 256, 1, pinned)["actor_lr"] == 1e-4
+    today = config.cell_config("kto", 256, 1)
+    assert (today.actor_lr, today.preference.rpo_alpha) == (LOOP_LR["kto"], LOOP_RPO_ALPHA)
+    assert config.defaults_ran("grpo", finished) == {}  # no finished grpo cell: today's defaults
+    assert config.cell_config("grpo", 256, 1, {}).actor_lr == LOOP_LR["grpo"]
+
+    told = BenchLearnConfig.from_params({"compare": "kto", "actor_lr": 5e-4, "rpo_alpha": 0.5})
+    told.check()
+    assert told.defaults_ran("kto", finished).keys().isdisjoint({"actor_lr", "rpo_alpha"})
+    assert told.cell_config("kto", 256, 0, told.defaults_ran("kto", finished)).actor_lr == 5e-4
 
 
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):

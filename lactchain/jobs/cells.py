@@ -38,6 +38,12 @@ def write_kept_cells(config: Any, cells_dir: Path) -> None:
                           + older_note(cell))
 
 
+def finished_cells(handle: Any) -> list[dict[str, Any]]:
+    """The cells this bench holds finished so far (run, kept by a resume or --cells-from)."""
+    folder = Path(handle.dir) / CELLS_DIR
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
 def run_cells(handle: Any, config: Any, plan: Sequence[tuple[str, Any]],
               run_cell: Callable[[int, str, Any], dict[str, Any]],
               report: Callable[[int, dict[str, Any]], None] | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 
 from lactchain.config import ConfigError, flat_names, option
 from lactchain.envs.catalog import env_class
-from lactchain.jobs.cells import check_cells_from, run_cells
+from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
@@ -154,14 +154,15 @@ class BenchLearnConfig(PipelineConfig):
                 self.cell_config(loss, explore, seeds[0])
         check_cells_from(self)
 
-    def cell_settings(self, loss: str, explore: int, seed: int) -> dict[str, Any]:
+    def cell_settings(self, loss: str, explore: int, seed: int,
+                      pinned: dict[str, Any] | None = None) -> dict[str, Any]:
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match.
         Another loss's settings are left out (older cells recorded 0 for an unread NLL weight)."""
         from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings
         from lactchain.loop.pipeline import unread_settings
 
         unread = unread_settings(loss)
-        params = {k: v for k, v in self.cell_config(loss, explore, seed).params().items() if k not in unread}
+        params = {k: v for k, v in self.cell_config(loss, explore, seed, pinned).params().items() if k not in unread}
         return cell_settings(COMPARE_CELLS, params, budget_min=self.budget_min,
                              budget_iterations=self.budget_iterations)
 
@@ -176,18 +177,34 @@ class BenchLearnConfig(PipelineConfig):
         return keep_cells(COMPARE_CELLS, self.cells_from, [cell_key(*c) for c in self.cells()],
                           lambda c: self.cell_settings(c["loss"], c["explore"], c["seed"]))
 
-    def cell_config(self, loss: str, explore: int, seed: int) -> PipelineConfig:
+    def cell_config(self, loss: str, explore: int, seed: int,
+                    pinned: dict[str, Any] | None = None) -> PipelineConfig:
         """One comparison cell's loop config: this config with the cell's loss, explore
-        and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only)."""
+        and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only). `pinned`
+        (`defaults_ran`) holds what an earlier cell of the loss resolved its unset settings to."""
         from lactchain.loop.pipeline import unread_settings
 
         names = set(flat_names(PipelineConfig)) - unread_settings(loss)  # another loss's settings: defaults
         # unset ones left out too: the cell's loss resolves its own default (as a command line's would)
         params = {k: v for k, v in self.to_params().items() if k in names and v is not None}
+        params.update({k: v for k, v in (pinned or {}).items() if k in names and k not in params})
         params.update(loss=loss, explore=explore, seed=seed)
         if self.budget_iterations:
             params["iterations"] = self.budget_iterations
         return PipelineConfig.from_params(params)
+
+    def defaults_ran(self, loss: str, finished: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the first finished cell of `loss` resolved the settings left unset here to (its
+        learning rate, its loss's own settings), as that cell recorded them. The comparison's
+        other cells of the loss run with these, so a default changed while a comparison was
+        stopped does not split its table: a resumed one runs as it started."""
+        from lactchain.loop.pipeline import LOOP_LOSS_SETTINGS
+
+        unset = {k for k, v in self.to_params().items() if v is None} & {"actor_lr", *LOOP_LOSS_SETTINGS[loss]}
+        for cell in finished:
+            if cell.get("loss") == loss and isinstance(cell.get("settings"), dict):
+                return {k: cell["settings"][k] for k in sorted(unset) if k in cell["settings"]}
+        return {}
 
     def cells(self) -> list[tuple[str, int, int]]:
         """(loss, explore, seed) of every cell, in the order they run: seed by seed, so a
@@ -333,7 +350,13 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     def run_cell(n: int, key: str, cell: tuple[str, int, int]) -> dict[str, Any]:
         loss, explore, seed = cell
         t0 = time.time()
-        cfg = config.cell_config(loss, explore, seed).replace(
+        pinned = config.defaults_ran(loss, finished_cells(handle))
+        settings, today = config.cell_settings(loss, explore, seed, pinned), config.cell_settings(loss, explore, seed)
+        changed = [f"{k.replace('_', '-')} {settings.get(k)!r} (default now: {today.get(k)!r})"
+                   for k in pinned if settings.get(k) != today.get(k)]
+        if changed:
+            err_console.print(f"cell {key} runs as this comparison's finished {loss} cells ran: {', '.join(changed)}")
+        cfg = config.cell_config(loss, explore, seed, pinned).replace(
             strategy=strat.text if config.strategy else None, deadline=t0 + config.budget_min * 60)
         with err_console.status(f"cell {n}/{len(plan)}: {key}") as status, \
                 run_context(reg, "pipeline", name=f"compare cell {key}", params=cfg.params(),
@@ -343,7 +366,7 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
                 f"{config.budget_min:g} min)"))
         return {"loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id, "curve": out["curve"],
                 "before": out.get("before"), "after": out.get("after"),
-                "settings": config.cell_settings(loss, explore, seed)}
+                "settings": settings}
 
     def report(n: int, cell: dict[str, Any]) -> None:
         final = cell["curve"][-1]
