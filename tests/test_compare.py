@@ -40,6 +40,8 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
         children = reg.list_runs(parent_id=result["run_id"])
         assert sorted(r["status"] for r in children) == ["FINISHED", "FINISHED"]
         assert {reg.params(r["id"])["loss"] for r in children} == {"rft", "grpo"}
+        progress = [r["value"] for r in reg.metric_history(result["run_id"], "progress")]  # over its cells
+    assert progress == sorted(progress) and progress[-1] == 1.0 and 0.5 in progress and progress[0] < 0.5
     table = Path(result["compare_md"]).read_text()
     assert "| rft | 16 | 0 |" in table and "| grpo | 16 | 0 |" in table
     # minutes compare only on like machines: each cell says which one it ran on

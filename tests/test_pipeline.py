@@ -52,6 +52,9 @@ def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
     assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
     live = reg.metric_history(out["run_id"], "live/train-actor/loss")
     assert live and [r["step"] for r in live] == list(range(1, len(live) + 1))
+    # the console's Jobs column: the share of the iterations done, moving as phases end
+    progress = [r["value"] for r in reg.metric_history(out["run_id"], "progress")]
+    assert progress == sorted(progress) and progress[-1] == 1.0 and 0.25 in progress and 0.75 in progress
 
 
 def test_the_runs_collapse_warning_speaks_of_its_last_evaluation(pipeline_run):

@@ -15,7 +15,7 @@ from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
-from lactchain.runs.lifecycle import Cancelled
+from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled
 from lactchain.loop.pipeline import PipelineConfig
 
 
@@ -363,7 +363,8 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
                             parent_id=handle.run_id, quiet=True) as child:
             out = run_pipeline(child, cfg, actor=load_loop_actor(cfg), on_phase=lambda it, phase: status.update(
                 f"cell {n}/{len(plan)} {key}: iteration {it} {phase} ({(time.time() - t0) / 60:.1f} of "
-                f"{config.budget_min:g} min)"))
+                f"{config.budget_min:g} min)"), on_progress=lambda fraction: handle.log_metrics(
+                {PROGRESS_METRIC: (n - 1 + fraction) / len(plan)}))  # the cells before it (run or kept) done
         return {"loss": loss, "explore": explore, "seed": seed, "run_id": child.run_id, "curve": out["curve"],
                 "before": out.get("before"), "after": out.get("after"),
                 "settings": settings}

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
+from lactchain.runs.lifecycle import PROGRESS_METRIC
 from lactchain.safe_text import printable
 
 
@@ -59,7 +60,6 @@ def eta_text(seconds: float | None) -> str:
     return f"ETA {s // 3600}h{s % 3600 // 60:02d}m"
 
 
-PROGRESS_METRIC = "progress"  # 0..1: the console's Jobs list shows it as a column
 
 
 class JobProgress:

@@ -45,7 +45,7 @@ from lactchain.engine import EngineConfig, resolve_auto
 from lactchain.envs.catalog import env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
-from lactchain.runs.lifecycle import RunHandle, run_context
+from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
 from lactchain.loop.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
 from lactchain.train.actor_config import (
     LOSS_SETTINGS,
@@ -500,14 +500,31 @@ class PhaseProgress:
     """What happens inside a phase, live: a progress line on stderr (the pipeline's log)
     every few seconds, and the trainer's metrics on the pipeline run itself under
     `live/<phase>/<key>` at a running step, so its log and chart move while a phase runs
-    (the phase's own run has the full record)."""
+    (the phase's own run has the full record). Also the run's `progress` (0..1, the
+    console's Jobs column) as `fraction()` reads it, passed on to `on_progress` (a
+    comparison's own progress over its cells)."""
 
     EVERY_S = 5.0
 
-    def __init__(self, handle: RunHandle) -> None:
-        self.handle = handle
+    def __init__(self, handle: RunHandle, on_progress: Callable[[float], None] | None = None) -> None:
+        self.handle, self.on_progress = handle, on_progress
+        self.fraction: Callable[[], float] | None = None  # set by the loop's state
         self.step = 0  # the pipeline's running step of live metrics
         self._last = 0.0
+        self._ticked = 0.0
+
+    def tick(self, final: bool = False) -> None:
+        """The run's progress, at most every EVERY_S seconds (or now, `final`: a phase ended)."""
+        now = time.time()
+        if self.fraction is None or not (final or now - self._ticked >= self.EVERY_S):
+            return
+        self._ticked, fraction = now, self.fraction()
+        try:  # each value at the key's next step
+            self.handle.log_metrics({PROGRESS_METRIC: fraction})
+            if self.on_progress is not None:
+                self.on_progress(fraction)
+        except Exception:  # a busy registry must not stop the loop
+            pass
 
     def _due(self, final: bool) -> bool:
         now = time.time()
@@ -520,6 +537,7 @@ class PhaseProgress:
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
             numeric = _numeric(metrics)
             self.step += 1
+            self.tick()
             try:
                 self.handle.log_metrics({f"live/train-actor/{k}": v for k, v in numeric.items()}, step=self.step)
             except Exception:  # a busy registry must not stop training
@@ -534,6 +552,7 @@ class PhaseProgress:
 
         def on_progress(n: int) -> None:
             done[0] += n
+            self.tick()
             if self._due(done[0] >= total):
                 print(f"iteration {iteration} {phase}: {done[0]}/{total} start states", file=sys.stderr, flush=True)
         return on_progress
@@ -551,18 +570,20 @@ def run_pipeline(
     progress: Callable[[str, float | None], None] | None = None,
     actor: Any = None,
     resume: dict[str, Any] | None = None,
+    on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
     """Run `cfg.iterations` iterations under the parent run `handle` (or fewer, when
     `cfg.deadline` comes first). `actor` reuses an already loaded actor (for a resume:
     loaded with the state's adapter). `resume` is a killed run's state (`load_state`):
     its finished phases are kept (their child runs stay where they are) and the loop
-    goes on at the first unfinished one, with its elites, critic and adapter."""
+    goes on at the first unfinished one, with its elites, critic and adapter.
+    `on_progress(fraction)` hears the run's progress as it is logged (`LoopState.fraction`)."""
     progress = progress or (lambda step, fraction=None: None)
     if actor is None:
         actor = load_loop_actor(cfg, progress)
     generator = rollout_engine(cfg, actor, handle, progress)
     try:
-        return _loop(handle, cfg, actor, generator, on_phase, resume)
+        return _loop(handle, cfg, actor, generator, PhaseProgress(handle, on_progress), on_phase, resume)
     finally:
         if generator is not actor:
             generator.close()
@@ -634,6 +655,23 @@ class LoopState:
     def fits_critic(self) -> bool:
         return self.cfg.labeler == "critic" and not self.env_rewarded
 
+    def fraction(self) -> float:
+        """How far the run is, 0..1: the share of its iterations done, an iteration's phases
+        counted as they end (its evaluation ends it), or of its time budget spent where it
+        has a deadline (bench learn), whichever is further."""
+        cfg, t0 = self.cfg, self.result.t0
+        by_time = 0.0
+        if cfg.deadline is not None:
+            by_time = min(1.0, max(0.0, (time.time() - t0) / (cfg.deadline - t0))) if cfg.deadline > t0 else 1.0
+        phases = [p for p in self.result.phases if p["iteration"] > 0]  # iteration 0: the start
+        latest = max((p["iteration"] for p in phases), default=0)
+        if any(p["iteration"] == latest and p["phase"] == "evaluate" for p in phases):
+            ended, within = len({p["iteration"] for p in phases}), 0.0
+        else:  # of the latest iteration's phases (collect, critic, train, evaluate), those that ended
+            ended = len({p["iteration"] for p in phases}) - (1 if phases else 0)
+            within = min(0.75, sum(p["iteration"] == latest for p in phases) / 4)
+        return max(by_time, min(1.0, (ended + within) / cfg.iterations))
+
     def save(self) -> None:
         _save_state(self.handle, {"phases": self.result.phases, "elites": self.elites.to_json(), **self.saved,
                                   "adapter": str(self.actor.adapter) if getattr(self.actor, "adapter", None) else None})
@@ -653,7 +691,7 @@ class LoopState:
                             horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=self.prompt)
 
 
-def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
+def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any, live: PhaseProgress,
                on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> LoopState:
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
@@ -677,8 +715,9 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                       oracle=OracleLabeler(env, cfg.gamma), world=world, result=result, done=done,
                       saved={"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
                              "pending": resume.get("pending")},
-                      elites=EliteBuffer.from_json(resume.get("elites", []), env), live=PhaseProgress(handle),
+                      elites=EliteBuffer.from_json(resume.get("elites", []), env), live=live,
                       on_phase=on_phase, pool=eval_states(env, "all", cfg.seed) if cfg.states == "all" else None)
+    live.fraction = state.fraction
     if state.fits_critic and state.saved["critic"]:
         load_critic(state)
     return state
@@ -711,6 +750,7 @@ def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: di
     print(f"iteration {iteration} {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in numeric.items()),
           file=sys.stderr, flush=True)
     state.save()
+    state.live.tick(final=True)
     return child.run_id, metrics
 
 
@@ -930,12 +970,12 @@ def train_actor_phase(state: LoopState, it: int, rows: list[dict[str, Any]]) -> 
                "cpo_alpha": trainer.cpo_alpha, **loss_settings(cfg)}, body)
 
 
-def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any,
+def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any, live: PhaseProgress,
           on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> dict[str, Any]:
     """The learning loop, top to bottom: `actor` trains, `generator` (the actor, or a vLLM
     engine) generates; every phase is a child run and the state is saved after each, so a
     resume (`resume`: the killed run's state) goes on at the first unfinished phase."""
-    state = start_loop(handle, cfg, actor, generator, on_phase, resume)
+    state = start_loop(handle, cfg, actor, generator, live, on_phase, resume)
     if state.fits_critic:  # the critic: fitted on random move lists, topped up each iteration
         fit_critic(state, 0, cfg.td_rounds, [])
     if cfg.baseline:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 60.0
 ACTIVE = ("SCHEDULED", "RUNNING")
+PROGRESS_METRIC = "progress"  # 0..1 of a run's work: the console's Jobs list draws it as a column
 
 
 class Cancelled(Exception):
