@@ -24,13 +24,15 @@ from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.widget import AwaitMount
 
-from lactchain.envs.catalog import DEFAULT_ENV, ENVS
+from lactchain.envs.catalog import DEFAULT_ENV, ENVS, env_class, env_name
+from lactchain.runs.registry import Registry
 from tui import console_state
 from tui.commands import ALT_DIGITS, COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
+from tui.models import load_actor, load_critic, resolve_adapter
 from tui.registry_client import RegistryClient, default_factory
 from tui.screens.lab import LabScreen
 
@@ -244,8 +246,6 @@ class LactChainApp(App):
 
     @work(thread=True, exclusive=True, group="load-actor", exit_on_error=False, name="load actor")
     def _load_actor_worker(self, spec: str, adapter: str | None) -> None:
-        from tui.models import load_actor, resolve_adapter
-
         t0 = time.perf_counter()
         try:
             path = resolve_adapter(adapter, self._registry_or_none()) if adapter else None
@@ -260,8 +260,6 @@ class LactChainApp(App):
 
     @work(thread=True, exclusive=True, group="load-critic", exit_on_error=False, name="load critic")
     def _load_critic_worker(self, spec: str) -> None:
-        from tui.models import load_critic
-
         t0 = time.perf_counter()
         try:
             with self._load_lock:
@@ -350,8 +348,6 @@ class LactChainApp(App):
     async def play_env(self, name: str) -> None:
         """Make the Lab play another env (palette: "Lab: play <env>"): a new session and a
         new `play` run in the registry; the Lab swaps its env pane."""
-        from lactchain.envs.catalog import env_name
-
         name = env_name(name)
         if self.current_mode != "lab":
             await self.switch_mode("lab")
@@ -421,8 +417,6 @@ def check_db(db: Path, explicit: bool) -> str | None:
     """Why the console cannot open this registry (one line), or None. A mistyped --db must
     not create folders and an empty registry; a file that is not a registry is refused
     before any screen draws."""
-    from lactchain.runs.registry import Registry
-
     if db.is_dir():
         return f"--db {db} is a directory; point it at the registry file inside (e.g. {db / 'registry.db'})"
     if explicit and not db.parent.is_dir():
@@ -438,7 +432,6 @@ def check_db(db: Path, explicit: bool) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from lactchain.envs.catalog import env_class, env_name
 
     try:
         env = env_name(args.env)

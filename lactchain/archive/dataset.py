@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from lactchain.envs.scenes import get_scene
 from lactchain.runs.checkpoints import sha256_file
 
 FORMAT = "lactchain-archive"
@@ -201,8 +202,6 @@ def to_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
 def check_row(row: Mapping[str, Any]) -> Any:
     """The row's scene, after checking it parses and that the BD and the annotations
     name only its landmarks; a one-line ValueError otherwise."""
-    from lactchain.envs.scenes import get_scene
-
     kwargs = row.get("env_kwargs")
     if not isinstance(kwargs, Mapping) or kwargs.get("scene") is None:
         raise ValueError("its env_kwargs hold no scene")
@@ -240,8 +239,6 @@ def check_rows(rows: Sequence[Mapping[str, Any]], where: str) -> None:
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts for the card and the manifest: trajectories, distinct BDs, scenes,
     landmarks visited, sources and describers. Tolerates odd rows (it only counts)."""
-    from lactchain.envs.scenes import get_scene
-
     scenes: dict[str, dict[str, Any]] = {}
     n_visited: Counter[int] = Counter()
     per_landmark: Counter[str] = Counter()

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from lactchain.envs import Planner
 from lactchain.envs.catalog import make_env
 from lactchain.envs.gridworld import ORIENTATIONS, State, apply_move
 from lactchain.envs.scenes import get_scene
@@ -100,8 +101,6 @@ def coverage(keys: set[str], reachable: set[str], tried: int) -> dict[str, Any]:
 @lru_cache(maxsize=None)
 def _planner_to(scene_name: str, target: tuple[int, int]) -> Any:
     """The exact planner with `target` as its goal: one per cell, reused by every route."""
-    from lactchain.envs import Planner
-
     return Planner(make_env("grid", scene=scene_name, goal=target, moves=MOVES, max_moves_per_action=1))
 
 

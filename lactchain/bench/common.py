@@ -3,13 +3,13 @@ the 4x4 grid's start states as prompts, a recorder of an actor's answers, and ho
 alike two runs' answers are."""
 
 from __future__ import annotations
+from lactchain.envs import GridWorldEnv, all_states
 
 from typing import Any, Sequence
 
 
 def grid_starts(moves: Sequence[str]) -> tuple[list[str], list[Any]]:
     """Every non-goal start state of the default grid and its rendered prompt."""
-    from lactchain.envs import GridWorldEnv, all_states
     from lactchain.prompts import PromptSpec
 
     env = GridWorldEnv(moves=moves)

@@ -39,6 +39,8 @@ import torch
 
 from lactchain.bench.common import Recording, agreement, grid_starts
 from lactchain.bench.device_config import PHASES, DeviceBenchConfig
+from lactchain.envs import GridWorldEnv, Planner
+from lactchain.moves import DEFAULT_MOVES, format_moves
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets; first match wins.
 SPEC_PEAK_TFLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
@@ -303,8 +305,6 @@ def _rollout(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
 
 
 def _critic_texts(n: int) -> tuple[list[Any], list[list[str]]]:
-    from lactchain.moves import DEFAULT_MOVES
-
     states = grid_starts(DEFAULT_MOVES)[1]
     lists = [[DEFAULT_MOVES[(i >> k) & 1] for k in range(1 + i % 5)] for i in range(n)]
     return [states[i % len(states)] for i in range(n)], lists
@@ -328,8 +328,6 @@ def _critic(phases: _Phases, cfg: DeviceBenchConfig) -> None:
 def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
     """Optimal plans (the planner's first 3 moves) against the same plan with its first
     move changed: real preference pairs of realistic length."""
-    from lactchain.envs import GridWorldEnv, Planner
-
     prompts, states = grid_starts(actor.moves)
     env = GridWorldEnv(moves=actor.moves)
     planner = Planner(env)
@@ -365,7 +363,6 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     does bf16 natively); on a CPU also at the other one, so the gain shows."""
     from lactchain.machine import native_bf16
     from lactchain.models.actor import common_prefix_len
-    from lactchain.moves import format_moves
 
     pairs = _pairs(actor)
     bf16 = native_bf16(phases.device.type)
@@ -400,7 +397,6 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     """GRPO steps as the loop takes them: sampled groups from start states (the loop's
     defaults: states per step, 4 generations), rewarded with the env's return of the
     whole list; seconds per step (sampling + scoring + the update), the first left out."""
-    from lactchain.envs import GridWorldEnv
     from lactchain.envs.replay import execute_from
     from lactchain.train.actor_config import TrainActorConfig
     from lactchain.train.grpo import GRPOTask, train_grpo

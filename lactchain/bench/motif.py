@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lactchain.config import Config, option
+from lactchain.config import Config, ConfigError, option
+from lactchain.envs.catalog import make_env
 
 PAIRINGS = ("state", "random")
 
@@ -50,9 +51,6 @@ Step = Callable[[str, dict[str, Any]], dict[str, Any]]  # (job command, values) 
 def run_motif_bench(cfg: MotifBenchConfig, step: Step, say: Callable[[str], None]) -> dict[str, Any]:
     """The table: each judge's agreement, each reward model's fit, every agent's score.
     `step` runs one Motif job (the caller's child run)."""
-    from lactchain.config import ConfigError
-    from lactchain.envs.catalog import make_env
-
     def job(command: str, **values: Any) -> dict[str, Any]:
         return step(command, {**values, "seed": cfg.seed})
 

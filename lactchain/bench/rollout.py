@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from lactchain.bench.common import Recording, agreement
 from lactchain.bench.rollout_config import RolloutBenchConfig
+from lactchain.envs import GridWorldEnv
 
 Loader = Callable[..., Any]  # (engine=, dtype=, extra=) -> an actor or a vLLM engine
 Stage = Callable[[str], None]  # told before each timed mode (progress, cancellation)
@@ -40,7 +41,6 @@ def rollout_rate(model: Any, cfg: RolloutBenchConfig, envs: int, steps: int) -> 
 
 def generate_rate(model: Any, cfg: RolloutBenchConfig, envs: int, steps: int) -> float:
     """Env-steps/s of the bare batched generate on one grid prompt repeated `envs` times."""
-    from lactchain.envs import GridWorldEnv
     from lactchain.prompts import PromptSpec
 
     env = GridWorldEnv(moves=model.moves)

@@ -8,6 +8,7 @@ import click
 import typer
 
 from lactchain.cli import env_cmd
+from lactchain.safe_text import printable
 
 app = typer.Typer(
     name="lactchain",
@@ -93,7 +94,6 @@ def main() -> None:
     import sys
 
     from lactchain.paths import disk_fault
-    from lactchain.safe_text import printable
 
     try:
         code = command()(standalone_mode=False)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json, shown
+from lactchain.cli.common import DbOption, JsonOption, checked_or_fail, console, open_registry, print_json, shown
 
 app = typer.Typer(help="The trajectory archive: diverse, replay-verified behaviours on a scene.", no_args_is_help=True)
 
@@ -43,7 +43,6 @@ def _render(result: dict[str, Any]) -> None:
 
 def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
     """(run id, trajectory rows) of an archive run, or a one-line failure."""
-    from lactchain.cli.common import checked_or_fail
     from lactchain.jobs import archive
 
     return checked_or_fail(archive.load_archive, registry, run)
@@ -51,7 +50,6 @@ def load_archive(registry: Any, run: str) -> tuple[str, list[dict[str, Any]]]:
 
 def archive_artifact(registry: Any, run: Any) -> Path:
     """The archive file of an archive run, or a one-line failure."""
-    from lactchain.cli.common import checked_or_fail
     from lactchain.jobs import archive
 
     return checked_or_fail(archive.archive_artifact, registry, run)

@@ -14,7 +14,7 @@ import typer
 
 from lactchain.baselines.bandits import DEFAULT_AGENTS, SPEC_FORMS, simulate
 from lactchain.cli.common import JsonOption, console, print_json
-from lactchain.jobs.bandit import summary
+from lactchain.jobs.bandit import BanditConfig, summary
 
 
 AgentsOption = Annotated[str, typer.Option(
@@ -31,8 +31,6 @@ SeedOption = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="S
 def check_input(agents: str, runs: int, arms: int) -> list[str]:
     """The agent specs, or a one-line error (exit 2) before anything runs: the bandit
     job's own config checks them."""
-    from lactchain.jobs.bandit import BanditConfig
-
     return BanditConfig(agents=agents, runs=runs, arms=arms).specs
 
 

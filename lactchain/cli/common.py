@@ -10,7 +10,9 @@ from typing import Annotated, Any, Callable, Optional
 import click
 import typer
 
+from lactchain.envs.catalog import env_name
 from lactchain.jobs.output import console, err_console
+from lactchain.safe_text import printable
 
 DbOption = Annotated[
     Optional[Path],
@@ -41,8 +43,6 @@ def finite(value: Any) -> Any:
 
 def known_env(value: Any) -> Any:
     """Option callback: a short env name or gymnasium id, normalised to the short name."""
-    from lactchain.envs.catalog import env_name
-
     try:
         return env_name(value)
     except ValueError as exc:
@@ -59,16 +59,12 @@ def shown(value: object) -> str:
     obeyed), markup escaped (never interpreted)."""
     from rich.markup import escape
 
-    from lactchain.safe_text import printable
-
     return escape(printable(value))
 
 
 def fail(message: str, code: int = 2) -> None:
     """Print a one-line error on stderr and exit with `code`."""
     from rich.markup import escape
-
-    from lactchain.safe_text import printable
 
     err_console.print(f"[bold red]error:[/] {escape(printable(message, keep_newlines=False))}", soft_wrap=True,
                       highlight=False, emoji=False)

@@ -10,7 +10,9 @@ from rich.table import Table
 
 from lactchain.cli.common import JsonOption, console, fail, finite, print_json
 from lactchain.envs import GridWorldEnv, Planner
+from lactchain.envs.catalog import ENVS, make_env
 from lactchain.envs.gridworld import render_ansi
+from lactchain.envs.scenes import get_scene
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, format_moves
 
 app = typer.Typer(help="Inspect the environments and their exact optimum.", no_args_is_help=True)
@@ -21,8 +23,6 @@ def list_envs(as_json: JsonOption = False) -> None:
     """The registered environments (lactchain.envs.catalog): short name, gymnasium id,
     move vocabulary, start states, whether an action can end differently (cards), and
     whether an exact solver gives the optimum every actor is measured against."""
-    from lactchain.envs.catalog import ENVS, make_env
-
     rows = []
     for name, gym_id in ENVS.items():
         env = make_env(name)
@@ -58,8 +58,6 @@ def show(
     (letters on the grid, their cells and colours in a table); --json includes the
     scene itself, a starting point for a scene file of your own.
     """
-    from lactchain.envs.scenes import get_scene
-
     if scene is not None and size is not None:
         fail("--size and --scene: the scene sets the grid's size; give one of them")
     try:

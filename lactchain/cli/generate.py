@@ -13,8 +13,9 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from lactchain.cli.common import (DbOption, DetachOption, JsonOption, RunIdOption, fail, open_registry, print_result,
-                                  print_started)
+from lactchain.cli.common import (
+    DbOption, DetachOption, JsonOption, RunIdOption, fail, open_registry, print_result, print_started, relaunch_argv,
+)
 from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import Cancelled
@@ -72,8 +73,6 @@ def job_parameters(job: Job) -> list[inspect.Parameter]:
 
 
 def command_line(ctx: typer.Context) -> list[str]:
-    from lactchain.cli.common import relaunch_argv
-
     return ["lactchain", *relaunch_argv(ctx)]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, print_json, shown
+from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json, shown
 
 app = typer.Typer(help="The strategy prompt: search it, list its versions.", no_args_is_help=True)
 
@@ -32,8 +32,6 @@ def versions_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first."""
-    from lactchain.cli.common import open_registry
-
     from lactchain.strategy.strategies import ranked_versions
 
     with open_registry(db) as registry:

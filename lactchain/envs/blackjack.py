@@ -24,7 +24,7 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.blackjack import BlackjackEnv as _GymBlackjack
 from gymnasium.envs.toy_text.blackjack import is_bust, is_natural, sum_hand, usable_ace
 
-from lactchain.moves import HIT, STICK, action_moves, validate_moves
+from lactchain.moves import HIT, STICK, action_moves, format_moves, validate_moves
 
 BLACKJACK_MOVES: tuple[str, ...] = (HIT, STICK)
 DEFAULT_STRATEGY = (
@@ -193,7 +193,6 @@ class BlackjackTextEnv(gym.Env):
     def vocabulary_texts(self) -> list[str]:
         """Blackjack's prompt, move list, hand descriptions and caption words (the tiny
         tokenizer's): a fresh env's captions of 40 seeded deals cover every kind of event."""
-        from lactchain.moves import format_moves
         from lactchain.prompts import render_prompt
 
         env = BlackjackTextEnv()

@@ -39,7 +39,9 @@ from lactchain.envs.grid_rules import (  # noqa: F401 - re-exported
 )
 from lactchain.envs.planning import Planner
 from lactchain.envs.scenes import MAX_SCENE_SIZE, Landmark, Scene, get_scene
-from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, action_moves, validate_moves
+from lactchain.moves import (
+    ALL_MOVES, DEFAULT_MOVES, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, action_moves, format_moves, validate_moves,
+)
 
 
 def _steps(n: int) -> str:
@@ -250,7 +252,6 @@ class GridWorldEnv(gym.Env):
     def vocabulary_texts(self) -> list[str]:
         """The grid's prompts (every move menu), descriptions (every size 2..16, every goal
         direction phrase), coordinates and move words: the tiny tokenizer's grid words."""
-        from lactchain.moves import format_moves
         from lactchain.prompts import DEFAULT_STRATEGY, render_prompt
 
         texts = [DEFAULT_STRATEGY]

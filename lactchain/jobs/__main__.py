@@ -7,6 +7,7 @@ run folder, the run row was created SCHEDULED by the launcher and is adopted her
 from __future__ import annotations
 
 import argparse
+from lactchain.runs.lifecycle import Cancelled
 import sys
 
 
@@ -26,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     from lactchain.config import ConfigError
     from lactchain.jobs.launch import load_config, precheck, prepare, run_here
     from lactchain.jobs.table import JOBS
-    from lactchain.runs.lifecycle import Cancelled
     from lactchain.runs.registry import Registry
 
     parser = argparse.ArgumentParser(prog="python -m lactchain.jobs", description=__doc__)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
+from lactchain.envs.scenes import get_scene
 from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.output import LineLog
 from lactchain.jobs.parts import SEED_MAX
@@ -61,8 +62,6 @@ class ArchiveFillConfig(Config):
     seed: int = option(0, "Seed.", min=0, max=SEED_MAX)
 
     def check(self) -> None:
-        from lactchain.envs.scenes import get_scene
-
         try:
             self.scene = get_scene(self.scene).name
         except ValueError as exc:

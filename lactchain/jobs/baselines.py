@@ -9,7 +9,7 @@ from typing import Any
 
 from lactchain.config import Config, option
 from lactchain.jobs.output import LineLog
-from lactchain.envs.catalog import env_field
+from lactchain.envs.catalog import env_field, normalize_env_field
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
@@ -37,7 +37,6 @@ class BaselineConfig(Config):
 
     def check(self) -> None:
         from lactchain.baselines.td import Schedule
-        from lactchain.envs.catalog import normalize_env_field
 
         normalize_env_field(self)
         for name, low_open, text in (("alpha", True, self.alpha), ("epsilon", False, self.epsilon)):

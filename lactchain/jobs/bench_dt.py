@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lactchain.bench.dt import DTBenchConfig
+from lactchain.bench.dt import DTBenchConfig, run_dt_bench
 from lactchain.config import ConfigError
 from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
@@ -28,7 +28,6 @@ def _precheck(config: DTBenchConfig) -> None:
 
 
 def run_bench_dt(handle: Any, config: DTBenchConfig) -> dict[str, Any]:
-    from lactchain.bench.dt import run_dt_bench
     from lactchain.jobs.archive import ARCHIVE_FILL
     from lactchain.jobs.dt import DT_EVAL, DT_TRAIN
     from lactchain.jobs.launch import child_steps

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lactchain.bench.motif import MotifBenchConfig
+from lactchain.bench.motif import MotifBenchConfig, run_motif_bench
 from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
 
@@ -25,7 +25,6 @@ def _prepare(registry: Any, config: MotifBenchConfig) -> dict[str, Any]:
 
 
 def run_bench_motif(handle: Any, config: MotifBenchConfig) -> dict[str, Any]:
-    from lactchain.bench.motif import run_motif_bench
     from lactchain.jobs.launch import child_steps
     from lactchain.jobs.motif import COLLECT, JUDGE, REWARD_AGENTS, TRAIN_REWARD
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lactchain.bench.replicas import ReplicasBenchConfig
+from lactchain.bench.replicas import ReplicasBenchConfig, bench_replicas
 from lactchain.config import ConfigError
 from lactchain.jobs.output import record_report, stage_lines
 from lactchain.jobs.spec import Job
@@ -35,8 +35,6 @@ def _prepare(registry: Any, config: ReplicasBenchConfig) -> dict[str, Any]:
 
 
 def run_bench_replicas(handle: Any, config: ReplicasBenchConfig) -> dict[str, Any]:
-    from lactchain.bench.replicas import bench_replicas
-
     report = bench_replicas(config.actor, ray_address=config.ray_address, calls=config.calls,
                             n_prompts=config.prompts, dtype=config.dtype, only=config.chosen,
                             say=stage_lines(handle, prefix=""))

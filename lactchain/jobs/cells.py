@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 from lactchain.bench.carried_cells import older_note
 from lactchain.jobs.output import err_console
+from lactchain.machine import code_version, machine_info
 from lactchain.runs.lifecycle import Cancelled
 
 CELLS_DIR = "cells"  # <bench run>/cells/<cell key>.json: a finished cell's result
@@ -53,8 +54,6 @@ def run_cells(handle: Any, config: Any, plan: Sequence[tuple[str, Any]],
     `run_cell(n, key, spec)` (it makes the cell's child run and returns its result), stamped
     with key, wall minutes, machine and code, written at once, then `report(n, cell)`ed. A
     cancel between or inside cells hands the finished ones to `on_cancel` and goes on up."""
-    from lactchain.machine import code_version, machine_info
-
     reg = handle.registry
     cells_dir = Path(handle.dir) / CELLS_DIR
     cells_dir.mkdir(parents=True, exist_ok=True)

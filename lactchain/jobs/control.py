@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from lactchain.config import ConfigError
 from lactchain.jobs import launch
 from lactchain.jobs.table import BY_COMMAND, job_of_run
 from lactchain.runs.lifecycle import detach as detach_argv
@@ -30,8 +31,6 @@ def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Seque
 def checked(registry: Any, command: str, values: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """(job, config, params to record) for `command` and `values`, after every check a job's
     CLI command makes before its run exists (ConfigError: the one-line reason)."""
-    from lactchain.config import ConfigError
-
     job = BY_COMMAND.get(command)
     if job is None:
         raise ConfigError(f"unknown job {command!r}; one of {', '.join(sorted(BY_COMMAND))}")

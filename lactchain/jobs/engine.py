@@ -13,6 +13,7 @@ from lactchain.engine import EngineConfig, load_generator_for, record_generation
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
+from lactchain.runs.lifecycle import Cancelled
 
 def check_engine(engine: str, actor: str | None = None) -> str:
     """The engine that will run ('hf' or 'vllm'; auto decided), or a ConfigError when
@@ -125,8 +126,6 @@ def actor_for_job(actor: str, adapter: str | None, handle: Any, settings: Engine
     """The job's actor on its engine, closed when the job ends (a vLLM engine never outlives
     it). An engine error after a kill signal ends the run KILLED, not FAILED: `runs kill`
     signals the whole group, so the engine may stop before generate returns."""
-    from lactchain.runs.lifecycle import Cancelled
-
     model = load_actor(actor, adapter, handle.registry, quiet=quiet, env=env, settings=settings, handle=handle)
     try:
         yield model

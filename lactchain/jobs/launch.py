@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from lactchain.config import Config, ConfigError
+from lactchain.config import Config, ConfigError, flag_of, flat_fields
 from lactchain.jobs.checks import check_adoptable, check_models, check_references
 from lactchain.jobs.ranks import check_gpus_fit, processes_of, run_ranks
 from lactchain.jobs.spec import Job
@@ -49,8 +49,6 @@ def prepare(registry: Any, job: Job, config: Config) -> dict[str, Any]:
 
 def config_values(job: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """`values` keyed by config field name, empty ones left out (the config's default)."""
-    from lactchain.config import flag_of, flat_fields
-
     names = {flag_of(f)[2:]: f.name for _, f in flat_fields(job.config)}
     out = {}
     for key, value in values.items():

@@ -7,16 +7,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cells
 from lactchain.config import ConfigError, flat_names, option
-from lactchain.envs.catalog import env_class
+from lactchain.envs.catalog import env_class, make_env
+from lactchain.envs.scenes import get_scene
+from lactchain.envs.world import world_kwargs
 from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
-from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled
-from lactchain.loop.pipeline import PipelineConfig
+from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
+from lactchain.loop.pipeline import (
+    LOOP_LOSS_SETTINGS, LOSSES, STATE_FILE, PipelineConfig, PipelineResult, load_loop_actor, load_state,
+    run_pipeline, unread_settings,
+)
+from lactchain.machine import code_version, machine_info
 
 
 @dataclass
@@ -45,7 +52,6 @@ def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
 
 
 def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
-    from lactchain.loop.pipeline import load_state, run_pipeline
     from lactchain.strategy.strategies import resolve_strategy
 
     resume_from = config.resume_from
@@ -111,7 +117,6 @@ class BenchLearnConfig(PipelineConfig):
     def lists(self) -> tuple[list[str], list[int], list[int]]:
         """(losses, explores, seeds) of --compare / --explore / --seeds; ValueError for a bad list."""
         from lactchain.bench.compare import parse_list
-        from lactchain.loop.pipeline import LOSSES
 
         losses = parse_list(self.compare, "compare", str, len(LOSSES)) if self.compare is not None else []
         explores = parse_list(str(self.explore), "explore", int, 8)
@@ -119,8 +124,6 @@ class BenchLearnConfig(PipelineConfig):
         return losses, explores, seeds
 
     def check(self) -> None:
-        from lactchain.loop.pipeline import LOSSES
-
         try:
             losses, explores, seeds = self.lists()
         except ValueError as exc:
@@ -158,9 +161,6 @@ class BenchLearnConfig(PipelineConfig):
                       pinned: dict[str, Any] | None = None) -> dict[str, Any]:
         """What the cell (loss, explore, seed) runs with beyond its key: a kept cell must match.
         Another loss's settings are left out (older cells recorded 0 for an unread NLL weight)."""
-        from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings
-        from lactchain.loop.pipeline import unread_settings
-
         unread = unread_settings(loss)
         params = {k: v for k, v in self.cell_config(loss, explore, seed, pinned).params().items() if k not in unread}
         return cell_settings(COMPARE_CELLS, params, budget_min=self.budget_min,
@@ -170,7 +170,6 @@ class BenchLearnConfig(PipelineConfig):
         """The finished cells of --cells-from that this comparison keeps (ValueError: a cell
         of the plan was run with other settings)."""
         from lactchain.bench.compare import cell_key
-        from lactchain.bench.carried_cells import COMPARE_CELLS, keep_cells
 
         if self.cells_from is None:
             return []
@@ -182,8 +181,6 @@ class BenchLearnConfig(PipelineConfig):
         """One comparison cell's loop config: this config with the cell's loss, explore
         and seed (--cpo-alpha, a SimPO setting, reaches the simpo cells only). `pinned`
         (`defaults_ran`) holds what an earlier cell of the loss resolved its unset settings to."""
-        from lactchain.loop.pipeline import unread_settings
-
         names = set(flat_names(PipelineConfig)) - unread_settings(loss)  # another loss's settings: defaults
         # unset ones left out too: the cell's loss resolves its own default (as a command line's would)
         params = {k: v for k, v in self.to_params().items() if k in names and v is not None}
@@ -198,8 +195,6 @@ class BenchLearnConfig(PipelineConfig):
         learning rate, its loss's own settings), as that cell recorded them. The comparison's
         other cells of the loss run with these, so a default changed while a comparison was
         stopped does not split its table: a resumed one runs as it started."""
-        from lactchain.loop.pipeline import LOOP_LOSS_SETTINGS
-
         unset = {k for k, v in self.to_params().items() if v is None} & {"actor_lr", *LOOP_LOSS_SETTINGS[loss]}
         for cell in finished:
             if cell.get("loss") == loss and isinstance(cell.get("settings"), dict):
@@ -254,8 +249,6 @@ def write_partial(handle: Any, config: BenchLearnConfig) -> Path | None:
     bench_learn.partial.json and learning_curve.partial.png (None: nothing finished)."""
     import json
 
-    from lactchain.loop.pipeline import STATE_FILE, PipelineResult
-
     try:
         phases = json.loads((handle.dir / STATE_FILE).read_text())["phases"]
     except (OSError, ValueError, KeyError):
@@ -274,9 +267,6 @@ def write_partial(handle: Any, config: BenchLearnConfig) -> Path | None:
 def transfer_target(config: BenchLearnConfig) -> tuple[str, dict[str, Any]] | None:
     """(label, env kwargs) of the zero-shot transfer evaluation: --transfer-scene, else the
     env's own target (None: the env has none), read the way the loop's states read."""
-    from lactchain.envs.scenes import get_scene
-    from lactchain.envs.world import world_kwargs
-
     if config.transfer_scene is not None:
         return get_scene(config.transfer_scene).name, world_kwargs(config.transfer_scene, config.state_text)
     target = env_class(config.env).transfer
@@ -289,10 +279,7 @@ def transfer_target(config: BenchLearnConfig) -> tuple[str, dict[str, Any]] | No
 def run_bench_learn(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import time
 
-    from lactchain.envs.catalog import make_env
     from lactchain.loop.evaluate import evaluate_actor
-    from lactchain.machine import code_version, machine_info
-    from lactchain.loop.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategy.strategies import resolve_strategy
 
     if config.compare:
@@ -339,8 +326,6 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
     import time
 
     from lactchain.bench.compare import cell_key
-    from lactchain.runs.lifecycle import run_context
-    from lactchain.loop.pipeline import load_loop_actor, run_pipeline
     from lactchain.strategy.strategies import resolve_strategy
 
     reg = handle.registry

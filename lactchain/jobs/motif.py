@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import Config, ConfigError, option
-from lactchain.envs.catalog import DEFAULT_ENV, env_field
+from lactchain.envs.catalog import DEFAULT_ENV, env_field, make_env, normalize_env_field
 from lactchain.jobs.checks import check_models, run_of_kind
 from lactchain.jobs.engine import load_actor
 from lactchain.jobs.output import LineLog, err_console
@@ -34,8 +34,6 @@ class CollectConfig(Config):
     env: str = env_field("blackjack")
 
     def check(self) -> None:
-        from lactchain.envs.catalog import normalize_env_field
-
         normalize_env_field(self)
         if self.policy == "optimal":
             from lactchain.envs.catalog import make_env
@@ -48,7 +46,6 @@ class CollectConfig(Config):
 
 def run_collect(handle: Any, config: CollectConfig) -> dict[str, Any]:
     from lactchain.motif.captions import collect_episodes, make_policy
-    from lactchain.envs.catalog import make_env
 
     env, episodes = config.env, config.episodes
     game = make_env(env)
@@ -294,7 +291,6 @@ def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]
             raise ConfigError(f"--reward-run {config.reward_run}: {exc}") from None
     if config.reward_run is not None:
         config.env = registry.params(registry.get_run(config.reward_run)["id"]).get("env") or "blackjack"
-    from lactchain.envs.catalog import make_env
 
     if not hasattr(make_env(config.env).solver(), "win_rate"):
         raise ConfigError(f"--reward-run {config.reward_run}: its env is {config.env}; the reward agents are scored "
@@ -303,7 +299,6 @@ def _prepare_agents(registry: Any, config: RewardAgentsConfig) -> dict[str, Any]
 
 
 def run_reward_agents(handle: Any, config: RewardAgentsConfig) -> dict[str, Any]:
-    from lactchain.envs.catalog import make_env
     from lactchain.motif.agents import CaptionReward, train_and_score_agents
     from lactchain.train.reward_model import RewardModel
 

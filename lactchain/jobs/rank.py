@@ -13,7 +13,8 @@ import sys
 from typing import Any
 
 from lactchain.jobs.ranks import RESULT_FILE
-from lactchain.runs.registry import WriteRefused
+from lactchain.runs.lifecycle import Cancelled, RunHandle
+from lactchain.runs.registry import Registry, WriteRefused
 
 
 class _WritesDropped:
@@ -44,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     """The job's body on the saved config, inside the launcher's run."""
     from lactchain.jobs.launch import load_config
     from lactchain.jobs.table import JOBS
-    from lactchain.runs.lifecycle import Cancelled, RunHandle
-    from lactchain.runs.registry import Registry
     from lactchain.train.ddp import is_main_process
 
     parser = argparse.ArgumentParser(prog="python -m lactchain.jobs.rank", description=__doc__)

@@ -13,6 +13,7 @@ rank 0 saves a checkpoint, and the run ends KILLED, resumable like a one-process
 from __future__ import annotations
 
 import json
+from lactchain.runs.lifecycle import Cancelled
 import os
 import signal
 import socket
@@ -62,8 +63,6 @@ def launch_command(job_command: str, config_path: Path, run_id: str, db: Path, p
 def run_ranks(handle: Any, job_command: str, config_path: Path, n: int) -> dict[str, Any]:
     """Inside the job's run: start the ranks on the saved config, pass a cancel on to them,
     wait; rank 0's result."""
-    from lactchain.runs.lifecycle import Cancelled
-
     result_path = Path(handle.dir) / RESULT_FILE
     result_path.unlink(missing_ok=True)
     env = dict(os.environ)

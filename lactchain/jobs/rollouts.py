@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lactchain.config import Config, option
-from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
@@ -34,7 +34,6 @@ class PlayConfig(Config):
 
 def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     """Play episodes with an LLM actor and record every step in the registry."""
-    from lactchain.envs.catalog import make_env
     from lactchain.loop.rollout import RolloutConfig, run_rollouts
     from lactchain.strategy.strategies import resolve_strategy
 
@@ -98,7 +97,6 @@ class EvaluateConfig(Config):
 
 def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
     """Score an actor greedily from every start state."""
-    from lactchain.envs.catalog import make_env
     from lactchain.loop.evaluate import evaluate_actor
     from lactchain.strategy.strategies import resolve_strategy
 

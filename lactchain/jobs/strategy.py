@@ -12,13 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from lactchain.bench.carried_cells import STRATEGY_CELLS, cell_settings, keep_cells
 from lactchain.config import Config, ConfigError, option
+from lactchain.envs.catalog import make_env
 from lactchain.jobs.cells import check_cells_from, run_cells
+from lactchain.jobs.checks import check_models
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
-from lactchain.strategy.search import PROPOSERS
+from lactchain.runs.lifecycle import run_context
+from lactchain.strategy.search import (
+    GENERIC_HINTS, PROPOSERS, Candidate, DemoProposer, EditProposer, Episode, LLMProposer, Search, run_round, score,
+    split_states, state_key,
+)
 
 SEARCH_FILE = "search.json"
 STALL_ROUNDS = 25  # rounds in a row with nothing new from any proposer end a search early
@@ -71,9 +78,6 @@ class StrategySearchConfig(Config):
 def _check_split(config: StrategySearchConfig) -> None:
     """Enough start states to hold some out (a dealt env deals as many as asked), and a
     proposer model that exists."""
-    from lactchain.envs.catalog import make_env
-    from lactchain.jobs.checks import check_models
-
     if config.proposer_actor:
         try:
             check_models(actor=config.proposer_actor)
@@ -103,7 +107,6 @@ def _saved_search(registry: Any, run_id: str) -> Any:
     ConfigError line when there is none or its file is damaged."""
     from lactchain.runs.files import read_json_object
     from lactchain.runs.resume import latest_checkpoint
-    from lactchain.strategy.search import Search
 
     try:
         saved = latest_checkpoint(registry, run_id, SEARCH_ARTIFACT)
@@ -131,8 +134,6 @@ def _dealt(text_env: Any) -> bool:
 def _split(text_env: Any, config: StrategySearchConfig) -> tuple[list[Any], list[Any], list[str], list[str]]:
     """(training starts, held-out starts, their keys). A dealt env (Blackjack): seeded deals
     (a start of None deals by the episode's seed), training and held-out on disjoint seeds."""
-    from lactchain.strategy.search import split_states, state_key
-
     deals = getattr(text_env, "evaluation_deals", None)
     if deals:
         held = config.heldout_states or deals
@@ -163,7 +164,6 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
     unless a `temperature` is given (the demos proposer's sampled attempts)."""
     from lactchain.loop.rollout import RolloutConfig, run_rollouts
     from lactchain.strategy.strategies import Strategy
-    from lactchain.strategy.search import Episode, state_key
 
     dealt = _dealt(text_env)
 
@@ -183,11 +183,8 @@ def evaluator(model: Any, text_env: Any, world: dict[str, Any], config: Strategy
 
 
 def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, Any]:
-    from lactchain.envs.catalog import make_env
     from lactchain.models.actor import Actor
     from lactchain.strategy.strategies import resolve_strategy
-    from lactchain.strategy.search import (Candidate, DemoProposer, EditProposer, GENERIC_HINTS, LLMProposer,
-                                           Search, run_round, score)
 
     reg, env = handle.registry, config.world.env
     world = config.world.env_kwargs()
@@ -364,15 +361,11 @@ class BenchStrategyConfig(StrategySearchConfig):
 
     def cell_settings(self, name: str, seed: int) -> dict[str, Any]:
         """What the cell (proposer, seed) runs with beyond its key: a kept cell must match."""
-        from lactchain.bench.carried_cells import STRATEGY_CELLS, cell_settings
-
         return cell_settings(STRATEGY_CELLS, self.cell_config(name, seed).record_params())
 
     def kept_cells(self) -> list[dict[str, Any]]:
         """The finished cells of --cells-from this bench keeps (ValueError: one of its plan
         was run with other settings)."""
-        from lactchain.bench.carried_cells import STRATEGY_CELLS, keep_cells
-
         if self.cells_from is None:
             return []
         return keep_cells(STRATEGY_CELLS, self.cells_from, [f"{name}-seed{seed}" for name, seed in self.cells()],
@@ -393,8 +386,6 @@ def run_bench_strategy(handle: Any, config: BenchStrategyConfig) -> dict[str, An
     """Every (proposer, seed) cell as a strategy-search child run; a resume keeps the
     finished cells. Writes bench_strategy.json, .png (best training score against
     episodes played, mean and min-max band over seeds) and .md (held-out success)."""
-    from lactchain.runs.lifecycle import run_context
-
     reg = handle.registry
     plan = [(f"{name}-seed{seed}", (name, seed)) for name, seed in config.cells()]
 

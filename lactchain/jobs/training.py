@@ -10,14 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.config import ConfigError, option
-from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.envs.catalog import DEFAULT_ENV, make_env
+from lactchain.envs.replay import deal_seeds
 from lactchain.envs.scenes import DEFAULT_SCENE, get_scene
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
+from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
 from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
 from lactchain.jobs.parts import ActorPart, StrategyPart
 from lactchain.jobs.spec import Job
-from lactchain.loop.preferences import CollectConfig
+from lactchain.loop.labelers import OracleLabeler, sampled_groups
+from lactchain.loop.preferences import (
+    CollectConfig, PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset,
+)
+from lactchain.prompts import PromptSpec
 from lactchain.train.actor_config import TrainActorJobConfig
 from lactchain.train.critic_config import TrainCriticConfig
 
@@ -128,9 +134,7 @@ class CollectPairsConfig(CollectConfig):
 
 
 def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]:
-    from lactchain.envs.catalog import make_env
     from lactchain.models.critic import load_from_run
-    from lactchain.loop.preferences import PairBatch, collect_pairs, pairs_from_steps, sample_start_states, to_dataset
     from lactchain.strategy.strategies import resolve_strategy
 
     reg, env = handle.registry, config.env
@@ -253,8 +257,6 @@ def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]
 
 def rollouts_run(registry: Any, spec: str) -> str:
     """A play or evaluate run with stored steps (GRPO's start states)."""
-    from lactchain.jobs.checks import run_of_kind
-
     run = run_of_kind(registry, "--rollouts-from", spec, ("play", "eval", "rollout"))
     if not registry.counts(run["id"])["steps"]:
         raise ConfigError(f"--rollouts-from {spec}: run {run['id']} has no stored steps; play some episodes first")
@@ -276,10 +278,6 @@ def rollouts_world(registry: Any, run_ids: list[str]) -> dict[str, Any]:
 def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: Any) -> Any:
     """GRPO's task from stored runs: every distinct state their steps visited, its prompt
     (the built-in strategy), and each sampled list's reward (`--grpo-reward`)."""
-    from lactchain.envs.catalog import make_env
-    from lactchain.envs.replay import deal_seeds
-    from lactchain.loop.labelers import OracleLabeler, sampled_groups
-    from lactchain.prompts import PromptSpec
     from lactchain.train.grpo import GRPOTask
 
     world = rollouts_world(registry, config.rollouts_from)

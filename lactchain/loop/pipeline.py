@@ -41,12 +41,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
-from lactchain.engine import EngineConfig, resolve_auto
-from lactchain.envs.catalog import env_field
+from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
+from lactchain.envs.catalog import env_field, make_env, normalize_env_field
+from lactchain.envs.replay import deal_seeds, execute_from, stored_state
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
-from lactchain.loop.labelers import LABELERS, Candidate, Group, execute_candidate, sampled_groups
+from lactchain.loop.labelers import (
+    LABELERS, Candidate, Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy, sampled_groups,
+)
 from lactchain.train.actor_config import (
     LOSS_SETTINGS,
     GRPOSettings,
@@ -195,8 +198,6 @@ class PipelineConfig(Config):
     def check(self) -> None:
         def bad(name: str, why: str) -> None:
             raise ConfigError(f"{name.replace('_', '-')} {why}")
-
-        from lactchain.envs.catalog import normalize_env_field
 
         normalize_env_field(self)
         check_world(self)
@@ -363,8 +364,6 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
 
 
 def _candidate_from_json(row: dict[str, Any], env: Any) -> Candidate:
-    from lactchain.envs.replay import stored_state
-
     return Candidate(list(row["moves"]), row["text"], row["mode"], row["reward"],
                      stored_state(env, row["next_state"]), row["done"], row["advantage"], row["source"])
 
@@ -381,7 +380,6 @@ def _transitions_json(transitions: list[Any]) -> list[dict[str, Any]]:
 
 
 def _transitions_from_json(rows: list[dict[str, Any]], env: Any) -> list[Any]:
-    from lactchain.envs.replay import stored_state
     from lactchain.train.critic_td import Transition
 
     return [Transition(env.parse_state(r["state"]), tuple(r["moves"]), r["reward"],
@@ -592,8 +590,6 @@ def run_pipeline(
 def load_loop_actor(cfg: PipelineConfig, progress: Callable[[str, float | None], None] | None = None) -> Any:
     """The transformers actor that trains (from `cfg.adapter`); on the hf engine it also
     generates, at the engine's dtype."""
-    from lactchain.engine import load_generator_for
-
     hf = EngineConfig(dtype=cfg.engine.dtype, static_cache=cfg.engine.static_cache) if cfg.engine.engine == "hf" \
         else EngineConfig()
     return load_generator_for(cfg.actor, cfg.adapter, cfg.env, hf, progress=progress)
@@ -604,8 +600,6 @@ def rollout_engine(cfg: PipelineConfig, actor: Any, handle: RunHandle | None = N
     """What generates in the loop: the actor itself (engine hf), or a vLLM engine on the
     same base model serving the actor's current adapter (engine vllm). The engine stops
     when the job is cancelled (and at exit), so it never outlives the run."""
-    from lactchain.engine import load_generator_for, record_generation, record_replicas
-
     if cfg.engine.engine != "vllm":  # auto was resolved by the config's check
         if handle is not None:
             record_generation(handle.registry, handle.run_id, actor)
@@ -684,8 +678,6 @@ class LoopState:
 
     def labeler(self, model: Any) -> Any:
         """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
-        from lactchain.loop.labelers import make_labeler
-
         cfg = self.cfg
         return make_labeler(cfg.labeler, env=self.env, gamma=cfg.gamma, critic=self.critic.get("critic"), actor=model,
                             horizon=cfg.horizon, scorer=cfg.critic_scorer, prompt=self.prompt)
@@ -695,9 +687,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> LoopState:
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
-    from lactchain.envs.catalog import make_env
     from lactchain.loop.evaluate import eval_states
-    from lactchain.loop.labelers import OracleLabeler
     from lactchain.prompts import PromptSpec
 
     resume = resume or {}
@@ -844,7 +834,6 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
     stitched lists, executed and ranked by the labeler; the elites updated and the pairs
     stored. Returns (the actor's own transitions, the pairs) -- from the state file when
     this phase finished before a resume."""
-    from lactchain.loop.labelers import ranking_accuracy
     from lactchain.loop.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
     from lactchain.train.critic_td import Transition
 
@@ -902,7 +891,6 @@ def grpo_task(state: LoopState, it: int) -> Any:
     """GRPO's start states (this iteration's), sampled on-policy by the training actor and
     scored by the labeler, which sees each state's K samples as one group; grouped by
     state, K multi-action episodes rewarded with the env's discounted return instead."""
-    from lactchain.envs.replay import deal_seeds, execute_from
     from lactchain.train.grpo import EpisodeSpec, GRPOTask
     from lactchain.train.state_groups import StateGroups
 

@@ -43,8 +43,9 @@ import torch
 from torch import Tensor, nn
 
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
-from lactchain.models.presets import BUILTIN_CRITICS
+from lactchain.models.presets import BUILTIN_CRITICS, resolve_critic
 from lactchain.moves import format_moves
+from lactchain.paths import writing
 from lactchain.runs.files import match_shapes, read_json_object, read_weights, refuse, require_keys, shapes_of, \
     weights_file, write_weights
 
@@ -102,8 +103,6 @@ def _is_causal(config: Any) -> bool:
 def resolve_backbone(spec: str) -> str:
     """Folder that `from_pretrained` should read for a critic preset, local folder or cached
     hub id (lactchain.models.presets: offline only, ModelNotAvailable says what to do)."""
-    from lactchain.models.presets import resolve_critic
-
     return str(resolve_critic(spec))
 
 
@@ -356,8 +355,6 @@ class Critic(nn.Module):
 
     def save(self, folder: str | Path) -> Path:
         """LoRA adapter (adapter/), both heads (heads.safetensors) and critic.json into `folder`."""
-        from lactchain.paths import writing
-
         folder = Path(folder)
         with writing(folder, "the critic checkpoint"):
             folder.mkdir(parents=True, exist_ok=True)

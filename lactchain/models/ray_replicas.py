@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from lactchain.models.vllm_replicas import ReplicaDied, ReplicaError, ReplicaPool, one_line
-from lactchain.models.vllm_single import EngineSettings, VLLMEngine, merge_adapter
+from lactchain.models.vllm_single import EngineSettings, VLLMEngine, check_adapter, merge_adapter
 
 RAY_EXTRA = "pip install -e '.[ray]'"
 CONNECT_TIMEOUT_S = 3.0
@@ -268,7 +268,6 @@ class RayReplicaPool(ReplicaPool):
         and merges its own copy."""
         if all(w.node == self._driver_node for w in self._workers):
             return super().load_adapter(path)
-        from lactchain.models.vllm_single import check_adapter
 
         path = Path(path).expanduser()
         check_adapter(path, self.settings)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from lactchain.envs.catalog import ENVS, env_class, make_env
 import string
 from pathlib import Path
 
@@ -61,7 +62,6 @@ def corpus_texts() -> list[str]:
     """Every text whose pieces go into the tiny vocabulary: the conversion template,
     numbers, and each env's own `vocabulary_texts()` (its prompts, descriptions, moves
     and captions), for every env of the catalog."""
-    from lactchain.envs.catalog import ENVS, make_env
     from lactchain.prompts import CONVERSION_TEMPLATE
 
     texts = [CONVERSION_TEMPLATE]
@@ -98,8 +98,6 @@ def move_prefixes() -> set[str]:
     with such a piece could only be finished by pieces that may not exist ("drop" + "of" +
     "f"): without them, a move is spelled by its own token alone, so the grammar can never
     dead-end and every constrained answer tokenizes back to the tokens sampled."""
-    from lactchain.envs.catalog import ENVS, env_class
-
     words = {w for name in ENVS for move in env_class(name).all_moves for w in move.split()}
     prefixes = {p for w in words for k in range(1, len(w)) for p in (w[:k], " " + w[:k])}
     return prefixes - words - {" " + w for w in words}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from lactchain.baselines.tabular import Policy, episode_seed, play_episode
+from lactchain.baselines.tabular import Policy, QLearner, RandomPolicy, SolverPolicy, episode_seed, play_episode
 from lactchain.moves import format_moves
 
 POLICIES = ("random", "optimal", "q-learning")
@@ -21,8 +21,6 @@ POLICIES = ("random", "optimal", "q-learning")
 def make_policy(name: str, env: Any, seed: int = 0, train_episodes: int = 50_000) -> Policy:
     """A policy by name. 'optimal' is the exact solver (an oracle, for reference only);
     'q-learning' is trained here on the env's own reward first."""
-    from lactchain.baselines.tabular import QLearner, RandomPolicy, SolverPolicy
-
     if name == "random":
         return RandomPolicy(env.moves, seed=seed)
     if name == "optimal":

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lactchain.prompts import DEFAULT_STRATEGY, PromptError, validate_strategy
+from lactchain.envs.catalog import make_env
+from lactchain.prompts import DEFAULT_STRATEGY, PromptError, PromptSpec, validate_strategy
 
 MAX_FILE_BYTES = 1_000_000
 
@@ -38,8 +39,6 @@ class Strategy:
     def prompt(self, moves: Any, env: Any = None) -> Any:
         """The PromptSpec a job renders with this strategy, the actor's moves and the
         env's name for its observation (the grid's when no env is given)."""
-        from lactchain.prompts import PromptSpec
-
         label = {"observation_label": env.observation_label} if env is not None else {}
         return PromptSpec(strategy=self.text, moves=tuple(moves), **label)
 
@@ -51,7 +50,6 @@ def default_strategy(env: str | None = None) -> Strategy:
     """The built-in strategy of an env (short name or id; the grid's when None)."""
     if env is None:
         return DEFAULT
-    from lactchain.envs.catalog import make_env
 
     return Strategy(make_env(env).default_strategy)
 

@@ -57,6 +57,7 @@ pywarnings.filterwarnings("ignore", message="TRL currently supports vLLM version
 from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
 
 from lactchain.machine import native_bf16  # noqa: E402
+from lactchain.models.actor import ensure_distinct_pad
 from lactchain.runs.checkpoints import seal
 from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
     DEFAULT_BETA,
@@ -577,8 +578,6 @@ def prepare_model(actor: Any, shared_prefix: bool = True) -> tuple[Any, bool]:
     model runs a batch's shared prompt prefix once (lactchain.train.shared_prefix) unless
     told not to."""
     from peft import PeftModel
-
-    from lactchain.models.actor import ensure_distinct_pad
 
     score_labelled_positions_only()
     tok = actor.tokenizer

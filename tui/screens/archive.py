@@ -31,6 +31,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static
 
 from lactchain.envs import State
+from lactchain.envs.scenes import get_scene
 from tui.annotations import append_annotations, current_annotation  # noqa: F401  (re-exported)
 from tui.commands import bindings_for
 from tui.format import fmt_ts
@@ -195,8 +196,6 @@ class Replay:
 
     @classmethod
     def of(cls, row: dict) -> "Replay":
-        from lactchain.envs.scenes import get_scene
-
         scene = get_scene((row.get("env_kwargs") or {}).get("scene"))
         states = [_state(p) for p in row.get("path") or []]
         if not states:

@@ -35,7 +35,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
-from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_class, make_env
+from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_class, env_of_state, make_env
 from lactchain.moves import format_moves
 from lactchain.runs.registry import now_ms
 from tui.commands import bindings_for
@@ -62,8 +62,6 @@ def state_text(value: Any, env: str | None) -> str:
 
 def _pair_env(pair: dict) -> str:
     """Which env a pair's start state belongs to (the default env when it cannot tell)."""
-    from lactchain.envs.catalog import env_of_state
-
     meta = pair.get("meta") if isinstance(pair.get("meta"), dict) else {}
     if meta.get("env"):
         return str(meta["env"])
@@ -89,8 +87,6 @@ def pair_scenes(reg: Any, pairs: list[dict]) -> dict[str, Any]:
 
 def _caption_of(env: str, state: Any, moves: list[str], seed: int | None) -> tuple[str, float]:
     """What `moves` did from `state` on deal `seed`, in the env's caption."""
-    from lactchain.envs.catalog import make_env
-
     text_env = make_env(env)
     text_env.reset(seed=seed, options={"state": state})
     _, reward, _, _, info = text_env.step(list(moves))

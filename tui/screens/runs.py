@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
+from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.runs.registry import RUN_STATUSES
 from lactchain.runs.resume import KIND_ALIASES
 from tui import console_state
@@ -347,8 +348,6 @@ class RunsScreen(RunControls, BaseScreen):
 
     def board_env(self) -> str:
         """The env whose leaderboard the Board tab shows: the selected run's, else the default env."""
-        from lactchain.envs.catalog import DEFAULT_ENV
-
         params = (self.detail or {}).get("params") or {}
         return str(params.get("env") or DEFAULT_ENV)
 

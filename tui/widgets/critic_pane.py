@@ -5,6 +5,7 @@ A critic gives values only for the env it was trained on: with another env's cri
 exact solver)."""
 
 from __future__ import annotations
+from lactchain.envs.catalog import env_class
 
 from typing import Any, Sequence
 
@@ -50,8 +51,6 @@ class CriticPane(Vertical):
     def set_env(self, env: str, critic_ok: bool, critic_env: str | None = None) -> None:
         """Say what the pane can show for `env` with a critic trained on `critic_env` (None:
         no critic loaded); clears the table."""
-        from lactchain.envs.catalog import env_class
-
         cls = env_class(env)
         grid = cls.console_view == "grid"
         self.legend = GRID_LEGEND if grid else oracle_legend(cls.all_moves, cls.stochastic)

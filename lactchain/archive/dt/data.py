@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from lactchain.envs.gridworld import ORIENTATIONS
+from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, ORIENTATIONS, STEP
 from lactchain.envs.scenes import Scene, get_scene
 
 MOVES = ("move forward", "turn left", "turn right")
@@ -97,8 +97,6 @@ def remaining(target: Sequence[str], visited: Sequence[str]) -> list[str]:
 
 def egocentric(pose: Any, cell: Sequence[int]) -> tuple[int, int]:
     """(steps ahead, steps to the left) from `pose` to `cell` (negative: behind, right)."""
-    from lactchain.envs.gridworld import STEP
-
     (x, y), (fx, fy) = _xy(pose), STEP[_orientation(pose)]
     dx, dy = int(cell[0]) - x, int(cell[1]) - y
     return dx * fx + dy * fy, dy * fx - dx * fy
@@ -223,8 +221,6 @@ class Episode:
 
 def move_rewards(path: Sequence[Any], goal: Sequence[int]) -> list[float]:
     """The env's reward per move: -1, and +100 for the move that reaches the goal."""
-    from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST
-
     return [MOVE_COST + (GOAL_REWARD if _xy(p) == tuple(goal) else 0.0) for p in path[1:]]
 
 

@@ -34,13 +34,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from lactchain.archive.describe import mentioned_order, reference_order
+from lactchain.archive.describe import describe_rule, mentioned_order, reference_order
 from lactchain.archive.dt.checkpoints import BEST_KIND, CHECKPOINT_KIND, load_checkpoint
 from lactchain.archive.dt.data import (ACTIONS, STOP_ID, Episode, SceneCodec, Tracker, archive_rows, move_rewards, prepare,
                                remaining)
-from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, State, apply_move
+from lactchain.envs.gridworld import GOAL_REWARD, MOVE_COST, ORIENTATIONS, State, apply_move
 from lactchain.envs.scenes import Scene
-from lactchain.archive.trajectories import behaviour_descriptor
+from lactchain.archive.trajectories import annotate, behaviour_descriptor
 
 MODES = {"text+bd": (True, True), "bd": (False, True), "text": (True, False), "none": (False, False)}
 
@@ -207,9 +207,6 @@ def goal_tasks(scene: Scene, rtg: float = 0.0, starts: int | None = None, seed: 
     without a landmark, as a BD and its rule description."""
     import random
 
-    from lactchain.archive.describe import describe_rule
-    from lactchain.envs.gridworld import ORIENTATIONS
-
     goal = tuple(scene.goal)
     text = describe_rule({"bd": {"final": list(goal), "visited": []}}, scene)
     tasks = [Task({"x": x, "y": y, "orientation": o}, text, goal, (), rtg)
@@ -234,7 +231,6 @@ def goal_success(model: Any, text: Any, modes: Sequence[str], rtg: float = 0.0, 
 def reaches_goal(scene: Scene) -> set[State]:
     """The poses from which some move sequence reaches the goal (a fixed point)."""
     from lactchain.archive.store import MOVES
-    from lactchain.envs.gridworld import ORIENTATIONS
 
     poses = [State(x, y, o) for x, y in sorted(scene.open_cells()) for o in ORIENTATIONS]
     good = {p for p in poses if (p.x, p.y) == tuple(scene.goal)}
@@ -387,7 +383,6 @@ def act_instruction(model: Any, text: Any, start: Any, instruction: str, *, use_
                 {"x": start.x, "y": start.y, "orientation": start.orientation},
                 instruction, tuple(scene.goal), (), rtg)
     run = rollout(model, text, [task], use_text=True, use_bd=use_bd, max_steps=max_steps)[0]
-    from lactchain.archive.trajectories import annotate
 
     path = run["path"]
     bd = behaviour_descriptor(scene, path)

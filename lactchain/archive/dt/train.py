@@ -137,8 +137,6 @@ def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Epi
     """Closed-loop on the model-selection trajectories: `select_bd_reached` (instruction +
     BD; the BD alone for a no-text model), `select_order_match` (the instruction alone)
     and `select_score`, their mean (what picks the best checkpoint)."""
-    from lactchain.archive.dt.evaluate import Task, evaluate_model
-
     if not episodes:
         return {}
     tasks = [Task.of(e) for e in episodes]
