@@ -403,6 +403,51 @@ def test_no_module_imports_a_private_name_from_another():
 LOOP_MAX_LINES = 80
 
 
+def loaded_at_import(module: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    """Our modules that importing `module` loads: its parents and, through them and its
+    module-level imports, theirs (a static reading of the source)."""
+    mods, out = modules(), set()
+    parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+    for node in tree(module).body:
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                out |= _ours(mods, module, sub)
+    for name in [*parents, *sorted(out)]:
+        if name in mods and name not in seen and name != module:
+            out |= {name} | loaded_at_import(name, seen | {module})
+    return out
+
+
+def _ours(mods: dict[str, Path], module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The modules of ours an import statement names (a `from pkg import sub` names pkg.sub)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = _absolute(mods, module, node)
+        subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in mods]
+        names = subs + ([base] if len(subs) < len(node.names) else [])  # the package only for its own names
+    return {name for name in names if name in mods}
+
+
+def test_no_function_imports_what_its_module_already_loads():
+    """A function-local import defers a module: the CLI's commands, the console's screens and the
+    model libraries load when used, which keeps start-up light. One of a module that the file's
+    own module-level imports load anyway defers nothing and only hides a dependency from the
+    reader: it belongs at the top."""
+    mods, found = modules(), []
+    for module in mods:
+        loaded = None
+        for func in ast.walk(tree(module)):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    loaded = loaded_at_import(module) if loaded is None else loaded
+                    found += [f"{mods[module].relative_to(ROOT)}:{node.lineno} {name}"
+                              for name in sorted(_ours(mods, module, node) & loaded)]
+    assert not found, "imported inside a function, though already loaded at import: " + ", ".join(found)
+
+
 def test_the_loop_reads_as_one_algorithm_under_80_lines():
     """The learning loop is one function a newcomer reads top to bottom (its phases are
     module-level functions over a LoopState): it may not grow past LOOP_MAX_LINES."""

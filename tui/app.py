@@ -25,6 +25,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS, env_class, env_name
+from lactchain.envs.scenes import get_scene, is_scene_file
+from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry
 from tui import console_state
 from tui.commands import ALT_DIGITS, COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
@@ -32,7 +34,7 @@ from tui.format import safe
 from tui.lab_recorder import LabRecorder
 from tui.lab_session import LabSession
 from tui.messages import ModelFailed, ModelLoaded, ModelProgress
-from tui.models import load_actor, load_critic, resolve_adapter
+from tui.models import UNTRAINED_NOTE, load_actor, load_critic, resolve_adapter
 from tui.registry_client import RegistryClient, default_factory
 from tui.screens.lab import LabScreen
 
@@ -303,8 +305,6 @@ class LactChainApp(App):
             console_state.save(self.db_path, critic=self.critic_spec)
         loaded = f"{message.role} {message.label} loaded in {message.seconds:.1f}s"
         if getattr(message.model, "untrained", False):
-            from tui.models import UNTRAINED_NOTE
-
             self.notify(f"{loaded}; {UNTRAINED_NOTE}", timeout=12, markup=False)
         else:
             self.notify(loaded)
@@ -440,8 +440,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env_kwargs: dict[str, Any] = {}
     if args.scene is not None:
-        from lactchain.envs.scenes import get_scene, is_scene_file
-
         if not env_class(env).has_scenes:
             sys.stderr.write(f"error: --scene: scenes are the grid's; --env {env} has none\n")
             return 2
@@ -454,8 +452,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     db = args.db
     if db is None:
-        from lactchain.paths import default_db_path
-
         db = default_db_path()
     db = Path(db).expanduser().absolute()
     if args.create:

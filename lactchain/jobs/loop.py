@@ -11,7 +11,7 @@ from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cel
 from lactchain.config import ConfigError, flat_names, option
 from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
-from lactchain.envs.world import world_kwargs
+from lactchain.envs.world import scene_spec, world_kwargs
 from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
@@ -137,8 +137,6 @@ class BenchLearnConfig(PipelineConfig):
             self.refuse("seeds", f"every seed must be from 0 to {SEED_MAX}")
         self.explore = explores[0] if len(explores) == 1 else ",".join(map(str, explores))
         if self.transfer_scene is not None:
-            from lactchain.envs.world import scene_spec
-
             try:
                 self.transfer_scene = scene_spec(self.transfer_scene)
             except ValueError as exc:

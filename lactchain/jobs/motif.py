@@ -36,8 +36,6 @@ class CollectConfig(Config):
     def check(self) -> None:
         normalize_env_field(self)
         if self.policy == "optimal":
-            from lactchain.envs.catalog import make_env
-
             solver = make_env(self.env).solver()
             if solver is None or not hasattr(solver, "action"):
                 self.refuse("policy", f"{self.env} has no exact solver with one optimal move per state; use random "

@@ -52,8 +52,6 @@ def state_text(value: Any, env: str | None) -> str:
     """A stored state in the env's own words (the raw dict when the env cannot read it)."""
     if env:
         try:
-            from lactchain.envs.catalog import make_env
-
             return str(make_env(env).parse_state(value))
         except (ValueError, TypeError, KeyError):
             pass
