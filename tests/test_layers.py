@@ -403,7 +403,8 @@ def test_no_module_imports_a_private_name_from_another():
 LOOP_MAX_LINES = 80
 
 
-def loaded_at_import(module: str, seen: frozenset[str] = frozenset()) -> set[str]:
+@lru_cache(maxsize=None)
+def loaded_at_import(module: str, seen: frozenset[str] = frozenset()) -> frozenset[str]:
     """Our modules that importing `module` loads: its parents and, through them and its
     module-level imports, theirs (a static reading of the source)."""
     mods, out = modules(), set()
@@ -415,7 +416,7 @@ def loaded_at_import(module: str, seen: frozenset[str] = frozenset()) -> set[str
     for name in [*parents, *sorted(out)]:
         if name in mods and name not in seen and name != module:
             out |= {name} | loaded_at_import(name, seen | {module})
-    return out
+    return frozenset(out)
 
 
 def _ours(mods: dict[str, Path], module: str, node: ast.Import | ast.ImportFrom) -> set[str]:

@@ -334,7 +334,8 @@ def run_compare(handle: Any, config: BenchLearnConfig) -> dict[str, Any]:
         loss, explore, seed = cell
         t0 = time.time()
         pinned = config.defaults_ran(loss, finished_cells(handle))
-        settings, today = config.cell_settings(loss, explore, seed, pinned), config.cell_settings(loss, explore, seed)
+        settings = config.cell_settings(loss, explore, seed, pinned)
+        today = config.cell_settings(loss, explore, seed) if pinned else settings
         changed = [f"{k.replace('_', '-')} {settings.get(k)!r} (default now: {today.get(k)!r})"
                    for k in pinned if settings.get(k) != today.get(k)]
         if changed:
