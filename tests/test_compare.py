@@ -158,10 +158,38 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     assert config.defaults_ran("grpo", finished) == {}  # no finished grpo cell: today's defaults
     assert config.cell_config("grpo", 256, 1, {}).actor_lr == LOOP_LR["grpo"]
 
+    # GRPO cells before 2026-11-29 record no policy_logprobs: they scored their samples raw.
+    old_grpo = {k: v for k, v in config.cell_settings("grpo", 256, 0).items() if k != "policy_logprobs"}
+    pinned = config.defaults_ran("grpo", [{"loss": "grpo", "explore": 256, "seed": 0, "settings": old_grpo}])
+    assert pinned["policy_logprobs"] == "raw"
+    assert config.cell_config("grpo", 256, 1, pinned).grpo.policy_logprobs == "raw"
+    assert config.cell_config("grpo", 256, 1, {}).grpo.policy_logprobs == "constrained"
+
     told = BenchLearnConfig.from_params({"compare": "kto", "actor_lr": 5e-4, "rpo_alpha": 0.5})
     told.check()
     assert told.defaults_ran("kto", finished).keys().isdisjoint({"actor_lr", "rpo_alpha"})
     assert told.cell_config("kto", 256, 0, told.defaults_ran("kto", finished)).actor_lr == 5e-4
+
+
+def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_constrained_comparison(tmp_path):
+    """An older GRPO cell scored its samples raw and did not say so: a comparison at today's
+    default (constrained) refuses to carry it, one asking for raw keeps it."""
+    from lactchain.config import ConfigError
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    base = BenchLearnConfig(compare="grpo", seeds="0", explore="256")
+    base.check()
+    settings = {k: v for k, v in base.cell_settings("grpo", 256, 0).items() if k != "policy_logprobs"}
+    cell = {"key": "grpo-explore256-seed0", "loss": "grpo", "explore": 256, "seed": 0, "curve": [], "settings": settings}
+    (tmp_path / "grpo-explore256-seed0.json").write_text(json.dumps(cell))
+    with pytest.raises((ValueError, ConfigError), match=r"policy-logprobs 'raw' \(this benchmark: 'constrained'\)"):
+        config = BenchLearnConfig(compare="grpo", seeds="0", explore="256", cells_from=str(tmp_path))
+        config.check()
+        config.kept_cells()
+    raw = BenchLearnConfig.from_params({"compare": "grpo", "seeds": "0", "explore": "256", "cells_from": str(tmp_path),
+                                        "policy_logprobs": "raw"})
+    raw.check()
+    assert [c["key"] for c in raw.kept_cells()] == ["grpo-explore256-seed0"]
 
 
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):

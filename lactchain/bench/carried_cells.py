@@ -27,13 +27,17 @@ class CellKind:
     summary_settings: tuple[str, ...]
     key_params: tuple[str, ...]
     file_pattern: str
+    # Settings older cells do not record, and what those cells ran with: a cell that lacks
+    # one is read as having run with that value (so it is not kept beside cells run otherwise).
+    ran_before_recorded: tuple[tuple[str, Any], ...] = ()
 
 
 COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          summaries=("compare.json", "compare.partial.json"),
                          summary_settings=("budget_min", "budget_iterations", "env", "actor", "critic", "labeler"),
                          key_params=("loss", "explore", "seed", "deadline"),
-                         file_pattern="<loss>-explore<N>-seed<S>.json")
+                         file_pattern="<loss>-explore<N>-seed<S>.json",
+                         ran_before_recorded=(("policy_logprobs", "raw"),))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
                           key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")
@@ -112,7 +116,7 @@ def keep_cells(kind: CellKind, path: str | Path, plan: Iterable[str],
                          "keep the benchmark's folder whole")
     for cell in kept:
         recorded = cell["settings"] if cell.get("settings") is not None else summary
-        differs = first_difference(recorded, settings_of(cell))
+        differs = first_difference({**dict(kind.ran_before_recorded), **recorded}, settings_of(cell))
         if differs:
             raise ValueError(f"cell {cell['key']} was run with {differs}; "
                              "keep only cells run with this benchmark's settings")

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cells
-from lactchain.config import ConfigError, flat_names, option
+from lactchain.config import ConfigError, default_of, flat_names, option
 from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
 from lactchain.envs.world import scene_spec, world_kwargs
@@ -24,6 +25,7 @@ from lactchain.loop.pipeline import (
     run_pipeline, unread_settings,
 )
 from lactchain.machine import code_version, machine_info
+from lactchain.train.actor_config import GRPOSettings
 
 
 @dataclass
@@ -182,7 +184,7 @@ class BenchLearnConfig(PipelineConfig):
         names = set(flat_names(PipelineConfig)) - unread_settings(loss)  # another loss's settings: defaults
         # unset ones left out too: the cell's loss resolves its own default (as a command line's would)
         params = {k: v for k, v in self.to_params().items() if k in names and v is not None}
-        params.update({k: v for k, v in (pinned or {}).items() if k in names and k not in params})
+        params.update({k: v for k, v in (pinned or {}).items() if k in names})
         params.update(loss=loss, explore=explore, seed=seed)
         if self.budget_iterations:
             params["iterations"] = self.budget_iterations
@@ -193,10 +195,14 @@ class BenchLearnConfig(PipelineConfig):
         learning rate, its loss's own settings), as that cell recorded them. The comparison's
         other cells of the loss run with these, so a default changed while a comparison was
         stopped does not split its table: a resumed one runs as it started."""
-        unset = {k for k, v in self.to_params().items() if v is None} & {"actor_lr", *LOOP_LOSS_SETTINGS[loss]}
+        legacy = dict(COMPARE_CELLS.ran_before_recorded)
+        # Left to a default: unset, or (a setting older cells did not record) at its default.
+        unset = {k for k, v in self.to_params().items() if v is None or (k in legacy and v == _default(k))}
+        unset &= {"actor_lr", *LOOP_LOSS_SETTINGS[loss]}
         for cell in finished:
             if cell.get("loss") == loss and isinstance(cell.get("settings"), dict):
-                return {k: cell["settings"][k] for k in sorted(unset) if k in cell["settings"]}
+                recorded = {**legacy, **cell["settings"]}
+                return {k: recorded[k] for k in sorted(unset) if k in recorded}
         return {}
 
     def cells(self) -> list[tuple[str, int, int]]:
@@ -213,6 +219,11 @@ class BenchLearnConfig(PipelineConfig):
             if params.get(name) is None:
                 params.pop(name, None)  # a plain bench learn records what it always did
         return params
+
+
+def _default(name: str) -> Any:
+    """A GRPO setting's default (the settings older cells did not record are GRPO's)."""
+    return next(default_of(f) for f in dataclasses.fields(GRPOSettings) if f.name == name)
 
 
 def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:

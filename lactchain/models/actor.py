@@ -692,9 +692,10 @@ class Actor(ScoringTokens):
             self._grammars[key] = self._xgr_compiler.compile_grammar(move_list_grammar(*key))
         return self._grammars[key]
 
-    def _automaton(self) -> TokenAutomaton:
+    def token_automaton(self) -> TokenAutomaton:
         """The move-list grammar's token tables on this actor's device (built once per
-        moves / max_moves: 0.6 s for SmolLM2's 49k vocabulary)."""
+        moves / max_moves: 0.6 s for SmolLM2's 49k vocabulary). GRPO reads them too, to
+        score its samples under the grammar-masked policy that drew them."""
         key = (tuple(self.moves), int(self.max_moves))
         if key not in self._automata:
             tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id)
@@ -704,7 +705,7 @@ class Actor(ScoringTokens):
     def _grammar_processor(self) -> Any:
         """A fresh (stateful) constrained-decoding processor for one generate call."""
         if self.grammar_engine == "tensor":
-            return AutomatonProcessor(self._automaton())
+            return AutomatonProcessor(self.token_automaton())
         if self.grammar_engine == "xgrammar":
             from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
 

@@ -152,6 +152,20 @@ def build_token_automaton(
     return TokenAutomaton(allowed=allowed, step=step, column=column, start=dfa.start, done=done)
 
 
+def states_along(automaton: TokenAutomaton, tokens: torch.Tensor) -> torch.Tensor:
+    """(B, T) grammar state before each of `tokens` (B, T completions from the start of
+    the answer): what `AutomatonProcessor` masked each position with when it sampled
+    them. A token the grammar does not allow (padding past the end) leads to `done`."""
+    a = automaton
+    state = torch.full((tokens.shape[0],), a.start, dtype=torch.long, device=a.device)
+    states = []
+    for j in range(tokens.shape[1]):
+        states.append(state)
+        nxt = a.step[state, a.column[tokens[:, j].to(a.device)]].long()
+        state = torch.where(nxt == NO_STATE, torch.full_like(nxt, a.done), nxt)
+    return torch.stack(states, 1) if states else torch.zeros((tokens.shape[0], 0), dtype=torch.long, device=a.device)
+
+
 class AutomatonProcessor:
     """transformers logits processor: masks every row to the tokens its grammar state
     allows, advancing the states from the last sampled tokens, all on the scores'

@@ -16,7 +16,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
-                  group_filter, tokens_per_pass): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
+                  group_filter, tokens_per_pass, policy_logprobs): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
                   not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
@@ -63,7 +63,8 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance"),
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
-                    "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass"),
+                    "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass",
+                    "policy_logprobs"),
 }
 
 
@@ -166,6 +167,11 @@ class GRPOSettings(Config):
                                   "ones whose rewards vary most (zero-variance groups last: they carry no gradient; "
                                   "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
                                min=1, max=16)
+    policy_logprobs: str = option(
+        "constrained", "grpo only: score the samples under the policy that drew them, the grammar-masked one "
+                       "(constrained: renormalised over the tokens the move grammar allows), or under the raw "
+                       "model over its whole vocabulary (raw, what GRPO ran before 2026-11-29). Unconstrained "
+                       "samples are always scored raw.", choices=("constrained", "raw"))
     tokens_per_pass: int | None = option(
         None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
               "sequences are split into passes of at most this many and their gradients accumulated: the same "

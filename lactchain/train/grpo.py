@@ -19,7 +19,9 @@ rewards vary most: a group whose samples all score alike has zero advantage and 
 costs time (DAPO's dynamic sampling, RAGEN's variance filter). TRL turns the rewards
 into advantages (minus the group mean, divided by the std unless `scale_rewards` says
 otherwise) and applies its clipped policy-gradient loss (`loss_type`, clip-higher
-`epsilon_high`). Samples count as on-policy (one gradient step per generation), so no
+`epsilon_high`). The samples' log-probs are those of the grammar-masked policy
+that drew them (lactchain.train.constrained_policy; `policy_logprobs`), not of the
+raw model over its whole vocabulary. Samples count as on-policy (one gradient step per generation), so no
 sampling log-probs are passed. Besides TRL's metrics (reward, reward_std,
 frac_reward_zero_std, entropy, clip ratios, kl when beta > 0) each step logs the
 filter's counts, the share of the most common sample and the KL to the base model.
@@ -50,6 +52,7 @@ from lactchain.train.actor import (
     run_trainer,
     save_adapter,
 )
+from lactchain.train.constrained_policy import ConstrainedScoring
 from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora
 from lactchain.train.state_groups import StateGroups, Step
@@ -339,8 +342,13 @@ def train_grpo(
     with quiet_datasets(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*rollout_func.*")
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        trainer = GRPOTrainer(model=model, reward_funcs=[labeler_reward], args=args, train_dataset=dataset,
-                              processing_class=actor.tokenizer, callbacks=[callback], rollout_func=rollouts.rollout)
+        trainer_class = GRPOTrainer
+        if task.constrained and config.grpo.policy_logprobs == "constrained":
+            trainer_class = type("ConstrainedGRPOTrainer", (ConstrainedScoring, GRPOTrainer), {})
+        trainer = trainer_class(model=model, reward_funcs=[labeler_reward], args=args, train_dataset=dataset,
+                                processing_class=actor.tokenizer, callbacks=[callback], rollout_func=rollouts.rollout)
+        if trainer_class is not GRPOTrainer:
+            trainer.automaton = actor.token_automaton()
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for cb in (PrinterCallback, ProgressCallback):
@@ -364,6 +372,7 @@ def train_grpo(
             "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
             "sequences_per_pass": per_pass, "passes_per_step": passes,
             "grouping": "state" if task.episodes is not None else "start",
+            "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
             "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,
