@@ -59,6 +59,17 @@ def test_a_samples_constrained_logprob_is_its_logprob_renormalised_over_the_toke
             assert lp[i, j].item() == pytest.approx(0.0, abs=1e-5) and ent[i, j].item() == pytest.approx(0.0, abs=1e-5)
 
 
+def test_the_gradient_through_log_probs_and_entropy_is_finite(tiny_actor):
+    """Masked logits are -inf: neither the log-probs nor the entropy may put a NaN into
+    the gradient (0 * -inf), padding positions included."""
+    _, targets, logits = _samples_and_logits(tiny_actor)
+    logits = logits.clone().requires_grad_(True)
+    lp, ent = constrained_logprobs(logits, targets, tiny_actor.token_automaton(), temperature=1.0, entropy=True)
+    (lp.sum() + ent.sum()).backward()
+    assert torch.isfinite(lp).all() and torch.isfinite(ent).all() and torch.isfinite(logits.grad).all()
+    assert logits.grad.abs().sum() > 0
+
+
 def test_temperature_divides_the_logits_before_the_mask(tiny_actor):
     samples, targets, logits = _samples_and_logits(tiny_actor, n=2)
     automaton = tiny_actor.token_automaton()

@@ -24,8 +24,6 @@ import torch
 
 from lactchain.models.move_automaton import TokenAutomaton, states_along
 
-POLICY_LOGPROBS = ("constrained", "raw")
-
 
 def constrained_logprobs(logits: torch.Tensor, targets: torch.Tensor, automaton: TokenAutomaton,
                          temperature: float = 1.0, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -46,8 +44,8 @@ def constrained_logprobs(logits: torch.Tensor, targets: torch.Tensor, automaton:
     picked = torch.where(ok, picked, torch.zeros_like(picked))
     if not entropy:
         return picked, None
-    plogp = torch.where(allowed, logp.exp() * logp, torch.zeros_like(logp))
-    return picked, -plogp.sum(-1)
+    finite = logp.masked_fill(~allowed, 0.0)  # no 0 * -inf, whose gradient is NaN even where masked
+    return picked, -(logp.exp() * finite).sum(-1)
 
 
 class ConstrainedScoring:
