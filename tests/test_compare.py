@@ -163,7 +163,7 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     pinned = config.defaults_ran("grpo", [{"loss": "grpo", "explore": 256, "seed": 0, "settings": old_grpo}])
     assert pinned["policy_logprobs"] == "raw"
     assert config.cell_config("grpo", 256, 1, pinned).grpo.policy_logprobs == "raw"
-    assert config.cell_config("grpo", 256, 1, {}).grpo.policy_logprobs == "constrained"
+    assert config.cell_config("grpo", 256, 1, {}).grpo.policy_logprobs == "raw"
 
     told = BenchLearnConfig.from_params({"compare": "kto", "actor_lr": 5e-4, "rpo_alpha": 0.5})
     told.check()
@@ -172,8 +172,8 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
 
 
 def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_constrained_comparison(tmp_path):
-    """An older GRPO cell scored its samples raw and did not say so: a comparison at today's
-    default (constrained) refuses to carry it, one asking for raw keeps it."""
+    """An older GRPO cell scored its samples raw and did not say so: a comparison asking for
+    the constrained scoring refuses to carry it, one at the default (raw) keeps it."""
     from lactchain.config import ConfigError
     from lactchain.jobs.loop import BenchLearnConfig
 
@@ -183,11 +183,11 @@ def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_const
     cell = {"key": "grpo-explore256-seed0", "loss": "grpo", "explore": 256, "seed": 0, "curve": [], "settings": settings}
     (tmp_path / "grpo-explore256-seed0.json").write_text(json.dumps(cell))
     with pytest.raises((ValueError, ConfigError), match=r"policy-logprobs 'raw' \(this benchmark: 'constrained'\)"):
-        config = BenchLearnConfig(compare="grpo", seeds="0", explore="256", cells_from=str(tmp_path))
+        config = BenchLearnConfig.from_params({"compare": "grpo", "seeds": "0", "explore": "256",
+                                               "cells_from": str(tmp_path), "policy_logprobs": "constrained"})
         config.check()
         config.kept_cells()
-    raw = BenchLearnConfig.from_params({"compare": "grpo", "seeds": "0", "explore": "256", "cells_from": str(tmp_path),
-                                        "policy_logprobs": "raw"})
+    raw = BenchLearnConfig(compare="grpo", seeds="0", explore="256", cells_from=str(tmp_path))
     raw.check()
     assert [c["key"] for c in raw.kept_cells()] == ["grpo-explore256-seed0"]
 

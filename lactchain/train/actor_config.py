@@ -168,10 +168,11 @@ class GRPOSettings(Config):
                                   "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
                                min=1, max=16)
     policy_logprobs: str = option(
-        "constrained", "grpo only: score the samples under the policy that drew them, the grammar-masked one "
-                       "(constrained: renormalised over the tokens the move grammar allows), or under the raw "
-                       "model over its whole vocabulary (raw, what GRPO ran before 2026-11-29). Unconstrained "
-                       "samples are always scored raw.", choices=("constrained", "raw"))
+        "raw", "grpo only: score the samples under the raw model over its whole vocabulary (raw, TRL's way) or "
+               "under the policy that drew them, the grammar-masked one (constrained: renormalised over the "
+               "tokens the move grammar allows). Constrained is the exact log-prob of what is sampled, but it "
+               "measured worse (docs/results.md). Unconstrained samples are always scored raw.",
+        choices=("raw", "constrained"))
     tokens_per_pass: int | None = option(
         None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
               "sequences are split into passes of at most this many and their gradients accumulated: the same "

@@ -19,9 +19,9 @@ rewards vary most: a group whose samples all score alike has zero advantage and 
 costs time (DAPO's dynamic sampling, RAGEN's variance filter). TRL turns the rewards
 into advantages (minus the group mean, divided by the std unless `scale_rewards` says
 otherwise) and applies its clipped policy-gradient loss (`loss_type`, clip-higher
-`epsilon_high`). The samples' log-probs are those of the grammar-masked policy
-that drew them (lactchain.train.constrained_policy; `policy_logprobs`), not of the
-raw model over its whole vocabulary. Samples count as on-policy (one gradient step per generation), so no
+`epsilon_high`). The samples' log-probs are the raw model's over its whole
+vocabulary, or with `policy_logprobs="constrained"` those of the grammar-masked policy
+that drew them (lactchain.train.constrained_policy). Samples count as on-policy (one gradient step per generation), so no
 sampling log-probs are passed. Besides TRL's metrics (reward, reward_std,
 frac_reward_zero_std, entropy, clip ratios, kl when beta > 0) each step logs the
 filter's counts, the share of the most common sample and the KL to the base model.
