@@ -152,6 +152,14 @@ def build_token_automaton(
     return TokenAutomaton(allowed=allowed, step=step, column=column, start=dfa.start, done=done)
 
 
+def advance(automaton: TokenAutomaton, state: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Each row's state after reading its token; a token the grammar does not allow there
+    leads to `done` (where only EOS is allowed)."""
+    a = automaton
+    nxt = a.step[state, a.column[tokens.to(a.device)]].long()
+    return torch.where(nxt == NO_STATE, torch.full_like(nxt, a.done), nxt)
+
+
 def states_along(automaton: TokenAutomaton, tokens: torch.Tensor) -> torch.Tensor:
     """(B, T) grammar state before each of `tokens` (B, T completions from the start of
     the answer): what `AutomatonProcessor` masked each position with when it sampled
@@ -161,8 +169,7 @@ def states_along(automaton: TokenAutomaton, tokens: torch.Tensor) -> torch.Tenso
     states = []
     for j in range(tokens.shape[1]):
         states.append(state)
-        nxt = a.step[state, a.column[tokens[:, j].to(a.device)]].long()
-        state = torch.where(nxt == NO_STATE, torch.full_like(nxt, a.done), nxt)
+        state = advance(a, state, tokens[:, j])
     return torch.stack(states, 1) if states else torch.zeros((tokens.shape[0], 0), dtype=torch.long, device=a.device)
 
 
@@ -180,8 +187,7 @@ class AutomatonProcessor:
         if self.state is None:  # the first call sees only the prompt
             self.state = torch.full((input_ids.shape[0],), a.start, dtype=torch.long, device=a.device)
         else:
-            nxt = a.step[self.state, a.column[input_ids[:, -1].to(a.device)]].long()
-            self.state = torch.where(nxt == NO_STATE, torch.full_like(nxt, a.done), nxt)
+            self.state = advance(a, self.state, input_ids[:, -1])
         mask = a.allowed[self.state].to(scores.device)
         if mask.shape[1] < scores.shape[1]:  # logits wider than the tokenizer's vocabulary
             mask = torch.nn.functional.pad(mask, (0, scores.shape[1] - mask.shape[1]))
