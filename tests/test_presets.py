@@ -156,7 +156,31 @@ def test_tiny_prepare_caches_atomically(tmp_path, monkeypatch):
     assert prepare("tiny") == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime  # reused, not rebuilt
     assert "built at" in preset_status("tiny")[1]
-    assert [p.name for p in tmp_path.iterdir() if p.name != ".tiny.lock"] == ["tiny"]
+    assert [p.name for p in tmp_path.iterdir() if p.name not in (".tiny.lock", ".tiny-vocabulary")] == ["tiny"]
+
+
+def test_the_tiny_vocabulary_fingerprint_is_read_from_disk_while_the_source_is_unchanged(tmp_path, monkeypatch):
+    """Every process that loads `tiny` needs the fingerprint, and computing it builds every
+    env (~0.6 s): a later process reads it from the models folder, under the hash of the
+    package's source, and a changed source computes it again."""
+    from lactchain.models import tiny
+
+    monkeypatch.setenv("LACTCHAIN_MODELS", str(tmp_path))
+    tiny.vocabulary_fingerprint.cache_clear()
+    try:
+        fingerprint = tiny.vocabulary_fingerprint()
+        memo = tmp_path / ".tiny-vocabulary" / tiny._source_hash()
+        assert memo.read_text() == fingerprint and len(fingerprint) == 8
+        assert [p.name for p in memo.parent.iterdir()] == [memo.name]  # no temp file left beside it
+        memo.write_text("from-disk")
+        tiny.vocabulary_fingerprint.cache_clear()
+        assert tiny.vocabulary_fingerprint() == "from-disk"  # what a later process does: no env built
+        monkeypatch.setattr(tiny, "_source_hash", lambda: "edited-source")
+        tiny.vocabulary_fingerprint.cache_clear()
+        assert tiny.vocabulary_fingerprint() == fingerprint  # computed again for the new source
+        assert (memo.parent / "edited-source").read_text() == fingerprint
+    finally:
+        tiny.vocabulary_fingerprint.cache_clear()
 
 
 def test_a_crashed_build_leaves_no_half_copy(tmp_path, monkeypatch):

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from lactchain.envs.catalog import ENVS, env_class, make_env
+import os
 import string
+
+from lactchain.envs.catalog import ENVS, env_class, make_env
 from pathlib import Path
 
 TINY_SEED = 42  # chosen (among 1234, 1, 2, 3, 7, 42 on vocabulary 2) for varied samples and state-dependent greedy answers
@@ -106,9 +108,39 @@ def move_prefixes() -> set[str]:
 @functools.lru_cache(maxsize=1)
 def vocabulary_fingerprint() -> str:
     """A short hash of the vocabulary: part of the tiny model's cache key (a new env's
-    words change the vocabulary and so the model)."""
+    words change the vocabulary and so the model).
+
+    Building the vocabulary builds every env of the catalog (~0.6 s on a 2-core CPU, in
+    every process that loads `tiny`), so the fingerprint is kept on disk under the hash of
+    the package's own source (~15 ms to read): any change to the code computes it again."""
+    from lactchain.paths import models_dir
+
+    memo = models_dir() / ".tiny-vocabulary" / _source_hash()
+    try:
+        return memo.read_text().strip()
+    except OSError:
+        pass
     vocab = build_vocab()
-    return hashlib.sha1("\n".join(sorted(vocab, key=vocab.__getitem__)).encode()).hexdigest()[:8]
+    fingerprint = hashlib.sha1("\n".join(sorted(vocab, key=vocab.__getitem__)).encode()).hexdigest()[:8]
+    try:  # best effort: a read-only models folder only costs the rebuild next time
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+        tmp.write_text(fingerprint)
+        os.replace(tmp, memo)
+    except OSError:
+        pass
+    return fingerprint
+
+
+def _source_hash() -> str:
+    """A hash of every module of the `lactchain` package (paths and bytes): what the
+    vocabulary is computed from (the env catalog, the envs, the prompts)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def build_tiny_tokenizer():

@@ -92,12 +92,26 @@ async def test_jobs_outlive_the_tui_and_can_be_killed_from_it(make_app, registry
             assert proc.wait(timeout=10) != 0
 
 
-async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_path):
-    """The default launcher runs `lactchain play ... --detach --json`: the run exists at
-    once, the job view follows it, its log shows progress lines while it runs, and the
-    strategy version given in the form is what its prompts contain."""
+async def test_real_launch_is_detached_through_the_job_layer_and_listed(make_app, registry, db_path, monkeypatch):
+    """The default launcher is the job layer in this process: the only process it starts is
+    the detached job itself (`python -m lactchain.jobs play`), never `lactchain ...` whose
+    output would be parsed, and the run records the command line that does the same. The
+    run exists at once, the job view follows it, its log shows progress lines while it
+    runs, and the strategy version given in the form is what its prompts contain."""
+    import subprocess
+    import sys
+
     from tui.widgets.log_tail import LogTail
 
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def popen(argv, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - records, then starts it
+        started.append([str(a) for a in argv])
+        return real_popen(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"a subprocess was run: {a}"))
     version = registry.save_prompt("Face the goal, then walk straight to it.")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -127,6 +141,10 @@ async def test_real_cli_launch_is_detached_and_listed(make_app, registry, db_pat
         assert run_id in _ids(screen.query_one("#jobs-table", DataTable))
         run = registry.get_run(run_id)
         assert run["pgid"] and run["log_path"]
+        (argv,) = started
+        assert argv[:4] == [sys.executable, "-m", "lactchain.jobs", "play"] and run_id in argv
+        cmd = run["cmd"]
+        assert cmd[:2] == ["lactchain", "play"] and cmd[cmd.index("--episodes") + 1] == "2" and "--detach" not in cmd
         log = screen.query_one("#job-log", LogTail)
         assert log.path == Path(run["log_path"])  # the view follows the new job, not the previous one
         deadline = time.monotonic() + 120
@@ -406,43 +424,17 @@ async def test_a_grpo_jobs_diagnostics_draw_in_the_jobs_chart(make_app, registry
                 assert chart.drawn_title == key and chart.drawn_points == {run_id: 2}, key
 
 
-def test_the_console_launches_through_the_job_layer_not_a_cli_subprocess(db_path, monkeypatch):
-    """A launch from the console is the job layer in this process: the only process it
-    starts is the detached job itself (`python -m lactchain.jobs`), never `lactchain ...`
-    whose output would be parsed; the run records the command line that does the same."""
-    import subprocess
-    import sys
-
+def test_a_bad_value_is_refused_by_the_job_layer_before_any_process_starts(db_path):
+    """What the console's form relies on when it launches (`launch_job`): the job layer's
+    own one-line refusal, no run, no process."""
     from lactchain.runs.registry import Registry
     from tui.jobs_bridge import JobRequest, launch_job
 
-    started: list[list[str]] = []
-    real_popen = subprocess.Popen
-
-    def popen(argv, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - records, then starts it
-        started.append([str(a) for a in argv])
-        return real_popen(argv, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"a subprocess was run: {a}"))
     Registry(db_path).close()
-    t0 = time.perf_counter()
-    result = launch_job(JobRequest("play", {"actor": "tiny", "episodes": "1", "engine": ""}, db_path))
-    launched_s = time.perf_counter() - t0
-    (argv,) = started
-    assert argv[:4] == [sys.executable, "-m", "lactchain.jobs", "play"] and result.run_id in argv
-    with Registry(db_path) as reg:
-        run = reg.get_run(result.run_id)
-        cmd = run["cmd"]
-        assert cmd[:2] == ["lactchain", "play"] and cmd[cmd.index("--episodes") + 1] == "1" and "--detach" not in cmd
-        assert run["pgid"]
-        deadline = time.monotonic() + 120
-        while reg.get_run(result.run_id)["status"] not in ("FINISHED", "FAILED") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert reg.get_run(result.run_id)["status"] == "FINISHED"
-    assert launched_s < 5  # no CLI start-up (it took ~8 s through the CLI); the bench times it precisely
     with pytest.raises(RuntimeError, match="must be a whole number"):
         launch_job(JobRequest("play", {"actor": "tiny", "episodes": "x"}, db_path))
+    with Registry(db_path) as reg:
+        assert reg.list_runs() == []
 
 
 def test_no_console_module_starts_a_process():
