@@ -178,6 +178,7 @@ def test_the_tiny_vocabulary_fingerprint_is_read_from_disk_while_the_source_is_u
         monkeypatch.setattr(tiny, "_source_hash", lambda: "edited-source")
         tiny.vocabulary_fingerprint.cache_clear()
         assert tiny.vocabulary_fingerprint() == fingerprint  # computed again for the new source
+        assert [p.name for p in memo.parent.iterdir()] == ["edited-source"]  # the old source's entry is gone
         assert (memo.parent / "edited-source").read_text() == fingerprint
     finally:
         tiny.vocabulary_fingerprint.cache_clear()

@@ -22,9 +22,9 @@ import functools
 import hashlib
 import os
 import string
+from pathlib import Path
 
 from lactchain.envs.catalog import ENVS, env_class, make_env
-from pathlib import Path
 
 TINY_SEED = 42  # chosen (among 1234, 1, 2, 3, 7, 42 on vocabulary 2) for varied samples and state-dependent greedy answers
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -127,6 +127,9 @@ def vocabulary_fingerprint() -> str:
         tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
         tmp.write_text(fingerprint)
         os.replace(tmp, memo)
+        for older in memo.parent.iterdir():  # one entry per source version ever run would pile up
+            if older.name != memo.name and not older.name.startswith("."):
+                older.unlink(missing_ok=True)
     except OSError:
         pass
     return fingerprint
