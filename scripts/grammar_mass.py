@@ -19,7 +19,7 @@ import torch
 
 from lactchain.bench.common import grid_starts
 from lactchain.models.actor import Actor
-from lactchain.models.move_automaton import states_along
+from lactchain.train.constrained_policy import constrained_logprobs
 
 
 def main() -> None:
@@ -37,14 +37,14 @@ def main() -> None:
     mass, p_raw, p_masked = [], [], []
     for prompt, s in zip([p for p in prompts for _ in range(args.samples)], samples):
         ids, comp = actor.prompt_ids(prompt), list(s.token_ids)
+        targets = torch.tensor([comp])
         with torch.no_grad():
-            logits = actor.model(input_ids=torch.tensor([ids + comp])).logits[0, len(ids) - 1:-1].float()
-        probs = torch.softmax(logits, -1)
-        for j, state in enumerate(states_along(automaton, torch.tensor([comp]))[0].tolist()):
-            held = float(probs[j][automaton.allowed[state][: probs.shape[-1]]].sum())
-            mass.append(held)
-            p_raw.append(float(probs[j, comp[j]]))
-            p_masked.append(p_raw[-1] / held)
+            logits = actor.model(input_ids=torch.tensor([ids + comp])).logits[:, len(ids) - 1:-1].float()
+        raw = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[0].exp()
+        masked = constrained_logprobs(logits, targets, automaton)[0][0].exp()
+        p_raw += raw.tolist()
+        p_masked += masked.tolist()
+        mass += (raw / masked).tolist()  # the allowed tokens' raw mass: p_raw = mass * p_masked
     print(f"{len(samples)} samples, {len(mass)} tokens, {time.time() - t0:.0f} s")
     print(f"allowed mass: mean {st.mean(mass):.3f}, median {st.median(mass):.3f}; "
           f"positions under 0.9: {sum(m < 0.9 for m in mass) / len(mass):.2f}, under 0.5: {sum(m < 0.5 for m in mass) / len(mass):.2f}")

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cells
-from lactchain.config import ConfigError, default_of, flat_names, option
+from lactchain.config import ConfigError, default_of, flat_fields, flat_names, option
 from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
 from lactchain.envs.world import scene_spec, world_kwargs
@@ -25,7 +24,6 @@ from lactchain.loop.pipeline import (
     run_pipeline, unread_settings,
 )
 from lactchain.machine import code_version, machine_info
-from lactchain.train.actor_config import GRPOSettings
 
 
 @dataclass
@@ -196,8 +194,9 @@ class BenchLearnConfig(PipelineConfig):
         other cells of the loss run with these, so a default changed while a comparison was
         stopped does not split its table: a resumed one runs as it started."""
         legacy = dict(COMPARE_CELLS.ran_before_recorded)
+        defaults = {f.name: default_of(f) for _, f in flat_fields(type(self)) if f.name in legacy}
         # Left to a default: unset, or (a setting older cells did not record) at its default.
-        unset = {k for k, v in self.to_params().items() if v is None or (k in legacy and v == _default(k))}
+        unset = {k for k, v in self.to_params().items() if v is None or (k in legacy and v == defaults[k])}
         unset &= {"actor_lr", *LOOP_LOSS_SETTINGS[loss]}
         for cell in finished:
             if cell.get("loss") == loss and isinstance(cell.get("settings"), dict):
@@ -219,11 +218,6 @@ class BenchLearnConfig(PipelineConfig):
             if params.get(name) is None:
                 params.pop(name, None)  # a plain bench learn records what it always did
         return params
-
-
-def _default(name: str) -> Any:
-    """A GRPO setting's default (the settings older cells did not record are GRPO's)."""
-    return next(default_of(f) for f in dataclasses.fields(GRPOSettings) if f.name == name)
 
 
 def plot_curve(curve: list[dict[str, Any]], path: Any, title: str) -> Any:

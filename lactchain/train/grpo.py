@@ -344,11 +344,10 @@ def train_grpo(
         pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         trainer_class = GRPOTrainer
         if task.constrained and config.grpo.policy_logprobs == "constrained":
-            trainer_class = type("ConstrainedGRPOTrainer", (ConstrainedScoring, GRPOTrainer), {})
+            trainer_class = type("ConstrainedGRPOTrainer", (ConstrainedScoring, GRPOTrainer),
+                                 {"automaton": actor.token_automaton()})
         trainer = trainer_class(model=model, reward_funcs=[labeler_reward], args=args, train_dataset=dataset,
                                 processing_class=actor.tokenizer, callbacks=[callback], rollout_func=rollouts.rollout)
-        if trainer_class is not GRPOTrainer:
-            trainer.automaton = actor.token_automaton()
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for cb in (PrinterCallback, ProgressCallback):
