@@ -224,3 +224,22 @@ def test_bad_grpo_train_actor_settings_are_one_line(argv, message, tmp_path, lc)
     db = tmp_path / "registry.db"
     code, _, err = lc("train-actor", "--actor", "tiny", *argv, "--db", db)
     assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_each_generated_batch_trains_updates_per_generation_steps(tmp_path):
+    """`--updates-per-generation 2` (TRL's num_iterations): 2 optimizer steps sample one
+    batch, the second step scored against the policy that drew it (TRL's clipped ratio;
+    the reused batch moves the weights again), and the run records it."""
+    from safetensors.torch import load_file
+
+    weights, batches = [], []
+    for steps in (2, 1):
+        actor = Actor.load("tiny")
+        settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=steps, seed=0, bf16=False,
+                                    grpo={"states_per_step": 4, "group_filter": 1, "updates_per_generation": 2})
+        res = train_grpo(actor, _oracle_task(actor, n_states=4), settings, output_dir=tmp_path / f"run{steps}")
+        batches.append((res["steps"], res["generations_sampled"], res["updates_per_generation"]))
+        weights.append(load_file(str(actor.adapter / "adapter_model.safetensors")))
+    assert batches == [(2, 1, 2), (1, 1, 2)]
+    two, one = weights
+    assert max(float((two[k] - one[k]).abs().max()) for k in two) > 1e-5  # the reused steps trained too

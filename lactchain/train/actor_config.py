@@ -16,7 +16,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
-                  group_filter, tokens_per_pass, policy_logprobs): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
+                  group_filter, tokens_per_pass, policy_logprobs, updates_per_generation): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
                   not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
@@ -64,7 +64,7 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
                     "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass",
-                    "policy_logprobs"),
+                    "policy_logprobs", "updates_per_generation"),
 }
 
 
@@ -173,6 +173,10 @@ class GRPOSettings(Config):
                "tokens the move grammar allows). Constrained is the exact log-prob of what is sampled, but it "
                "measured worse (docs/results.md). Unconstrained samples are always scored raw.",
         choices=("raw", "constrained"))
+    updates_per_generation: int = option(
+        1, "grpo only: optimizer steps on each generated batch (TRL's num_iterations, the GRPO paper's mu; PPO's "
+           "epochs). Above 1 the samples are reused with the clipped ratio against the policy that drew them, "
+           "so a costly generation trains more; an epoch then has this many times the steps.", min=1, max=16)
     tokens_per_pass: int | None = option(
         None, "grpo only: most tokens (prompt + completion, padded) in one forward/backward pass. A step's "
               "sequences are split into passes of at most this many and their gradients accumulated: the same "

@@ -21,8 +21,10 @@ into advantages (minus the group mean, divided by the std unless `scale_rewards`
 otherwise) and applies its clipped policy-gradient loss (`loss_type`, clip-higher
 `epsilon_high`). The samples' log-probs are the raw model's over its whole
 vocabulary, or with `policy_logprobs="constrained"` those of the grammar-masked policy
-that drew them (lactchain.train.constrained_policy). Samples count as on-policy (one gradient step per generation), so no
-sampling log-probs are passed. Besides TRL's metrics (reward, reward_std,
+that drew them (lactchain.train.constrained_policy). No sampling log-probs are passed:
+with one gradient step per generation (the default) the samples are on-policy; with
+`updates_per_generation` above 1 (TRL's num_iterations) TRL scores each batch once
+before its first step and clips the later steps' ratios against that. Besides TRL's metrics (reward, reward_std,
 frac_reward_zero_std, entropy, clip ratios, kl when beta > 0) each step logs the
 filter's counts, the share of the most common sample and the KL to the base model.
 
@@ -158,6 +160,7 @@ class _Rollouts:
         self.state_of = {r["prompt"]: r["state"] for r in task.rows}  # rollout_func sees prompts only
         self.rng = random.Random(task.seed)
         self.calls = 0
+        self.batches = 0  # generated batches (TRL calls the rollout once per `updates_per_generation` steps)
         self.scored = 0
         self.env_moves = 0
         self.metrics: dict[str, float] = {}
@@ -170,6 +173,7 @@ class _Rollouts:
 
     def rollout(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         k = self.task.generations
+        self.batches += 1
         if len(prompts) % k:
             raise ValueError(f"GRPO batch of {len(prompts)} prompts is not whole groups of {k}")
         unique = prompts[::k]
@@ -318,6 +322,7 @@ def train_grpo(
         output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
         per_device_train_batch_size=per_pass, gradient_accumulation_steps=passes,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
+        num_iterations=int(config.grpo.updates_per_generation),
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
         scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
         epsilon_high=config.grpo.epsilon_high, logging_steps=int(config.logging_steps), save_strategy="steps",
@@ -369,6 +374,7 @@ def train_grpo(
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
             "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
+            "updates_per_generation": config.grpo.updates_per_generation, "generations_sampled": rollouts.batches,
             "sequences_per_pass": per_pass, "passes_per_step": passes,
             "grouping": "state" if task.episodes is not None else "start",
             "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
