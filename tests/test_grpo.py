@@ -228,8 +228,8 @@ def test_bad_grpo_train_actor_settings_are_one_line(argv, message, tmp_path, lc)
 
 def test_each_generated_batch_trains_updates_per_generation_steps(tmp_path):
     """`--updates-per-generation 2` (TRL's num_iterations): 2 optimizer steps sample one
-    batch, the second step scored against the policy that drew it (TRL's clipped ratio;
-    the reused batch moves the weights again), and the run records it."""
+    batch and both train on it (the reused step moves the weights again), and the run
+    records how many batches it generated."""
     from safetensors.torch import load_file
 
     weights, batches = [], []

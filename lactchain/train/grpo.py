@@ -24,9 +24,10 @@ vocabulary, or with `policy_logprobs="constrained"` those of the grammar-masked 
 that drew them (lactchain.train.constrained_policy). No sampling log-probs are passed:
 with one gradient step per generation (the default) the samples are on-policy; with
 `updates_per_generation` above 1 (TRL's num_iterations) TRL scores each batch once
-before its first step and clips the later steps' ratios against that. Besides TRL's metrics (reward, reward_std,
-frac_reward_zero_std, entropy, clip ratios, kl when beta > 0) each step logs the
-filter's counts, the share of the most common sample and the KL to the base model.
+before its first step and clips the later steps' ratios against that. Besides TRL's
+metrics (reward, reward_std, frac_reward_zero_std, entropy, clip ratios, kl when
+beta > 0) each step logs the filter's counts, the share of the most common sample and
+the KL to the base model.
 
 The trainer, LoRA, bf16, checkpoints, the metrics callback and the adapter saved at
 the end are the ones of the preference losses (lactchain.train.actor).
