@@ -2,7 +2,7 @@
 the actor's own constrained samples of the grid (why GRPO scores samples under the
 grammar-masked policy: lactchain.train.constrained_policy).
 
-    python scripts/grammar_mass.py [--actor smollm2-135m] [--every 8] [--samples 4] [--seed 7]
+    python scripts/grammar_mass.py [--actor smollm2-135m] [--adapter DIR] [--every 8] [--samples 4] [--seed 7]
 
 Prints, over every token of the samples: the allowed tokens' raw probability mass, the
 sampled token's raw and masked probability, and 1 - p (the size of the log-prob
@@ -25,12 +25,13 @@ from lactchain.train.constrained_policy import constrained_logprobs
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--actor", default="smollm2-135m")
+    ap.add_argument("--adapter", default=None, help="a trained LoRA adapter folder (a train-actor run's adapter/)")
     ap.add_argument("--every", type=int, default=8, help="every Nth of the 60 start states")
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     t0 = time.time()
-    actor = Actor.load(args.actor, device="cpu")
+    actor = Actor.load(args.actor, args.adapter, device="cpu")
     prompts = grid_starts(actor.moves)[0][::args.every]
     samples = actor.generate(prompts, constrained=True, temperature=1.0, num_samples=args.samples, seed=args.seed)
     automaton = actor.token_automaton()
