@@ -320,3 +320,37 @@ def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():
     healthy = FailureDetector("grpo", window=3)
     assert not [w for s in range(1, 8) for w in healthy.update(
         {"loss": 0.1, "frac_reward_zero_std": 0.25, "top_sample_share": 0.3}, s)]
+
+
+def test_grpo_rewarded_by_success_earns_each_list_one_or_zero_and_fits_no_critic(tmp_path):
+    """`--grpo-reward success` is the verifiable reward of RLVR: each sampled list earns 1
+    if it ends the episode in the env's own success, else 0 -- no critic is fitted, no
+    pairs collected, and every step's rewards lie in [0, 1]."""
+    from loop_helpers import run_tiny_loop
+
+    cfg = PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grpo_reward="success", explore=0,
+                         iterations=1, states=4, samples=2, eval_states=8)
+    out, params, success, reg = run_tiny_loop(tmp_path, cfg, "tiny grpo rewarded by success")
+    runs = reg.list_runs()
+    actor = next(r["id"] for r in runs if r["kind"] == "actor")
+    rewards = [row["value"] for row in reg.metric_history(actor, "reward")]
+    reg.close()
+    assert [(p["iteration"], p["phase"]) for p in out["phases"]] == [(0, "evaluate"), (1, "train-actor"),
+                                                                     (1, "evaluate")]
+    assert not {"critic", "pairs"} & {r["kind"] for r in runs}
+    assert params["grpo_reward"] == "success" and len(success) == 2
+    assert rewards and all(0.0 <= r <= 1.0 for r in rewards)
+
+
+def test_succeeds_from_reads_the_envs_own_success_from_an_exact_state():
+    """The success reward is the env's verdict on one action from exactly that state: the
+    goal reached counts, turning away or stopping short does not."""
+    from lactchain.envs.gridworld import GridWorldEnv, State
+    from lactchain.envs.replay import succeeds_from
+
+    env = GridWorldEnv()
+    gx, gy = env.goal
+    below = State(gx, gy - 1, "north")  # one step south of the goal, facing it
+    assert succeeds_from(env, below, ["move forward"])
+    assert not succeeds_from(env, below, ["turn left"])
+    assert not succeeds_from(env, below, ["turn left", "turn left", "move forward"])

@@ -37,7 +37,8 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          summary_settings=("budget_min", "budget_iterations", "env", "actor", "critic", "labeler"),
                          key_params=("loss", "explore", "seed", "deadline"),
                          file_pattern="<loss>-explore<N>-seed<S>.json",
-                         ran_before_recorded=(("policy_logprobs", "raw"), ("updates_per_generation", 1)))
+                         ran_before_recorded=(("policy_logprobs", "raw"), ("updates_per_generation", 1),
+                                              ("grpo_reward", "labeler")))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
                           key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")

@@ -33,11 +33,22 @@ def stored_state(env: Any, value: Any) -> Any:
 def execute_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[float, Any, bool]:
     """Reset the env to exactly `state` (on deal `seed` where the env is stochastic), run
     one action, return (reward, s', done)."""
+    reward, nxt, done, _ = _step_from(env, state, moves, seed)
+    return reward, nxt, done
+
+
+def succeeds_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> bool:
+    """Whether one action from exactly `state` ends the episode in the env's own success
+    (its info's `success`: the goal reached, the passenger delivered, the hand won)."""
+    return bool(_step_from(env, state, moves, seed)[3].get("success"))
+
+
+def _step_from(env: Any, state: Any, moves: Sequence[str], seed: int | None) -> tuple[float, Any, bool, dict]:
     env.reset(seed=seed, options={"state": state.as_dict()})
     if env.state != state:
         raise RuntimeError(f"the env did not reset to {state}")
-    _, reward, terminated, _, _ = env.step(list(moves))
-    return float(reward), env.state, bool(terminated)
+    _, reward, terminated, _, info = env.step(list(moves))
+    return float(reward), env.state, bool(terminated), info
 
 
 def deal_seeds(env: Any, seed: int, deals: int) -> tuple[int | None, ...]:

@@ -43,7 +43,7 @@ from typing import Any, Callable
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
 from lactchain.envs.catalog import env_field, make_env, normalize_env_field
-from lactchain.envs.replay import deal_seeds, execute_from, stored_state
+from lactchain.envs.replay import deal_seeds, execute_from, stored_state, succeeds_from
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
@@ -77,11 +77,13 @@ LOOP_RPO_ALPHA = 1.0
 # KTO runs recorded before LOOP_RPO_ALPHA reached KTO hold rpo_alpha unset: they ran without the term.
 KTO_RECORDED_UNSET_RPO_ALPHA = 0.0
 GROUPINGS = ("start", "state")
+GRPO_REWARDS = ("labeler", "success")
 # The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
-# kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping`; which loss reads which
-# (a comparison's other cells leave them at their defaults).
-PER_LOSS = (*flat_names(PreferenceSettings), *flat_names(SimPOSettings), *flat_names(GRPOSettings), "grouping")
-LOOP_LOSS_SETTINGS = {loss: LOSS_SETTINGS[loss] + (("grouping",) if loss == "grpo" else ()) for loss in LOSSES}
+# kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping` and `grpo_reward`; which loss
+# reads which (a comparison's other cells leave them at their defaults).
+LOOP_GRPO = ("grouping", "grpo_reward")
+PER_LOSS = (*flat_names(PreferenceSettings), *flat_names(SimPOSettings), *flat_names(GRPOSettings), *LOOP_GRPO)
+LOOP_LOSS_SETTINGS = {loss: LOSS_SETTINGS[loss] + (LOOP_GRPO if loss == "grpo" else ()) for loss in LOSSES}
 
 COLLAPSE_SHARE = 0.5  # the alarm: one greedy answer for more than half of the start states
 TIE = 1e-6  # labeler scores this close are the same outcome
@@ -169,6 +171,11 @@ class PipelineConfig(Config):
                           "actions from each start state; every action joins the group of the state it was taken "
                           "from (across episodes and iterations), rewarded with the env's discounted return from "
                           "there.", "start", choices=GROUPINGS)
+    grpo_reward: str = _help("GRPO only, grouped by start: what a sampled list earns. labeler: the labeler's "
+                             "advantage (--labeler). success: 1 if the list ends the episode in the env's own "
+                             "success (goal reached, passenger delivered), else 0 -- a verifiable reward as in "
+                             "RLVR: no critic is fitted, and a group without a success is flat (no advantage).",
+                             "labeler", choices=GRPO_REWARDS)
     # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
     # flat names, help and bounds as train-actor's; the loop's defaults differ only where
     # `check` says (DPO's and SimPO's NLL weight, the learning rate).
@@ -234,6 +241,9 @@ class PipelineConfig(Config):
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.grpo_reward == "success" and self.grouping == "state":
+            bad("grpo_reward", "success applies to --grouping start (grouped by state, each action earns the "
+                               "env's discounted return)")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
         if "rpo_alpha" in LOOP_LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
@@ -641,9 +651,10 @@ class LoopState:
 
     @property
     def env_rewarded(self) -> bool:
-        """GRPO grouped by state rewards each action with the env's own return from its state:
-        it reads no critic and no collected pairs, so the loop skips those phases."""
-        return self.cfg.loss == "grpo" and self.cfg.grouping == "state"
+        """GRPO grouped by state rewards each action with the env's own return from its state,
+        and with `grpo_reward` success each list with the env's success: it reads no critic
+        and no collected pairs, so the loop skips those phases."""
+        return self.cfg.loss == "grpo" and (self.cfg.grouping == "state" or self.cfg.grpo_reward == "success")
 
     @property
     def fits_critic(self) -> bool:
@@ -889,8 +900,9 @@ def _collect_metrics(state: LoopState, groups: list[Group]) -> dict[str, Any]:
 
 def grpo_task(state: LoopState, it: int) -> Any:
     """GRPO's start states (this iteration's), sampled on-policy by the training actor and
-    scored by the labeler, which sees each state's K samples as one group; grouped by
-    state, K multi-action episodes rewarded with the env's discounted return instead."""
+    scored by the labeler, which sees each state's K samples as one group (or, with
+    `grpo_reward` success, by whether each list wins); grouped by state, K multi-action
+    episodes rewarded with the env's discounted return instead."""
     from lactchain.train.grpo import EpisodeSpec, GRPOTask
     from lactchain.train.state_groups import StateGroups
 
@@ -900,6 +912,9 @@ def grpo_task(state: LoopState, it: int) -> Any:
     def reward(states: list[Any], samples: list[Any]) -> list[float]:
         groups = sampled_groups(env, states, samples, k,
                                 lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
+        if cfg.grpo_reward == "success":  # the share of the group's deals the list wins
+            return [sum(succeeds_from(env, g.state, c.moves, seed) for seed in g.seeds) / len(g.seeds)
+                    for g in groups for c in g.candidates]
         if not labelers:
             labelers.append(state.labeler(state.actor))  # the rollout labeler plays the policy being trained
         labelers[0].score(groups)
