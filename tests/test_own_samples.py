@@ -14,7 +14,7 @@ import pytest
 from lactchain.envs.gridworld import GridWorldEnv
 from lactchain.envs.replay import execute_from
 from lactchain.models.actor import Actor, Sample
-from lactchain.loop.pipeline import LOOP_LR, PipelineConfig
+from lactchain.loop.pipeline import LOOP_LR, LoopEngineConfig, PipelineConfig
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor import build_dataset, build_trainer, kto_weights, map_metrics
 from lactchain.train.actor_config import TrainActorConfig
@@ -274,13 +274,17 @@ def test_the_loop_on_its_own_samples_raises_the_tiny_actors_success_without_coll
     EPYC: GRPO -> 0.10, 0.53, 0.60; DPO -> 0.38, 0.45, 0.57; KTO -> 0.13, 0.12, 0.55;
     KTO with its elites spread evenly over each epoch, 2026-11-28: -> 0.15, 0.10, 0.52, top share <= 0.37;
     KTO at its lr 1e-3 with its NLL term, 2026-11-29: -> 0.25, 0.45, 0.78, top share <= 0.25):
-    the same arithmetic whatever the CPU, and the tiny model gains nothing from bf16
+    the same arithmetic whatever the CPU -- generation included, pinned to float32: at
+    `--dtype auto` a CPU with AVX512-bf16 generated in bf16 and DPO's top share crossed 0.5
+    (0.517 at iteration 2 on a family 26 model 2 EPYC, 2026-11-29; with float32 it reads
+    the AVX2 EPYC's 0.38, 0.45, 0.57) -- and the tiny model gains nothing from bf16
     (its head size 16 makes CPU flash attention slower in bf16, docs/setup.md). Four
     epochs instead of eight do not learn enough (best 0.22 / 0.35 / 0.15)."""
     from loop_helpers import run_tiny_loop
 
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss=loss, explore=0, iterations=3,
-                         td_lists_per_state=64, td_rounds=4, train_bf16=False)
+                         td_lists_per_state=64, td_rounds=4, train_bf16=False,
+                         engine=LoopEngineConfig(dtype="float32"))
     out, params, success, reg = run_tiny_loop(tmp_path, cfg, f"tiny {loss} explore 0")
     reg.close()
     curve = out["curve"]
