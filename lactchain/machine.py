@@ -36,7 +36,11 @@ def _bf16_flags(info: dict[str, str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
-    """Whether this CPU does bf16 matrix math natively (else torch emulates it)."""
+    """Whether this CPU does bf16 matrix math natively (else torch emulates it).
+    LACTCHAIN_CPU_BF16=0 answers no: fp32 defaults everywhere, so a run's arithmetic is
+    the same on CPUs with and without it (and in the job processes, which inherit it)."""
+    if os.environ.get("LACTCHAIN_CPU_BF16", "").strip() == "0":
+        return False
     return bool(_bf16_flags(_cpuinfo()))
 
 

@@ -161,3 +161,19 @@ def test_the_loop_trains_in_bf16_only_where_bf16_is_native():
     assert PipelineConfig(**base, train_bf16=False).train_bf16 is False
     assert PipelineConfig.from_params({**base, "train_bf16": True}).train_bf16 is True  # an older run's record
     assert trainer_config(PipelineConfig(**{**base, "loss": "rft"}), seed=0).bf16 is None  # rft trains fp32
+
+
+def test_lactchain_cpu_bf16_0_gives_fp32_defaults_on_any_cpu(monkeypatch):
+    """LACTCHAIN_CPU_BF16=0 makes a CPU with native bf16 default to fp32 (generation and
+    training), so a run's arithmetic matches a CPU without it; the job processes inherit it."""
+    from lactchain.machine import cpu_has_bf16, fast_generation_dtype
+    from lactchain.loop.pipeline import PipelineConfig
+
+    monkeypatch.setenv("LACTCHAIN_CPU_BF16", "0")
+    cpu_has_bf16.cache_clear()
+    try:
+        assert cpu_has_bf16() is False and fast_generation_dtype() == "float32"
+        assert PipelineConfig(actor="tiny", critic="tiny").train_bf16 is False
+    finally:
+        monkeypatch.delenv("LACTCHAIN_CPU_BF16")
+        cpu_has_bf16.cache_clear()

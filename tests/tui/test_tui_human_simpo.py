@@ -186,6 +186,9 @@ async def test_human_labels_from_the_labelling_screen_train_simpo_toward_the_cho
 
     # The job is a child process: one compute thread, as this module has (a shared 2-core box).
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # ... and fp32 training on every CPU: bf16 autocast where the CPU has it (AVX512-bf16)
+    # took other steps and failed the greedy-count check there (2026-11-29).
+    monkeypatch.setenv("LACTCHAIN_CPU_BF16", "0")
     env = make_env("grid", moves=tiny_actor.moves)
     oracle = OracleLabeler(env, GAMMA)
     n = add_unlabelled_pairs(registry, tiny_actor, env, oracle)
