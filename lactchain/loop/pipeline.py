@@ -909,12 +909,18 @@ def grpo_task(state: LoopState, it: int) -> Any:
     cfg, env, prompt, k = state.cfg, state.env, state.prompt, state.cfg.samples
     labelers: list[Any] = []  # built on first use: a state-grouped run never scores with one
 
+    def deals(i: int) -> tuple[int | None, ...]:  # the deals of the group whose first row is i
+        return deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals)
+
     def reward(states: list[Any], samples: list[Any]) -> list[float]:
-        groups = sampled_groups(env, states, samples, k,
-                                lambda i: deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals))
-        if cfg.grpo_reward == "success":  # the share of the group's deals the list wins
-            return [sum(succeeds_from(env, g.state, c.moves, seed) for seed in g.seeds) / len(g.seeds)
-                    for g in groups for c in g.candidates]
+        if cfg.grpo_reward == "success":  # the share of its group's deals each list wins, nothing else run
+            wins = []
+            for i in range(0, len(states), k):
+                seeds = deals(i)
+                wins += [sum(succeeds_from(env, states[i], x.moves, seed) for seed in seeds) / len(seeds)
+                         for x in samples[i:i + k]]
+            return wins
+        groups = sampled_groups(env, states, samples, k, deals)
         if not labelers:
             labelers.append(state.labeler(state.actor))  # the rollout labeler plays the policy being trained
         labelers[0].score(groups)
