@@ -326,15 +326,18 @@ def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():
         {"loss": 0.1, "frac_reward_zero_std": 0.25, "top_sample_share": 0.3}, s)]
 
 
-def test_grpo_rewarded_by_success_earns_each_list_one_or_zero_and_fits_no_critic(tmp_path):
+@pytest.mark.parametrize("reward", ["success", "success-return"])
+def test_grpo_rewarded_by_its_wins_fits_no_critic_and_never_pays_a_failure(tmp_path, reward):
     """`--grpo-reward success` is the verifiable reward of RLVR: each sampled list earns 1
-    if it ends the episode in the env's own success, else 0 -- no critic is fitted, no
-    pairs collected, and every step's rewards lie in [0, 1]."""
+    if it ends the episode in the env's own success, else 0; `success-return` pays a win
+    the env's own return instead. Either way no critic is fitted, no pairs collected, and
+    every step's mean reward lies between nothing and a win's most."""
     from loop_helpers import run_tiny_loop
+    from lactchain.envs.grid_rules import GOAL_REWARD
 
-    cfg = PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grpo_reward="success", explore=0,
+    cfg = PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grpo_reward=reward, explore=0,
                          iterations=1, states=4, samples=2, eval_states=8)
-    out, params, success, reg = run_tiny_loop(tmp_path, cfg, "tiny grpo rewarded by success")
+    out, params, success, reg = run_tiny_loop(tmp_path, cfg, f"tiny grpo rewarded by {reward}")
     runs = reg.list_runs()
     actor = next(r["id"] for r in runs if r["kind"] == "actor")
     rewards = [row["value"] for row in reg.metric_history(actor, "reward")]
@@ -342,8 +345,9 @@ def test_grpo_rewarded_by_success_earns_each_list_one_or_zero_and_fits_no_critic
     assert [(p["iteration"], p["phase"]) for p in out["phases"]] == [(0, "evaluate"), (1, "train-actor"),
                                                                      (1, "evaluate")]
     assert not {"critic", "pairs"} & {r["kind"] for r in runs}
-    assert params["grpo_reward"] == "success" and len(success) == 2
-    assert rewards and all(0.0 <= r <= 1.0 for r in rewards)
+    assert params["grpo_reward"] == reward and len(success) == 2
+    most = 1.0 if reward == "success" else GOAL_REWARD
+    assert rewards and all(0.0 <= r <= most for r in rewards)
 
 
 def test_succeeds_from_reads_the_envs_own_success_from_an_exact_state():
@@ -358,3 +362,20 @@ def test_succeeds_from_reads_the_envs_own_success_from_an_exact_state():
     assert succeeds_from(env, below, ["move forward"])
     assert not succeeds_from(env, below, ["turn left"])
     assert not succeeds_from(env, below, ["turn left", "turn left", "move forward"])
+
+
+def test_success_return_pays_the_shorter_win_more_and_every_failure_nothing():
+    """`--grpo-reward success-return`: a win earns the env's own return (the goal reward
+    less each move's cost), so of two lists that reach the goal the shorter earns more;
+    a list that fails earns 0, however short -- not the move cost the labeler would charge."""
+    from lactchain.envs.gridworld import GridWorldEnv, State
+    from lactchain.envs.replay import execute_from, success_return_from
+
+    env = GridWorldEnv()
+    gx, gy = env.goal
+    below = State(gx, gy - 1, "north")
+    short = success_return_from(env, below, ["move forward"])
+    detour = success_return_from(env, below, ["turn left"] * 4 + ["move forward"])
+    assert short == execute_from(env, below, ["move forward"])[0] > detour > 0.0
+    assert success_return_from(env, below, ["turn left"]) == 0.0
+    assert execute_from(env, below, ["turn left"])[0] < 0.0  # what the env charged the failure

@@ -43,6 +43,13 @@ def succeeds_from(env: Any, state: Any, moves: Sequence[str], seed: int | None =
     return bool(_step_from(env, state, moves, seed)[3].get("success"))
 
 
+def success_return_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> float:
+    """The env's own return for one action from exactly `state` if it ends in the env's
+    success, else 0: a win first, and among wins the one its move costs charge least."""
+    reward, _, _, info = _step_from(env, state, moves, seed)
+    return reward if info.get("success") else 0.0
+
+
 def _step_from(env: Any, state: Any, moves: Sequence[str], seed: int | None) -> tuple[float, Any, bool, dict]:
     env.reset(seed=seed, options={"state": state.as_dict()})
     if env.state != state:

@@ -43,7 +43,7 @@ from typing import Any, Callable
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
 from lactchain.envs.catalog import env_field, make_env, normalize_env_field
-from lactchain.envs.replay import deal_seeds, execute_from, stored_state, succeeds_from
+from lactchain.envs.replay import deal_seeds, execute_from, stored_state, succeeds_from, success_return_from
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
@@ -77,7 +77,7 @@ LOOP_RPO_ALPHA = 1.0
 # KTO runs recorded before LOOP_RPO_ALPHA reached KTO hold rpo_alpha unset: they ran without the term.
 KTO_RECORDED_UNSET_RPO_ALPHA = 0.0
 GROUPINGS = ("start", "state")
-GRPO_REWARDS = ("labeler", "success")
+GRPO_REWARDS = ("labeler", "success", "success-return")
 # The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
 # kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping` and `grpo_reward`; which loss
 # reads which (a comparison's other cells leave them at their defaults).
@@ -174,7 +174,9 @@ class PipelineConfig(Config):
     grpo_reward: str = _help("GRPO only, grouped by start: what a sampled list earns. labeler: the labeler's "
                              "advantage (--labeler). success: 1 if the list ends the episode in the env's own "
                              "success (goal reached, passenger delivered), else 0 -- a verifiable reward as in "
-                             "RLVR: no critic is fitted, and a group without a success is flat (no advantage).",
+                             "RLVR: no critic is fitted, and a group without a success is flat (no advantage). "
+                             "success-return: the env's own return for a list that succeeds (its goal reward less "
+                             "its move costs: a win first, the shorter win preferred), 0 for one that does not.",
                              "labeler", choices=GRPO_REWARDS)
     # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
     # flat names, help and bounds as train-actor's; the loop's defaults differ only where
@@ -241,8 +243,8 @@ class PipelineConfig(Config):
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
-        if self.grpo_reward == "success" and self.grouping == "state":
-            bad("grpo_reward", "success applies to --grouping start (grouped by state, each action earns the "
+        if self.grpo_reward != "labeler" and self.grouping == "state":
+            bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action earns the "
                                "env's discounted return)")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
@@ -652,9 +654,9 @@ class LoopState:
     @property
     def env_rewarded(self) -> bool:
         """GRPO grouped by state rewards each action with the env's own return from its state,
-        and with `grpo_reward` success each list with the env's success: it reads no critic
+        and with `grpo_reward` success (or success-return) each list by its win: it reads no critic
         and no collected pairs, so the loop skips those phases."""
-        return self.cfg.loss == "grpo" and (self.cfg.grouping == "state" or self.cfg.grpo_reward == "success")
+        return self.cfg.loss == "grpo" and (self.cfg.grouping == "state" or self.cfg.grpo_reward != "labeler")
 
     @property
     def fits_critic(self) -> bool:
@@ -901,7 +903,7 @@ def _collect_metrics(state: LoopState, groups: list[Group]) -> dict[str, Any]:
 def grpo_task(state: LoopState, it: int) -> Any:
     """GRPO's start states (this iteration's), sampled on-policy by the training actor and
     scored by the labeler, which sees each state's K samples as one group (or, with
-    `grpo_reward` success, by whether each list wins); grouped by state, K multi-action
+    `grpo_reward` success or success-return, by each list's win); grouped by state, K multi-action
     episodes rewarded with the env's discounted return instead."""
     from lactchain.train.grpo import EpisodeSpec, GRPOTask
     from lactchain.train.state_groups import StateGroups
@@ -913,11 +915,12 @@ def grpo_task(state: LoopState, it: int) -> Any:
         return deal_seeds(env, cfg.seed * 7919 + it * 131 + i, cfg.deals)
 
     def reward(states: list[Any], samples: list[Any]) -> list[float]:
-        if cfg.grpo_reward == "success":  # the share of its group's deals each list wins, nothing else run
+        if cfg.grpo_reward != "labeler":  # each list's mean over its group's deals, nothing else run
+            won = success_return_from if cfg.grpo_reward == "success-return" else succeeds_from
             wins = []
             for i in range(0, len(states), k):
                 seeds = deals(i)
-                wins += [sum(succeeds_from(env, states[i], x.moves, seed) for seed in seeds) / len(seeds)
+                wins += [sum(float(won(env, states[i], x.moves, seed)) for seed in seeds) / len(seeds)
                          for x in samples[i:i + k]]
             return wins
         groups = sampled_groups(env, states, samples, k, deals)
