@@ -244,8 +244,8 @@ class PipelineConfig(Config):
             bad("actor_lr", "must be > 0")
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
         if self.grpo_reward != "labeler" and self.grouping == "state":
-            bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action earns the "
-                               "env's discounted return)")
+            bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action "
+                               "earns the env's discounted return)")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
         if "rpo_alpha" in LOOP_LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
