@@ -260,7 +260,7 @@ CASES = [
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "grpo", "--grpo-reward", "success", "--grouping", "state",
       "--db", "{ok}"], "grpo-reward success applies to --grouping start"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "grpo", "--grpo-reward", "return", "--db", "{ok}"],
-     "--grpo-reward 'return': must be one of labeler, success, success-return"),
+     "--grpo-reward 'return': must be one of labeler, success, success-return, success-speed"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "grpo", "--grpo-reward", "success-return", "--grouping",
       "state", "--db", "{ok}"], "grpo-reward success-return applies to --grouping start"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "simpo", "--rpo-alpha", "1", "--db", "{ok}"],

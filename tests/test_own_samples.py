@@ -326,11 +326,12 @@ def test_grpo_failure_signatures_fire_on_flat_groups_and_one_answer():
         {"loss": 0.1, "frac_reward_zero_std": 0.25, "top_sample_share": 0.3}, s)]
 
 
-@pytest.mark.parametrize("reward", ["success", "success-return"])
+@pytest.mark.parametrize("reward", ["success", "success-return", "success-speed"])
 def test_grpo_rewarded_by_its_wins_fits_no_critic_and_never_pays_a_failure(tmp_path, reward):
     """`--grpo-reward success` is the verifiable reward of RLVR: each sampled list earns 1
     if it ends the episode in the env's own success, else 0; `success-return` pays a win
-    the env's own return instead. Either way no critic is fitted, no pairs collected, and
+    the env's own return instead, `success-speed` the share of the action's moves a win left
+    unplayed. Either way no critic is fitted, no pairs collected, and
     every step's mean reward lies between nothing and a win's most."""
     from loop_helpers import run_tiny_loop
     from lactchain.envs.grid_rules import GOAL_REWARD
@@ -346,7 +347,7 @@ def test_grpo_rewarded_by_its_wins_fits_no_critic_and_never_pays_a_failure(tmp_p
                                                                      (1, "evaluate")]
     assert not {"critic", "pairs"} & {r["kind"] for r in runs}
     assert params["grpo_reward"] == reward and len(success) == 2
-    most = 1.0 if reward == "success" else GOAL_REWARD
+    most = GOAL_REWARD if reward == "success-return" else 1.0
     assert rewards and all(0.0 <= r <= most for r in rewards)
 
 
@@ -379,3 +380,20 @@ def test_success_return_pays_the_shorter_win_more_and_every_failure_nothing():
     assert short == execute_from(env, below, ["move forward"])[0] > detour > 0.0
     assert success_return_from(env, below, ["turn left"]) == 0.0
     assert execute_from(env, below, ["turn left"])[0] < 0.0  # what the env charged the failure
+
+
+def test_success_speed_halves_a_win_that_takes_twice_the_moves_and_pays_no_failure():
+    """`--grpo-reward success-speed`: a one-move win earns 1, a win on the action's last
+    move 1/most, a win in m moves (most - m + 1)/most; a failure 0, however short."""
+    from lactchain.envs.gridworld import GridWorldEnv, State
+    from lactchain.envs.replay import success_speed_from
+
+    env = GridWorldEnv()
+    most = env.max_moves_per_action
+    gx, gy = env.goal
+    below = State(gx, gy - 1, "north")
+    assert success_speed_from(env, below, ["move forward"]) == 1.0
+    corner = ["turn left"] + ["move forward"] * 3  # (0, 0) facing south to the 4x4 goal (3, 3)
+    assert len(corner * 2) == most and success_speed_from(env, State(0, 0, "south"), corner * 2) == 1.0 / most
+    assert success_speed_from(env, below, ["turn left"] * 4 + ["move forward"]) == (most - 4) / most
+    assert success_speed_from(env, below, ["turn left"]) == 0.0

@@ -43,7 +43,8 @@ from typing import Any, Callable
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
 from lactchain.envs.catalog import env_field, make_env, normalize_env_field
-from lactchain.envs.replay import deal_seeds, execute_from, stored_state, succeeds_from, success_return_from
+from lactchain.envs.replay import (deal_seeds, execute_from, stored_state, succeeds_from, success_return_from,
+                                  success_speed_from)
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
@@ -77,7 +78,9 @@ LOOP_RPO_ALPHA = 1.0
 # KTO runs recorded before LOOP_RPO_ALPHA reached KTO hold rpo_alpha unset: they ran without the term.
 KTO_RECORDED_UNSET_RPO_ALPHA = 0.0
 GROUPINGS = ("start", "state")
-GRPO_REWARDS = ("labeler", "success", "success-return")
+# What one list earns under each env reward of GRPO: read from one action's replay, no critic.
+WIN_REWARDS = {"success": succeeds_from, "success-return": success_return_from, "success-speed": success_speed_from}
+GRPO_REWARDS = ("labeler", *WIN_REWARDS)
 # The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
 # kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping` and `grpo_reward`; which loss
 # reads which (a comparison's other cells leave them at their defaults).
@@ -176,7 +179,10 @@ class PipelineConfig(Config):
                              "success (goal reached, passenger delivered), else 0 -- a verifiable reward as in "
                              "RLVR: no critic is fitted, and a group without a success is flat (no advantage). "
                              "success-return: the env's own return for a list that succeeds (its goal reward less "
-                             "its move costs: a win first, the shorter win preferred), 0 for one that does not.",
+                             "its move costs: a win first, the shorter win preferred), 0 for one that does not. "
+                             "success-speed: a win earns the share of the action's moves it left unplayed, "
+                             "counting its last (one move 1, all 8 moves 1/8), a failure 0: the steep tie-break "
+                             "that pays each state's shortest win far above a long detour.",
                              "labeler", choices=GRPO_REWARDS)
     # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
     # flat names, help and bounds as train-actor's; the loop's defaults differ only where
@@ -654,8 +660,8 @@ class LoopState:
     @property
     def env_rewarded(self) -> bool:
         """GRPO grouped by state rewards each action with the env's own return from its state,
-        and with `grpo_reward` success (or success-return) each list by its win: it reads no critic
-        and no collected pairs, so the loop skips those phases."""
+        and with an env `grpo_reward` (WIN_REWARDS) each list by its win: it reads no critic and
+        no collected pairs, so the loop skips those phases."""
         return self.cfg.loss == "grpo" and (self.cfg.grouping == "state" or self.cfg.grpo_reward != "labeler")
 
     @property
@@ -903,7 +909,7 @@ def _collect_metrics(state: LoopState, groups: list[Group]) -> dict[str, Any]:
 def grpo_task(state: LoopState, it: int) -> Any:
     """GRPO's start states (this iteration's), sampled on-policy by the training actor and
     scored by the labeler, which sees each state's K samples as one group (or, with
-    `grpo_reward` success or success-return, by each list's win); grouped by state, K multi-action
+    an env `grpo_reward`, by each list's win); grouped by state, K multi-action
     episodes rewarded with the env's discounted return instead."""
     from lactchain.train.grpo import EpisodeSpec, GRPOTask
     from lactchain.train.state_groups import StateGroups
@@ -916,7 +922,7 @@ def grpo_task(state: LoopState, it: int) -> Any:
 
     def reward(states: list[Any], samples: list[Any]) -> list[float]:
         if cfg.grpo_reward != "labeler":  # each list's mean over its group's deals, nothing else run
-            won = success_return_from if cfg.grpo_reward == "success-return" else succeeds_from
+            won = WIN_REWARDS[cfg.grpo_reward]
             wins = []
             for i in range(0, len(states), k):
                 seeds = deals(i)
