@@ -255,6 +255,8 @@ CASES = [
      "group-filter"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "simpo", "--grouping", "state", "--db", "{ok}"],
      "--grouping 'state': only applies to --loss grpo"),
+    (["pipeline", *TINY, "--critic", "tiny", "--loss", "simpo", "--entropy-target", "1", "--db", "{ok}"],
+     "--entropy-target 1.0: only applies to --loss grpo"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "dpo", "--grpo-reward", "success", "--db", "{ok}"],
      "--grpo-reward 'success': only applies to --loss grpo"),
     (["pipeline", *TINY, "--critic", "tiny", "--loss", "grpo", "--grpo-reward", "success", "--grouping", "state",

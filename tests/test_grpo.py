@@ -243,3 +243,27 @@ def test_each_generated_batch_trains_updates_per_generation_steps(tmp_path):
     assert batches == [(2, 1, 2), (1, 1, 2)]
     two, one = weights
     assert max(float((two[k] - one[k]).abs().max()) for k in two) > 1e-5  # the reused steps trained too
+
+
+def test_adaptive_entropy_control_raises_the_bonus_while_the_entropy_is_under_its_target(tmp_path):
+    """`--entropy-target` (TRL's adaptive entropy control, Skywork-OR1): while the policy's
+    entropy is at or below the target the bonus's weight rises by TRL's step (0.005) each
+    optimizer step, and every step's weight is in the registry; a fixed `--entropy-coef`
+    stays where it was set and still moves the adapter elsewhere than no bonus does."""
+    from safetensors.torch import load_file
+
+    weights, coefs = [], []
+    for grpo in ({"entropy_coef": 0.1, "entropy_target": 20.0}, {"entropy_coef": 0.5}, {}):
+        with Registry(tmp_path / f"runs{len(coefs)}" / "registry.db") as reg:
+            handle = _handle(reg)
+            actor = Actor.load("tiny")
+            settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, seed=0, bf16=False,
+                                        grpo={"states_per_step": 4, "group_filter": 1, **grpo})
+            train_grpo(actor, _oracle_task(actor, n_states=4), settings, handle=handle)
+            coefs.append([round(r["value"], 4) for r in reg.metric_history(handle.run_id, "entropy_coef")])
+            weights.append(load_file(str(actor.adapter / "adapter_model.safetensors")))
+    adaptive, fixed, none = coefs
+    assert adaptive == [0.105, 0.11]  # 20 nats: always under the target
+    assert fixed == [0.5, 0.5]
+    bonus, plain = weights[1], weights[2]
+    assert max(float((bonus[k] - plain[k]).abs().max()) for k in bonus) > 1e-5

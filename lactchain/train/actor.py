@@ -116,6 +116,7 @@ METRIC_NAMES = {
     "clip_ratio/high_mean": "clip_ratio_high",
     "clip_ratio/low_mean": "clip_ratio_low",
     "policy_loss": "policy_loss",
+    "entropy_coef": "entropy_coef",  # the entropy bonus's weight (--entropy-coef; adaptive with --entropy-target)
 }
 
 

@@ -16,8 +16,9 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     kto only      kto_balance (desirable:undesirable weighted 1:1)
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
-                  group_filter, tokens_per_pass, policy_logprobs, updates_per_generation): TRL's GRPOTrainer on fresh samples (lactchain.train.grpo),
-                  not on pairs
+                  group_filter, tokens_per_pass, policy_logprobs, updates_per_generation,
+                  entropy_coef, entropy_target): TRL's GRPOTrainer on fresh samples
+                  (lactchain.train.grpo), not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
 a setting it does not read is refused, as is cpo_alpha / simpo_gamma with dpo or kto,
@@ -64,7 +65,7 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta", "scale_rewards",
                     "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter", "tokens_per_pass",
-                    "policy_logprobs", "updates_per_generation"),
+                    "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target"),
 }
 
 
@@ -183,6 +184,16 @@ class GRPOSettings(Config):
               "update in less memory (a full SmolLM2 step of 32 Taxi sequences peaked at 19 GB in one pass). "
               "Default: 2048 on a CPU, 16384 on a CUDA GPU for a model of SmolLM2-135M's width x depth, "
               "scaled to the model's (a 7B model gets ~1/8).", min=64, max=1_000_000)
+    entropy_coef: float = option(
+        0.0, "grpo only: weight of an entropy bonus in the loss (TRL's entropy_coef: the mean per-token entropy "
+             "of the scored policy, raw or constrained as --policy-logprobs says), against the sampling "
+             "collapse that leaves every group flat. With --entropy-target, the starting weight.",
+        min=0.0, max=1.0)
+    entropy_target: float | None = option(
+        None, "grpo only: adaptive entropy control (Skywork-OR1, TRL's use_adaptive_entropy): the bonus "
+              "applies only while the entropy is at or below this many nats, its weight rising 0.005 a step "
+              "while it is and falling while it is not. Set it near the entropy of the first steps (the "
+              "`entropy` metric). Default: off (a fixed --entropy-coef).", min=0.01, max=20.0)
 
 
 # Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.

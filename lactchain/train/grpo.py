@@ -327,10 +327,13 @@ def train_grpo(
         max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
         scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
         epsilon_high=config.grpo.epsilon_high, logging_steps=int(config.logging_steps), save_strategy="steps",
+        entropy_coef=float(config.grpo.entropy_coef),
         save_steps=int(config.save_steps), save_total_limit=int(config.save_total_limit) or None, report_to="none",
         bf16=bool(bf16), fp16=False, use_cpu=not use_cuda, dataloader_num_workers=0, disable_tqdm=True,
         seed=int(config.seed), data_seed=int(config.seed), lr_scheduler_type="constant", warmup_steps=0,
         remove_unused_columns=False, log_completions=False,
+        **({} if config.grpo.entropy_target is None else  # adaptive entropy control (Skywork-OR1)
+           {"use_adaptive_entropy": True, "entropy_target": float(config.grpo.entropy_target)}),
     )
     from transformers import TrainingArguments
 
