@@ -249,7 +249,7 @@ def test_adaptive_entropy_control_raises_the_bonus_while_the_entropy_is_under_it
     """`--entropy-target` (TRL's adaptive entropy control, Skywork-OR1): while the policy's
     entropy is at or below the target the bonus's weight rises by TRL's step (0.005) each
     optimizer step, and every step's weight is in the registry; a fixed `--entropy-coef`
-    stays where it was set and still moves the adapter elsewhere than no bonus does."""
+    stays where it was set and moves the adapter elsewhere than no bonus does."""
     from safetensors.torch import load_file
 
     weights, coefs = [], []
@@ -264,6 +264,6 @@ def test_adaptive_entropy_control_raises_the_bonus_while_the_entropy_is_under_it
             weights.append(load_file(str(actor.adapter / "adapter_model.safetensors")))
     adaptive, fixed, none = coefs
     assert adaptive == [0.105, 0.11]  # 20 nats: always under the target
-    assert fixed == [0.5, 0.5]
+    assert fixed == [0.5, 0.5] and none == []  # no bonus: TRL adds no term and logs no weight
     bonus, plain = weights[1], weights[2]
     assert max(float((bonus[k] - plain[k]).abs().max()) for k in bonus) > 1e-5
