@@ -382,7 +382,7 @@ def test_success_return_pays_the_shorter_win_more_and_every_failure_nothing():
     assert execute_from(env, below, ["turn left"])[0] < 0.0  # what the env charged the failure
 
 
-def test_success_speed_halves_a_win_that_takes_twice_the_moves_and_pays_no_failure():
+def test_success_speed_pays_a_win_by_the_moves_it_left_unplayed_and_no_failure():
     """`--grpo-reward success-speed`: a one-move win earns 1, a win on the action's last
     move 1/most, a win in m moves (most - m + 1)/most; a failure 0, however short."""
     from lactchain.envs.gridworld import GridWorldEnv, State

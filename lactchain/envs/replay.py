@@ -54,12 +54,12 @@ def success_speed_from(env: Any, state: Any, moves: Sequence[str], seed: int | N
     """For a win from exactly `state`, the share of the action's moves it left unplayed,
     counting its last ((most - played + 1) / most: a one-move win 1, a win on the last
     move 1/most); 0 for a failure. A steep tie-break: where the env's return tells two wins
-    apart by a point per move, this one halves a win that takes twice as many moves."""
+    apart by a point per move (97 vs 92), this one pays a 3-move win 6x an 8-move one."""
     _, _, _, info = _step_from(env, state, moves, seed)
     if not info.get("success"):
         return 0.0
-    most = env.max_moves_per_action
-    return (most - min(max(int(info.get("moves_executed", most)), 1), most) + 1) / most
+    most = env.max_moves_per_action  # the env plays at most this many; a start already at the goal plays 0
+    return (most - max(info["moves_executed"], 1) + 1) / most
 
 
 def _step_from(env: Any, state: Any, moves: Sequence[str], seed: int | None) -> tuple[float, Any, bool, dict]:
