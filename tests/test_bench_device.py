@@ -60,6 +60,8 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     train = report["phases"]["train_step"]
     assert train["steps"] == 2 and train["s_per_step"] > 0 and train["bf16_s_per_step"] > 0 and train["fp32_s_per_step"] > 0
     assert 0 < train["shared_prefix_tokens"] < train["tokens_per_step"]  # the pairs' common prompt counted once
+    # the step with every row run whole, as a GPU report reads it (refused as a setting on its first GPU run)
+    assert train["whole_rows_s_per_step"] > 0 and train["shared_prefix_speedup"] > 0
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())
     assert saved["phases"]["evaluate"]["states"] == 60

@@ -185,3 +185,14 @@ def test_a_string_of_extra_options_reads_as_the_commands_options():
                           (["--rtg=1"], "--rtg is a switch")):
         with pytest.raises(ConfigError, match=message):
             argv_values(DTTrainConfig, argv)
+
+
+def test_every_trainer_setting_is_read_by_some_loss():
+    """A setting no loss reads would be refused whatever the loss (`bench device`'s
+    whole-row train step, shared_prefix=False, was refused so on its first GPU run)."""
+    read = {name for names in LOSS_SETTINGS.values() for name in names}
+    assert {f.name for _, f in flat_fields(TrainActorConfig)} - {"loss"} <= read
+    for loss in ("simpo", "dpo", "kto", "grpo"):
+        TrainActorConfig(loss=loss, shared_prefix=False).check()
+    with pytest.raises(ConfigError, match="only applies to --loss simpo/dpo/kto/grpo"):
+        TrainActorConfig(loss="rft", shared_prefix=False).check()

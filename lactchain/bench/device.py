@@ -14,8 +14,8 @@ Phases, on the default models unless told otherwise:
   it); each warmed up at full size, timed twice interleaved, best kept.
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
-  per step, the first step (one-off costs) excluded; on a CPU in both precisions, on a
-  GPU also with every row run whole (`shared_prefix_speedup`).
+  per step, the first step (one-off costs) excluded; on a CPU in both precisions; on
+  every device with every row run whole too (`shared_prefix_speedup`).
 - `grpo_step`: GRPO steps as the loop takes them (groups of 4 samples from start
   states, rewarded with the env's return): sampling, scoring and the update.
 
@@ -386,11 +386,11 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
         other = _train_once(actor, pairs, phases, not bf16)["s_per_step"]
         half, full = (step, other) if bf16 else (other, step)
         row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
-    else:
-        # On a GPU a small model's step is bound by kernel launches, and the shared prefix
-        # is one more pass of them (on a CPU it measured 3.5-4x faster: docs/performance.md).
-        whole = _train_once(actor, pairs, phases, None, shared_prefix=False)["s_per_step"]
-        row.update(whole_rows_s_per_step=whole, shared_prefix_speedup=whole / step if whole and step else None)
+    # On a GPU a small model's step is bound by kernel launches, and the shared prefix is
+    # one more pass of them (on a CPU it measured 3.5-4x faster: docs/performance.md).
+    # Timed on every device, so that the CPU's test runs the path a GPU report reads.
+    whole = _train_once(actor, pairs, phases, None, shared_prefix=False)["s_per_step"]
+    row.update(whole_rows_s_per_step=whole, shared_prefix_speedup=whole / step if whole and step else None)
 
 
 def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
