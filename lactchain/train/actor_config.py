@@ -194,7 +194,8 @@ class GRPOSettings(Config):
     entropy_target: float | None = option(
         None, "grpo only: adaptive entropy control (Skywork-OR1, TRL's use_adaptive_entropy): the bonus "
               "applies only while the entropy is at or below this many nats, its weight rising 0.005 a step "
-              "while it is and falling while it is not. Set it near the entropy of the first steps (the "
+              "while it is and falling while it is not; in the loop it restarts from --entropy-coef at each "
+              "iteration's train-actor (one trainer each). Set it near the entropy of the first steps (the "
               "`entropy` metric). Default: off (a fixed --entropy-coef).", min=0.01, max=20.0)
 
 
