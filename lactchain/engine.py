@@ -11,6 +11,7 @@ from typing import Any, Callable
 from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import actor_moves
 from lactchain.machine import resolve_dtype
+from lactchain.moves import GRAMMAR_SPELLINGS
 
 ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
                "pip install -e '.\\[vllm]'), or auto (vllm when installed, else hf).")
@@ -32,6 +33,11 @@ class EngineConfig(Config):
                                        "graphs on a GPU: on, off, or auto (where it pays on this device type: off "
                                        "everywhere until a loop run shows it pays; see docs/performance.md).",
                                choices=("auto", "on", "off"))
+    grammar_spelling: str = option("any", "hf only: which token spellings of a move list constrained decoding "
+                                          "admits: any (every tokenization of its text, as xgrammar does) or "
+                                          "canonical (only the tokenizer's own, the one the trainers score: a policy "
+                                          "trained on grammar-masked log-probs cannot drift to moves spelled in "
+                                          "pieces; up to 100,000 move lists).", choices=GRAMMAR_SPELLINGS)
     ray_address: str | None = option(None, "vllm only: run the engine replicas as Ray actors on this Ray cluster: auto "
                                            "(the one `ray start --head` started here), HOST:PORT of its head node, "
                                            "or ray://HOST:PORT. Default: $RAY_ADDRESS when set, else no Ray. "
@@ -50,6 +56,9 @@ class EngineConfig(Config):
         if self.engine == "vllm" and self.static_cache != "auto":
             raise ConfigError(f"--static-cache {self.static_cache} is the transformers engine's decode cache: use it "
                               "with --engine hf (vLLM manages its own)")
+        if self.engine == "vllm" and self.grammar_spelling != "any":
+            raise ConfigError(f"--grammar-spelling {self.grammar_spelling} is the transformers engine's grammar: use "
+                              "it with --engine hf (vLLM's structured outputs admit every spelling)")
         if self.engine == "hf":  # auto may still pick vllm; hf never spreads or replicates
             if self.data_parallel_size != 1:
                 raise ConfigError(f"--data-parallel-size {self.data_parallel_size} runs vLLM engine replicas: use it "
@@ -82,11 +91,13 @@ class EngineConfig(Config):
     def params(self) -> dict[str, Any]:
         """What a run records: nothing for the default hf engine (older and hf runs keep
         their params as they were)."""
-        if self.engine == "hf" and self.dtype is None and self.static_cache == "auto":
+        if self.engine == "hf" and self.dtype is None and (self.static_cache, self.grammar_spelling) == ("auto", "any"):
             return {}
         out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
         if self.static_cache != "auto":
             out["static_cache"] = self.static_cache
+        if self.grammar_spelling != "any":
+            out["grammar_spelling"] = self.grammar_spelling
         if self.tensor_parallel_size != 1:
             out["tensor_parallel_size"] = self.tensor_parallel_size
         if self.data_parallel_size != 1:
@@ -99,6 +110,7 @@ class EngineConfig(Config):
         vllm = self.engine == "vllm"
         return {"engine": self.engine, "dtype": self.dtype,
                 "static_cache": None if vllm or self.static_cache == "auto" else self.static_cache == "on",
+                "grammar_spelling": None if vllm or self.grammar_spelling == "any" else self.grammar_spelling,
                 "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
                 "data_parallel_size": self.data_parallel_size if vllm else None,
                 "ray_address": self.ray_address if vllm else None}
@@ -113,9 +125,11 @@ def resolve_auto(settings: EngineConfig, actor: str) -> EngineConfig:
     from lactchain.models.vllm_single import resolve_engine
 
     which = resolve_engine("auto", model=actor)
-    if which == "vllm" and settings.static_cache != "auto":
-        raise ConfigError(f"--static-cache {settings.static_cache} is the transformers engine's decode cache; "
-                          "--engine auto chose vllm here: use --engine hf with it")
+    if which == "vllm" and (settings.static_cache != "auto" or settings.grammar_spelling != "any"):
+        flag = (f"--static-cache {settings.static_cache}" if settings.static_cache != "auto"
+                else f"--grammar-spelling {settings.grammar_spelling}")
+        raise ConfigError(f"{flag} is the transformers engine's; --engine auto chose vllm here: use --engine hf "
+                          "with it")
     if which == "hf" and (settings.data_parallel_size != 1 or settings.ray_address):
         raise ConfigError(f"--data-parallel-size {settings.data_parallel_size} / --ray-address need the vllm engine; "
                           "--engine auto chose hf here")
@@ -134,7 +148,8 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
     kw = {k: v for k, v in settings.load_kw().items() if v is not None}
     engine = kw.pop("engine", "hf")
     if engine != "vllm":
-        kw = {"inference_dtype": kw.get("dtype"), "static_cache": kw.get("static_cache")}
+        kw = {"inference_dtype": kw.get("dtype"), "static_cache": kw.get("static_cache"),
+              "grammar_spelling": kw.get("grammar_spelling")}
         kw = {k: v for k, v in kw.items() if v is not None}
     else:
         kw.update(extra or {})
@@ -156,6 +171,7 @@ def record_generation(registry: Any, run_id: str, model: Any) -> None:
     registry.set_tag(run_id, GENERATION_TAG, json.dumps({
         "device": str(model.device), "prefix_cache": bool(model.prefix_cache), "grammar": model.grammar_engine,
         "static_cache": bool(getattr(model, "static_cache", False)),
+        "grammar_spelling": getattr(model, "grammar_spelling", "any"),
         "dtype": str(model.inference_dtype or next(model.model.parameters()).dtype).removeprefix("torch."),
     }))
 

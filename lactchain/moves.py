@@ -170,7 +170,25 @@ def parse_moves(text: str, allowed: Sequence[str] = DEFAULT_MOVES) -> ParsedMove
     return ParsedMoves([], FAILED, "no move list or known move phrase found")
 
 
-def move_list_grammar(allowed: Sequence[str] = DEFAULT_MOVES, max_moves: int = 8) -> str:
+# Moves one answer may list (the grammar's and every actor's default).
+LIST_MAX_MOVES = 8
+# Which token spellings of a move list constrained decoding admits: any (every tokenization
+# of its text, as xgrammar) or canonical (the tokenizer's own: lactchain.models.move_automaton).
+GRAMMAR_SPELLINGS = ("any", "canonical")
+# Most move lists (every length from 1 to max_moves) the canonical automaton enumerates:
+# the grid's 3 moves x 8 are 9,840 lists (built in 0.06 s for SmolLM2), Blackjack's 2 x 8 510.
+CANONICAL_MAX_LISTS = 100_000
+
+
+def check_enumerable(moves: Sequence[str], max_moves: int) -> None:
+    """ValueError unless the canonical automaton can enumerate every move list."""
+    total = sum(len(moves) ** k for k in range(1, max_moves + 1))
+    if total > CANONICAL_MAX_LISTS:
+        raise ValueError(f"canonical spellings enumerate every move list: {len(moves)} moves x {max_moves} make "
+                         f"{total:,}, over {CANONICAL_MAX_LISTS:,}; use --grammar-spelling any")
+
+
+def move_list_grammar(allowed: Sequence[str] = DEFAULT_MOVES, max_moves: int = LIST_MAX_MOVES) -> str:
     """EBNF (GBNF dialect, as xgrammar reads it) for a python list of 1..max_moves
     allowed moves, quoted with single quotes: ['move forward', 'turn left']."""
     if max_moves < 1:

@@ -192,6 +192,29 @@ def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_const
     assert [c["key"] for c in raw.kept_cells()] == ["grpo-explore256-seed0"]
 
 
+def test_cells_decoded_with_any_spelling_are_not_carried_into_a_canonical_spelling_comparison(tmp_path):
+    """Cells from before the option record no grammar spelling (they decoded any): a
+    comparison decoding with canonical spellings only refuses to carry them; one at the
+    default keeps them."""
+    from lactchain.config import ConfigError
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    base = BenchLearnConfig(compare="rft", seeds="0", explore="16")
+    base.check()
+    settings = base.cell_settings("rft", 16, 0)
+    assert settings.pop("grammar_spelling") == "any"
+    cell = {"key": "rft-explore16-seed0", "loss": "rft", "explore": 16, "seed": 0, "curve": [], "settings": settings}
+    (tmp_path / "rft-explore16-seed0.json").write_text(json.dumps(cell))
+    with pytest.raises((ValueError, ConfigError), match=r"grammar-spelling 'any' \(this benchmark: 'canonical'\)"):
+        config = BenchLearnConfig.from_params({"compare": "rft", "seeds": "0", "explore": "16",
+                                               "cells_from": str(tmp_path), "grammar_spelling": "canonical"})
+        config.check()
+        config.kept_cells()
+    kept = BenchLearnConfig(compare="rft", seeds="0", explore="16", cells_from=str(tmp_path))
+    kept.check()
+    assert [c["key"] for c in kept.kept_cells()] == ["rft-explore16-seed0"]
+
+
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):
     """A --compare (or bench strategy) run resumes cell by cell; a plain bench learn measures
     one budget and is run again."""

@@ -149,3 +149,144 @@ def test_a_row_without_finite_mass_falls_back_to_its_argmax():
     picks = _RowSampler([1, 2, 3])(None, scores).argmax(dim=1).tolist()
     assert picks[0] == 1  # the NaN skipped
     assert picks[1] == 0  # nothing finite: still a token, no crash
+
+
+# ---- canonical spellings only ------------------------------------------------------------------
+
+def _accepts(tables, ids: list[int], eos: int) -> bool:
+    """Whether the tables let `ids` then EOS through to `done`, token by token."""
+    state = tables.start
+    for token in [*ids, eos]:
+        if not tables.allowed[state, token]:
+            return False
+        state = int(tables.step[state, tables.column[token]])
+    return state == tables.done
+
+
+def _bpe_on_move_lists(moves, max_moves):
+    """A real BPE tokenizer (HF tokenizers) trained on the move lists' texts: its merges
+    leave pieces such as 'mo' + 've' in the vocabulary, so a list's text has other
+    spellings than the tokenizer's own."""
+    import itertools
+
+    from tokenizers import Tokenizer, models, trainers
+
+    from lactchain.moves import format_moves
+
+    texts = [format_moves(c) for n in range(1, max_moves + 1) for c in itertools.product(moves, repeat=n)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=60, special_tokens=["<unk>", "<eos>"],
+                                                       show_progress=False))
+    return tok, texts
+
+
+def test_canonical_tables_admit_each_lists_own_tokenization_and_no_other_spelling():
+    """Every list's canonical tokenization then EOS is admitted; the same text spelled with
+    a merged token split into the two pieces it was merged from is admitted by the
+    any-spelling tables (xgrammar's language) and refused by the canonical ones."""
+    from lactchain.models.move_automaton import build_canonical_token_automaton
+
+    tok, texts = _bpe_on_move_lists(DEFAULT_MOVES, 3)
+    vocab = {i: t for t, i in tok.get_vocab().items()}
+    size, eos = tok.get_vocab_size(), tok.token_to_id("<eos>")
+
+    def encode(batch):
+        return [e.ids for e in tok.encode_batch(batch, add_special_tokens=False)]
+
+    canonical = build_canonical_token_automaton(DEFAULT_MOVES, 3, encode, eos, size)
+    any_spelling = build_token_automaton(DEFAULT_MOVES, 3, [vocab[i].encode() for i in range(size)], eos, size,
+                                         skip=[tok.token_to_id("<unk>")])
+    respelled = 0
+    for ids in encode(texts):
+        assert _accepts(canonical, ids, eos) and _accepts(any_spelling, ids, eos)
+        for k, token in enumerate(ids):  # split the first merged token that has two pieces in the vocabulary
+            text = vocab[token]
+            cuts = [i for i in range(1, len(text)) if text[:i] in tok.get_vocab() and text[i:] in tok.get_vocab()]
+            if cuts:
+                other = ids[:k] + [tok.token_to_id(text[:cuts[0]]), tok.token_to_id(text[cuts[0]:])] + ids[k + 1:]
+                assert "".join(vocab[i] for i in other) == "".join(vocab[i] for i in ids)  # the same text
+                assert _accepts(any_spelling, other, eos) and not _accepts(canonical, other, eos)
+                respelled += 1
+                break
+    assert respelled == len(texts)  # every list had another spelling, and only its own got through
+    assert canonical.allowed.shape[0] < any_spelling.allowed.shape[0]  # minimised: fewer states
+
+
+def test_canonical_and_any_spelling_are_one_language_where_the_tokenization_is_unique(actor):
+    """The tiny actor's word-level tokenizer spells every list one way, so the canonical
+    tables mask exactly what the any-spelling ones do along every walk, and the actor's
+    greedy and seeded answers are the same with either."""
+    rng = random.Random(0)
+    any_tables = actor.token_automaton()
+    actor.grammar_spelling = "canonical"
+    try:
+        canonical = actor.token_automaton()
+        assert canonical is not any_tables
+        for _ in range(25):
+            a, c = any_tables.start, canonical.start
+            while a != any_tables.done:
+                assert torch.equal(any_tables.allowed[a], canonical.allowed[c])
+                token = rng.choice(torch.nonzero(any_tables.allowed[a]).flatten().tolist())
+                a = int(any_tables.step[a, any_tables.column[token]])
+                c = int(canonical.step[c, canonical.column[token]])
+            assert c == canonical.done
+        prompts = [actor.chat_prompt(f"state {i}") for i in range(6)]
+        canon_greedy = [s.token_ids for s in actor.generate(prompts)]
+        canon_sampled = [s.token_ids for s in actor.generate(prompts, temperature=1.0, seed=3)]
+    finally:
+        actor.grammar_spelling = "any"
+    assert canon_greedy == [s.token_ids for s in actor.generate(prompts)]
+    assert canon_sampled == [s.token_ids for s in actor.generate(prompts, temperature=1.0, seed=3)]
+
+
+def test_canonical_spelling_is_refused_where_it_cannot_run(actor):
+    from lactchain.models.actor import check_grammar_spelling
+
+    with pytest.raises(ValueError, match="unknown grammar spelling 'sometimes'"):
+        check_grammar_spelling("sometimes", DEFAULT_MOVES, 8)
+    with pytest.raises(ValueError, match=r"6 moves x 8 make 2,015,538, over 100,000; use --grammar-spelling any"):
+        check_grammar_spelling("canonical", TAXI_LIKE, 8)
+    actor.grammar_engine, actor.grammar_spelling = "xgrammar", "canonical"
+    try:
+        with pytest.raises(ValueError, match="xgrammar's processor admits every spelling"):
+            actor.generate([actor.chat_prompt("state")])
+    finally:
+        actor.grammar_engine, actor.grammar_spelling = "tensor", "any"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--env", "taxi", "--grammar-spelling", "canonical"], "--grammar-spelling canonical with --env taxi"),
+    (["--engine", "vllm", "--grammar-spelling", "canonical"], "use it with --engine hf"),
+])
+def test_canonical_spelling_where_it_cannot_run_is_a_one_line_refusal_before_any_run(lc, tmp_path, argv, words):
+    db = tmp_path / "registry.db"
+    code, _, err = lc("pipeline", "--actor", "tiny", "--critic", "tiny", *argv, "--db", db)
+    assert code == 2 and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()
+
+
+@pytest.mark.e2e
+def test_smollm2s_canonical_tables_refuse_a_move_spelled_in_pieces():
+    """On SmolLM2's tokenizer (the one whose GRPO run drifted to spellings in pieces): the
+    grid's 9,840 lists make a 42-state table, `move` as 'mo' + 've' passes the any-spelling
+    tables and not the canonical ones."""
+    from transformers import AutoTokenizer
+
+    from lactchain.models.move_automaton import build_canonical_token_automaton
+    from lactchain.models.presets import prepare
+
+    tok = AutoTokenizer.from_pretrained(prepare("smollm2-135m"))
+
+    def encode(batch):
+        return tok(batch, add_special_tokens=False)["input_ids"]
+
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    canonical = build_canonical_token_automaton(DEFAULT_MOVES, 8, encode, eos, len(tok))
+    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok), stop_token_ids=[eos])
+    any_spelling = automaton_for(info, DEFAULT_MOVES, 8, eos)
+    own = encode(["['move forward', 'turn left']"])[0]
+    pieces = own[:1] + tok.convert_tokens_to_ids(["mo", "ve"]) + own[2:]
+    assert tok.decode(pieces) == tok.decode(own)
+    assert _accepts(canonical, own, eos) and _accepts(any_spelling, own, eos)
+    assert _accepts(any_spelling, pieces, eos) and not _accepts(canonical, pieces, eos)
+    assert canonical.allowed.shape[0] < 100 < any_spelling.allowed.shape[0]

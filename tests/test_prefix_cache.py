@@ -358,7 +358,7 @@ def test_the_cache_is_on_where_it_pays_and_a_run_records_what_ran(tiny_actor, tm
     assert code == 0, err
     tag = json.loads(Registry(db).tags(json.loads(out)["run_id"])["generation"])
     assert tag == {"device": "cpu", "prefix_cache": True, "grammar": "tensor", "dtype": tag["dtype"],
-                   "static_cache": False}
+                   "static_cache": False, "grammar_spelling": "any"}
     assert tag["dtype"] in ("float32", "bfloat16")
 
 

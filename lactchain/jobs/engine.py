@@ -10,9 +10,10 @@ from typing import Any, Callable, Iterator
 
 from lactchain.config import ConfigError
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
-from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.envs.catalog import DEFAULT_ENV, actor_moves
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.output import err_console
+from lactchain.moves import DEFAULT_MOVES, LIST_MAX_MOVES, check_enumerable
 from lactchain.runs.lifecycle import Cancelled
 
 def check_engine(engine: str, actor: str | None = None) -> str:
@@ -64,9 +65,14 @@ def check_engine_adapter(engine: str, adapter_path: str | None, settings: Engine
         raise ConfigError(str(exc)) from None
 
 
-def choose(settings: EngineConfig, actor: str) -> EngineConfig:
+def choose(settings: EngineConfig, actor: str, env: str = DEFAULT_ENV) -> EngineConfig:
     """The settings checked before any run exists (no registry needed), with auto
     resolved to the engine that runs; the adapter is `check_engine_adapter`'s."""
+    if settings.grammar_spelling == "canonical":  # the env's move lists few enough to enumerate
+        try:
+            check_enumerable(actor_moves(env).get("moves", DEFAULT_MOVES), LIST_MAX_MOVES)
+        except ValueError as exc:
+            raise ConfigError(f"--grammar-spelling canonical with --env {env}: {exc}") from None
     named = (settings.engine or "hf").lower()
     tp, dp = settings.tensor_parallel_size, settings.data_parallel_size
     on_this_machine = not settings.ray_address  # a Ray cluster places the replicas: its capacity, not ours
@@ -83,7 +89,8 @@ def precheck_engine(config: Any) -> None:
     """A generating job's engine (installed, able to run its actor), checked before the
     registry is opened, auto resolved to the engine that will run: the one the params
     and the saved config record. `config` has an `engine` part and a `model` part."""
-    config.engine = choose(config.engine, config.model.actor)
+    world = getattr(config, "world", None)
+    config.engine = choose(config.engine, config.model.actor, world.env if world is not None else DEFAULT_ENV)
 
 
 def prepare_engine(registry: Any, config: Any) -> dict[str, Any]:

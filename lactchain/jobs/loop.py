@@ -42,7 +42,7 @@ class PipelineJobConfig(PipelineConfig):
 
 def _precheck(config: PipelineJobConfig) -> None:
     """The rollout engine checked, auto resolved to the one that will run."""
-    config.engine = choose(config.engine, config.actor)
+    config.engine = choose(config.engine, config.actor, config.env)
 
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:

@@ -608,8 +608,8 @@ def run_pipeline(
 def load_loop_actor(cfg: PipelineConfig, progress: Callable[[str, float | None], None] | None = None) -> Any:
     """The transformers actor that trains (from `cfg.adapter`); on the hf engine it also
     generates, at the engine's dtype."""
-    hf = EngineConfig(dtype=cfg.engine.dtype, static_cache=cfg.engine.static_cache) if cfg.engine.engine == "hf" \
-        else EngineConfig()
+    hf = EngineConfig(dtype=cfg.engine.dtype, static_cache=cfg.engine.static_cache,
+                      grammar_spelling=cfg.engine.grammar_spelling) if cfg.engine.engine == "hf" else EngineConfig()
     return load_generator_for(cfg.actor, cfg.adapter, cfg.env, hf, progress=progress)
 
 

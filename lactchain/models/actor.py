@@ -57,7 +57,9 @@ from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa
 from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
 from lactchain.models.scoring import ScoringTokens
-from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
+from lactchain.moves import (
+    DEFAULT_MOVES, GRAMMAR_SPELLINGS, LIST_MAX_MOVES, check_enumerable, format_moves, move_list_grammar, parse_moves,
+)
 from lactchain.prompts import check_prompt_length
 
 FALLBACK_CONTEXT = 2048
@@ -67,15 +69,27 @@ MIN_SHARED_PREFIX = 16
 PREFIX_CACHE_ENTRIES = 4
 # Where the shared-prefix cache pays, by device type (prefix_cache=None follows this):
 # on a 2-core CPU rollouts run ~4x faster with it. On CUDA it stays off: one H100 measured
-# 0.29x and one H200 0.68x and 1.62x, each with a cold first run in the figure (issue 46;
-# the benches now warm up every variant at full size). `bench device` measures it per device.
+# 0.29x and one H200 0.68x and 1.62x, each with a cold first run in the figure; warmed up
+# at full size, the H200 measured 0.985x and 0.995x (2026-11-29): no gain, so still off.
+# `bench device` measures it per device.
 PREFIX_CACHE_PAYS = {"cpu": True, "cuda": False}
 # Where decoding with a static KV cache pays (static_cache=None follows this). On CUDA
 # transformers compiles the decode step into CUDA graphs when the cache is static: on one
 # H200 a warm greedy evaluation of the 60 states took 0.73 s against 1.42 s, same answers.
-# It compiles again for each new batch shape, so it stays off until a loop run
-# (`--static-cache on`) shows it pays there too. On a CPU it only pads (no compiling).
+# It compiles again for each new batch shape (its cold first run: 19 s), and in a loop run
+# with `--static-cache on` the evaluations took 18.3 s and 74.4 s against 4.5 s and 5.1 s
+# (2026-11-29), so it stays off. On a CPU it only pads (no compiling).
 STATIC_CACHE_PAYS = {"cpu": False, "cuda": False}
+
+
+def check_grammar_spelling(spelling: str, moves: Sequence[str], max_moves: int) -> str:
+    """`spelling` if it is one of `GRAMMAR_SPELLINGS` and, for canonical, the lists are few
+    enough to enumerate; else ValueError naming the fix."""
+    if spelling not in GRAMMAR_SPELLINGS:
+        raise ValueError(f"unknown grammar spelling {spelling!r}: use {' or '.join(GRAMMAR_SPELLINGS)}")
+    if spelling == "canonical":
+        check_enumerable(moves, max_moves)
+    return spelling
 
 
 @dataclass
@@ -338,16 +352,19 @@ class Actor(ScoringTokens):
         *,
         name: str = "model",
         moves: Sequence[str] = DEFAULT_MOVES,
-        max_moves: int = 8,
+        max_moves: int = LIST_MAX_MOVES,
         device: str | torch.device | None = None,
         prefix_cache: bool | None = None,
         inference_dtype: str | torch.dtype | None = None,
         static_cache: bool | None = None,
+        grammar_spelling: str = "any",
     ) -> None:
         """`prefix_cache`: share the KV of the prompts' common prefix (see the module doc);
         None: where it pays on this device type (`PREFIX_CACHE_PAYS`). `static_cache`:
         decode with a static KV cache (CUDA graphs on a GPU); None: `STATIC_CACHE_PAYS`.
-        `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded)."""
+        `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded).
+        `grammar_spelling`: which token spellings of a move list constrained decoding admits,
+        `GRAMMAR_SPELLINGS` (ValueError for an unknown one or too many lists to enumerate)."""
         from transformers import GenerationConfig
 
         from lactchain.models.attention import use_grouped_attention
@@ -385,7 +402,7 @@ class Actor(ScoringTokens):
         self._xgr_info: Any = None
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
-        self._automata: dict[tuple[tuple[str, ...], int], TokenAutomaton] = {}
+        self._automata: dict[tuple[tuple[str, ...], int, str], TokenAutomaton] = {}
         # Decode with a static KV cache (never with a prefix cache: its DynamicCache is the
         # input): on CUDA transformers then compiles the decode step (CUDA graphs).
         if static_cache is None:
@@ -395,6 +412,7 @@ class Actor(ScoringTokens):
         # on the model's device, no host work per token) or "xgrammar" (its HF processor:
         # the reference the tensor tables are tested against).
         self.grammar_engine = "tensor"
+        self.grammar_spelling = check_grammar_spelling(grammar_spelling, self.moves, self.max_moves)
 
     # ---- weights, derived copies and caches -------------------------------------------
     @property
@@ -544,12 +562,13 @@ class Actor(ScoringTokens):
         adapter: str | Path | None = None,
         *,
         moves: Sequence[str] = DEFAULT_MOVES,
-        max_moves: int = 8,
+        max_moves: int = LIST_MAX_MOVES,
         device: str | None = None,
         progress: Optional[Progress] = None,
         prefix_cache: bool | None = None,
         inference_dtype: str | torch.dtype | None = None,
         static_cache: bool | None = None,
+        grammar_spelling: str = "any",
     ) -> "Actor":
         """Load a preset (`tiny`, `smollm2-135m`, `mistral-7b-instruct`), a local folder or
         a cached hub id, optionally with a LoRA adapter folder on top."""
@@ -566,7 +585,8 @@ class Actor(ScoringTokens):
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=False)
         actor = cls(model, tokenizer, name=spec, moves=moves, max_moves=max_moves, device=dev,
-                    prefix_cache=prefix_cache, inference_dtype=inference_dtype, static_cache=static_cache)
+                    prefix_cache=prefix_cache, inference_dtype=inference_dtype, static_cache=static_cache,
+                    grammar_spelling=grammar_spelling)
         if adapter is not None:
             if progress is not None:
                 progress(f"loading adapter {adapter}", None)
@@ -694,11 +714,16 @@ class Actor(ScoringTokens):
 
     def token_automaton(self) -> TokenAutomaton:
         """The move-list grammar's token tables on this actor's device (built once per
-        moves / max_moves: 0.6 s for SmolLM2's 49k vocabulary). GRPO reads them too, to
-        score its samples under the grammar-masked policy that drew them."""
-        key = (tuple(self.moves), int(self.max_moves))
+        moves / max_moves: 0.6 s for SmolLM2's 49k vocabulary; 0.06 s for its canonical
+        spellings). GRPO reads them too, to score its samples under the grammar-masked
+        policy that drew them."""
+        key = (tuple(self.moves), int(self.max_moves), self.grammar_spelling)
         if key not in self._automata:
-            tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id)
+            encode = None
+            if self.grammar_spelling == "canonical":
+                def encode(texts: list[str]) -> list[list[int]]:
+                    return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+            tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id, encode)
             self._automata[key] = tables.to(self.device)
         return self._automata[key]
 
@@ -707,6 +732,9 @@ class Actor(ScoringTokens):
         if self.grammar_engine == "tensor":
             return AutomatonProcessor(self.token_automaton())
         if self.grammar_engine == "xgrammar":
+            if self.grammar_spelling != "any":
+                raise ValueError("xgrammar's processor admits every spelling of a move list: use the tensor "
+                                 "grammar engine for canonical spellings")
             from xgrammar.contrib.hf import LogitsProcessor as GrammarProcessor
 
             return GrammarProcessor(self._compiled_grammar())

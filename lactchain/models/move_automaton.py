@@ -14,15 +14,26 @@ and fills each row's mask in a Python loop).
 Same language as xgrammar's matcher over the same vocabulary (xgrammar decodes the
 tokens: `TokenizerInfo.decoded_vocab`), so greedy answers are identical; a test
 holds both to that.
+
+That language admits every tokenization of a list's text: `move` as one token or as
+`mo` + `ve`. `build_canonical_token_automaton` admits only the tokenizer's own
+tokenization of each list (what the trainers score a list as): a policy trained under
+the grammar-masked distribution (GRPO's `--policy-logprobs constrained`) then cannot
+move its mass onto spellings in pieces, which on SmolLM2 made half of one run's answers
+too long for the token cap. It enumerates the lists, so it is for small move sets
+(`lactchain.moves.CANONICAL_MAX_LISTS`).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
+
+from lactchain.moves import check_enumerable, format_moves
 
 NO_STATE = -1
 
@@ -132,24 +143,74 @@ def build_token_automaton(
     dfa = move_list_automaton(moves, max_moves)
     banned = set(int(t) for t in skip) | {int(eos_token_id)}
     usable = [t for t in range(min(len(vocab), vocab_size)) if vocab[t] and t not in banned]
-    moves_of = _token_moves(dfa, vocab, usable)
-    n_states = len(dfa.edges) + 1
+    return _tables(_token_moves(dfa, vocab, usable), [dfa.accept], dfa.start, eos_token_id, vocab_size)
+
+
+def build_canonical_token_automaton(
+    moves: Sequence[str],
+    max_moves: int,
+    encode: Callable[[list[str]], list[list[int]]],
+    eos_token_id: int,
+    vocab_size: int,
+) -> TokenAutomaton:
+    """Tables that admit, for each list of `move_list_grammar(moves, max_moves)`, only
+    `encode(text)` -- the tokenizer's own tokenization of its text -- then EOS. The lists'
+    token sequences go into a trie, which is then minimised (an acyclic automaton: states
+    with the same future merge), so the tables stay as small as the grammar's."""
+    check_enumerable(moves, max_moves)
+    texts = [format_moves(combo) for n in range(1, max_moves + 1) for combo in itertools.product(moves, repeat=n)]
+    trie: list[dict[int, int]] = [{}]
+    ends: set[int] = set()
+    for ids in encode(texts):
+        node = 0
+        for token in ids:
+            nxt = trie[node].get(int(token))
+            if nxt is None:
+                trie.append({})
+                nxt = trie[node][int(token)] = len(trie) - 1
+            node = nxt
+        ends.add(node)
+    # A child is numbered after its parent, so walking the numbers down sees every
+    # state's children before it: each state's future is then (accepts, its edges).
+    merged: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    rows: list[dict[int, int]] = []
+    accepting: list[int] = []
+    rep = [0] * len(trie)
+    for node in range(len(trie) - 1, -1, -1):
+        edges = {token: rep[child] for token, child in trie[node].items()}
+        key = (node in ends, tuple(sorted(edges.items())))
+        if key not in merged:
+            merged[key] = len(rows)
+            rows.append(edges)
+            if node in ends:
+                accepting.append(merged[key])
+        rep[node] = merged[key]
+    return _tables(rows, accepting, rep[0], eos_token_id, vocab_size)
+
+
+def _tables(rows: Sequence[dict[int, int]], accepting: Sequence[int], start: int, eos_token_id: int,
+            vocab_size: int) -> TokenAutomaton:
+    """The tensors of an automaton given per state {token: next state}: EOS is allowed
+    only in `accepting` states and leads to `done`, where only EOS is allowed again
+    (what generate feeds a finished row is padding, and its logits must stay finite)."""
+    n_states = len(rows) + 1
     done = n_states - 1
-    used = sorted({t for row in moves_of for t in row} | {int(eos_token_id)})
+    used = sorted({t for row in rows for t in row} | {int(eos_token_id)})
     column = torch.full((vocab_size,), len(used), dtype=torch.long)
     column[torch.tensor(used, dtype=torch.long)] = torch.arange(len(used))
     step = torch.full((n_states, len(used) + 1), NO_STATE, dtype=torch.int32)
     allowed = torch.zeros((n_states, vocab_size), dtype=torch.bool)
-    for state, row in enumerate(moves_of):
+    for state, row in enumerate(rows):
         if row:
             tokens = torch.tensor(list(row), dtype=torch.long)
             step[state, column[tokens]] = torch.tensor(list(row.values()), dtype=torch.int32)
             allowed[state, tokens] = True
-    step[dfa.accept, column[eos_token_id]] = done
-    allowed[dfa.accept, eos_token_id] = True
+    for state in accepting:
+        step[state, column[eos_token_id]] = done
+        allowed[state, eos_token_id] = True
     step[done, :] = done
     allowed[done, eos_token_id] = True
-    return TokenAutomaton(allowed=allowed, step=step, column=column, start=dfa.start, done=done)
+    return TokenAutomaton(allowed=allowed, step=step, column=column, start=start, done=done)
 
 
 def advance(automaton: TokenAutomaton, state: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -194,8 +255,12 @@ class AutomatonProcessor:
         return scores.masked_fill(~mask[:, : scores.shape[1]], float("-inf"))
 
 
-def automaton_for(tokenizer_info: Any, moves: Sequence[str], max_moves: int, eos_token_id: int) -> TokenAutomaton:
-    """Tables from an xgrammar `TokenizerInfo` (its decoded vocabulary and special tokens)."""
+def automaton_for(tokenizer_info: Any, moves: Sequence[str], max_moves: int, eos_token_id: int,
+                  encode: Callable[[list[str]], list[list[int]]] | None = None) -> TokenAutomaton:
+    """Tables from an xgrammar `TokenizerInfo` (its decoded vocabulary and special tokens);
+    with `encode` (the tokenizer's batch encoding) those of the canonical spellings only."""
+    if encode is not None:
+        return build_canonical_token_automaton(moves, max_moves, encode, eos_token_id, tokenizer_info.vocab_size)
     return build_token_automaton(
         moves, max_moves, tokenizer_info.decoded_vocab, eos_token_id,
         vocab_size=tokenizer_info.vocab_size, skip=tokenizer_info.special_token_ids,
