@@ -23,6 +23,9 @@
 #       # one `bench learn`: issue 46's loop target (137 s to 100 % on 2026-11-29)
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # the same under py-spy: where the loop's host time goes (train-actor was 80 % of it)
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32",
+#       timeout_s=300)   # 4x the pairs a step, a quarter of the steps: does a launch-bound step cost
+#                        # the same, and does one iteration still reach 100 %?
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
 #   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets)
 set -eu
