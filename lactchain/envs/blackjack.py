@@ -24,7 +24,7 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.blackjack import BlackjackEnv as _GymBlackjack
 from gymnasium.envs.toy_text.blackjack import is_bust, is_natural, sum_hand, usable_ace
 
-from lactchain.moves import HIT, STICK, action_moves, format_moves, validate_moves
+from lactchain.moves import HIT, LIST_MAX_MOVES, STICK, action_moves, format_moves, validate_moves
 
 BLACKJACK_MOVES: tuple[str, ...] = (HIT, STICK)
 DEFAULT_STRATEGY = (
@@ -503,7 +503,7 @@ class BlackjackSolver:
         return total
 
     def policy_return(self, hand: Hand, answers: Mapping[Hand, Iterable[str]], max_actions: int = 10,
-                      max_moves: int = 8) -> float:
+                      max_moves: int = LIST_MAX_MOVES) -> float:
         """The exact expected reward of a deterministic actor from the dealt `hand`: it
         answers `answers[h]` (a move list) whenever it acts in hand h, the env's limits
         apply (at most `max_moves` moves per action; a hand still open after

@@ -88,7 +88,7 @@ from lactchain.models.vllm_single import (
     parallel_plan,
     require_vllm,
 )
-from lactchain.moves import DEFAULT_MOVES
+from lactchain.moves import DEFAULT_MOVES, LIST_MAX_MOVES
 
 STOP_TIMEOUT_S = 10.0  # close(): how long a worker gets to shut its engine down before it is killed
 _WATCH_S = 0.5  # a worker's parent-pid watchdog period
@@ -383,7 +383,7 @@ class ReplicaPool:
     stream = VLLMEngine.stream
 
     def __init__(self, folder: str | Path, *, name: str = "model", moves: Sequence[str] = DEFAULT_MOVES,
-                 max_moves: int = 8, settings: EngineSettings = EngineSettings(data_parallel_size=2),
+                 max_moves: int = LIST_MAX_MOVES, settings: EngineSettings = EngineSettings(data_parallel_size=2),
                  device: str | None = None, adapter: str | Path | None = None,
                  progress: Optional[Callable[[str, Optional[float]], None]] = None,
                  limit_threads: bool = True, pin: bool = True) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from lactchain.machine import resolve_dtype
 from lactchain.models.scoring import ScoringTokens
-from lactchain.moves import DEFAULT_MOVES, format_moves, move_list_grammar, parse_moves
+from lactchain.moves import DEFAULT_MOVES, LIST_MAX_MOVES, format_moves, move_list_grammar, parse_moves
 
 ENGINES = ("hf", "vllm", "auto")
 VLLM_MISSING = "--engine vllm needs the vllm extra: pip install -e '.[vllm]'"
@@ -248,7 +248,7 @@ def check_model(hf_config: Any, name: str, device: str = "cpu") -> None:
             f"{', '.join(map(str, CPU_HEAD_SIZES))}: use --engine hf for this model")
 
 
-def move_list_regex(allowed: Sequence[str] = DEFAULT_MOVES, max_moves: int = 8) -> str:
+def move_list_regex(allowed: Sequence[str] = DEFAULT_MOVES, max_moves: int = LIST_MAX_MOVES) -> str:
     """The move-list grammar as a regular expression (the same language as
     `move_list_grammar`), for engines that only take a regex."""
     import re
@@ -345,7 +345,7 @@ class VLLMEngine(ScoringTokens):
     engine = "vllm"
 
     def __init__(self, folder: str | Path, *, name: str = "model", moves: Sequence[str] = DEFAULT_MOVES,
-                 max_moves: int = 8, settings: EngineSettings = EngineSettings(), device: str = "cpu",
+                 max_moves: int = LIST_MAX_MOVES, settings: EngineSettings = EngineSettings(), device: str = "cpu",
                  adapter: str | Path | None = None, progress: Optional[Callable[[str, Optional[float]], None]] = None,
                  replica: int = 0) -> None:
         """One engine. `replica`: its index in a ReplicaPool (seeds its default generator
@@ -404,7 +404,7 @@ class VLLMEngine(ScoringTokens):
     # ---- loading -------------------------------------------------------------------------
     @classmethod
     def load(cls, spec: str = "smollm2-135m", adapter: str | Path | None = None, *,
-             moves: Sequence[str] = DEFAULT_MOVES, max_moves: int = 8, device: str | None = None,
+             moves: Sequence[str] = DEFAULT_MOVES, max_moves: int = LIST_MAX_MOVES, device: str | None = None,
              progress: Optional[Callable[[str, Optional[float]], None]] = None,
              settings: EngineSettings | None = None, **overrides: Any) -> Any:
         """A preset, local folder or cached hub id on a vLLM engine (`overrides`: EngineSettings fields).
