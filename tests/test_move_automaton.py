@@ -230,7 +230,7 @@ def test_canonical_and_any_spelling_are_one_language_where_the_tokenization_is_u
                 a = int(any_tables.step[a, any_tables.column[token]])
                 c = int(canonical.step[c, canonical.column[token]])
             assert c == canonical.done
-        prompts = [actor.chat_prompt(f"state {i}") for i in range(6)]
+        prompts = [f"the agent is at state {i}" for i in range(6)]
         canon_greedy = [s.token_ids for s in actor.generate(prompts)]
         canon_sampled = [s.token_ids for s in actor.generate(prompts, temperature=1.0, seed=3)]
     finally:
@@ -249,7 +249,7 @@ def test_canonical_spelling_is_refused_where_it_cannot_run(actor):
     actor.grammar_engine, actor.grammar_spelling = "xgrammar", "canonical"
     try:
         with pytest.raises(ValueError, match="xgrammar's processor admits every spelling"):
-            actor.generate([actor.chat_prompt("state")])
+            actor.generate(["the agent is at state 1"])
     finally:
         actor.grammar_engine, actor.grammar_spelling = "tensor", "any"
 
