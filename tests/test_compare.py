@@ -171,25 +171,40 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     assert told.cell_config("kto", 256, 0, told.defaults_ran("kto", finished)).actor_lr == 5e-4
 
 
+def _older_cell_without(folder, loss: str, explore: int, setting: str):
+    """Write the cell (loss, explore, seed 0) as one made before `setting` was recorded:
+    this comparison's settings for it, less that one (returned)."""
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    base = BenchLearnConfig(compare=loss, seeds="0", explore=str(explore))
+    base.check()
+    settings = base.cell_settings(loss, explore, 0)
+    dropped = settings.pop(setting, None)
+    key = f"{loss}-explore{explore}-seed0"
+    cell = {"key": key, "loss": loss, "explore": explore, "seed": 0, "curve": [], "settings": settings}
+    (folder / f"{key}.json").write_text(json.dumps(cell))
+    return dropped
+
+
+def _kept_keys(folder, loss: str, explore: int, **params) -> list[str]:
+    """The cells of `folder` a comparison of `loss` at `explore` with `params` keeps."""
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    config = BenchLearnConfig.from_params({"compare": loss, "seeds": "0", "explore": str(explore),
+                                           "cells_from": str(folder), **params})
+    config.check()
+    return [c["key"] for c in config.kept_cells()]
+
+
 def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_constrained_comparison(tmp_path):
     """An older GRPO cell scored its samples raw and did not say so: a comparison asking for
     the constrained scoring refuses to carry it, one at the default (raw) keeps it."""
     from lactchain.config import ConfigError
-    from lactchain.jobs.loop import BenchLearnConfig
 
-    base = BenchLearnConfig(compare="grpo", seeds="0", explore="256")
-    base.check()
-    settings = {k: v for k, v in base.cell_settings("grpo", 256, 0).items() if k != "policy_logprobs"}
-    cell = {"key": "grpo-explore256-seed0", "loss": "grpo", "explore": 256, "seed": 0, "curve": [], "settings": settings}
-    (tmp_path / "grpo-explore256-seed0.json").write_text(json.dumps(cell))
+    _older_cell_without(tmp_path, "grpo", 256, "policy_logprobs")
     with pytest.raises((ValueError, ConfigError), match=r"policy-logprobs 'raw' \(this benchmark: 'constrained'\)"):
-        config = BenchLearnConfig.from_params({"compare": "grpo", "seeds": "0", "explore": "256",
-                                               "cells_from": str(tmp_path), "policy_logprobs": "constrained"})
-        config.check()
-        config.kept_cells()
-    raw = BenchLearnConfig(compare="grpo", seeds="0", explore="256", cells_from=str(tmp_path))
-    raw.check()
-    assert [c["key"] for c in raw.kept_cells()] == ["grpo-explore256-seed0"]
+        _kept_keys(tmp_path, "grpo", 256, policy_logprobs="constrained")
+    assert _kept_keys(tmp_path, "grpo", 256) == ["grpo-explore256-seed0"]
 
 
 def test_cells_decoded_with_any_spelling_are_not_carried_into_a_canonical_spelling_comparison(tmp_path):
@@ -197,22 +212,11 @@ def test_cells_decoded_with_any_spelling_are_not_carried_into_a_canonical_spelli
     comparison decoding with canonical spellings only refuses to carry them; one at the
     default keeps them."""
     from lactchain.config import ConfigError
-    from lactchain.jobs.loop import BenchLearnConfig
 
-    base = BenchLearnConfig(compare="rft", seeds="0", explore="16")
-    base.check()
-    settings = base.cell_settings("rft", 16, 0)
-    assert settings.pop("grammar_spelling") == "any"
-    cell = {"key": "rft-explore16-seed0", "loss": "rft", "explore": 16, "seed": 0, "curve": [], "settings": settings}
-    (tmp_path / "rft-explore16-seed0.json").write_text(json.dumps(cell))
+    assert _older_cell_without(tmp_path, "rft", 16, "grammar_spelling") == "any"
     with pytest.raises((ValueError, ConfigError), match=r"grammar-spelling 'any' \(this benchmark: 'canonical'\)"):
-        config = BenchLearnConfig.from_params({"compare": "rft", "seeds": "0", "explore": "16",
-                                               "cells_from": str(tmp_path), "grammar_spelling": "canonical"})
-        config.check()
-        config.kept_cells()
-    kept = BenchLearnConfig(compare="rft", seeds="0", explore="16", cells_from=str(tmp_path))
-    kept.check()
-    assert [c["key"] for c in kept.kept_cells()] == ["rft-explore16-seed0"]
+        _kept_keys(tmp_path, "rft", 16, grammar_spelling="canonical")
+    assert _kept_keys(tmp_path, "rft", 16) == ["rft-explore16-seed0"]
 
 
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):
