@@ -130,10 +130,27 @@ bench() {
     rc=0; timeout 200 $lc bench rollout --envs 64 --steps 4 --json > "$out/bench-rollout.json" \
         2>> "$out/bench.log" || rc=$?
     echo "bench rollout rc=$rc"
-    python3 - "$out"/device-*.json <<'PY'
+    summary "$out"/device-*.json
+}
+
+device() {
+    # `bench device` on some phases only (a comma list, e.g. evaluate,train_step): its report
+    # and log under $OUT, a summary printed.
+    local out=${OUT:-/tmp/gpu-bench}
+    mkdir -p "$out"
+    setup
+    local rc=0
+    timeout 400 python3 -m lactchain.cli bench device --phases "${1:?which phases}" --json --save "$out" \
+        > /dev/null 2> "$out/device.log" || rc=$?
+    echo "bench device --phases $1 rc=$rc"
+    summary "$out"/device-*.json
+}
+
+summary() {
+    python3 - "$1" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
-print(report["device"], report["dtype"])
+print(report["device"], report["dtype"], "cudnn_sdpa:", report.get("cudnn_sdpa"))
 for name, row in report["phases"].items():
     print(f"{name:14s} {row['seconds']:.3f} s", {k: row[k] for k in row if "identical" in k or "speedup" in k
                                                or "seconds" in k or k in ("s_per_step", "env_steps_per_s")})
@@ -198,8 +215,9 @@ case "${1:-}" in
     prepare) prepare ;;
     stage) stage "${2:?which part: 1 to 4}" ;;
     bench) bench ;;
+    device) device "${2:-}" ;;
     profile) profile ;;
     learn) shift; learn "$@" ;;
     profile-learn) shift; profile_learn "$@" ;;
-    *) echo "usage: $0 prepare | stage N | bench | profile | learn OPTIONS... | profile-learn OPTIONS..." >&2; exit 2 ;;
+    *) echo "usage: $0 prepare | stage N | bench | device PHASES | profile | learn OPTIONS... | profile-learn OPTIONS..." >&2; exit 2 ;;
 esac

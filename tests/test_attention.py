@@ -79,3 +79,19 @@ def test_an_actor_with_shared_kv_heads_answers_as_with_sdpa(tmp_path):
     (greedy, sampled, scores), (greedy_sdpa, sampled_sdpa, scores_sdpa) = runs[GROUPED_SDPA], runs["sdpa"]
     assert greedy == greedy_sdpa and sampled == sampled_sdpa
     assert scores == pytest.approx(scores_sdpa, abs=1e-5)
+
+
+def test_cudnn_sdpa_is_chosen_per_device_and_other_devices_are_left_alone():
+    """On a GPU the loop runs without cuDNN's SDPA unless told (each new shape is a graph
+    build there); the switch is torch's own process-wide flag, and a CPU actor never touches it."""
+    from lactchain.models.attention import CUDNN_SDPA_PAYS, choose_sdpa_kernels
+
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        assert choose_sdpa_kernels("cpu") is True and torch.backends.cuda.cudnn_sdp_enabled()
+        assert choose_sdpa_kernels(torch.device("cuda")) is CUDNN_SDPA_PAYS["cuda"] is False
+        assert torch.backends.cuda.cudnn_sdp_enabled() is False
+        assert choose_sdpa_kernels("cuda", cudnn=True) is True and torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)

@@ -218,33 +218,44 @@ def _greedy_evaluation(actor: Any, phases: _Phases) -> tuple[dict[str, Any], Cou
                           should_stop=phases.should_stop), counting
 
 
+def _use(actor: Any, settings: tuple[str, bool, bool, bool]) -> None:
+    """Set an evaluation variant: grammar engine, prefix cache, static cache, cuDNN SDPA."""
+    from lactchain.models.attention import choose_sdpa_kernels
+
+    actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings[:3]
+    choose_sdpa_kernels(actor.device, settings[3])
+
+
 def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
-    """The evaluation timed with the device tables, with xgrammar's processor and with
-    the prefix cache flipped: after one full warm-up, `eval_rounds` times each (2 by
-    default), interleaved, best kept (so no variant pays another's cold start)."""
+    """The evaluation timed with the device tables, with xgrammar's processor, with the
+    prefix cache flipped, with a static cache and, on CUDA, with cuDNN's SDPA kernels
+    flipped: after one warm-up each (its time: `<variant>_cold_seconds`), `eval_rounds`
+    times each (2 by default), interleaved, best kept (so no variant pays another's cold start)."""
     cfg = phases.cfg
-    own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache)
-    variants = {"evaluate": own, "xgrammar": ("xgrammar", own[1], own[2]),
-                "other_cache": (own[0], not own[1], own[2]),
-                "static_cache": (own[0], False, not own[2])}  # a static cache goes without the prefix cache
+    own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache, torch.backends.cuda.cudnn_sdp_enabled())
+    variants = {"evaluate": own, "xgrammar": ("xgrammar", *own[1:]),
+                "other_cache": (own[0], not own[1], *own[2:]),
+                "static_cache": (own[0], False, not own[2], own[3])}  # a static cache goes without the prefix cache
+    if actor.device.type == "cuda":  # its graph built per new shape (lactchain.models.attention)
+        variants["cudnn_sdpa"] = (*own[:3], not own[3])
     best: dict[str, float] = {}
     cold: dict[str, float] = {}  # the warm-up's own time: what a variant costs the first time (compiling included)
     runs: dict[str, tuple[dict[str, Any], Counting]] = {}
     try:
         for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
-            actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
+            _use(actor, settings)
             with phases.timed(f"evaluate_{name}_cold") as row:
                 _greedy_evaluation(actor, phases)
             cold[name] = row["seconds"]
         for round_ in range(cfg.eval_rounds):
             for name, settings in variants.items():
-                actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings
+                _use(actor, settings)
                 profile = "evaluate" if name == "evaluate" and round_ == cfg.eval_rounds - 1 else None
                 with phases.timed(f"evaluate_{name}_{round_}", profile=profile) as row:
                     runs[name] = _greedy_evaluation(actor, phases)
                 best[name] = min(best.get(name, float("inf")), row["seconds"])
     finally:
-        actor.grammar_engine, actor.prefix_cache, actor.static_cache = own
+        _use(actor, own)
     result, counting = runs["evaluate"]
     seconds = best["evaluate"]
     tokens = counting.prompt_tokens + counting.generated_tokens
@@ -252,12 +263,12 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
            "success_rate": result.get("success_rate"), "generated_tokens": counting.generated_tokens,
            "prompt_tokens": counting.prompt_tokens, "tokens_per_s": tokens / seconds,
            "env_steps_per_s": result["env_steps"] / seconds, "strict": counting.strict,
-           "grammar_engine": own[0], "grammar_identical": runs["xgrammar"][1].token_ids == counting.token_ids,
-           "xgrammar_seconds": best["xgrammar"], "prefix_cache": own[1],
-           "prefix_cache_identical": runs["other_cache"][1].token_ids == counting.token_ids,
-           "other_cache_seconds": best["other_cache"], "static_cache": own[2],
-           "static_cache_identical": runs["static_cache"][1].token_ids == counting.token_ids,
-           "static_cache_seconds": best["static_cache"]}
+           "grammar_engine": own[0], "prefix_cache": own[1], "static_cache": own[2], "cudnn_sdpa": own[3]}
+    for name, key in (("xgrammar", "grammar"), ("other_cache", "prefix_cache"), ("static_cache", "static_cache"),
+                      ("cudnn_sdpa", "cudnn_sdpa")):  # each variant: same answers? its best time
+        if name in runs:
+            row[f"{key}_identical"] = runs[name][1].token_ids == counting.token_ids
+            row[f"{name}_seconds"] = best[name]
     row.update({f"{name}_cold_seconds": cold[name] for name in variants})
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
     phases.rows["evaluate"] = row
@@ -456,6 +467,7 @@ def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None]
         "matmul_tflops": {str(k).removeprefix("torch."): v for k, v in bench._matmul.items()},
         "grammar_engine": actor.grammar_engine, "prefix_cache": actor.prefix_cache,
         "attention": actor.model.config._attn_implementation,  # grouped_sdpa: GQA without the KV copy
+        "cudnn_sdpa": torch.backends.cuda.cudnn_sdp_enabled(),  # lactchain.models.attention.CUDNN_SDPA_PAYS
         "phases": {k: v for k, v in bench.rows.items() if k in PHASES},
         "torch": torch.__version__,
     }

@@ -367,7 +367,7 @@ class Actor(ScoringTokens):
         `GRAMMAR_SPELLINGS` (ValueError for an unknown one or too many lists to enumerate)."""
         from transformers import GenerationConfig
 
-        from lactchain.models.attention import use_grouped_attention
+        from lactchain.models.attention import choose_sdpa_kernels, use_grouped_attention
 
         self.name = name
         self.tokenizer = tokenizer
@@ -381,6 +381,7 @@ class Actor(ScoringTokens):
         ensure_distinct_pad(tokenizer, base)
         # GQA models read their shared KV heads without copying them at inference (lactchain.models.attention).
         self.grouped_attention = use_grouped_attention(base)
+        choose_sdpa_kernels(self.device)  # no cuDNN SDPA where each new shape's graph build costs more than it gains
         # A neutral generation config: sampling is fully decided per call (no hub
         # defaults such as top_k=50 or repetition penalties sneaking in).
         base.generation_config = GenerationConfig(

@@ -12,6 +12,10 @@ a position bias, no GQA) goes to transformers' own SDPA unchanged.
 
 `use_grouped_attention(model)` switches a loaded model to it (registered with
 transformers' AttentionInterface under `GROUPED_SDPA`, with SDPA's mask builder).
+
+`choose_sdpa_kernels(device)` keeps SDPA off cuDNN's kernels on a GPU where they do not
+pay: cuDNN builds an execution graph for every new shape, and the loop is nothing but
+new shapes (each decode step's longer cache, each training batch's padded length).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 GROUPED_SDPA = "lactchain_grouped_sdpa"
+# Where cuDNN's SDPA kernels pay, by device type. torch takes them on Hopper (the H200's
+# evaluation profile: `aten::_cudnn_attention_forward`, docs/results/gpu-h200-2026-11-28),
+# and each new shape costs them a graph build (hundreds of ms are reported): in the loop a
+# greedy evaluation of the 60 states took 4.5-5.8 s against 1.4 s for the same batch warm,
+# and a CPO-SimPO step 0.42-0.47 s whatever its batch (8 or 32 pairs). `bench device`
+# times the evaluation with them flipped, each variant's first run apart (`cudnn_sdpa_*`).
+CUDNN_SDPA_PAYS = {"cuda": False}
 
 
 def grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -47,6 +58,17 @@ def grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: tor
 
 AttentionInterface.register(GROUPED_SDPA, grouped_sdpa)
 AttentionMaskInterface.register(GROUPED_SDPA, sdpa_mask)
+
+
+def choose_sdpa_kernels(device: torch.device | str, cudnn: bool | None = None) -> bool:
+    """On a CUDA device, let SDPA take cuDNN's kernels or not (`cudnn`; None: as
+    `CUDNN_SDPA_PAYS` says). torch's switch is process-wide, as a device's kernels are.
+    Returns whether cuDNN's SDPA is on; other devices are left alone."""
+    if torch.device(device).type != "cuda":
+        return torch.backends.cuda.cudnn_sdp_enabled()
+    want = CUDNN_SDPA_PAYS["cuda"] if cudnn is None else bool(cudnn)
+    torch.backends.cuda.enable_cudnn_sdp(want)
+    return want
 
 
 def use_grouped_attention(model: Any) -> bool:

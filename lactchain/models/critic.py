@@ -141,6 +141,9 @@ def build_tiny_encoder(folder: Path) -> Path:
 
 def load_backbone(spec: str, device: torch.device) -> tuple[nn.Module, Any, str]:
     """(base model without any LM head, tokenizer, where it came from)."""
+    from lactchain.models.attention import choose_sdpa_kernels
+
+    choose_sdpa_kernels(device)  # each batch's padded length is a new shape (see the module)
     if spec in TINY_SPECS:
         model, tok = _build_tiny(causal=spec == "tiny-causal")
         return model.to(device), tok, spec
