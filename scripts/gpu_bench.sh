@@ -18,14 +18,18 @@
 # `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT.
 # On 2026-11-29 the first staging call took 42 s of device time with the machine's start,
 # the next ones under 5 s; `bench` ~210 s; one `learn` below ~230 s; 900 s in all are lent.
-# Then, on the same warm machine, one or two of:
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3", timeout_s=300)
-#       # one `bench learn`: issue 46's loop target (137 s to 100 % on 2026-11-29)
-#   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
-#       # the same under py-spy: where the loop's host time goes (train-actor was 80 % of it)
+# Then, on the same warm machine, one or two of (2026-11-30: `device evaluate,train_step`
+# 181 s, a `learn ... --budget-iterations 1` 157 s, `profile-learn` 219 s):
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1",
+#       timeout_s=240)   # issue 46's loop target: 100 % at 136 s on 2026-11-30 (cuDNN SDPA off, rows
+#                        # still sharing their prefix); since then a GPU trains whole rows (0.245 against
+#                        # 0.416 s a step in `bench device`): the next figure to take
 #   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32",
-#       timeout_s=300)   # 4x the pairs a step, a quarter of the steps: does a launch-bound step cost
-#                        # the same, and does one iteration still reach 100 %?
+#       timeout_s=300)   # 4x the pairs a step cost the same (0.36 s against 0.42-0.47 s): 100 % at 106 s,
+#                        # after two iterations instead of one (2026-11-30)
+#   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # two phases only
+#   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
+#       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
 #   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets)
 set -eu

@@ -60,8 +60,10 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     train = report["phases"]["train_step"]
     assert train["steps"] == 2 and train["s_per_step"] > 0 and train["bf16_s_per_step"] > 0 and train["fp32_s_per_step"] > 0
     assert 0 < train["shared_prefix_tokens"] < train["tokens_per_step"]  # the pairs' common prompt counted once
-    # the step with every row run whole, as a GPU report reads it (refused as a setting on its first GPU run)
+    # the CPU's default shares the prefix; the step with every row run whole (a GPU's default) timed beside it
+    assert train["shared_prefix"] is True and train["s_per_step"] == train["shared_prefix_s_per_step"]
     assert train["whole_rows_s_per_step"] > 0 and train["shared_prefix_speedup"] > 0
+    assert evaluate["cudnn_sdpa"] is report["cudnn_sdpa"] and "cudnn_sdpa_seconds" not in evaluate  # a CUDA variant
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())
     assert saved["phases"]["evaluate"]["states"] == 60

@@ -15,7 +15,8 @@ Phases, on the default models unless told otherwise:
 - `critic_encode`: the critic's Q values for `critic_texts` (state, move list) texts.
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
   per step, the first step (one-off costs) excluded; on a CPU in both precisions; on
-  every device with every row run whole too (`shared_prefix_speedup`).
+  every device both with the rows' shared prompt prefix run once and with every row run
+  whole (`shared_prefix_speedup`; the device's default is `shared_prefix`).
 - `grpo_step`: GRPO steps as the loop takes them (groups of 4 samples from start
   states, rewarded with the env's return): sampling, scoring and the update.
 
@@ -352,7 +353,7 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
 
 
 def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None,
-                shared_prefix: bool = True) -> dict[str, Any]:
+                shared_prefix: bool | None = None) -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
@@ -378,16 +379,17 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     pairs = _pairs(actor)
     bf16 = native_bf16(phases.device.type)
     with phases.timed("train_step", profile="train_step") as row:
-        result = _train_once(actor, pairs, phases, None)
-    step = result["s_per_step"]
-    # Each pair is two rows (chosen, rejected): prompt + completion + EOS; the rows' shared
-    # prompt prefix goes through the model once (lactchain.train.shared_prefix).
+        result = _train_once(actor, pairs, phases, None)  # the device's default: shared prefix or whole rows
+    step, shared_prefix = result["s_per_step"], result["shared_prefix"]
+    # Each pair is two rows (chosen, rejected): prompt + completion + EOS; with the shared
+    # prefix the rows' common prompt goes through the model once (lactchain.train.shared_prefix).
     prompts = [actor.prompt_ids(p["prompt"]) for p in pairs]
-    shared = common_prefix_len(prompts)
+    shared = common_prefix_len(prompts) if shared_prefix else 0
     tokens = shared + sum(2 * (len(ids) - shared) + actor.count_tokens(format_moves(p["chosen"]))
                           + actor.count_tokens(format_moves(p["rejected"])) + 2 for ids, p in zip(prompts, pairs))
     row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo", bf16=bf16,
-               tokens_per_step=tokens, shared_prefix_tokens=shared, tokens_per_s=tokens / step if step else None)
+               shared_prefix=shared_prefix, tokens_per_step=tokens, shared_prefix_tokens=shared,
+               tokens_per_s=tokens / step if step else None)
     if step:
         timed = {"seconds": step}
         phases.utilisation(timed, model_flops(actor.model, tokens, tokens, training=True),
@@ -397,11 +399,12 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
         other = _train_once(actor, pairs, phases, not bf16)["s_per_step"]
         half, full = (step, other) if bf16 else (other, step)
         row.update(bf16_s_per_step=half, fp32_s_per_step=full, bf16_speedup=full / half if full and half else None)
-    # On a GPU a small model's step is bound by kernel launches, and the shared prefix is
-    # one more pass of them (on a CPU it measured 3.5-4x faster: docs/performance.md).
-    # Timed on every device, so that the CPU's test runs the path a GPU report reads.
-    whole = _train_once(actor, pairs, phases, None, shared_prefix=False)["s_per_step"]
-    row.update(whole_rows_s_per_step=whole, shared_prefix_speedup=whole / step if whole and step else None)
+    # The other way of running the rows, timed on every device (SHARED_PREFIX_PAYS follows
+    # it): a CPU is bound by FLOPs, a GPU running a small model by kernel launches.
+    other = _train_once(actor, pairs, phases, None, shared_prefix=not shared_prefix)["s_per_step"]
+    with_prefix, whole = (step, other) if shared_prefix else (other, step)
+    row.update(shared_prefix_s_per_step=with_prefix, whole_rows_s_per_step=whole,
+               shared_prefix_speedup=whole / with_prefix if whole and with_prefix else None)
 
 
 def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:

@@ -269,10 +269,10 @@ class TrainActorConfig(Config):
     logging_steps: int = option(1, "Log metrics every N steps (simpo, dpo, kto; rft logs every step).", min=1,
                                 cli=False)
     max_length: int = option(1024, "Longest prompt + completion in tokens (simpo, dpo, kto).", min=1, cli=False)
-    shared_prefix: bool = option(True, "Run the prompt prefix a batch's rows share once, forward and backward (simpo, "
-                                       "dpo, kto, grpo): ~4x faster steps on a CPU. Off: every row runs whole "
-                                       "(`bench device` times both on a GPU, where launches, not FLOPs, may bound "
-                                       "a small model's step).", cli=False)
+    shared_prefix: bool | None = option(None, "Run the prompt prefix a batch's rows share once, forward and "
+                                              "backward (simpo, dpo, kto, grpo), or every row whole. Default: where "
+                                              "it pays on the training device (SHARED_PREFIX_PAYS: ~4x faster steps "
+                                              "on a CPU; on an H200 whole rows were 1.7x faster).", cli=False)
 
     # -- what the trainers read
     @property

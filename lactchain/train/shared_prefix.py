@@ -33,6 +33,12 @@ from lactchain.models.cache_keyword import cache_keyword, output_cache
 
 # Below this many shared tokens, one more forward call costs more than it saves.
 MIN_SHARED_TOKENS = 8
+# Where sharing the prefix pays, by device type (`TrainActorConfig.shared_prefix=None`
+# follows this). A CPU is bound by FLOPs: ~4x faster steps. A GPU running a small model is
+# bound by kernel launches, and the prefix is one more pass of them: on one H200 a
+# CPO-SimPO step on 8 pairs took 0.416 s shared and 0.245 s whole (`bench device`,
+# 2026-11-30, docs/results/gpu-h200-2026-11-30).
+SHARED_PREFIX_PAYS = {"cpu": True, "cuda": False}
 # What this module's own calls set: a split call has them all None (and use_cache off).
 _OWN_KWARGS = ("past_key_values", "cache", "position_ids", "cache_position")
 
