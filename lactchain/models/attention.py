@@ -30,10 +30,10 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 GROUPED_SDPA = "lactchain_grouped_sdpa"
 # Where cuDNN's SDPA kernels pay, by device type. torch takes them on Hopper (the H200's
 # evaluation profile: `aten::_cudnn_attention_forward`, docs/results/gpu-h200-2026-11-28),
-# and each new shape costs them a graph build (hundreds of ms are reported): in the loop a
-# greedy evaluation of the 60 states took 4.5-5.8 s against 1.4 s for the same batch warm,
-# and a CPO-SimPO step 0.42-0.47 s whatever its batch (8 or 32 pairs). `bench device`
-# times the evaluation with them flipped, each variant's first run apart (`cudnn_sdpa_*`).
+# and each new shape costs them a graph build. On one H200 (2026-11-30) a first greedy
+# evaluation of the 60 states took 8.1 s with them and 4.1 s without (warm: 1.50 s and
+# 1.52 s, same answers), and the loop's evaluations 2.0-3.3 s without them against 4.5-5.1
+# s with. `bench device` times the evaluation with them flipped (`cudnn_sdpa_*`).
 CUDNN_SDPA_PAYS = {"cuda": False}
 
 
