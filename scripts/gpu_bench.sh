@@ -26,7 +26,9 @@
 #                        # 0.416 s a step in `bench device`): the next figure to take
 #   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32",
 #       timeout_s=300)   # 4x the pairs a step cost the same (0.36 s against 0.42-0.47 s): 100 % at 106 s,
-#                        # after two iterations instead of one (2026-11-30)
+#                        # after two iterations instead of one (2026-11-30, rows sharing their prefix)
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32 \
+#       --actor-lr 2e-3", timeout_s=300)   # the same with the lr scaled by sqrt(4): one iteration again?
 #   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # two phases only
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
