@@ -203,6 +203,9 @@ def test_shared_prefix_loss_equals_the_plain_full_sequence_loss():
         total += -lp[len(r.prompt) - 1 :].sum().item()
         count += len(r.completion)
     assert shared.item() == pytest.approx(total / count, rel=1e-4)
+    # rows run whole (a GPU's default, SHARED_PREFIX_PAYS): the same loss
+    assert nll_loss(actor.model, encoded, actor.pad_token_id, shared_prefix=False).item() == pytest.approx(
+        total / count, rel=1e-4)
 
 
 def test_rft_teaches_the_tiny_actor_its_targets(tmp_path):
@@ -223,6 +226,7 @@ def test_rft_teaches_the_tiny_actor_its_targets(tmp_path):
     assert after > before + 20  # nats per target list: from near-random to likely
     assert out["final_loss"] < out["train_loss"] and (tmp_path / "adapter" / "adapter_config.json").is_file()
     assert out["steps"] == 40 and actor.adapter == tmp_path / "adapter"
+    assert out["shared_prefix"] is True  # a CPU's default
 
 
 def test_rft_refuses_empty_or_bad_rows(tmp_path, tiny_actor):

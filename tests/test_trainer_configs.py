@@ -192,7 +192,7 @@ def test_every_trainer_setting_is_read_by_some_loss():
     whole-row train step, shared_prefix=False, was refused so on its first GPU run)."""
     read = {name for names in LOSS_SETTINGS.values() for name in names}
     assert {f.name for _, f in flat_fields(TrainActorConfig)} - {"loss"} <= read
-    for loss in ("simpo", "dpo", "kto", "grpo"):
+    for loss in ("simpo", "dpo", "kto", "grpo", "rft"):  # whole rows: a GPU's default, any loss
         TrainActorConfig(loss=loss, shared_prefix=False).check()
-    with pytest.raises(ConfigError, match="only applies to --loss simpo/dpo/kto/grpo"):
-        TrainActorConfig(loss="rft", shared_prefix=False).check()
+    with pytest.raises(ConfigError, match="only applies to --loss simpo/dpo/kto"):
+        TrainActorConfig(loss="rft", max_length=256).check()

@@ -85,9 +85,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
-from lactchain.train.shared_prefix import (  # noqa: E402
-    SHARED_PREFIX_PAYS, share_prompt_prefix, unshare_prompt_prefix,
-)
+from lactchain.train.shared_prefix import share_prompt_prefix, shares_prefix, unshare_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
 CHECKPOINT_KIND = "checkpoint"
@@ -574,13 +572,6 @@ def quiet_datasets() -> Iterator[None]:
             os.environ["TQDM_DISABLE"] = tqdm_was
 
 
-def shares_prefix(actor: Any, shared_prefix: bool | None) -> bool:
-    """`shared_prefix` as asked, else whether it pays on the actor's device type."""
-    if shared_prefix is not None:
-        return bool(shared_prefix)
-    return SHARED_PREFIX_PAYS.get(next(actor.model.parameters()).device.type, True)
-
-
 def prepare_model(actor: Any, shared_prefix: bool | None = None) -> tuple[Any, bool]:
     """The model to train and whether it already carries an adapter to continue. Every TRL
     trainer starts here, so TRL's fused head is told here to score only the completion's
@@ -595,7 +586,7 @@ def prepare_model(actor: Any, shared_prefix: bool | None = None) -> tuple[Any, b
     if tok.pad_token_id is None or tok.pad_token_id == tok.eos_token_id:
         raise ValueError("the tokenizer's pad token equals EOS: padding would hide the end of every completion")
     model = actor.model
-    if shares_prefix(actor, shared_prefix):
+    if shares_prefix(actor.model, shared_prefix):
         share_prompt_prefix(model)
     else:
         unshare_prompt_prefix(model)
@@ -723,7 +714,7 @@ def build_trainer(
     info = {
         "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "cpo_alpha": cpo_alpha, "pairs": len(pairs),
         "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
-        "notes": notes, "shared_prefix": shares_prefix(actor, config.shared_prefix),
+        "notes": notes, "shared_prefix": shares_prefix(actor.model, config.shared_prefix),
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
     if loss == "kto":

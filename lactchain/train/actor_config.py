@@ -7,15 +7,14 @@ options and forms from these classes before any model is loaded.
 Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
 
     all losses    epochs, max_steps, lr, batch_size, lora_r, lora_alpha, lora_dropout,
-                  target_modules, seed
+                  target_modules, seed, shared_prefix (lactchain.train.shared_prefix)
     simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
-                  save_total_limit, logging_steps, max_length (TRL's Trainer),
-                  shared_prefix (lactchain.train.shared_prefix)
+                  save_total_limit, logging_steps, max_length (TRL's Trainer)
     simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
     dpo/kto       rpo_alpha (NLL on chosen; kto's desirable rows: lactchain.train.kto_nll)
     dpo only      dpo_loss (sigmoid or ipo)
     kto only      kto_balance (desirable:undesirable weighted 1:1)
-    grpo          bf16, save_steps, save_total_limit, logging_steps, shared_prefix, and the `grpo` part
+    grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
                   group_filter, tokens_per_pass, policy_logprobs, updates_per_generation,
                   entropy_coef, entropy_target): TRL's GRPOTrainer on fresh samples
@@ -56,16 +55,16 @@ KL_BETA_RECOMMENDED = (0.01, 1.0)  # DPO / KTO
 DPO_LOSS_TYPES = ("sigmoid", "ipo")
 GRPO_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo")  # TRL 1.16 GRPOConfig.loss_type values that fit LoRA + our rollouts
 
-_ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora_dropout", "target_modules", "seed")
-_TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length",
+_ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora_dropout", "target_modules", "seed",
         "shared_prefix")
+_TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
 # loss -> the TrainActorConfig settings it reads (`loss` itself aside)
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha"),
     "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss"),
     "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance"),
     "rft": _ALL,
-    "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "shared_prefix", "kl_beta",
+    "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta",
                     "scale_rewards", "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter",
                     "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target"),
 }
@@ -270,7 +269,7 @@ class TrainActorConfig(Config):
                                 cli=False)
     max_length: int = option(1024, "Longest prompt + completion in tokens (simpo, dpo, kto).", min=1, cli=False)
     shared_prefix: bool | None = option(None, "Run the prompt prefix a batch's rows share once, forward and "
-                                              "backward (simpo, dpo, kto, grpo), or every row whole. Default: where "
+                                              "backward, or every row whole (every loss). Default: where "
                                               "it pays on the training device (SHARED_PREFIX_PAYS: ~4x faster steps "
                                               "on a CPU; on an H200 whole rows were 1.7x faster).", cli=False)
 

@@ -43,6 +43,14 @@ SHARED_PREFIX_PAYS = {"cpu": True, "cuda": False}
 _OWN_KWARGS = ("past_key_values", "cache", "position_ids", "cache_position")
 
 
+def shares_prefix(model: Any, asked: bool | None) -> bool:
+    """Whether a trainer runs its rows' shared prefix once: as `asked`, else where that
+    pays on the device `model`'s weights are on (`SHARED_PREFIX_PAYS`)."""
+    if asked is not None:
+        return bool(asked)
+    return SHARED_PREFIX_PAYS.get(next(model.parameters()).device.type, True)
+
+
 def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
     """Leading positions where every row has the same token and no padding, leaving at
     least one position per row after it."""
