@@ -190,7 +190,8 @@ def train_rft(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
-    return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "steps": step, "rows": len(rows), "pairs": len(rows),
+    return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "steps": step, "rows": len(rows),
+            "pairs": len(rows),
             "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
             "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
