@@ -63,6 +63,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     # the CPU's default shares the prefix; the step with every row run whole (a GPU's default) timed beside it
     assert train["shared_prefix"] is True and train["s_per_step"] == train["shared_prefix_s_per_step"]
     assert train["whole_rows_s_per_step"] > 0 and train["shared_prefix_speedup"] > 0
+    assert train["rft_whole_rows_s_per_step"] > 0 and train["rft_shared_prefix_speedup"] > 0  # the loop's default loss
     assert evaluate["cudnn_sdpa"] is report["cudnn_sdpa"] and "cudnn_sdpa_seconds" not in evaluate  # a CUDA variant
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())

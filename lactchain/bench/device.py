@@ -16,7 +16,8 @@ Phases, on the default models unless told otherwise:
 - `train_step`: CPO-SimPO steps on 8 pairs (optimal vs one-move-off plans): seconds
   per step, the first step (one-off costs) excluded; on a CPU in both precisions; on
   every device both with the rows' shared prompt prefix run once and with every row run
-  whole (`shared_prefix_speedup`; the device's default is `shared_prefix`).
+  whole (`shared_prefix_speedup`; the device's default is `shared_prefix`), and rft's
+  steps on the same rows both ways (`rft_shared_prefix_speedup`).
 - `grpo_step`: GRPO steps as the loop takes them (groups of 4 samples from start
   states, rewarded with the env's return): sampling, scoring and the update.
 
@@ -353,13 +354,14 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
 
 
 def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None,
-                shared_prefix: bool | None = None) -> dict[str, Any]:
+                shared_prefix: bool | None = None, loss: str = "simpo") -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
     cfg = phases.cfg
-    config = TrainActorConfig(loss="simpo", max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
-                              save_steps=10_000, save_total_limit=1, bf16=bf16, shared_prefix=shared_prefix)
+    trl = {} if loss == "rft" else dict(save_steps=10_000, save_total_limit=1, bf16=bf16)  # rft: fp32, no checkpoints
+    config = TrainActorConfig(loss=loss, max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
+                              shared_prefix=shared_prefix, **trl)
     config.check()
     before = actor.model
     actor.model = copy.deepcopy(before)  # LoRA is injected in place: each run on its own copy
@@ -405,6 +407,11 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     with_prefix, whole = (step, other) if shared_prefix else (other, step)
     row.update(shared_prefix_s_per_step=with_prefix, whole_rows_s_per_step=whole,
                shared_prefix_speedup=whole / with_prefix if whole and with_prefix else None)
+    # rft (the loop's default loss) has its own loop with the same two passes: both ways too.
+    rft = {flag: _train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft")["s_per_step"]
+           for flag in (True, False)}
+    row.update(rft_shared_prefix_s_per_step=rft[True], rft_whole_rows_s_per_step=rft[False],
+               rft_shared_prefix_speedup=rft[False] / rft[True] if rft[False] and rft[True] else None)
 
 
 def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
