@@ -31,7 +31,8 @@
 #       --actor-lr 2e-3", timeout_s=300)   # the same with the lr scaled by sqrt(4): one iteration again?
 #   run(command="bash scripts/gpu_bench.sh learn --loss rft --seed 3 --budget-min 3 --budget-iterations 1",
 #       timeout_s=240)   # the loop's default loss, whose own loop now runs whole rows on a GPU too
-#   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # two phases only
+#   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # two phases only;
+#       # train_step times CPO-SimPO and rft with the shared prefix and with whole rows
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
