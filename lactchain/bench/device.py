@@ -404,14 +404,16 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     # The other way of running the rows, timed on every device (SHARED_PREFIX_PAYS follows
     # it): a CPU is bound by FLOPs, a GPU running a small model by kernel launches.
     other = _train_once(actor, pairs, phases, None, shared_prefix=not shared_prefix)["s_per_step"]
-    with_prefix, whole = (step, other) if shared_prefix else (other, step)
-    row.update(shared_prefix_s_per_step=with_prefix, whole_rows_s_per_step=whole,
-               shared_prefix_speedup=whole / with_prefix if whole and with_prefix else None)
+    row.update(_both_ways(*((step, other) if shared_prefix else (other, step))))
     # rft (the loop's default loss) has its own loop with the same two passes: both ways too.
-    rft = {flag: _train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft")["s_per_step"]
-           for flag in (True, False)}
-    row.update(rft_shared_prefix_s_per_step=rft[True], rft_whole_rows_s_per_step=rft[False],
-               rft_shared_prefix_speedup=rft[False] / rft[True] if rft[False] and rft[True] else None)
+    rft = [_train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft")["s_per_step"] for flag in (True, False)]
+    row.update(_both_ways(*rft, prefix="rft_"))
+
+
+def _both_ways(shared: float | None, whole: float | None, prefix: str = "") -> dict[str, float | None]:
+    """A step's seconds with the shared prefix and with whole rows, and the prefix's speedup."""
+    return {f"{prefix}shared_prefix_s_per_step": shared, f"{prefix}whole_rows_s_per_step": whole,
+            f"{prefix}shared_prefix_speedup": whole / shared if whole and shared else None}
 
 
 def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
