@@ -30,6 +30,14 @@ def stored_state(env: Any, value: Any) -> Any:
         return EndState(tuple(sorted(dict(value).items())))
 
 
+def decision_states(env: Any) -> list[Any]:
+    """Every state the actor acts from: the start states, then the states an episode only
+    reaches (`later_states`, where the env lists them: Taxi's 100 with the passenger riding).
+    On the grid and Blackjack every such state is a start state, so this is `start_states`."""
+    later = getattr(env, "later_states", None)
+    return [*env.start_states(), *(later() if later is not None else ())]
+
+
 def execute_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[float, Any, bool]:
     """Reset the env to exactly `state` (on deal `seed` where the env is stochastic), run
     one action, return (reward, s', done)."""

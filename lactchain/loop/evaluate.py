@@ -20,7 +20,11 @@ from lactchain.loop.rollout import RolloutConfig, RolloutSummary, make_rollout_e
 
 def eval_states(env: TextEnv, states: str | int = "all", seed: int = 0) -> list[Any]:
     """All of the env's start states (never a terminal one: that would be a free success), or N sampled."""
-    pool = list(env.start_states())
+    return sample_states(list(env.start_states()), states, seed)
+
+
+def sample_states(pool: list[Any], states: str | int = "all", seed: int = 0) -> list[Any]:
+    """`pool` itself ("all"), or N of it drawn with `seed`."""
     if states == "all":
         return pool
     n = int(states)

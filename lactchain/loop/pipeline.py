@@ -147,7 +147,8 @@ class PipelineConfig(Config):
                       form="Loss")
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1, short="-i",
                            form="Iterations")
-    states: str | int = _help("Start states per iteration: 'all' the env's start states or a number sampled.", "all")
+    states: str | int = _help("States per iteration to collect from: 'all' (the start states, and any the env's "
+                                        "episodes only reach, as Taxi's riding passenger) or a number sampled.", "all")
     samples: int = _help("Move lists sampled per start state.", 4, short="-k")
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
@@ -652,7 +653,7 @@ class LoopState:
     elites: EliteBuffer
     live: PhaseProgress
     on_phase: Callable[[int, str], None] | None = None
-    pool: list[Any] | None = None  # every start state, listed once when each iteration takes them all
+    pool: list[Any] | None = None  # every decision state, listed once when each iteration takes them all
     critic: dict[str, Any] = field(default_factory=dict)  # critic, optimizer, transitions, env_moves
     state_groups: Any = None  # grouping by state: the actions seen from each state, across iterations
     evaluate_s: float = 0.0  # the longest evaluation: what a budgeted trainer leaves time for
@@ -690,10 +691,14 @@ class LoopState:
                                   "adapter": str(self.actor.adapter) if getattr(self.actor, "adapter", None) else None})
 
     def starts(self, it: int) -> list[Any]:
-        """Iteration `it`'s start states: all of them, or a sample drawn per iteration."""
-        from lactchain.loop.evaluate import eval_states
+        """Iteration `it`'s states to collect from and train on: every state the actor acts
+        from (the start states, and those an episode only reaches, as Taxi's riding
+        passenger: `decision_states`), or a sample drawn per iteration."""
+        from lactchain.envs.replay import decision_states
+        from lactchain.loop.evaluate import sample_states
 
-        return self.pool if self.pool is not None else eval_states(self.env, self.cfg.states, self.cfg.seed + it)
+        return self.pool if self.pool is not None else sample_states(decision_states(self.env), self.cfg.states,
+                                                                     self.cfg.seed + it)
 
     def labeler(self, model: Any) -> Any:
         """The configured labeler with the current critic; `model` plays the rollout labeler's greedy actions."""
@@ -706,7 +711,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> LoopState:
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
-    from lactchain.loop.evaluate import eval_states
+    from lactchain.envs.replay import decision_states
     from lactchain.prompts import PromptSpec
 
     resume = resume or {}
@@ -725,7 +730,7 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                       saved={"critic": resume.get("critic"), "transitions": resume.get("transitions", []),
                              "pending": resume.get("pending")},
                       elites=EliteBuffer.from_json(resume.get("elites", []), env), live=live,
-                      on_phase=on_phase, pool=eval_states(env, "all", cfg.seed) if cfg.states == "all" else None)
+                      on_phase=on_phase, pool=decision_states(env) if cfg.states == "all" else None)
     live.fraction = state.fraction
     if state.fits_critic and state.saved["critic"]:
         load_critic(state)

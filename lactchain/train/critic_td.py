@@ -4,7 +4,10 @@ Why: Monte-Carlo returns of the actor's own episodes are few, noisy and measure
 the (bad) behaviour policy; ranking candidates needs something close to the
 optimal value. Env steps cost nothing here, so:
 
-1. `random_transitions` draws, from EVERY non-goal state, move lists of random
+1. `random_transitions` draws, from EVERY state the actor acts from (the start states
+   and those only reached, as Taxi's riding passenger: `decision_states`; a V(s') the
+   targets read must itself be fitted, or the backup carries noise -- on Taxi, fitting
+   the start states alone left V's Spearman with V* near 0), move lists of random
    length (1..max moves per action) and executes each from that exact state:
    (s, moves, r, s', done). The actor's own candidates can be added too
    (`Transition.from_candidates`), so the data grows with every iteration.
@@ -38,7 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from lactchain.envs.replay import execute_from, random_moves
+from lactchain.envs.replay import decision_states, execute_from, random_moves
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,12 @@ class Transition:
 
 def random_transitions(env: Any, lists_per_state: int, seed: int) -> list[Transition]:
     """`lists_per_state` random move lists (uniform length 1..max moves, uniform moves)
-    executed from every start state of the env (each on its own deal where it is stochastic)."""
+    executed from every state the actor acts from (`decision_states`; each on its own deal
+    where the env is stochastic)."""
     rng = random.Random(seed)
     stochastic = getattr(env, "stochastic", False)
     out = []
-    for s in env.start_states():
+    for s in decision_states(env):
         for _ in range(lists_per_state):
             moves = random_moves(env, rng)
             reward, nxt, done = execute_from(env, s, moves, rng.randrange(2**31) if stochastic else None)
@@ -71,8 +75,8 @@ def random_transitions(env: Any, lists_per_state: int, seed: int) -> list[Transi
 
 
 def critic_states(env: Any, transitions: Sequence[Transition]) -> list[Any]:
-    """Every state the targets need V of: the start states and the open next states."""
-    return list(dict.fromkeys([*env.start_states(), *(t.next_state for t in transitions if not t.done)]))
+    """Every state the targets need V of: the decision states and the open next states."""
+    return list(dict.fromkeys([*decision_states(env), *(t.next_state for t in transitions if not t.done)]))
 
 
 @dataclass
