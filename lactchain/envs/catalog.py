@@ -76,9 +76,7 @@ class TextEnv(Protocol):
     console_view: str  # the console pane that draws it: "grid" (GridView), "cards" (Blackjack's), "text" (render_text)
     lab_blurb: str  # the console palette's line for "Lab: play <env>"
     # Optional: `strategy_hints` (sentences the strategy search's edits proposer may insert),
-    # `evaluation_deals` (a dealt env: evaluation plays that many seeded deals),
-    # `later_states()` (states an episode reaches but never starts from: Taxi's passenger riding;
-    # the critic and the loop's collect learn there too, lactchain.envs.replay.decision_states).
+    # `evaluation_deals` (a dealt env: evaluation plays that many seeded deals).
 
     @property
     def state(self) -> Any: ...  # hashable; `as_dict()` gives its registry form

@@ -30,14 +30,6 @@ def stored_state(env: Any, value: Any) -> Any:
         return EndState(tuple(sorted(dict(value).items())))
 
 
-def decision_states(env: Any) -> list[Any]:
-    """Every state the actor acts from: the start states, then the states an episode only
-    reaches (`later_states`, where the env lists them: Taxi's 100 with the passenger riding).
-    On the grid and Blackjack every such state is a start state, so this is `start_states`."""
-    later = getattr(env, "later_states", None)
-    return [*env.start_states(), *(later() if later is not None else ())]
-
-
 def execute_from(env: Any, state: Any, moves: Sequence[str], seed: int | None = None) -> tuple[float, Any, bool]:
     """Reset the env to exactly `state` (on deal `seed` where the env is stochastic), run
     one action, return (reward, s', done)."""
@@ -109,3 +101,10 @@ def reachable_states(env: Any, starts: Sequence[Any] | None = None) -> list[Any]
                 order.append(nxt)
         i += 1
     return order
+
+
+def decision_states(env: Any) -> list[Any]:
+    """Every state the actor acts from: the start states, then those an episode only
+    reaches (Taxi's 100 with the passenger riding: `reachable_states`). On the grid every
+    such state is a start state; a stochastic env (Blackjack) gives its start states."""
+    return list(env.start_states()) if getattr(env, "stochastic", False) else reachable_states(env)

@@ -145,12 +145,6 @@ def start_states() -> list[TaxiState]:
     return [TaxiState(r, c, p, d) for r in range(SIZE) for c in range(SIZE) for p in STOPS for d in STOPS if p != d]
 
 
-def riding_states() -> list[TaxiState]:
-    """The 100 states with the passenger in the taxi (every cell x a destination): no
-    episode starts there, but every delivery passes through them."""
-    return [TaxiState(r, c, IN_TAXI, d) for r in range(SIZE) for c in range(SIZE) for d in STOPS]
-
-
 def parse_taxi_state(value: Any) -> TaxiState:
     """A TaxiState from a TaxiState, a dict or a (row, col, passenger, destination) tuple;
     places by name (case-insensitive) or gymnasium's index (ValueError names the field)."""
@@ -259,9 +253,6 @@ class TaxiTextEnv(gym.Env):
 
     def start_states(self) -> list[TaxiState]:
         return start_states()
-
-    def later_states(self) -> list[TaxiState]:
-        return riding_states()
 
     def parse_state(self, value: Any) -> TaxiState:
         return parse_taxi_state(value)
