@@ -14,7 +14,7 @@ from gymnasium.envs.toy_text.taxi import TaxiEnv
 from gymnasium.utils.env_checker import check_env
 
 from lactchain.envs.catalog import ENVS, TextEnv, env_name, make_env
-from lactchain.envs.replay import execute_from, reachable_states
+from lactchain.envs.replay import decision_states, execute_from, reachable_states
 from lactchain.envs.taxi import (
     TAXI_MOVES,
     TaxiState,
@@ -206,6 +206,49 @@ def test_reachable_states_reach_the_passenger_in_the_taxi():
     states = reachable_states(env)
     assert states[:300] == start_states() and len(states) == 400
     assert all(not s.delivered for s in states) and sum(s.passenger == "taxi" for s in states) == 100
+
+
+def test_the_critic_and_the_loop_act_from_the_riding_passengers_states_too():
+    """No episode starts with the passenger in the taxi, but every delivery passes there:
+    a critic fitted on the start states alone backs V up from riding states it never
+    fitted (its Spearman with V* stayed near 0), and an actor trained on start states only
+    never learns to drive a passenger home. Every non-terminal state an action reaches
+    from a decision state is a decision state; the grid's and Blackjack's are their starts."""
+    from lactchain.train.critic_td import random_transitions
+
+    env = make_env("taxi")
+    states = decision_states(env)
+    assert states[:300] == start_states() and len(states) == len(set(states)) == 400
+    assert {s.passenger for s in states[300:]} == {"taxi"}
+    rng = random.Random(0)
+    for s in states:
+        moves = [rng.choice(TAXI_MOVES) for _ in range(8)]
+        _, nxt, done = execute_from(env, s, moves)
+        assert done or nxt in set(states)
+    drawn = random_transitions(env, 2, seed=0)
+    assert len(drawn) == 800 and sum(t.state.passenger == "taxi" for t in drawn) == 200
+    for name in ("grid", "blackjack"):
+        other = make_env(name)
+        assert decision_states(other) == list(other.start_states())
+
+
+def test_the_loop_collects_elites_for_the_riding_passenger_and_searches_with_its_critic(tmp_path):
+    from loop_helpers import run_tiny_loop
+    from lactchain.loop.pipeline import PipelineConfig
+
+    cfg = PipelineConfig(actor="tiny", critic="tiny", env="taxi", iterations=1, samples=2, explore=2,
+                         search_beam=2, td_rounds=1, td_lists_per_state=2, eval_states=4, actor_epochs=1)
+    _, params, _, reg = run_tiny_loop(tmp_path, cfg, "tiny rft on taxi")
+    pairs_run = next(r["id"] for r in reg.list_runs() if r["kind"] == "pairs")
+    metrics = reg.latest_metrics(pairs_run)
+    riding = [p for p in reg.pairs(run_ids=[pairs_run]) if p["state"]["passenger"] == "taxi"]
+    reg.close()
+    assert metrics["elites"] == 400 and params["search_beam"] == 2
+    assert riding and "passenger is in the taxi" in riding[0]["prompt"]
+    assert 0 < metrics["searched"] <= 800  # at most 2 new lists a state
+    # the prefixes the search tried count as env moves: from each of the 400 states, the 6
+    # one-move lists, then 2 x 6 lists of each length 2..8 (never fewer than 2 left open)
+    assert metrics["env_moves"] >= 400 * (6 + 12 * sum(range(2, 9)))
 
 
 class PromptReadingTaxiOracle:

@@ -91,6 +91,10 @@ class ValueLabeler:
     def __init__(self, name: str, values: Any, gamma: float) -> None:
         self.name, self._values, self.gamma = name, values, float(gamma)
 
+    def values(self, states: list[Any]) -> list[float]:
+        """V of `states` (what the search in lactchain.loop.search grows lists toward)."""
+        return list(self._values(states))
+
     def score(self, groups: Sequence[Group]) -> None:
         states = list(dict.fromkeys([g.state for g in groups]
                                     + [n for g in groups for c in g.candidates for _, n, done in c.results()

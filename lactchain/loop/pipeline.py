@@ -42,9 +42,9 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas, resolve_auto
-from lactchain.envs.catalog import env_field, make_env, normalize_env_field
-from lactchain.envs.replay import (deal_seeds, execute_from, stored_state, succeeds_from, success_return_from,
-                                  success_speed_from)
+from lactchain.envs.catalog import env_class, env_field, make_env, normalize_env_field
+from lactchain.envs.replay import (deal_seeds, decision_states, execute_from, stored_state, succeeds_from,
+                                  success_return_from, success_speed_from)
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
 from lactchain.machine import native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
@@ -98,7 +98,7 @@ def unread_settings(loss: str) -> set[str]:
 
 
 # Upper bounds: beyond them a typo would run for days or exhaust memory, never finish.
-_MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "td_lists_per_state": 100_000, "td_rounds": 10_000,
+_MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "search_beam": 256, "td_lists_per_state": 100_000, "td_rounds": 10_000,
          "td_rounds_per_iteration": 10_000, "horizon": 100, "actor_batch_size": 4096, "eval_max_actions": 1000,
          "n_envs": 4096, "states": 100_000, "eval_states": 100_000}
 
@@ -161,6 +161,10 @@ class PipelineConfig(Config):
                          negative="--no-stitch")
     explore: int = _help("Random move lists per start state added as candidates (env steps, no LLM): the labeler "
                          "searches beyond the actor's own samples. 0 = only the actor's lists.", 256)
+    search_beam: int = _help("Beam search over the labeler's values (critic, or the oracle as a diagnostic): the B "
+                             "best move-list prefixes of each length, scored R + gamma V(s'), grow a move at a time "
+                             "and the B best lists join each state's candidates (env steps, no LLM; deterministic "
+                             "envs). 0 = off.", 0)
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
@@ -227,12 +231,16 @@ class PipelineConfig(Config):
                      "eval_max_actions", "n_envs", "deals"):
             if int(getattr(self, name)) < 1:
                 bad(name, f"must be >= 1, got {getattr(self, name)}")
-        for name in ("td_rounds_per_iteration", "explore"):
+        for name in ("td_rounds_per_iteration", "explore", "search_beam"):
             if int(getattr(self, name)) < 0:
                 bad(name, f"must be >= 0, got {getattr(self, name)}")
         for name, most in _MOST.items():
             if isinstance(getattr(self, name), int) and getattr(self, name) > most:
                 bad(name, f"must be <= {most}, got {getattr(self, name)}")
+        if self.search_beam and self.labeler not in ("critic", "oracle"):
+            bad("search_beam", f"searches over a value function: use --labeler critic (or oracle), not {self.labeler}")
+        if self.search_beam and env_class(self.env).stochastic:
+            bad("search_beam", f"needs a deterministic env: on {self.env} a list's outcome depends on the deal")
         if self.samples < 2:  # one list per state leaves nothing to compare (rft's elites included)
             bad("samples", f"must be >= 2 so each start state's lists can be compared, got {self.samples}")
         if self.temperature < 0.7:
@@ -694,7 +702,6 @@ class LoopState:
         """Iteration `it`'s states to collect from and train on: every state the actor acts
         from (the start states, and those an episode only reaches, as Taxi's riding
         passenger: `decision_states`), or a sample drawn per iteration."""
-        from lactchain.envs.replay import decision_states
         from lactchain.loop.evaluate import sample_states
 
         return self.pool if self.pool is not None else sample_states(decision_states(self.env), self.cfg.states,
@@ -711,7 +718,6 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
                on_phase: Callable[[int, str], None] | None, resume: dict[str, Any] | None) -> LoopState:
     """The loop's state at its start, or where a resumed run stopped (its finished phases
     kept, its elites and critic restored)."""
-    from lactchain.envs.replay import decision_states
     from lactchain.prompts import PromptSpec
 
     resume = resume or {}
@@ -859,6 +865,7 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
     stored. Returns (the actor's own transitions, the pairs) -- from the state file when
     this phase finished before a resume."""
     from lactchain.loop.preferences import DrawConfig, PairBatch, add_exploration, draw_groups, pairs_against
+    from lactchain.loop.search import add_search
     from lactchain.train.critic_td import Transition
 
     cfg, env, elites, reg = state.cfg, state.env, state.elites, state.handle.registry
@@ -873,9 +880,11 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
                              on_progress=state.live.states(it, "collect", len(starts)))
         holder["transitions"] = Transition.from_candidates(groups)  # the actor's own, before elites
         explored = add_exploration(groups, env, cfg.explore, seed=cfg.seed * 7919 + it) if cfg.explore else 0
+        labeler = state.labeler(state.generator)
+        searched, search_moves = (add_search(groups, env, labeler.values, cfg.gamma, cfg.search_beam)
+                                  if cfg.search_beam else (0, 0))
         elites.add_to(groups, env)
         stitched = elites.stitch(groups, env) if cfg.stitch else 0
-        labeler = state.labeler(state.generator)
         labeler.score(groups)
         changed = elites.update(groups)
         batch = pairs_against(groups, EliteBuffer.best_of, labeler, cfg.margin, cfg.rejects_per_state, PairBatch())
@@ -884,8 +893,10 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
         holder["pairs"] = batch.pairs
         state.saved["pending"] = {"iteration": it, "pairs_run": h.run_id,
                                   "transitions": _transitions_json(holder["transitions"])}
-        return {**batch.stats(), **_collect_metrics(state, groups), "elites_changed": changed,
-                "stitched": stitched, "explored": explored}
+        metrics = _collect_metrics(state, groups)
+        metrics["env_moves"] += search_moves  # the prefixes it tried, beyond the lists it kept
+        return {**batch.stats(), **metrics, "elites_changed": changed, "stitched": stitched,
+                "explored": explored, "searched": searched}
 
     run_phase(state, it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
                                               "temperature": cfg.temperature, "env": cfg.env,
@@ -905,7 +916,7 @@ def _collect_metrics(state: LoopState, groups: list[Group]) -> dict[str, Any]:
     won = Counter(max(g.candidates, key=lambda c: c.advantage).source for g in groups)
     moves = sum(len(c.moves) * len(g.seeds) for g in groups for c in g.candidates)
     return {"elites": len(elite_rows), "env_moves": moves,
-            **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore")},
+            **{f"best_from_{k}": won.get(k, 0) for k in ("sample", "greedy", "elite", "stitched", "explore", "search")},
             "elites_optimal": optimal / len(elite_rows) if elite_rows else 0.0,
             "greedy_success": sum(c.done and c.reward > 0 for c in greedy) / max(len(greedy), 1),
             "mean_best_score": sum(r["score"] for r in elite_rows) / max(len(elite_rows), 1)}
