@@ -45,10 +45,10 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
 
 
 def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
-    """Inside a phase the pipeline's log and metrics move: collect's start states and the
+    """Inside a phase the pipeline's log and metrics move: collect's states and the
     trainer's steps as log lines, the trainer's loss live on the pipeline run itself."""
     reg, out, stderr = pipeline_run
-    assert "iteration 1 collect: 8/8 start states" in stderr
+    assert "iteration 1 collect: 8/8 states" in stderr
     assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
     live = reg.metric_history(out["run_id"], "live/train-actor/loss")
     assert live and [r["step"] for r in live] == list(range(1, len(live) + 1))

@@ -579,7 +579,7 @@ class PhaseProgress:
             done[0] += n
             self.tick()
             if self._due(done[0] >= total):
-                print(f"iteration {iteration} {phase}: {done[0]}/{total} start states", file=sys.stderr, flush=True)
+                print(f"iteration {iteration} {phase}: {done[0]}/{total} states", file=sys.stderr, flush=True)
         return on_progress
 
 
