@@ -98,9 +98,9 @@ def unread_settings(loss: str) -> set[str]:
 
 
 # Upper bounds: beyond them a typo would run for days or exhaust memory, never finish.
-_MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "search_beam": 256, "td_lists_per_state": 100_000, "td_rounds": 10_000,
-         "td_rounds_per_iteration": 10_000, "horizon": 100, "actor_batch_size": 4096, "eval_max_actions": 1000,
-         "n_envs": 4096, "states": 100_000, "eval_states": 100_000}
+_MOST = {"iterations": 10_000, "samples": 256, "explore": 100_000, "search_beam": 256, "td_lists_per_state": 100_000,
+         "td_rounds": 10_000, "td_rounds_per_iteration": 10_000, "horizon": 100, "actor_batch_size": 4096,
+         "eval_max_actions": 1000, "n_envs": 4096, "states": 100_000, "eval_states": 100_000}
 
 
 def _help(text: str, default: Any, **how: Any) -> Any:
@@ -148,8 +148,8 @@ class PipelineConfig(Config):
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1, short="-i",
                            form="Iterations")
     states: str | int = _help("States per iteration to collect from: 'all' (the start states, and any the env's "
-                                        "episodes only reach, as Taxi's riding passenger) or a number sampled.", "all")
-    samples: int = _help("Move lists sampled per start state.", 4, short="-k")
+                              "episodes only reach, as Taxi's riding passenger) or a number sampled.", "all")
+    samples: int = _help("Move lists sampled per state.", 4, short="-k")
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
     margin: float = _help("Minimum score gap for a pair.", 0.5)
@@ -159,7 +159,7 @@ class PipelineConfig(Config):
     horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
     stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True,
                          negative="--no-stitch")
-    explore: int = _help("Random move lists per start state added as candidates (env steps, no LLM): the labeler "
+    explore: int = _help("Random move lists per state added as candidates (env steps, no LLM): the labeler "
                          "searches beyond the actor's own samples. 0 = only the actor's lists.", 256)
     search_beam: int = _help("Beam search over the labeler's values (critic, or the oracle as a diagnostic): the B "
                              "best move-list prefixes of each length, scored R + gamma V(s'), grow a move at a time "
