@@ -191,8 +191,7 @@ def train_rft(
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
     return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "steps": step, "rows": len(rows),
-            "pairs": len(rows),
-            "train_loss": sum(losses) / len(losses) if losses else None,
+            "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
             "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
             "cancelled": cancelled, "out_of_time": out_of_time, "warnings": []}
