@@ -38,8 +38,9 @@
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
 #   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets)
 #   run(command="bash scripts/gpu_bench.sh learn --env taxi --budget-min 8", timeout_s=560)   # issue 45's
-#       # Taxi target on a GPU (>= 50 % within 10 min on an H100); on the 2-core CPU 98.7 % at 49.5 min
-#       # (2026-11-30, 80 % of it rft: 400 steps an iteration)
+#       # Taxi target on a GPU (>= 50 % within 10 min on an H100); on the 2-core CPU 94-99.7 % at 49 min
+#       # (seeds 0-2, 2026-11-30, 80 % of it rft: 400 steps an iteration), two iterations each; with
+#       # `--search-beam 16 --budget-iterations 1` 92.7-95.3 % after one (29 min on the CPU, seeds 0-2)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu

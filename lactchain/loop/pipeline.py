@@ -164,7 +164,8 @@ class PipelineConfig(Config):
     search_beam: int = _help("Beam search over the labeler's values (critic, or the oracle as a diagnostic): the B "
                              "best move-list prefixes of each length, scored R + gamma V(s'), grow a move at a time "
                              "and the B best lists join each state's candidates (env steps, no LLM; deterministic "
-                             "envs). 0 = off.", 0)
+                             "envs). 0 = off. On Taxi, 16 took 3 seeds to 93-95 % in one iteration (2-19 % "
+                             "without).", 0)
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
     td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
     td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
