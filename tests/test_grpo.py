@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from lactchain.config import ConfigError
 from lactchain.envs.gridworld import GridWorldEnv
 from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
 from lactchain.runs.lifecycle import RunHandle, run_context
@@ -267,3 +268,37 @@ def test_adaptive_entropy_control_raises_the_bonus_while_the_entropy_is_under_it
     assert fixed == [0.5, 0.5] and none == []  # no bonus: TRL adds no term and logs no weight
     bonus, plain = weights[1], weights[2]
     assert max(float((bonus[k] - plain[k]).abs().max()) for k in bonus) > 1e-5
+
+
+def test_a_greedy_member_puts_the_policys_greedy_answer_first_in_every_group(tmp_path):
+    """`--greedy-member`: each start state's group holds the policy's greedy answer (first)
+    and K-1 samples, so a greedy answer the samples beat gets a negative advantage; the
+    step logs how far the greedy answer's reward sits above its group's samples, and the
+    run records the setting. Grouping by state refuses it (one line, before any run)."""
+    actor = Actor.load("tiny")
+    task = _oracle_task(actor, n_states=4)
+    seen: list[tuple[list, list, list]] = []
+    score = task.reward
+
+    def recording(states: list, samples: list) -> list[float]:  # and the policy's greedy answers right then
+        prompts = [r["prompt"] for s in states[::task.generations] for r in task.rows if r["state"] == s]
+        seen.append((states, samples, [s.moves for s in actor.generate(prompts, temperature=0.0, max_new_tokens=48)]))
+        return score(states, samples)
+
+    task = dataclasses.replace(task, reward=recording, greedy_member=True)
+    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=1, seed=0, bf16=False,
+                                grpo={"states_per_step": 4, "group_filter": 1, "greedy_member": True})
+    with Registry(tmp_path / "runs" / "registry.db") as reg:
+        handle = _handle(reg)
+        res = train_grpo(actor, task, settings, handle=handle)
+        gaps = reg.metric_history(handle.run_id, "greedy_reward_gap")
+    states, samples, greedy = seen[0]
+    k = task.generations
+    assert [samples[i * k].moves for i in range(4)] == greedy
+    assert any(s.moves != samples[i * k].moves for i in range(4) for s in samples[i * k + 1:(i + 1) * k])
+    assert res["greedy_member"] is True and len(gaps) == 1
+    rewards = score(states, samples)
+    expected = sum(rewards[i * k] - sum(rewards[i * k + 1:(i + 1) * k]) / (k - 1) for i in range(4)) / 4
+    assert gaps[0]["value"] == pytest.approx(expected)
+    with pytest.raises(ConfigError, match="^greedy-member .*--grouping start$"):
+        PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grouping="state", grpo={"greedy_member": True})

@@ -38,7 +38,8 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          key_params=("loss", "explore", "seed", "deadline"),
                          file_pattern="<loss>-explore<N>-seed<S>.json",
                          ran_before_recorded=(("policy_logprobs", "raw"), ("updates_per_generation", 1),
-                                              ("grpo_reward", "labeler"), ("grammar_spelling", "any")))
+                                              ("grpo_reward", "labeler"), ("grammar_spelling", "any"),
+                                              ("greedy_member", False)))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
                           key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")

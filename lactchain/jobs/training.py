@@ -303,7 +303,8 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
                 for g in groups for c in g.candidates]
 
     rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in states]
-    return GRPOTask(rows, reward, generations=generations, temperature=1.0, seed=config.seed)
+    return GRPOTask(rows, reward, generations=generations, temperature=1.0, seed=config.seed,
+                    greedy_member=config.grpo.greedy_member)
 
 
 def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:

@@ -259,6 +259,8 @@ class PipelineConfig(Config):
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.grpo.greedy_member and self.grouping == "state":
+            bad("greedy_member", "puts the greedy answer in each start state's group: use --grouping start")
         if self.grpo_reward != "labeler" and self.grouping == "state":
             bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action "
                                "earns the env's discounted return)")
@@ -962,7 +964,7 @@ def grpo_task(state: LoopState, it: int) -> Any:
                                execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
                                groups=state.state_groups, max_actions=cfg.eval_max_actions)
     return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
-                    seed=cfg.seed * 7919 + it, episodes=episodes)
+                    seed=cfg.seed * 7919 + it, episodes=episodes, greedy_member=cfg.grpo.greedy_member)
 
 
 def training_rows(state: LoopState, it: int, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:

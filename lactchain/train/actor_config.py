@@ -17,7 +17,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
                   group_filter, tokens_per_pass, policy_logprobs, updates_per_generation,
-                  entropy_coef, entropy_target): TRL's GRPOTrainer on fresh samples
+                  entropy_coef, entropy_target, greedy_member): TRL's GRPOTrainer on fresh samples
                   (lactchain.train.grpo), not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
@@ -66,7 +66,8 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "rft": _ALL,
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta",
                     "scale_rewards", "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter",
-                    "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target"),
+                    "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target",
+                    "greedy_member"),
 }
 
 
@@ -196,6 +197,11 @@ class GRPOSettings(Config):
               "while it is and falling while it is not; in the loop it restarts from --entropy-coef at each "
               "iteration's train-actor (one trainer each). Set it near the entropy of the first steps (the "
               "`entropy` metric). Default: off (a fixed --entropy-coef).", min=0.01, max=20.0)
+    greedy_member: bool = option(
+        False, "grpo only: one member of each start state's group is the policy's greedy answer (the others "
+               "sampled), so a greedy answer the samples beat gets a negative advantage: the greedy decode is "
+               "what the evaluation plays, and it can narrow to one list for every state while the samples "
+               "spread. Groups by start state only.")
 
 
 # Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.

@@ -14,6 +14,11 @@ rewards. Two ways to form a group (TRL's unit: K consecutive samples of one prom
   iterations (lactchain.train.state_groups), and rewarded with the env's discounted
   return from there. The groups trained are visited states.
 
+With `GRPOTask.greedy_member` (start grouping) one member of each group is the
+policy's greedy answer and K-1 are sampled: the evaluation plays the greedy decode,
+and a greedy answer the samples beat is then pushed down directly (in the spirit of
+ReMax's greedy baseline; here it is also trained on).
+
 Either way the rollout can over-sample (`group_filter`) and keep the groups whose
 rewards vary most: a group whose samples all score alike has zero advantage and only
 costs time (DAPO's dynamic sampling, RAGEN's variance filter). TRL turns the rewards
@@ -114,6 +119,7 @@ class GRPOTask:
     constrained: bool = True
     seed: int = 0
     episodes: EpisodeSpec | None = None
+    greedy_member: bool = False  # start grouping: each group's first member is the greedy answer
 
     def check(self) -> None:
         if not self.rows:
@@ -122,6 +128,8 @@ class GRPOTask:
             raise ValueError(f"GRPO needs groups of at least 2 samples per state, got {self.generations}")
         if not self.temperature > 0:
             raise ValueError(f"GRPO samples at temperature > 0 (its groups must differ), got {self.temperature}")
+        if self.greedy_member and self.episodes is not None:
+            raise ValueError("greedy_member applies to groups by start state, not by state")
 
 
 def most_varied(rewards: Sequence[Sequence[float]], n: int) -> list[int]:
@@ -172,6 +180,16 @@ class _Rollouts:
                                    num_samples=k, seed=self.task.seed * 100_003 + self.calls,
                                    max_new_tokens=MAX_COMPLETION_TOKENS)
 
+    def _group_members(self, user_texts: list[str], k: int) -> list[Any]:
+        """K members for each text, grouped per text: K samples, or (greedy_member) the
+        greedy answer first and K-1 samples."""
+        if not self.task.greedy_member:
+            return self._sample(user_texts, k)
+        drawn = self._sample(user_texts, k - 1)
+        greedy = self.actor.generate(user_texts, constrained=self.task.constrained, temperature=0.0,
+                                     max_new_tokens=MAX_COMPLETION_TOKENS)
+        return [s for i, g in enumerate(greedy) for s in (g, *drawn[i * (k - 1):(i + 1) * (k - 1)])]
+
     def rollout(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         k = self.task.generations
         self.batches += 1
@@ -201,7 +219,7 @@ class _Rollouts:
         """K samples from each of the step's start states (and, with a filter, from as
         many more drawn at random), scored by the task; the most varied groups kept."""
         texts = self._step_prompts(unique)
-        samples = self._sample(texts, k)
+        samples = self._group_members(texts, k)
         states = [self.state_of[t] for t in texts for _ in range(k)]
         flat = [float(r) for r in self.task.reward(states, samples)]
         self.scored += len(samples)
@@ -212,6 +230,8 @@ class _Rollouts:
         zero = sum(1 for r in rewards if statistics.pstdev(r) == 0.0)
         self.metrics = {"groups_sampled": float(len(texts)), "zero_std_share_sampled": zero / len(texts),
                         "groups_filtered": float(len(texts) - len(keep))}
+        if self.task.greedy_member:  # > 0: the greedy answer beat its group's samples on average
+            self.metrics["greedy_reward_gap"] = statistics.fmean(r[0] - statistics.fmean(r[1:]) for r in rewards)
         return [texts[i] for i in keep], [groups[i] for i in keep], [rewards[i] for i in keep]
 
     def _by_state(self, unique: list[str], k: int) -> tuple[list[str], list[list[Any]], list[list[float]]]:
@@ -382,6 +402,7 @@ def train_grpo(
             "sequences_per_pass": per_pass, "passes_per_step": passes,
             "grouping": "state" if task.episodes is not None else "start",
             "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
+            "greedy_member": task.greedy_member,
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
             "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,
