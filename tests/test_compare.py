@@ -219,6 +219,17 @@ def test_cells_decoded_with_any_spelling_are_not_carried_into_a_canonical_spelli
     assert _kept_keys(tmp_path, "rft", 16) == ["rft-explore16-seed0"]
 
 
+def test_grpo_cells_from_before_the_greedy_member_are_not_carried_into_a_comparison_with_it(tmp_path):
+    """GRPO cells from before `--greedy-member` record no such setting (their groups were all
+    sampled): a comparison with the greedy member refuses to carry them; one without keeps them."""
+    from lactchain.config import ConfigError
+
+    assert _older_cell_without(tmp_path, "grpo", 0, "greedy_member") is False
+    with pytest.raises((ValueError, ConfigError), match=r"greedy-member False \(this benchmark: True\)"):
+        _kept_keys(tmp_path, "grpo", 0, greedy_member=True)
+    assert _kept_keys(tmp_path, "grpo", 0) == ["grpo-explore0-seed0"]
+
+
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):
     """A --compare (or bench strategy) run resumes cell by cell; a plain bench learn measures
     one budget and is run again."""
