@@ -123,7 +123,6 @@ def test_a_step_split_into_passes_makes_the_same_update_as_one_pass(tmp_path):
 
 
 def test_train_actor_grpo_needs_rollouts_and_grpo_refuses_what_it_does_not_read():
-    from lactchain.config import ConfigError
     from lactchain.train.actor_config import TrainActorJobConfig
 
     with pytest.raises(ConfigError, match="grpo samples from stored states: give --rollouts-from"):
