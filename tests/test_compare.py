@@ -171,12 +171,12 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     assert told.cell_config("kto", 256, 0, told.defaults_ran("kto", finished)).actor_lr == 5e-4
 
 
-def _older_cell_without(folder, loss: str, explore: int, setting: str):
+def _older_cell_without(folder, loss: str, explore: int, setting: str, **params):
     """Write the cell (loss, explore, seed 0) as one made before `setting` was recorded:
-    this comparison's settings for it, less that one (returned)."""
+    this comparison's settings for it (with `params`), less that one (returned)."""
     from lactchain.jobs.loop import BenchLearnConfig
 
-    base = BenchLearnConfig(compare=loss, seeds="0", explore=str(explore))
+    base = BenchLearnConfig.from_params({"compare": loss, "seeds": "0", "explore": str(explore), **params})
     base.check()
     settings = base.cell_settings(loss, explore, 0)
     dropped = settings.pop(setting, None)
@@ -228,6 +228,18 @@ def test_grpo_cells_from_before_the_greedy_member_are_not_carried_into_a_compari
     with pytest.raises((ValueError, ConfigError), match=r"greedy-member False \(this benchmark: True\)"):
         _kept_keys(tmp_path, "grpo", 0, greedy_member=True)
     assert _kept_keys(tmp_path, "grpo", 0) == ["grpo-explore0-seed0"]
+
+
+def test_grpo_cells_from_before_replay_best_are_not_carried_into_a_comparison_with_it(tmp_path):
+    """GRPO cells from before `--replay-best` record no such setting (no list was replayed
+    into their groups): a comparison with the replay refuses to carry them; one without
+    keeps them."""
+    from lactchain.config import ConfigError
+
+    assert _older_cell_without(tmp_path, "grpo", 0, "replay_best", grpo_reward="success") is False
+    with pytest.raises((ValueError, ConfigError), match=r"replay-best False \(this benchmark: True\)"):
+        _kept_keys(tmp_path, "grpo", 0, replay_best=True, grpo_reward="success")
+    assert _kept_keys(tmp_path, "grpo", 0, grpo_reward="success") == ["grpo-explore0-seed0"]
 
 
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):

@@ -21,6 +21,7 @@ from lactchain.loop.pipeline import PipelineConfig, run_pipeline
 from lactchain.prompts import PromptSpec
 from lactchain.runs.registry import Registry
 from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.best_lists import BestLists
 from lactchain.train.grpo import GRPOTask, train_grpo
 from loop_helpers import run_tiny_loop
 
@@ -301,3 +302,92 @@ def test_a_greedy_member_puts_the_policys_greedy_answer_first_in_every_group(tmp
     assert gaps[0]["value"] == pytest.approx(expected)
     with pytest.raises(ConfigError, match="^greedy-member .*--grouping start$"):
         PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grouping="state", grpo={"greedy_member": True})
+
+
+def test_replay_best_puts_each_states_best_list_so_far_first_in_its_group(tmp_path):
+    """`--replay-best`: after a step, each state whose best sample beat its group is
+    remembered with that list, and the next step's group of that state holds it first
+    (K-1 fresh samples after it); the step logs the share of groups with a replayed list,
+    and the run records the setting."""
+    actor = Actor.load("tiny")
+    task = _oracle_task(actor, n_states=4)
+    seen: list[tuple[list, list, list]] = []
+    score = task.reward
+
+    def recording(states: list, samples: list) -> list[float]:
+        rewards = score(states, samples)
+        seen.append((states, samples, rewards))
+        return rewards
+
+    memory = BestLists()
+    task = dataclasses.replace(task, reward=recording, replay=memory)
+    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, seed=0, bf16=False,
+                                grpo={"states_per_step": 4, "group_filter": 1, "replay_best": True})
+    with Registry(tmp_path / "runs" / "registry.db") as reg:
+        handle = _handle(reg)
+        res = train_grpo(actor, task, settings, handle=handle)
+        shares = [m["value"] for m in reg.metric_history(handle.run_id, "replay_share")]
+    k = task.generations
+    states, samples, rewards = seen[0]
+    best: dict = {}  # what step 1 should have taught the memory, by state
+    for i in range(4):
+        r = rewards[i * k:(i + 1) * k]
+        top = max(range(k), key=lambda j: r[j])
+        if r[top] > sum(r) / k:
+            best[json.dumps(states[i * k].as_dict(), sort_keys=True)] = samples[i * k + top].moves
+    assert best, "no group of the first step had a best list above its mean"
+    states2, samples2, _ = seen[1]
+    replayed = 0
+    for i in range(4):
+        key = json.dumps(states2[i * k].as_dict(), sort_keys=True)
+        if key in best:
+            assert samples2[i * k].moves == best[key]
+            replayed += 1
+    assert replayed == len(best)  # every step holds all 4 states
+    assert shares == [0.0, replayed / 4] and res["replay_best"] is True and len(memory) >= len(best)
+
+
+def test_best_lists_keep_a_list_that_beat_its_group_until_a_higher_reward_replaces_it():
+    """The memory's rules: a group's best list is kept only if it beat the group's mean;
+    it is replaced only by a strictly higher reward; a replayed list takes its new score."""
+    memory = BestLists()
+    memory.update("s", ["a", "b", "c"], [1.0, 1.0, 1.0], replayed=False)  # no list beat its group
+    assert memory.get("s") is None
+    memory.update("s", ["a", "b", "c"], [0.0, 0.5, 0.0], replayed=False)
+    assert (memory.get("s"), memory.reward("s")) == ("b", 0.5)
+    members, replayed = memory.members(["s", "t"], ["x1", "x2", "x3", "y1", "y2", "y3"], 3)
+    assert members == ["b", "x1", "x2", "y1", "y2", "y3"] and replayed == [True, False]
+    memory.update("s", ["b", "x1", "x2"], [0.5, 0.5, 0.0], replayed=True)  # a tie keeps the incumbent
+    assert memory.get("s") == "b"
+    memory.update("s", ["b", "x1", "x2"], [0.25, 0.0, 0.0], replayed=True)  # re-scored lower: the new score holds
+    assert memory.reward("s") == 0.25
+    memory.update("s", ["b", "x1", "x2"], [0.25, 0.0, 1.0], replayed=True)
+    assert (memory.get("s"), memory.reward("s"), len(memory)) == ("x2", 1.0, 1)
+
+
+def test_the_loops_replay_memory_spans_its_iterations(tmp_path):
+    """In the loop (`pipeline --loss grpo --grpo-reward success --replay-best`) the memory
+    of each state's best win is one for the run: the second iteration's GRPO starts with
+    what the first remembered, and replays it from its first step."""
+    cfg = PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grpo_reward="success", grpo={"replay_best": True},
+                         iterations=2, states=8, eval_states=4, explore=0, actor_epochs=2, baseline=False, seed=0)
+    with Registry(tmp_path / "registry.db") as reg:
+        with run_context(reg, "pipeline", name="tiny grpo replay", params=cfg.params(), quiet=True) as handle:
+            out = run_pipeline(handle, cfg)
+        first, second = sorted(reg.list_runs(kind="actor", parent_id=handle.run_id), key=lambda r: r["created_ms"])
+        remembered = [m["value"] for m in reg.metric_history(first["id"], "replay_states")]
+        carried = reg.metric_history(second["id"], "replay_states")[0]["value"]
+        replayed = reg.metric_history(second["id"], "replay_share")[0]["value"]
+    assert remembered[-1] > 0 and carried >= remembered[-1] and replayed > 0
+    trains = [p for p in out["phases"] if p["phase"] == "train-actor"]
+    assert len(trains) == 2 and all(p["replay_best"] is True for p in trains)
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(grouping="state", grpo={"replay_best": True}), "^replay-best .*--grouping start$"),
+    (dict(grpo={"replay_best": True}), "^replay-best .*--grpo-reward success"),
+    (dict(grpo_reward="success", grpo={"replay_best": True, "greedy_member": True}), "^replay-best .*choose one$"),
+])
+def test_replay_best_refuses_what_it_cannot_replay_in_one_line(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        PipelineConfig(actor="tiny", critic="tiny", loss="grpo", **settings)

@@ -278,6 +278,7 @@ def rollouts_world(registry: Any, run_ids: list[str]) -> dict[str, Any]:
 def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: Any) -> Any:
     """GRPO's task from stored runs: every distinct state their steps visited, its prompt
     (the built-in strategy), and each sampled list's reward (`--grpo-reward`)."""
+    from lactchain.train.best_lists import BestLists
     from lactchain.train.grpo import GRPOTask
 
     world = rollouts_world(registry, config.rollouts_from)
@@ -304,7 +305,7 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
 
     rows = [{"prompt": prompt.render(env.describe(s)), "state": s} for s in states]
     return GRPOTask(rows, reward, generations=generations, temperature=1.0, seed=config.seed,
-                    greedy_member=config.grpo.greedy_member)
+                    greedy_member=config.grpo.greedy_member, replay=BestLists() if config.grpo.replay_best else None)
 
 
 def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:

@@ -261,6 +261,13 @@ class PipelineConfig(Config):
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
         if self.grpo.greedy_member and self.grouping == "state":
             bad("greedy_member", "puts the greedy answer in each start state's group: use --grouping start")
+        if self.grpo.replay_best and self.grouping == "state":
+            bad("replay_best", "replays each start state's best list into its group: use --grouping start")
+        if self.grpo.replay_best and self.grpo.greedy_member:
+            bad("replay_best", "and --greedy-member each take a group's first member: choose one")
+        if self.grpo.replay_best and self.grpo_reward == "labeler" and self.loss == "grpo":
+            bad("replay_best", "keeps each state's best-rewarded list, and the labeler's advantages are relative "
+                               "to each group: add --grpo-reward success (or success-return, success-speed)")
         if self.grpo_reward != "labeler" and self.grouping == "state":
             bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action "
                                "earns the env's discounted return)")
@@ -667,6 +674,7 @@ class LoopState:
     pool: list[Any] | None = None  # every decision state, listed once when each iteration takes them all
     critic: dict[str, Any] = field(default_factory=dict)  # critic, optimizer, transitions, env_moves
     state_groups: Any = None  # grouping by state: the actions seen from each state, across iterations
+    best_lists: Any = None  # --replay-best: each start state's best list so far, across iterations
     evaluate_s: float = 0.0  # the longest evaluation: what a budgeted trainer leaves time for
 
     @property
@@ -930,6 +938,7 @@ def grpo_task(state: LoopState, it: int) -> Any:
     scored by the labeler, which sees each state's K samples as one group (or, with
     an env `grpo_reward`, by each list's win); grouped by state, K multi-action
     episodes rewarded with the env's discounted return instead."""
+    from lactchain.train.best_lists import BestLists
     from lactchain.train.grpo import EpisodeSpec, GRPOTask
     from lactchain.train.state_groups import StateGroups
 
@@ -963,8 +972,11 @@ def grpo_task(state: LoopState, it: int) -> Any:
         episodes = EpisodeSpec(render=lambda s: prompt.render(env.describe(s)),
                                execute=lambda s, moves: execute_from(env, s, moves, seeds[0]),
                                groups=state.state_groups, max_actions=cfg.eval_max_actions)
+    if cfg.grpo.replay_best and state.best_lists is None:  # one memory for the whole run
+        state.best_lists = BestLists()
     return GRPOTask(rows, reward, generations=k, temperature=cfg.temperature, constrained=cfg.constrained,
-                    seed=cfg.seed * 7919 + it, episodes=episodes, greedy_member=cfg.grpo.greedy_member)
+                    seed=cfg.seed * 7919 + it, episodes=episodes, greedy_member=cfg.grpo.greedy_member,
+                    replay=state.best_lists)
 
 
 def training_rows(state: LoopState, it: int, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:

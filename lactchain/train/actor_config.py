@@ -17,7 +17,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
     grpo          bf16, save_steps, save_total_limit, logging_steps, and the `grpo` part
                   (kl_beta, scale_rewards, states_per_step, grpo_loss_type, epsilon_high,
                   group_filter, tokens_per_pass, policy_logprobs, updates_per_generation,
-                  entropy_coef, entropy_target, greedy_member): TRL's GRPOTrainer on fresh samples
+                  entropy_coef, entropy_target, greedy_member, replay_best): TRL's GRPOTrainer on fresh samples
                   (lactchain.train.grpo), not on pairs
 
 `rft` is supervised (best-of-K targets, lactchain.train.rft): a non-default value of
@@ -67,7 +67,7 @@ LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta",
                     "scale_rewards", "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter",
                     "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target",
-                    "greedy_member"),
+                    "greedy_member", "replay_best"),
 }
 
 
@@ -202,6 +202,13 @@ class GRPOSettings(Config):
                "sampled), so a greedy answer the samples beat gets a negative advantage: the greedy decode is "
                "what the evaluation plays, and it can narrow to one list for every state while the samples "
                "spread. Groups by start state only.")
+    replay_best: bool = option(
+        False, "grpo only: one member of each start state's group is the best list sampled from that state so "
+               "far (one that beat its group; replaced only by a higher reward), the others sampled: experience "
+               "replay as in ExGRPO / RePO, so a list that wins from every state (a sweep) scores below a "
+               "shorter win once one was drawn there, where groups of fresh samples alone tie. In the loop the "
+               "memory spans the run (a resume starts it empty) and needs an env --grpo-reward. Groups by start "
+               "state only; not with --greedy-member.")
 
 
 # Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.
@@ -302,6 +309,8 @@ class TrainActorConfig(Config):
                 self.refuse(name, "must be above 0")
         # a subclass's own fields (the job's) are its to check
         refuse_unread(self, self.loss, flat_names(TrainActorConfig))
+        if self.grpo.replay_best and self.grpo.greedy_member:
+            self.refuse("replay_best", "and --greedy-member each take a group's first member: choose one")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
         if "rpo_alpha" in LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:

@@ -17,7 +17,11 @@ rewards. Two ways to form a group (TRL's unit: K consecutive samples of one prom
 With `GRPOTask.greedy_member` (start grouping) one member of each group is the
 policy's greedy answer and K-1 are sampled: the evaluation plays the greedy decode,
 and a greedy answer the samples beat is then pushed down directly (in the spirit of
-ReMax's greedy baseline; here it is also trained on).
+ReMax's greedy baseline; here it is also trained on). With `GRPOTask.replay` (start
+grouping) one member of each group is the best list sampled from that state so far,
+where one beat its group (lactchain.train.best_lists: experience replay in the manner
+of ExGRPO / RePO), so a list that wins from everywhere no longer ties with itself in
+a state where a better one was once drawn.
 
 Either way the rollout can over-sample (`group_filter`) and keep the groups whose
 rewards vary most: a group whose samples all score alike has zero advantage and only
@@ -60,6 +64,7 @@ from lactchain.train.actor import (
     run_trainer,
     save_adapter,
 )
+from lactchain.train.best_lists import BestLists
 from lactchain.train.constrained_policy import ConstrainedScoring
 from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora
@@ -120,6 +125,7 @@ class GRPOTask:
     seed: int = 0
     episodes: EpisodeSpec | None = None
     greedy_member: bool = False  # start grouping: each group's first member is the greedy answer
+    replay: BestLists | None = None  # start grouping: each group's first member its state's best list so far
 
     def check(self) -> None:
         if not self.rows:
@@ -128,8 +134,10 @@ class GRPOTask:
             raise ValueError(f"GRPO needs groups of at least 2 samples per state, got {self.generations}")
         if not self.temperature > 0:
             raise ValueError(f"GRPO samples at temperature > 0 (its groups must differ), got {self.temperature}")
-        if self.greedy_member and self.episodes is not None:
-            raise ValueError("greedy_member applies to groups by start state, not by state")
+        if (self.greedy_member or self.replay is not None) and self.episodes is not None:
+            raise ValueError("greedy_member and replay apply to groups by start state, not by state")
+        if self.greedy_member and self.replay is not None:
+            raise ValueError("greedy_member and replay each take a group's first member: choose one")
 
 
 def most_varied(rewards: Sequence[Sequence[float]], n: int) -> list[int]:
@@ -172,6 +180,7 @@ class _Rollouts:
         self.batches = 0  # generated batches (TRL calls the rollout once per `updates_per_generation` steps)
         self.scored = 0
         self.env_moves = 0
+        self.replayed: list[bool] = []  # replay: which of the last sampled groups hold a remembered list
         self.metrics: dict[str, float] = {}
 
     def _sample(self, user_texts: list[str], k: int) -> list[Any]:
@@ -182,7 +191,11 @@ class _Rollouts:
 
     def _group_members(self, user_texts: list[str], k: int) -> list[Any]:
         """K members for each text, grouped per text: K samples, or (greedy_member) the
-        greedy answer first and K-1 samples."""
+        greedy answer first and K-1 samples, or (replay) the state's best list so far
+        first, where it has one, and K-1 samples."""
+        if self.task.replay is not None:
+            members, self.replayed = self.task.replay.members(user_texts, self._sample(user_texts, k), k)
+            return members
         if not self.task.greedy_member:
             return self._sample(user_texts, k)
         drawn = self._sample(user_texts, k - 1)
@@ -232,7 +245,20 @@ class _Rollouts:
                         "groups_filtered": float(len(texts) - len(keep))}
         if self.task.greedy_member:  # > 0: the greedy answer beat its group's samples on average
             self.metrics["greedy_reward_gap"] = statistics.fmean(r[0] - statistics.fmean(r[1:]) for r in rewards)
+        if self.task.replay is not None:
+            self.metrics.update(self._replay_step(texts, groups, rewards))
         return [texts[i] for i in keep], [groups[i] for i in keep], [rewards[i] for i in keep]
+
+    def _replay_step(self, texts: list[str], groups: list[list[Any]], rewards: list[list[float]]) -> dict[str, float]:
+        """The memory learns from every sampled group; the step's replay metrics: the share of
+        groups holding a remembered list, how far its reward sits above its group's samples
+        (mean over those groups) and the states remembered."""
+        memory, replayed = self.task.replay, self.replayed
+        gaps = [r[0] - statistics.fmean(r[1:]) for r, was in zip(rewards, replayed) if was]
+        for text, group, r, was in zip(texts, groups, rewards, replayed):
+            memory.update(text, group, r, was)
+        return {"replay_share": sum(replayed) / len(replayed),
+                "replay_reward_gap": statistics.fmean(gaps) if gaps else 0.0, "replay_states": float(len(memory))}
 
     def _by_state(self, unique: list[str], k: int) -> tuple[list[str], list[list[Any]], list[list[float]]]:
         """K episodes from each of the step's start states (and more with a filter), every
@@ -402,7 +428,7 @@ def train_grpo(
             "sequences_per_pass": per_pass, "passes_per_step": passes,
             "grouping": "state" if task.episodes is not None else "start",
             "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
-            "greedy_member": task.greedy_member,
+            "greedy_member": task.greedy_member, "replay_best": task.replay is not None,
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
             "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,
