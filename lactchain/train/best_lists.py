@@ -7,7 +7,10 @@ and nothing says a shorter win was once sampled from that state. Experience-repl
 variants of GRPO (ExGRPO, RePO, 2025) put earlier good samples back into the groups;
 here each state's best-rewarded list so far takes one of its group's K places, so a
 sweep sampled where a direct win is remembered scores below it (and the remembered win
-above the sweep), while the group's other K-1 members stay fresh samples.
+above the sweep), while the group's other K-1 members stay fresh samples. The
+replayed list is re-executed (its reward is today's) and trained on as if drawn now:
+TRL scores it under the current policy, with no importance weight for the older policy
+that drew it (as the replay variants above do for on-policy steps).
 
 A list is remembered only where it beat its own group's mean (it earned a positive
 advantage when drawn), and replaces the state's list only with a strictly higher
@@ -49,8 +52,9 @@ class BestLists:
 
     def members(self, texts: Sequence[str], drawn: Sequence[Any], k: int) -> tuple[list[Any], list[bool]]:
         """Each text's K group members from `drawn` (K per text, grouped per text): its
-        remembered list first, in place of the last drawn one, where it has one. Also
-        says which groups hold a replayed list."""
+        remembered list first, in place of the last drawn one (drawn with the others in one
+        generate call, then left out), where it has one. Also says which groups hold a
+        replayed list."""
         members: list[Any] = []
         replayed: list[bool] = []
         for i, text in enumerate(texts):
