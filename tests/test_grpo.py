@@ -53,6 +53,17 @@ def _handle(reg: Registry) -> RunHandle:
     return RunHandle(reg, run_id, reg.run_dir(run_id))
 
 
+def _train_four_states(tmp_path, actor: Actor, task: GRPOTask, steps: int, metric: str, **grpo) -> tuple[dict, list]:
+    """`steps` GRPO steps on the task's 4 states (all of them each step, no filter) with
+    `grpo` settings: the result and the run's per-step values of `metric`."""
+    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=steps, seed=0, bf16=False,
+                                grpo={"states_per_step": 4, "group_filter": 1, **grpo})
+    with Registry(tmp_path / "runs" / "registry.db") as reg:
+        handle = _handle(reg)
+        res = train_grpo(actor, task, settings, handle=handle)
+        return res, [m["value"] for m in reg.metric_history(handle.run_id, metric)]
+
+
 def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_after_a_kill(tmp_path):
     """Each step samples K constrained lists per state with the policy being trained,
     scores them, and logs the reward; SIGTERM (the cancelled flag) checkpoints and
@@ -286,12 +297,7 @@ def test_a_greedy_member_puts_the_policys_greedy_answer_first_in_every_group(tmp
         return score(states, samples)
 
     task = dataclasses.replace(task, reward=recording, greedy_member=True)
-    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=1, seed=0, bf16=False,
-                                grpo={"states_per_step": 4, "group_filter": 1, "greedy_member": True})
-    with Registry(tmp_path / "runs" / "registry.db") as reg:
-        handle = _handle(reg)
-        res = train_grpo(actor, task, settings, handle=handle)
-        gaps = reg.metric_history(handle.run_id, "greedy_reward_gap")
+    res, gaps = _train_four_states(tmp_path, actor, task, 1, "greedy_reward_gap", greedy_member=True)
     states, samples, greedy = seen[0]
     k = task.generations
     assert [samples[i * k].moves for i in range(4)] == greedy
@@ -299,7 +305,7 @@ def test_a_greedy_member_puts_the_policys_greedy_answer_first_in_every_group(tmp
     assert res["greedy_member"] is True and len(gaps) == 1
     rewards = score(states, samples)
     expected = sum(rewards[i * k] - sum(rewards[i * k + 1:(i + 1) * k]) / (k - 1) for i in range(4)) / 4
-    assert gaps[0]["value"] == pytest.approx(expected)
+    assert gaps[0] == pytest.approx(expected)
     with pytest.raises(ConfigError, match="^greedy-member .*--grouping start$"):
         PipelineConfig(actor="tiny", critic="tiny", loss="grpo", grouping="state", grpo={"greedy_member": True})
 
@@ -321,12 +327,7 @@ def test_replay_best_puts_each_states_best_list_so_far_first_in_its_group(tmp_pa
 
     memory = BestLists()
     task = dataclasses.replace(task, reward=recording, replay=memory)
-    settings = TrainActorConfig(loss="grpo", lr=1e-3, max_steps=2, seed=0, bf16=False,
-                                grpo={"states_per_step": 4, "group_filter": 1, "replay_best": True})
-    with Registry(tmp_path / "runs" / "registry.db") as reg:
-        handle = _handle(reg)
-        res = train_grpo(actor, task, settings, handle=handle)
-        shares = [m["value"] for m in reg.metric_history(handle.run_id, "replay_share")]
+    res, shares = _train_four_states(tmp_path, actor, task, 2, "replay_share", replay_best=True)
     k = task.generations
     states, samples, rewards = seen[0]
     best: dict = {}  # what step 1 should have taught the memory, by state

@@ -263,8 +263,6 @@ class PipelineConfig(Config):
             bad("greedy_member", "puts the greedy answer in each start state's group: use --grouping start")
         if self.grpo.replay_best and self.grouping == "state":
             bad("replay_best", "replays each start state's best list into its group: use --grouping start")
-        if self.grpo.replay_best and self.grpo.greedy_member:
-            bad("replay_best", "and --greedy-member each take a group's first member: choose one")
         if self.grpo.replay_best and self.grpo_reward == "labeler" and self.loss == "grpo":
             bad("replay_best", "keeps each state's best-rewarded list, and the labeler's advantages are relative "
                                "to each group: add --grpo-reward success (or success-return, success-speed)")

@@ -210,6 +210,10 @@ class GRPOSettings(Config):
                "memory spans the run (a resume starts it empty) and needs an env --grpo-reward. Groups by start "
                "state only; not with --greedy-member.")
 
+    def check(self) -> None:
+        if self.replay_best and self.greedy_member:  # here, so the loop and train-actor refuse it alike
+            raise ConfigError("replay-best and --greedy-member each take a group's first member: choose one")
+
 
 # Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.
 _OFF_WHEN_UNREAD = ("cpo_alpha", "rpo_alpha")
@@ -309,8 +313,6 @@ class TrainActorConfig(Config):
                 self.refuse(name, "must be above 0")
         # a subclass's own fields (the job's) are its to check
         refuse_unread(self, self.loss, flat_names(TrainActorConfig))
-        if self.grpo.replay_best and self.grpo.greedy_member:
-            self.refuse("replay_best", "and --greedy-member each take a group's first member: choose one")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
         if "rpo_alpha" in LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
