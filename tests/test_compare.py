@@ -142,7 +142,7 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     stopped half-way: their unfinished KTO cells run as the finished ones did, whatever
     today's defaults; a setting the comparison gives itself is never replaced."""
     from lactchain.jobs.loop import BenchLearnConfig
-    from lactchain.loop.pipeline import LOOP_LR, LOOP_RPO_ALPHA
+    from lactchain.loop.pipeline import LOOP_GRPO_RECIPE, LOOP_LR, LOOP_RPO_ALPHA
 
     config = BenchLearnConfig(compare="kto,grpo", seeds="0,1", explore="256")
     config.check()
@@ -163,7 +163,7 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     pinned = config.defaults_ran("grpo", [{"loss": "grpo", "explore": 256, "seed": 0, "settings": old_grpo}])
     assert pinned["policy_logprobs"] == "raw"
     assert config.cell_config("grpo", 256, 1, pinned).grpo.policy_logprobs == "raw"
-    assert config.cell_config("grpo", 256, 1, {}).grpo.policy_logprobs == "raw"
+    assert config.cell_config("grpo", 256, 1, {}).grpo.policy_logprobs == LOOP_GRPO_RECIPE["policy_logprobs"]
 
     told = BenchLearnConfig.from_params({"compare": "kto", "actor_lr": 5e-4, "rpo_alpha": 0.5})
     told.check()
@@ -198,13 +198,14 @@ def _kept_keys(folder, loss: str, explore: int, **params) -> list[str]:
 
 def test_a_grpo_cell_that_records_no_policy_logprobs_is_not_carried_into_a_constrained_comparison(tmp_path):
     """An older GRPO cell scored its samples raw and did not say so: a comparison asking for
-    the constrained scoring refuses to carry it, one at the default (raw) keeps it."""
+    the constrained scoring (the loop recipe's default) refuses to carry it, one asking for
+    raw keeps it."""
     from lactchain.config import ConfigError
 
     _older_cell_without(tmp_path, "grpo", 256, "policy_logprobs")
     with pytest.raises((ValueError, ConfigError), match=r"policy-logprobs 'raw' \(this benchmark: 'constrained'\)"):
-        _kept_keys(tmp_path, "grpo", 256, policy_logprobs="constrained")
-    assert _kept_keys(tmp_path, "grpo", 256) == ["grpo-explore256-seed0"]
+        _kept_keys(tmp_path, "grpo", 256)
+    assert _kept_keys(tmp_path, "grpo", 256, policy_logprobs="raw") == ["grpo-explore256-seed0"]
 
 
 def test_cells_decoded_with_any_spelling_are_not_carried_into_a_canonical_spelling_comparison(tmp_path):
@@ -236,10 +237,10 @@ def test_grpo_cells_from_before_replay_best_are_not_carried_into_a_comparison_wi
     keeps them."""
     from lactchain.config import ConfigError
 
-    assert _older_cell_without(tmp_path, "grpo", 0, "replay_best", grpo_reward="success") is False
+    assert _older_cell_without(tmp_path, "grpo", 0, "replay_best", grpo_reward="success", replay_best=False) is False
     with pytest.raises((ValueError, ConfigError), match=r"replay-best False \(this benchmark: True\)"):
-        _kept_keys(tmp_path, "grpo", 0, replay_best=True, grpo_reward="success")
-    assert _kept_keys(tmp_path, "grpo", 0, grpo_reward="success") == ["grpo-explore0-seed0"]
+        _kept_keys(tmp_path, "grpo", 0, grpo_reward="success")  # the loop's GRPO recipe replays
+    assert _kept_keys(tmp_path, "grpo", 0, grpo_reward="success", replay_best=False) == ["grpo-explore0-seed0"]
 
 
 def test_runs_resume_takes_a_stopped_comparison_or_strategy_bench_but_not_a_plain_benchmark(tmp_path):

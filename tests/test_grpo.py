@@ -173,7 +173,8 @@ def test_the_loop_with_simpo_raises_the_tiny_actors_success_with_the_critic(tmp_
 def test_the_loops_kl_beta_reaches_grpo_and_is_recorded(tmp_path):
     """`pipeline --loss grpo --kl-beta 0.04` (the labelled GRPO variant of the method
     comparison): the trainer gets TRL's beta, and the loop and its phase record it."""
-    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss="grpo", grpo={"kl_beta": 0.04}, iterations=1,
+    cfg = PipelineConfig(actor="tiny", critic="tiny", labeler="critic", loss="grpo", grpo_reward="labeler",
+                         grpo={"kl_beta": 0.04}, iterations=1,
                          states=4, eval_states=4, td_lists_per_state=8, explore=4, td_rounds=1, actor_epochs=1,
                          baseline=False)
     with Registry(tmp_path / "registry.db") as reg:
@@ -386,7 +387,7 @@ def test_the_loops_replay_memory_spans_its_iterations(tmp_path):
 
 @pytest.mark.parametrize("settings, message", [
     (dict(grouping="state", grpo={"replay_best": True}), "^replay-best .*--grouping start$"),
-    (dict(grpo={"replay_best": True}), "^replay-best .*--grpo-reward success"),
+    (dict(grpo_reward="labeler", grpo={"replay_best": True}), "^replay-best .*--grpo-reward success"),
     (dict(grpo_reward="success", grpo={"replay_best": True, "greedy_member": True}), "^replay-best .*choose one$"),
 ])
 def test_replay_best_refuses_what_it_cannot_replay_in_one_line(settings, message):

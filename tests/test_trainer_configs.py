@@ -10,7 +10,7 @@ import pytest
 from lactchain.config import ConfigError, default_of, flag_of, flat_fields
 from lactchain.archive.dt.train_config import DTTrainConfig
 from lactchain.loop.preferences import CollectConfig, DrawConfig
-from lactchain.train.actor_config import LOSS_SETTINGS, LOSSES, TrainActorConfig, TrainActorJobConfig
+from lactchain.train.actor_config import GRPO_PLAIN, LOSS_SETTINGS, LOSSES, TrainActorConfig, TrainActorJobConfig
 from lactchain.train.critic_config import TrainCriticConfig
 
 
@@ -29,10 +29,10 @@ TRAIN_ACTOR = {
     "kl_beta": ("--kl-beta", 0.0), "scale_rewards": ("--scale-rewards", "group"),
     "states_per_step": ("--states-per-step", 8), "grpo_loss_type": ("--grpo-loss-type", "dapo"),
     "epsilon_high": ("--epsilon-high", 0.28), "group_filter": ("--group-filter", 2),
-    "tokens_per_pass": ("--tokens-per-pass", None), "policy_logprobs": ("--policy-logprobs", "raw"),
-    "updates_per_generation": ("--updates-per-generation", 1), "entropy_coef": ("--entropy-coef", 0.0),
+    "tokens_per_pass": ("--tokens-per-pass", None), "policy_logprobs": ("--policy-logprobs", None),
+    "updates_per_generation": ("--updates-per-generation", 1), "entropy_coef": ("--entropy-coef", None),
     "entropy_target": ("--entropy-target", None), "greedy_member": ("--greedy-member", False),
-    "replay_best": ("--replay-best", False),
+    "replay_best": ("--replay-best", None),
     "lora_r": ("--lora-r", 8), "lora_alpha": ("--lora-alpha", 16), "save_steps": ("--save-steps", 25),
     "resume": ("--resume-from", None), "seed": ("--seed", 0),
     "rollouts_from": ("--rollouts-from", []), "grpo_reward": ("--grpo-reward", "return"),
@@ -77,8 +77,8 @@ def test_train_actor_params_are_the_commands_params():
                     lora_alpha=8, save_steps=10, resume=None, seed=3, rollouts_from=[], grpo_reward="return",
                     processes=1, rpo_alpha=0.0, dpo_loss="sigmoid", kto_balance=True, kl_beta=0.0,
                     scale_rewards="group", states_per_step=8, grpo_loss_type="dapo", epsilon_high=0.28,
-                    group_filter=2, tokens_per_pass=None, policy_logprobs="raw", updates_per_generation=1,
-                    entropy_coef=0.0, entropy_target=None, greedy_member=False, replay_best=False)
+                    group_filter=2, tokens_per_pass=None, policy_logprobs=None, updates_per_generation=1,
+                    entropy_coef=None, entropy_target=None, greedy_member=False, replay_best=None)
     config = TrainActorJobConfig.from_params(recorded)
     params = config.to_params()
     assert {k: params[k] for k in recorded} == recorded
@@ -91,6 +91,8 @@ def test_train_actor_params_are_the_commands_params():
     before_entropy = {k: v for k, v in recorded.items()  # runs of 2026-11-29 and before
                       if not k.startswith("entropy_") and k not in ("greedy_member", "replay_best")}
     assert TrainActorJobConfig.from_params(before_entropy) == config
+    # runs of 2026-11-30 and before wrote GRPO's "off" for a loss that does not read it
+    assert TrainActorJobConfig.from_params({**recorded, **GRPO_PLAIN}) == config
     assert isinstance(config.trainer(), TrainActorConfig) and not isinstance(config.trainer(), TrainActorJobConfig)
 
 

@@ -52,6 +52,7 @@ from lactchain.loop.labelers import (
     LABELERS, Candidate, Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy, sampled_groups,
 )
 from lactchain.train.actor_config import (
+    GRPO_PLAIN,
     LOSS_SETTINGS,
     GRPOSettings,
     PreferenceSettings,
@@ -72,7 +73,10 @@ SIMPO_LOOP_CPO_ALPHA = 1.0
 # at iteration 2 (0.55); dpo (with its NLL term) 1e-4 gained +0.20 only, 3e-4 collapsed (0.95), 1e-3 +0.52.
 # kto: 1e-3 with its NLL term on the desirable rows; at 1e-4, with or without the term, it collapsed on the
 # default actor (top share 0.72-0.88, docs/results.md "Learning from the actor's own samples").
-LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-3, "kto": 1e-3, "grpo": 1e-4}
+# grpo: 1e-3 in its recipe below (at 1e-4 the same recipe moved SmolLM2 from 8 % to 20 % in 45 min);
+# 1e-4 rewarded by the labeler or grouped by state (LOOP_LR_GRPO_PLAIN), where 1e-3 collapsed.
+LOOP_LR = {"rft": 1e-3, "simpo": 1e-3, "dpo": 1e-3, "kto": 1e-3, "grpo": 1e-3}
+LOOP_LR_GRPO_PLAIN = 1e-4
 # The NLL weight on chosen (DPO: RPO) or on the desirable rows (KTO) unless told, as CPO-SimPO's cpo_alpha.
 LOOP_RPO_ALPHA = 1.0
 # KTO runs recorded before LOOP_RPO_ALPHA reached KTO hold rpo_alpha unset: they ran without the term.
@@ -81,6 +85,14 @@ GROUPINGS = ("start", "state")
 # What one list earns under each env reward of GRPO: read from one action's replay, no critic.
 WIN_REWARDS = {"success": succeeds_from, "success-return": success_return_from, "success-speed": success_speed_from}
 GRPO_REWARDS = ("labeler", *WIN_REWARDS)
+# The loop's GRPO, grouped by start state with an env reward, unless told otherwise: each list paid its
+# win's speed, adaptive entropy control on the grammar-masked policy, each state's best list replayed
+# into its group (lr LOOP_LR["grpo"]). From SmolLM2's own samples alone (explore 0) it reached 100 %
+# of the 60 grid states on 3 seeds in 33-35 min, its answers depending on the state (docs/results.md,
+# "GRPO on SmolLM2's own samples, every recipe at a glance"). Grouped by state or rewarded by the
+# labeler, GRPO keeps the plain settings (GRPO_PLAIN, lr LOOP_LR_GRPO_PLAIN).
+LOOP_GRPO_REWARD = "success-speed"
+LOOP_GRPO_RECIPE = {"entropy_coef": 0.01, "entropy_target": 0.3, "policy_logprobs": "constrained", "replay_best": True}
 # The loop's per-loss settings: the trainer's parts (beta, simpo_gamma, cpo_alpha, rpo_alpha, dpo_loss,
 # kto_balance, kl_beta, ..., tokens_per_pass) and the loop's own `grouping` and `grpo_reward`; which loss
 # reads which (a comparison's other cells leave them at their defaults).
@@ -173,14 +185,15 @@ class PipelineConfig(Config):
     actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs for simpo/dpo/kto, "
                                 "the start states for grpo).", 8.0)
     actor_lr: float | None = _help("Actor learning rate (LoRA). Default per loss (LOOP_LR, from the measured sweep "
-                                   "in docs/results/loss-defaults): rft, simpo and dpo 1e-3, kto and grpo 1e-4.", None)
+                                   "in docs/results/loss-defaults and SmolLM2's runs in docs/results.md): "
+                                   + ", ".join(f"{loss} {lr:g}" for loss, lr in LOOP_LR.items()) + ".", None)
     actor_batch_size: int = _help("Actor batch size.", 8)
     grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
                           "by the labeler. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
                           "actions from each start state; every action joins the group of the state it was taken "
                           "from (across episodes and iterations), rewarded with the env's discounted return from "
                           "there.", "start", choices=GROUPINGS)
-    grpo_reward: str = _help("GRPO only, grouped by start: what a sampled list earns. labeler: the labeler's "
+    grpo_reward: str | None = _help("GRPO only, grouped by start: what a sampled list earns. labeler: the labeler's "
                              "advantage (--labeler). success: 1 if the list ends the episode in the env's own "
                              "success (goal reached, passenger delivered), else 0 -- a verifiable reward as in "
                              "RLVR: no critic is fitted, and a group without a success is flat (no advantage). "
@@ -188,8 +201,10 @@ class PipelineConfig(Config):
                              "its move costs: a win first, the shorter win preferred), 0 for one that does not. "
                              "success-speed: a win earns the share of the action's moves it left unplayed, "
                              "counting its last (one move 1, all 8 moves 1/8), a failure 0: the steep tie-break "
-                             "that pays each state's shortest win far above a long detour.",
-                             "labeler", choices=GRPO_REWARDS)
+                             "that pays each state's shortest win far above a long detour. Default: success-speed "
+                             "grouped by start, with the rest of GRPO's loop recipe (--entropy-coef 0.01 "
+                             "--entropy-target 0.3 --policy-logprobs constrained --replay-best, lr 1e-3); "
+                             "labeler grouped by state.", None, choices=GRPO_REWARDS)
     # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
     # flat names, help and bounds as train-actor's; the loop's defaults differ only where
     # `check` says (DPO's and SimPO's NLL weight, the learning rate).
@@ -252,23 +267,15 @@ class PipelineConfig(Config):
             bad("margin", f"must be >= 0, got {self.margin}")
         if not self.actor_epochs > 0:
             bad("actor_epochs", "must be > 0")
-        if self.actor_lr is None:
-            self.actor_lr = LOOP_LR[self.loss]
         if self.train_bf16 is None:  # recorded as resolved, like the engine's dtype
             self.train_bf16 = native_bf16_here()
+        refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.loss == "grpo":
+            self._resolve_grpo(bad)
+        if self.actor_lr is None:
+            self.actor_lr = LOOP_LR[self.loss]
         if not self.actor_lr > 0:
             bad("actor_lr", "must be > 0")
-        refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
-        if self.grpo.greedy_member and self.grouping == "state":
-            bad("greedy_member", "puts the greedy answer in each start state's group: use --grouping start")
-        if self.grpo.replay_best and self.grouping == "state":
-            bad("replay_best", "replays each start state's best list into its group: use --grouping start")
-        if self.grpo.replay_best and self.grpo_reward == "labeler" and self.loss == "grpo":
-            bad("replay_best", "keeps each state's best-rewarded list, and the labeler's advantages are relative "
-                               "to each group: add --grpo-reward success (or success-return, success-speed)")
-        if self.grpo_reward != "labeler" and self.grouping == "state":
-            bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action "
-                               "earns the env's discounted return)")
         if self.loss == "simpo" and self.simpo.cpo_alpha is None:
             self.simpo.cpo_alpha = SIMPO_LOOP_CPO_ALPHA
         if "rpo_alpha" in LOOP_LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
@@ -284,6 +291,28 @@ class PipelineConfig(Config):
                     bad(name, f"must be 'all' or a number from 1 to {_MOST[name]}, got {value!r}")
         self.engine = resolve_auto(self.engine, self.actor)  # the engine that runs, recorded as such
 
+    def _resolve_grpo(self, bad: Callable[[str, str], None]) -> None:
+        """GRPO's settings as given, checked together, then the unset ones resolved: the loop's
+        recipe grouped by start with an env reward (LOOP_GRPO_RECIPE), else the plain settings."""
+        if self.grpo.greedy_member and self.grouping == "state":
+            bad("greedy_member", "puts the greedy answer in each start state's group: use --grouping start")
+        if self.grpo.replay_best and self.grouping == "state":
+            bad("replay_best", "replays each start state's best list into its group: use --grouping start")
+        if self.grpo.replay_best and self.grpo_reward == "labeler":
+            bad("replay_best", "keeps each state's best-rewarded list, and the labeler's advantages are relative "
+                               "to each group: add --grpo-reward success (or success-return, success-speed)")
+        if self.grpo_reward not in (None, "labeler") and self.grouping == "state":
+            bad("grpo_reward", f"{self.grpo_reward} applies to --grouping start (grouped by state, each action "
+                               "earns the env's discounted return)")
+        if self.grpo_reward is None:
+            self.grpo_reward = LOOP_GRPO_REWARD if self.grouping == "start" else "labeler"
+        recipe = self.grpo_reward != "labeler"
+        if self.grpo.greedy_member and self.grpo.replay_best is None:
+            self.grpo.replay_best = False  # both take a group's first member: the one asked for wins
+        self.grpo.resolve(LOOP_GRPO_RECIPE if recipe else GRPO_PLAIN)
+        if self.actor_lr is None:
+            self.actor_lr = LOOP_LR["grpo"] if recipe else LOOP_LR_GRPO_PLAIN
+
     def env_kwargs(self) -> dict[str, Any]:
         """The world's env kwargs (scene, state text) beyond the env's defaults."""
         return world_kwargs(self.scene, self.state_text)
@@ -297,14 +326,19 @@ class PipelineConfig(Config):
 
     @classmethod
     def from_params(cls, params: Any, *, strict: bool = True) -> Any:
-        """Also reads configs saved before the engine was a part (`rollout_bf16`), and KTO
+        """Also reads configs saved before the engine was a part (`rollout_bf16`), KTO
         configs saved before the loop's NLL default reached KTO (`rpo_alpha` recorded unset:
-        they resume as they ran, without the term). A checked config never records it unset."""
+        they resume as they ran, without the term), and GRPO configs rewarded by the env whose
+        entropy target was recorded unset (off: they resume without it, where unset now means
+        the recipe's 0.3)."""
         params = dict(params)
         if "rollout_bf16" in params:
             params.setdefault("dtype", "bfloat16" if params.pop("rollout_bf16") else "float32")
         if params.get("loss") == "kto" and "rpo_alpha" in params and params["rpo_alpha"] is None:
             params["rpo_alpha"] = KTO_RECORDED_UNSET_RPO_ALPHA
+        if (params.get("loss") == "grpo" and params.get("grpo_reward") not in (None, "labeler")
+                and "entropy_target" in params and params["entropy_target"] is None):
+            params["entropy_target"] = 0.0  # recorded off where the recipe now sets one: it ran without
         return super().from_params(params, strict=strict)
 
     @classmethod

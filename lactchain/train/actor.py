@@ -664,13 +664,7 @@ def build_trainer(
         lr_scheduler_type="linear",
         warmup_steps=0,
     )
-    from transformers import TrainingArguments
-
-    if "activation_checkpointing" in TrainingArguments.__dataclass_fields__:
-        # transformers >= 5.2x renamed gradient_checkpointing (TRL defaults the old name to True).
-        common.update(activation_checkpointing=False, gradient_checkpointing=None)
-    else:  # pragma: no cover - older transformers
-        common.update(gradient_checkpointing=False)
+    common.update(checkpointing_off())
     peft_config = None if continuing else lora_config(model, config)
     from transformers import set_seed
 
@@ -724,6 +718,17 @@ def build_trainer(
     if loss == "dpo":
         info["dpo_loss"] = config.preference.dpo_loss
     return trainer, info
+
+
+def checkpointing_off() -> dict[str, Any]:
+    """A TRL config's kwargs that turn activation checkpointing off (TRL defaults it on; a
+    LoRA on a small model has the memory to spare) under the name this transformers reads:
+    >= 5.2x renamed `gradient_checkpointing`, and warns whenever the old name is set."""
+    from transformers import TrainingArguments
+
+    if "activation_checkpointing" in TrainingArguments.__dataclass_fields__:
+        return {"activation_checkpointing": False, "gradient_checkpointing": None}
+    return {"gradient_checkpointing": False}  # pragma: no cover - older transformers
 
 
 # ---- 5. train + save ----------------------------------------------------------------

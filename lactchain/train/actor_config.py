@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 from lactchain.config import Config, ConfigError, default_of, flat_names, option
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
@@ -170,11 +171,11 @@ class GRPOSettings(Config):
                                   "ones whose rewards vary most (zero-variance groups last: they carry no gradient; "
                                   "DAPO's dynamic sampling, RAGEN's variance filter). 1 = no filter.",
                                min=1, max=16)
-    policy_logprobs: str = option(
-        "raw", "grpo only: score the samples under the raw model over its whole vocabulary (raw, TRL's way) or "
-               "under the policy that drew them, the grammar-masked one (constrained: renormalised over the "
-               "tokens the move grammar allows). Constrained is the exact log-prob of what is sampled, but it "
-               "measured worse (docs/results.md). Unconstrained samples are always scored raw.",
+    policy_logprobs: str | None = option(
+        None, "grpo only: score the samples under the raw model over its whole vocabulary (raw, TRL's way) or "
+              "under the policy that drew them, the grammar-masked one (constrained: renormalised over the "
+              "tokens the move grammar allows). Unconstrained samples are always scored raw. Default: "
+              "constrained in the loop's GRPO recipe (grouped by start, an env --grpo-reward), else raw.",
         choices=("raw", "constrained"))
     updates_per_generation: int = option(
         1, "grpo only: optimizer steps on each generated batch (TRL's num_iterations, the GRPO paper's mu; PPO's "
@@ -186,37 +187,51 @@ class GRPOSettings(Config):
               "update in less memory (a full SmolLM2 step of 32 Taxi sequences peaked at 19 GB in one pass). "
               "Default: 2048 on a CPU, 16384 on a CUDA GPU for a model of SmolLM2-135M's width x depth, "
               "scaled to the model's (a 7B model gets ~1/8).", min=64, max=1_000_000)
-    entropy_coef: float = option(
-        0.0, "grpo only: weight of an entropy bonus in the loss (TRL's entropy_coef: the mean per-token entropy "
-             "of the scored policy, raw or constrained as --policy-logprobs says), against the sampling "
-             "collapse that leaves every group flat. With --entropy-target, the starting weight.",
-        min=0.0, max=1.0)
+    entropy_coef: float | None = option(
+        None, "grpo only: weight of an entropy bonus in the loss (TRL's entropy_coef: the mean per-token entropy "
+              "of the scored policy, raw or constrained as --policy-logprobs says), against the sampling "
+              "collapse that leaves every group flat. With --entropy-target, the starting weight. Default: "
+              "0.01 in the loop's GRPO recipe, else 0.", min=0.0, max=1.0)
     entropy_target: float | None = option(
         None, "grpo only: adaptive entropy control (Skywork-OR1, TRL's use_adaptive_entropy): the bonus "
               "applies only while the entropy is at or below this many nats, its weight rising 0.005 a step "
               "while it is and falling while it is not; in the loop it restarts from --entropy-coef at each "
               "iteration's train-actor (one trainer each). Set it near the entropy of the first steps (the "
-              "`entropy` metric). Default: off (a fixed --entropy-coef).", min=0.01, max=20.0)
+              "`entropy` metric). 0: off (a fixed --entropy-coef). Default: 0.3 in the loop's GRPO recipe "
+              "(the masked policy's entropy at the start), else off.", min=0.0, max=20.0)
     greedy_member: bool = option(
         False, "grpo only: one member of each start state's group is the policy's greedy answer (the others "
                "sampled), so a greedy answer the samples beat gets a negative advantage: the greedy decode is "
                "what the evaluation plays, and it can narrow to one list for every state while the samples "
                "spread. Groups by start state only.")
-    replay_best: bool = option(
-        False, "grpo only: one member of each start state's group is the best list sampled from that state so "
+    replay_best: bool | None = option(
+        None, "grpo only: one member of each start state's group is the best list sampled from that state so "
                "far (one that beat its group; replaced only by a higher reward), the others sampled: experience "
                "replay as in ExGRPO / RePO, so a list that wins from every state (a sweep) scores below a "
                "shorter win once one was drawn there, where groups of fresh samples alone tie. In the loop the "
                "memory spans the run (a resume starts it empty) and needs an env --grpo-reward. Groups by start "
-               "state only; not with --greedy-member.")
+               "state only; not with --greedy-member. Default: on in the loop's GRPO recipe, else off.",
+        negative="--no-replay-best")
 
     def check(self) -> None:
         if self.replay_best and self.greedy_member:  # here, so the loop and train-actor refuse it alike
             raise ConfigError("replay-best and --greedy-member each take a group's first member: choose one")
 
+    def resolve(self, defaults: dict[str, Any]) -> None:
+        """Each setting left unset (None) takes its value in `defaults` (the command's own):
+        recorded resolved, so a run's params say what ran."""
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
 
-# Settings whose "off" (0) older records wrote where their loss was not chosen; read as not given.
-_OFF_WHEN_UNREAD = ("cpo_alpha", "rpo_alpha")
+
+# GRPO's settings where no recipe applies: train-actor, and the loop grouped by state or rewarded
+# by the labeler (what every GRPO run recorded before the loop's recipe became its default).
+GRPO_PLAIN = {"entropy_coef": 0.0, "entropy_target": None, "policy_logprobs": "raw", "replay_best": False}
+
+# What older records wrote for a setting their loss did not read (its "off", the default then); read
+# as not given, so such a run still loads where the setting now defaults to unset.
+_OFF_WHEN_UNREAD = {"cpo_alpha": 0.0, "rpo_alpha": 0.0, "grpo_reward": "labeler", **GRPO_PLAIN}
 
 
 def holder_of(config: Config, name: str) -> Config:
@@ -232,14 +247,15 @@ def refuse_unread(config: Config, loss: str, names: list[str],
                   settings: dict[str, tuple[str, ...]] = LOSS_SETTINGS) -> None:
     """Refuse (one line, naming the flag) a non-default value of any of `names` that
     `loss` does not read (`settings[loss]`): a setting of another loss is never dropped
-    silently. An older record's 0 for cpo_alpha / rpo_alpha ("off") reads as not given."""
+    silently. An older record's "off" for it (`_OFF_WHEN_UNREAD`: cpo_alpha 0, GRPO's
+    entropy_coef 0, ...) reads as not given."""
     for name in names:
         if name == "loss" or name in settings[loss]:
             continue
         holder = holder_of(config, name)
         f = next(f for f in dataclasses.fields(holder) if f.name == name)
         value = getattr(holder, name)
-        if name in _OFF_WHEN_UNREAD and value == 0:
+        if name in _OFF_WHEN_UNREAD and value is not None and value == _OFF_WHEN_UNREAD[name]:
             setattr(holder, name, None)
             continue
         if value != default_of(f):
@@ -317,6 +333,8 @@ class TrainActorConfig(Config):
             self.simpo.cpo_alpha = 0.0  # train-actor's own default: plain SimPO (the loop's is 1.0)
         if "rpo_alpha" in LOSS_SETTINGS[self.loss] and self.preference.rpo_alpha is None:
             self.preference.rpo_alpha = 0.0  # plain DPO / KTO (the loop's DPO is 1.0)
+        if self.loss == "grpo":
+            self.grpo.resolve(GRPO_PLAIN)  # train-actor's own (the loop resolves its recipe before)
         try:
             self.hparams()
         except ValueError as exc:

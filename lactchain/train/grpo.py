@@ -57,6 +57,7 @@ from typing import Any, Callable, Sequence
 from lactchain.train.actor import (
     ActorTrainingCallback,
     autocast_bf16,
+    checkpointing_off,
     TrainActorConfig,
     prepare_model,
     quiet_datasets,
@@ -378,15 +379,10 @@ def train_grpo(
         bf16=bool(bf16), fp16=False, use_cpu=not use_cuda, dataloader_num_workers=0, disable_tqdm=True,
         seed=int(config.seed), data_seed=int(config.seed), lr_scheduler_type="constant", warmup_steps=0,
         remove_unused_columns=False, log_completions=False,
-        **({} if config.grpo.entropy_target is None else  # adaptive entropy control (Skywork-OR1)
+        **({} if not config.grpo.entropy_target else  # adaptive entropy control (Skywork-OR1); 0 or None: off
            {"use_adaptive_entropy": True, "entropy_target": float(config.grpo.entropy_target)}),
+        **checkpointing_off(),
     )
-    from transformers import TrainingArguments
-
-    if "activation_checkpointing" in TrainingArguments.__dataclass_fields__:
-        args.activation_checkpointing, args.gradient_checkpointing = False, None
-    else:  # pragma: no cover - older transformers
-        args.gradient_checkpointing = False
     rollouts = _Rollouts(actor, task, config.grpo.group_filter)
 
     def labeler_reward(prompts: list[str], completions: list[Any], lc_reward: list[float], **_: Any) -> list[float]:

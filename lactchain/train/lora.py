@@ -44,9 +44,13 @@ def lora_config(model: Any, config: Any) -> Any:
 
 def add_lora(model: Any, config: Any) -> Any:
     """`model` wrapped in a fresh LoRA adapter (`lora_config`)."""
+    import warnings
+
     from peft import get_peft_model
 
-    return get_peft_model(model, lora_config(model, config))
+    with warnings.catch_warnings():  # peft still asks transformers' deprecated is_gradient_checkpointing
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, lora_config(model, config))
 
 
 def save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
