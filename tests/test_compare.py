@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lactchain.loop.pipeline import LOOP_LR
 from lactchain.runs.registry import Registry
 
 from cli_helpers import wait_until
@@ -35,7 +36,9 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     cells = {c["key"]: c for c in result["cells"]}
     assert set(cells) == {"rft-explore16-seed0", "grpo-explore16-seed0"}
     for c in cells.values():
-        assert len(c["curve"]) == 2 and c["curve"][1]["env_moves"] > c["curve"][0]["env_moves"] > 0
+        assert len(c["curve"]) == 2 and c["curve"][1]["env_moves"] > c["curve"][0]["env_moves"]
+    assert cells["rft-explore16-seed0"]["curve"][0]["env_moves"] > 0  # the critic's fit, before any training
+    assert cells["grpo-explore16-seed0"]["curve"][0]["env_moves"] == 0  # paid by the env: no critic fitted
     with Registry(db) as reg:
         children = reg.list_runs(parent_id=result["run_id"])
         assert sorted(r["status"] for r in children) == ["FINISHED", "FINISHED"]
@@ -65,7 +68,7 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     again = json.loads(out)
     assert "2 finished cell(s) kept" in err
     assert "cell grpo-explore16-seed0 runs as this comparison's finished grpo cells ran: actor-lr 0.0003 " \
-           "(default now: 0.0001)" in " ".join(err.split())
+           f"(default now: {LOOP_LR['grpo']!r})" in " ".join(err.split())
     kept = {c["key"]: c for c in again["cells"]}
     assert set(kept) == {"rft-explore16-seed0", "grpo-explore16-seed0"}  # the plan's cells only
     assert kept["rft-explore16-seed0"]["run_id"] == cells["rft-explore16-seed0"]["run_id"]
@@ -101,7 +104,8 @@ def test_compare_runs_every_cell_writes_json_png_table_resumes_at_the_first_unfi
     # so is the resumed grpo cell in a new comparison: it ran at its comparison's rate, not today's default
     code, _, err = lc("bench", "learn", "--compare", "rft,grpo", *TINY, "--cells-from", carried,
                       "--db", tmp_path / "fourth.db")
-    assert code != 0 and "cell grpo-explore16-seed0 was run with actor-lr 0.0003 (this benchmark: 0.0001)" in err, err
+    assert code != 0 and "cell grpo-explore16-seed0 was run with actor-lr 0.0003 " \
+                           f"(this benchmark: {LOOP_LR['grpo']!r})" in err, err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -142,7 +146,7 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     stopped half-way: their unfinished KTO cells run as the finished ones did, whatever
     today's defaults; a setting the comparison gives itself is never replaced."""
     from lactchain.jobs.loop import BenchLearnConfig
-    from lactchain.loop.pipeline import LOOP_GRPO_RECIPE, LOOP_LR, LOOP_RPO_ALPHA
+    from lactchain.loop.pipeline import LOOP_GRPO_RECIPE, LOOP_RPO_ALPHA
 
     config = BenchLearnConfig(compare="kto,grpo", seeds="0,1", explore="256")
     config.check()
