@@ -289,8 +289,8 @@ def test_a_kto_run_recorded_before_its_nll_default_resumes_as_it_ran():
 
 # ---- the loop on its own samples only (--explore 0) -------------------------------------------
 
-# CI keeps DPO's loop (the cheapest, ~70 s); GRPO's and KTO's (~100 and ~80 s on the CI's
-# two cores) are the `learning` tier, run with `-m learning` (docs/setup.md, "The test suite").
+# CI keeps DPO's loop (~70 s); GRPO's and KTO's (~100 and ~80 s on the CI's two cores; GRPO ~45 s since
+# its recipe fits no critic) are the `learning` tier, run with `-m learning` (docs/setup.md, "The test suite").
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", [pytest.param("grpo", marks=pytest.mark.learning), "dpo",
                                   pytest.param("kto", marks=pytest.mark.learning)])
