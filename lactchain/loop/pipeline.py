@@ -187,10 +187,12 @@ class PipelineConfig(Config):
                                 "the start states for grpo).", 8.0)
     actor_lr: float | None = _help("Actor learning rate (LoRA). Default per loss (LOOP_LR, from the measured sweep "
                                    "in docs/results/loss-defaults and SmolLM2's runs in docs/results.md): "
-                                   + ", ".join(f"{loss} {lr:g}" for loss, lr in LOOP_LR.items()) + ".", None)
+                                   + ", ".join(f"{loss} {lr:g}" for loss, lr in LOOP_LR.items())
+                                   + f" (grpo {LOOP_LR_GRPO_PLAIN:g} with --grpo-reward labeler or --grouping state).",
+                                   None)
     actor_batch_size: int = _help("Actor batch size.", 8)
     grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
-                          "by the labeler. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
+                          "as --grpo-reward says. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
                           "actions from each start state; every action joins the group of the state it was taken "
                           "from (across episodes and iterations), rewarded with the env's discounted return from "
                           "there.", "start", choices=GROUPINGS)

@@ -206,11 +206,11 @@ class GRPOSettings(Config):
                "spread. Groups by start state only.")
     replay_best: bool | None = option(
         None, "grpo only: one member of each start state's group is the best list sampled from that state so "
-               "far (one that beat its group; replaced only by a higher reward), the others sampled: experience "
-               "replay as in ExGRPO / RePO, so a list that wins from every state (a sweep) scores below a "
-               "shorter win once one was drawn there, where groups of fresh samples alone tie. In the loop the "
-               "memory spans the run (a resume starts it empty) and needs an env --grpo-reward. Groups by start "
-               "state only; not with --greedy-member. Default: on in the loop's GRPO recipe, else off.",
+              "far (one that beat its group; replaced only by a higher reward), the others sampled: experience "
+              "replay as in ExGRPO / RePO, so a list that wins from every state (a sweep) scores below a "
+              "shorter win once one was drawn there, where groups of fresh samples alone tie. In the loop the "
+              "memory spans the run (a resume starts it empty) and needs an env --grpo-reward. Groups by start "
+              "state only; not with --greedy-member. Default: on in the loop's GRPO recipe, else off.",
         negative="--no-replay-best")
 
     def check(self) -> None:
