@@ -175,6 +175,26 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     assert told.cell_config("kto", 256, 0, told.defaults_ran("kto", finished)).actor_lr == 5e-4
 
 
+def test_a_comparison_stopped_before_grpos_recipe_runs_its_other_grpo_cells_as_its_finished_one_ran():
+    """GRPO's loop defaults became a recipe (entropy control, masked scoring, replay, lr 1e-3)
+    while comparisons were stopped half-way. A finished GRPO cell paid by the env's success,
+    recorded before the entropy settings existed, pins the others: they run without any of
+    the recipe, as it did."""
+    from lactchain.jobs.loop import BenchLearnConfig
+
+    config = BenchLearnConfig(compare="grpo", seeds="0,1", explore="0")
+    config.check()
+    recipe = ("entropy_coef", "entropy_target", "policy_logprobs", "replay_best")
+    old = {k: v for k, v in config.cell_settings("grpo", 0, 0).items() if k not in recipe}
+    old.update(grpo_reward="success", actor_lr=1e-4)
+    pinned = config.defaults_ran("grpo", [{"loss": "grpo", "explore": 0, "seed": 0, "settings": old}])
+    cell = config.cell_config("grpo", 0, 1, pinned)
+    assert (cell.grpo_reward, cell.actor_lr) == ("success", 1e-4)
+    assert {k: getattr(cell.grpo, k) for k in recipe} == \
+        {"entropy_coef": 0.0, "entropy_target": 0.0, "policy_logprobs": "raw", "replay_best": False}
+    assert config.cell_config("grpo", 0, 1).grpo.replay_best is True  # a new comparison: the recipe
+
+
 def _older_cell_without(folder, loss: str, explore: int, setting: str, **params):
     """Write the cell (loss, explore, seed 0) as one made before `setting` was recorded:
     this comparison's settings for it (with `params`), less that one (returned)."""

@@ -39,7 +39,8 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          file_pattern="<loss>-explore<N>-seed<S>.json",
                          ran_before_recorded=(("policy_logprobs", "raw"), ("updates_per_generation", 1),
                                               ("grpo_reward", "labeler"), ("grammar_spelling", "any"),
-                                              ("greedy_member", False), ("replay_best", False)))
+                                              ("greedy_member", False), ("replay_best", False),
+                                              ("entropy_coef", 0.0), ("entropy_target", None)))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
                           key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")
