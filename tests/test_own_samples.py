@@ -268,6 +268,8 @@ def test_the_loops_grpo_runs_its_measured_recipe_grouped_by_start_and_the_plain_
     rft = PipelineConfig(actor="tiny", critic="tiny", loss="rft").params()
     assert all(rft[k] is None for k in (*GRPO_PLAIN, "grpo_reward"))
     assert PipelineConfig.from_params({**rft, **GRPO_PLAIN, "grpo_reward": "labeler"}).params() == rft
+    trainer = TrainActorConfig(loss="grpo").grpo  # train-actor's own GRPO: the plain settings
+    assert {k: getattr(trainer, k) for k in GRPO_PLAIN} == GRPO_PLAIN
 
 
 def test_a_kto_run_recorded_before_its_nll_default_resumes_as_it_ran():
