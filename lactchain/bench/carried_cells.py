@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from lactchain.machine import code_version
+from lactchain.train.actor_config import GRPO_PLAIN
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,9 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          summary_settings=("budget_min", "budget_iterations", "env", "actor", "critic", "labeler"),
                          key_params=("loss", "explore", "seed", "deadline"),
                          file_pattern="<loss>-explore<N>-seed<S>.json",
-                         ran_before_recorded=(("policy_logprobs", "raw"), ("updates_per_generation", 1),
-                                              ("grpo_reward", "labeler"), ("grammar_spelling", "any"),
-                                              ("greedy_member", False), ("replay_best", False),
-                                              ("entropy_coef", 0.0), ("entropy_target", None)))
+                         ran_before_recorded=(("updates_per_generation", 1), ("grpo_reward", "labeler"),
+                                              ("grammar_spelling", "any"), ("greedy_member", False),
+                                              *GRPO_PLAIN.items()))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
                           key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")

@@ -204,10 +204,11 @@ class PipelineConfig(Config):
                              "its move costs: a win first, the shorter win preferred), 0 for one that does not. "
                              "success-speed: a win earns the share of the action's moves it left unplayed, "
                              "counting its last (one move 1, all 8 moves 1/8), a failure 0: the steep tie-break "
-                             "that pays each state's shortest win far above a long detour. Default: success-speed "
-                             "grouped by start, with the rest of GRPO's loop recipe (--entropy-coef 0.01 "
-                             "--entropy-target 0.3 --policy-logprobs constrained --replay-best, lr 1e-3); "
-                             "labeler grouped by state.", None, choices=GRPO_REWARDS)
+                             "that pays each state's shortest win far above a long detour. Default: "
+                             f"{LOOP_GRPO_REWARD} grouped by start, with the rest of GRPO's loop recipe ("
+                             + " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+                                        for k, v in LOOP_GRPO_RECIPE.items())
+                             + f", lr {LOOP_LR['grpo']:g}); labeler grouped by state.", None, choices=GRPO_REWARDS)
     # The trainer's own per-loss parts (lactchain.train.actor_config), not copies: the same
     # flat names, help and bounds as train-actor's; the loop's defaults differ only where
     # `check` says (DPO's and SimPO's NLL weight, the learning rate).

@@ -80,6 +80,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
     finish_actor,
     lora_config,
     lora_targets,
+    quiet_checkpointing_deprecation,
     save_adapter,
 )
 from lactchain.train.rft import train_rft  # noqa: E402
@@ -671,9 +672,8 @@ def build_trainer(
     set_seed(int(seed))  # CPOTrainer wraps the model in LoRA before Trainer seeds anything
     kwargs = dict(model=model, train_dataset=dataset, processing_class=actor.tokenizer,
                   peft_config=peft_config, callbacks=list(callbacks))
-    with quiet_datasets(), pywarnings.catch_warnings():
+    with quiet_datasets(), quiet_checkpointing_deprecation(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
-        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         if loss == "simpo":
             from trl.experimental.cpo import CPOConfig
 
@@ -736,9 +736,7 @@ def checkpointing_off() -> dict[str, Any]:
 def run_trainer(trainer: Any, resume_from_checkpoint: Any = None) -> tuple[Any, float]:
     """A built TRL trainer's `train()` (from a checkpoint if given): its output and seconds."""
     t0 = time.perf_counter()
-    with pywarnings.catch_warnings():
-        # TRL 1.16 still calls transformers' deprecated is_gradient_checkpointing (noise, not ours to fix).
-        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    with quiet_checkpointing_deprecation():
         output = trainer.train(resume_from_checkpoint=resume_from_checkpoint or None)
     return output, time.perf_counter() - t0
 

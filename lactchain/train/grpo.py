@@ -68,7 +68,7 @@ from lactchain.train.actor import (
 from lactchain.train.best_lists import BestLists
 from lactchain.train.constrained_policy import ConstrainedScoring
 from lactchain.train.ddp import is_main_process, world_size
-from lactchain.train.lora import ADAPTER_KIND, add_lora
+from lactchain.train.lora import ADAPTER_KIND, add_lora, quiet_checkpointing_deprecation
 from lactchain.train.state_groups import StateGroups, Step
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
@@ -390,9 +390,8 @@ def train_grpo(
 
     dataset = Dataset.from_dict({"prompt": [r["prompt"] for r in task.rows]})
     callback = ActorTrainingCallback("grpo", handle=handle, on_log=on_log, extra_metrics=lambda: rollouts.metrics)
-    with quiet_datasets(), pywarnings.catch_warnings():
+    with quiet_datasets(), quiet_checkpointing_deprecation(), pywarnings.catch_warnings():
         pywarnings.filterwarnings("ignore", message=".*rollout_func.*")
-        pywarnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         trainer_class = GRPOTrainer
         if task.constrained and config.grpo.policy_logprobs == "constrained":
             trainer_class = type("ConstrainedGRPOTrainer", (ConstrainedScoring, GRPOTrainer),

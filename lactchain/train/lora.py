@@ -9,8 +9,10 @@ look alike and every loader reads them.
 from __future__ import annotations
 
 import json
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ADAPTER_KIND = "adapter"
 
@@ -42,14 +44,20 @@ def lora_config(model: Any, config: Any) -> Any:
                       bias="none", target_modules=targets, task_type="CAUSAL_LM")
 
 
+@contextmanager
+def quiet_checkpointing_deprecation() -> Iterator[None]:
+    """peft and TRL still read transformers' deprecated `is_gradient_checkpointing`: a
+    FutureWarning in every job log that is not ours to fix."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def add_lora(model: Any, config: Any) -> Any:
     """`model` wrapped in a fresh LoRA adapter (`lora_config`)."""
-    import warnings
-
     from peft import get_peft_model
 
-    with warnings.catch_warnings():  # peft still asks transformers' deprecated is_gradient_checkpointing
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    with quiet_checkpointing_deprecation():
         return get_peft_model(model, lora_config(model, config))
 
 
