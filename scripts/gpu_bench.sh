@@ -148,15 +148,18 @@ bench() {
 }
 
 device() {
-    # `bench device` on some phases only (a comma list, e.g. evaluate,train_step): its report
-    # and log under $OUT, a summary printed.
+    # `bench device` on some phases only (a comma list, e.g. evaluate,train_step), with any
+    # further options (e.g. --compiled --train-steps 8): its report and log under $OUT, a summary printed.
     local out=${OUT:-/tmp/gpu-bench}
     mkdir -p "$out"
     setup
-    local rc=0
-    timeout 400 python3 -m lactchain.cli bench device --phases "${1:?which phases}" --json --save "$out" \
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tail -1
+    local rc=0 phases=${1:?which phases}
+    shift
+    timeout 540 python3 -m lactchain.cli bench device --phases "$phases" "$@" --json --save "$out" \
         > /dev/null 2> "$out/device.log" || rc=$?
-    echo "bench device --phases $1 rc=$rc"
+    echo "bench device --phases $phases $* rc=$rc"
+    [ "$rc" = 0 ] || tail -5 "$out/device.log"
     summary "$out"/device-*.json
 }
 
@@ -167,7 +170,7 @@ report = json.load(open(sys.argv[1]))
 print(report["device"], report["dtype"], "cudnn_sdpa:", report.get("cudnn_sdpa"))
 for name, row in report["phases"].items():
     print(f"{name:14s} {row['seconds']:.3f} s", {k: row[k] for k in row if "identical" in k or "speedup" in k
-                                               or "seconds" in k or k in ("s_per_step", "env_steps_per_s")})
+                                               or "seconds" in k or "s_per_step" in k or "step_s" in k or k == "env_steps_per_s"})
 PY
 }
 
@@ -229,7 +232,7 @@ case "${1:-}" in
     prepare) prepare ;;
     stage) stage "${2:?which part: 1 to 4}" ;;
     bench) bench ;;
-    device) device "${2:-}" ;;
+    device) shift; device "$@" ;;
     profile) profile ;;
     learn) shift; learn "$@" ;;
     profile-learn) shift; profile_learn "$@" ;;

@@ -354,14 +354,14 @@ def _pairs(actor: Any, n: int = 8) -> list[dict[str, Any]]:
 
 
 def _train_once(actor: Any, pairs: list[dict[str, Any]], phases: _Phases, bf16: bool | None,
-                shared_prefix: bool | None = None, loss: str = "simpo") -> dict[str, Any]:
+                shared_prefix: bool | None = None, loss: str = "simpo", compiled: bool | None = None) -> dict[str, Any]:
     from lactchain.train.actor import train_actor
     from lactchain.train.actor_config import TrainActorConfig
 
     cfg = phases.cfg
     trl = {} if loss == "rft" else dict(save_steps=10_000, save_total_limit=1, bf16=bf16)  # rft: fp32, no checkpoints
     config = TrainActorConfig(loss=loss, max_steps=cfg.train_steps, batch_size=len(pairs), seed=cfg.seed,
-                              shared_prefix=shared_prefix, **trl)
+                              shared_prefix=shared_prefix, torch_compile=compiled, **trl)
     config.check()
     before = actor.model
     actor.model = copy.deepcopy(before)  # LoRA is injected in place: each run on its own copy
@@ -408,6 +408,13 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     # rft (the loop's default loss) has its own loop with the same two passes: both ways too.
     rft = [_train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft")["s_per_step"] for flag in (True, False)]
     row.update(_both_ways(*rft, prefix="rft_"))
+    if cfg.compiled:  # torch.compile (COMPILE_PAYS follows it), each loss against its own uncompiled step
+        for loss, plain in (("simpo", step), ("rft", rft[0] if shared_prefix else rft[1])):
+            done = _train_once(actor, pairs, phases, None, loss=loss, compiled=True)
+            prefix = "" if loss == "simpo" else "rft_"
+            row.update({f"{prefix}compiled_s_per_step": done["median_step_s"],
+                        f"{prefix}compiled_first_step_s": done["first_step_s"],
+                        f"{prefix}compiled_speedup": plain / done["median_step_s"] if done["median_step_s"] else None})
 
 
 def _both_ways(shared: float | None, whole: float | None, prefix: str = "") -> dict[str, float | None]:

@@ -28,6 +28,9 @@ class DeviceBenchConfig(Config):
                                  "of the rollouts with the prefix cache on and off, after one warm-up of each, "
                                  "interleaved; the best of each kept.", min=1, max=20)
     train_steps: int = option(4, "CPO-SimPO and GRPO steps (the first is not timed).", min=2, max=1000)
+    compiled: bool = option(False, "train_step: also time CPO-SimPO and rft with torch.compile (the device's row "
+                                   "layout; the first step, the compile, reported apart as compiled_first_step_s). "
+                                   "Off by default: a compile takes tens of seconds, minutes on a CPU.")
     phases: str = option(",".join(PHASES), f"Comma-separated, some of: {', '.join(PHASES)}.")
     profile: str | None = option(None, "Folder for a torch.profiler Chrome trace and an op table per phase.")
     save: str | None = option(None, "Also write the report to this folder as device-<card>-<date>.json (e.g. "

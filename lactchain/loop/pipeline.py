@@ -219,6 +219,11 @@ class PipelineConfig(Config):
                                     "Default: where bf16 is native (a CUDA GPU with it, a CPU with AMX or "
                                     "AVX512-bf16), else fp32: emulated bf16 trains ~5x slower.", None,
                                     negative="--no-train-bf16")
+    train_compile: bool | None = _help("torch.compile the actor's training forward (rft, simpo, dpo, kto; GRPO "
+                                       "stays uncompiled): fused kernels for a step a GPU otherwise spends "
+                                       "launching small ones, at the cost of compiling first. Default: where it "
+                                       "pays (COMPILE_PAYS in lactchain.train.compiled).", None,
+                                       negative="--no-train-compile")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
@@ -274,6 +279,9 @@ class PipelineConfig(Config):
         if self.train_bf16 is None:  # recorded as resolved, like the engine's dtype
             self.train_bf16 = native_bf16_here()
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.loss == "grpo" and self.train_compile:
+            bad("train_compile", "does not apply to --loss grpo (it samples from the model it trains between "
+                "steps, uncompiled); leave it out")
         if self.loss == "grpo":
             self._resolve_grpo(bad)
         if self.actor_lr is None:
@@ -1094,6 +1102,7 @@ def trainer_config(cfg: PipelineConfig, seed: int) -> TrainActorConfig:
     trains fp32."""
     return TrainActorConfig(loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
                             seed=seed, bf16=None if cfg.loss == "rft" else cfg.train_bf16,
+                            torch_compile=None if cfg.loss == "grpo" else cfg.train_compile,
                             preference=cfg.preference.replace(), simpo=cfg.simpo.replace(), grpo=cfg.grpo.replace())
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import statistics
 import sys
 import time
 import warnings as pywarnings
@@ -86,6 +87,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
+from lactchain.train.compiled import compiles, trl_compile_kwargs  # noqa: E402
 from lactchain.train.shared_prefix import share_prompt_prefix, shares_prefix, unshare_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
@@ -666,6 +668,7 @@ def build_trainer(
         warmup_steps=0,
     )
     common.update(checkpointing_off())
+    common.update(trl_compile_kwargs(compiles(model, config.torch_compile)))
     peft_config = None if continuing else lora_config(model, config)
     from transformers import set_seed
 
@@ -709,6 +712,7 @@ def build_trainer(
         "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "cpo_alpha": cpo_alpha, "pairs": len(pairs),
         "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
         "notes": notes, "shared_prefix": shares_prefix(actor.model, config.shared_prefix),
+        "torch_compile": bool(cfg.torch_compile),
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
     if loss == "kto":
@@ -810,6 +814,9 @@ def train_actor(
         "trainable_params": info["trainable_params"],
         "processes": world_size(),
         "shared_prefix": info["shared_prefix"],  # as run (the device's default unless told)
+        "torch_compile": info["torch_compile"],
+        "first_step_s": callback.step_times[0] if callback.step_times else None,  # a compile lands here
+        "median_step_s": statistics.median(timed) if timed else None,
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,
         "seconds": seconds,

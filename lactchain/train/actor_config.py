@@ -61,10 +61,10 @@ _ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora
 _TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
 # loss -> the TrainActorConfig settings it reads (`loss` itself aside)
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
-    "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha"),
-    "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss"),
-    "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance"),
-    "rft": _ALL,
+    "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha", "torch_compile"),
+    "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss", "torch_compile"),
+    "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance", "torch_compile"),
+    "rft": _ALL + ("torch_compile",),
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta",
                     "scale_rewards", "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter",
                     "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target",
@@ -305,6 +305,10 @@ class TrainActorConfig(Config):
                                               "backward, or every row whole (every loss). Default: where "
                                               "it pays on the training device (SHARED_PREFIX_PAYS: ~4x faster steps "
                                               "on a CPU; on an H200 whole rows were 1.7x faster).", cli=False)
+    torch_compile: bool | None = option(None, "torch.compile the model's training forward (simpo, dpo, kto, rft; "
+                                              "GRPO samples from the model it trains and stays uncompiled). "
+                                              "Default: where it pays on the training device (COMPILE_PAYS, "
+                                              "lactchain.train.compiled).", cli=False)
 
     # -- what the trainers read
     @property

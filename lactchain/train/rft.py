@@ -21,6 +21,7 @@ the preference losses' settings with rft rather than dropping them.
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
                                  world_size)
 from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
+from lactchain.train.compiled import compiled_model, compiles
 from lactchain.train.shared_prefix import expanded_cache, shares_prefix
 
 
@@ -143,15 +145,19 @@ def train_rft(
         model = add_lora(model, config)
     params = [p for p in model.parameters() if p.requires_grad]
     shared = shares_prefix(model, config.shared_prefix)  # the prefix once (a CPU) or whole rows (a GPU)
+    compiled = compiles(model, config.torch_compile)
+    forward = compiled_model(model, compiled)  # the same parameters; a fused forward where it pays
     world, me = world_size(), rank()
     same_start(params)  # DDP (--processes): every rank from rank 0's weights
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    # One fused kernel for the whole update on a GPU (a CPU has none).
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=params[0].is_cuda or None)
     rng = random.Random(seed)
     order = list(range(len(encoded)))
     total_steps = int(config.max_steps) if config.max_steps else max(1, round(epochs * len(encoded) / batch_size))
     model.train()
     t0 = time.perf_counter()
     losses: list[float] = []
+    step_times: list[float] = []
     cancelled = out_of_time = False
     step = 0
     while step < total_steps:
@@ -167,14 +173,15 @@ def train_rft(
             whole = order[i : i + batch_size]
             whole += order[: max(0, world - len(whole))]  # a short last batch: every rank gets a row (as DistributedSampler pads)
             mine = whole[me::world]  # this rank's slice of the global batch (all of it alone)
-            loss = nll_loss(model, [encoded[j] for j in mine], actor.pad_token_id, shared)
+            loss = nll_loss(forward, [encoded[j] for j in mine], actor.pad_token_id, shared)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             average_gradients(params, len(mine) / len(whole))
             optimizer.step()
             step += 1
             losses.append(sum_over_ranks(loss.item() * len(mine) / len(whole))[0])
-            metrics = {"loss": losses[-1], "step_time_s": time.perf_counter() - s0, "lr": lr}
+            step_times.append(time.perf_counter() - s0)
+            metrics = {"loss": losses[-1], "step_time_s": step_times[-1], "lr": lr}
             if handle is not None:
                 handle.log_metrics(metrics, step=step)
             if on_log is not None:
@@ -190,8 +197,11 @@ def train_rft(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
-    return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "steps": step, "rows": len(rows),
+    timed = step_times[1:] or step_times  # the first step pays one-off costs (a compile among them)
+    return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "torch_compile": compiled,
+            "first_step_s": step_times[0] if step_times else None,
+            "median_step_s": statistics.median(timed) if timed else None, "steps": step, "rows": len(rows),
             "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
-            "seconds": seconds, "s_per_step": seconds / step if step else None, "adapter": str(adapter_dir),
+            "seconds": seconds, "s_per_step": sum(timed) / len(timed) if timed else None, "adapter": str(adapter_dir),
             "cancelled": cancelled, "out_of_time": out_of_time, "warnings": []}

@@ -1,0 +1,50 @@
+"""torch.compile for the actor's training step, where it pays.
+
+Why: on a GPU a small model's training step is bound by the host, not the card. On one
+H200 a CPO-SimPO step on 8 pairs of SmolLM2-135M took 0.245 s (whole rows) for work the
+card does in a few ms: thousands of small kernels launched one by one from Python, LoRA's
+extra matmuls on every projection included (`bench device`, 2026-11-30,
+docs/results/gpu-h200-2026-11-30). Compiling the model fuses those ops into few kernels.
+The cost is the compile itself (tens of seconds for 30 layers, again for a new shape until
+dynamo marks the lengths dynamic), so it pays only where steps are many and cheap to fuse.
+
+The TRL trainers (CPO-SimPO, DPO, KTO) compile through their own `torch_compile` setting
+(accelerate's dynamo plugin); rft's own loop compiles the model it calls. GRPO samples
+from the model it trains, between steps, and stays uncompiled. `COMPILE_PAYS` says where
+`TrainActorConfig.torch_compile=None` compiles, by device type, as measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Where compiling the training step pays, by device type (`torch_compile=None` follows this;
+# measured by `bench device`'s train_step, `compiled_speedup`). A CPU is bound by FLOPs and
+# compiles slowly (~50 s for the tiny actor on 2 cores): off.
+COMPILE_PAYS = {"cpu": False, "cuda": False}
+# inductor generates fused kernels (Triton on a GPU, C++ on a CPU); tests use "aot_eager",
+# which traces and runs the same graphs without generating code.
+COMPILE_BACKEND = "inductor"
+
+
+def compiles(model: Any, asked: bool | None) -> bool:
+    """Whether a trainer compiles `model`'s training forward: as `asked`, else where that
+    pays on the device its weights are on (`COMPILE_PAYS`)."""
+    if asked is not None:
+        return bool(asked)
+    return COMPILE_PAYS.get(next(model.parameters()).device.type, False)
+
+
+def trl_compile_kwargs(on: bool) -> dict[str, Any]:
+    """A TRL config's kwargs for compiling (or not) the model it trains."""
+    return {"torch_compile": True, "torch_compile_backend": COMPILE_BACKEND} if on else {"torch_compile": False}
+
+
+def compiled_model(model: Any, on: bool) -> Any:
+    """`model` compiled for rft's own loop (the same parameters, a fused forward), or as is.
+    Shapes start static; dynamo marks the lengths dynamic at the first new batch width."""
+    if not on:
+        return model
+    import torch
+
+    return torch.compile(model, backend=COMPILE_BACKEND)
