@@ -45,7 +45,7 @@
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 STAGE=/tmp/lactchain-gpu
-PART=42M
+PART=${GPU_PART:-34M}  # a call carries 64 MiB with the working tree (~23 MiB on 2026-11-30, docs grow)
 
 prepare() {
     cd "$HERE"
