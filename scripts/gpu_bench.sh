@@ -1,43 +1,41 @@
 #!/usr/bin/env bash
 # `lactchain bench device` on a lent GPU machine with the default models (issue 46's
 # targets). The machine has no network and a call carries at most 64 MiB with the
-# working tree (~19 MB): the wheels it lacks (with transformers and peft at the versions
-# tested here, and py-spy) and the models travel as one tar split into 4 parts of 42 MiB
+# working tree: the wheels it lacks (with transformers and peft at the versions
+# tested here, and py-spy) and the models travel as one tar split into parts
 # (26 MB of wheels, SmolLM2's 94 MiB GGUF, MiniLM's weights as fp16 safetensors, 44 MB).
+# Since 2026-11-30 the tree is ~23 MiB (docs grow), so the parts are 34 MiB (GPU_PART), 5 of them.
 #
 # Here first, from the repo root (about 10-30 s; .gpu/ is git-ignored through
 # .git/info/exclude):
 #   bash scripts/gpu_bench.sh prepare
 # Then one device call per part, back to back (files under /tmp stay while the machine
-# is warm: 30 s between calls, so have the next call ready), the last one running the
-# benchmark:
+# is warm: 30 s between calls, so have the next call ready), the last one running a bench:
 #   run(command="bash scripts/gpu_bench.sh stage 1", carry=[".gpu/part1"])
-#   ... stage 2, stage 3 ...
-#   run(command="bash scripts/gpu_bench.sh stage 4 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part4"],
+#   ... stage 2, 3, 4 ...
+#   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part5"],
 #       timeout_s=480)
 # `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT.
-# On 2026-11-29 the first staging call took 42 s of device time with the machine's start,
-# the next ones under 5 s; `bench` ~210 s; one `learn` below ~230 s; 900 s in all are lent.
-# Then, on the same warm machine, one or two of (2026-11-30: `device evaluate,train_step`
-# 181 s, a `learn ... --budget-iterations 1` 157 s, `profile-learn` 219 s):
+# Device time (900 s lent a session): the machine's start ~30 s, each staging call under 5 s,
+# `bench` ~210 s, `device train_step --compiled --train-steps 8` 294 s with setup (two
+# ~100-s compiles), `learn --loss simpo ... --budget-iterations 1` 103 s, the same for rft
+# 61 s, `learn --loss grpo --explore 0 --seed 0 --budget-min 4 --budget-iterations 1` 188 s
+# (2026-11-30's second lease: docs/results/gpu-h200-2026-11-30b). Commands, on one warm machine:
 #   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1",
-#       timeout_s=240)   # issue 46's loop target: 100 % at 136 s on 2026-11-30 (cuDNN SDPA off, rows
-#                        # still sharing their prefix); since then a GPU trains whole rows (0.245 against
-#                        # 0.416 s a step in `bench device`): the next figure to take
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32",
-#       timeout_s=300)   # 4x the pairs a step cost the same (0.36 s against 0.42-0.47 s): 100 % at 106 s,
-#                        # after two iterations instead of one (2026-11-30, rows sharing their prefix)
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32 \
-#       --actor-lr 2e-3", timeout_s=300)   # the same with the lr scaled by sqrt(4): one iteration again?
+#       timeout_s=240)   # 100 % at 83 s with whole rows (2026-11-30b); 136 s with the shared prefix
 #   run(command="bash scripts/gpu_bench.sh learn --loss rft --seed 3 --budget-min 3 --budget-iterations 1",
-#       timeout_s=240)   # the loop's default loss, whose own loop now runs whole rows on a GPU too
-#   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # two phases only;
-#       # train_step times CPO-SimPO and rft with the shared prefix and with whole rows
+#       timeout_s=240)   # the loop's default loss: 100 % at 39 s (2026-11-30b)
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32 \
+#       --actor-lr 2e-3", timeout_s=300)   # 4x the pairs a step cost the same (0.36 s against 0.42-0.47 s,
+#       # shared prefix): with the lr scaled by sqrt(4), one iteration again? Not run yet
+#   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # some phases; any
+#       # further options go to `bench device` (e.g. `device train_step --compiled --train-steps 8`)
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
-#   (or `learn --loss grpo --explore 0 --seed 0 --budget-min 8`: issue 45's targets; since 2026-11-30 it runs
-#   GRPO's loop recipe, 100 % on 3 seeds in 18-35 min on the 2-core CPU: how fast is it on the card?)
+#   run(command="LEARN_TIMEOUT_S=320 bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 \
+#       --budget-min 4 --budget-iterations 1", timeout_s=345)   # GRPO's loop recipe (issue 45): 8 % -> 50 %
+#       # in one 162-s iteration (2026-11-30b); `--budget-min 8` for a second iteration
 #   run(command="bash scripts/gpu_bench.sh learn --env taxi --budget-min 8", timeout_s=560)   # issue 45's
 #       # Taxi target on a GPU (>= 50 % within 10 min on an H100); on the 2-core CPU 94-99.7 % at 49 min
 #       # (seeds 0-2, 2026-11-30, 80 % of it rft: 400 steps an iteration), two iterations each; with
@@ -230,7 +228,7 @@ profile_learn() {
 
 case "${1:-}" in
     prepare) prepare ;;
-    stage) stage "${2:?which part: 1 to 4}" ;;
+    stage) stage "${2:?which part: 1 to the last in .gpu}" ;;
     bench) bench ;;
     device) shift; device "$@" ;;
     profile) profile ;;

@@ -19,8 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 # Where compiling the training step pays, by device type (`torch_compile=None` follows this;
-# measured by `bench device`'s train_step, `compiled_speedup`). A CPU is bound by FLOPs and
-# compiles slowly (~50 s for the tiny actor on 2 cores): off.
+# measured by `bench device --compiled`, `compiled_speedup`). On one H200 (2026-11-30,
+# docs/results/gpu-h200-2026-11-30b) a step got 1.25x (CPO-SimPO, 0.178 -> 0.142 s) and
+# 1.93x (rft, 0.199 -> 0.103 s) faster, but the compile took ~100 s, against ~9 s saved
+# over a loop iteration's 240 CPO-SimPO steps: off. A CPU is bound by FLOPs and compiles
+# slowly (~50 s for the tiny actor on 2 cores): off.
 COMPILE_PAYS = {"cpu": False, "cuda": False}
 # inductor generates fused kernels (Triton on a GPU, C++ on a CPU); tests use "aot_eager",
 # which traces and runs the same graphs without generating code.

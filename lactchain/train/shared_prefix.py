@@ -37,7 +37,8 @@ MIN_SHARED_TOKENS = 8
 # follows this). A CPU is bound by FLOPs: ~4x faster steps. A GPU running a small model is
 # bound by kernel launches, and the prefix is one more pass of them: on one H200 a
 # CPO-SimPO step on 8 pairs took 0.416 s shared and 0.245 s whole (`bench device`,
-# 2026-11-30, docs/results/gpu-h200-2026-11-30).
+# 2026-11-30, docs/results/gpu-h200-2026-11-30); in the loop CPO-SimPO's train-actor went from
+# 110.6 s to 62.3 s with whole rows (docs/results/gpu-h200-2026-11-30b).
 SHARED_PREFIX_PAYS = {"cpu": True, "cuda": False}
 # What this module's own calls set: a split call has them all None (and use_cache off).
 _OWN_KWARGS = ("past_key_values", "cache", "position_ids", "cache_position")
