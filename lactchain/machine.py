@@ -63,12 +63,17 @@ def fast_generation_dtype() -> str:
     return "bfloat16" if native_bf16_here() else "float32"
 
 
+def device_type_here() -> str:
+    """Where this process computes by default: "cuda" if there is a GPU, else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def native_bf16_here() -> bool:
     """Whether bf16 is native where this process computes (the CUDA GPU if there is one,
     else the CPU): the default of bf16 generation and of the loop's bf16 training."""
-    import torch
-
-    return native_bf16("cuda" if torch.cuda.is_available() else "cpu")
+    return native_bf16(device_type_here())
 
 
 def native_bf16(device_type: str) -> bool:

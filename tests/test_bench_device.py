@@ -15,18 +15,23 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow
-def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_recorded_job(lc, tmp_path):
+def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_recorded_job(lc, tmp_path, monkeypatch):
     """Every phase on the tiny models, run as a job like any other: a registry run with its
     report as an artifact and each phase's seconds as metrics (one bench run checks both:
-    its evaluate phase alone is ~20 s of generation on 2 cores)."""
+    its evaluate phase alone is ~20 s of generation on 2 cores). With --compiled the train
+    step is also timed under torch.compile, traced with "aot_eager" here (inductor needs a C++
+    compiler and ~50 s per compile on this CPU; the GPU bench runs inductor)."""
     from lactchain.bench.device import PHASES
     from lactchain.jobs.table import JOBS
     from lactchain.runs.registry import Registry
+    from lactchain.train import compiled
+
+    monkeypatch.setattr(compiled, "COMPILE_BACKEND", "aot_eager")
 
     assert JOBS["bench device"].config().chosen == PHASES  # by default every phase the bench has
     db = tmp_path / "registry.db"
     code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--envs", "64", "--steps", "1",
-                        "--critic-texts", "64", "--train-steps", "2", "--eval-rounds", "1",
+                        "--critic-texts", "64", "--train-steps", "2", "--eval-rounds", "1", "--compiled",
                         "--save", tmp_path / "results", "--db", db, "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -64,6 +69,9 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     assert train["shared_prefix"] is True and train["s_per_step"] == train["shared_prefix_s_per_step"]
     assert train["whole_rows_s_per_step"] > 0 and train["shared_prefix_speedup"] > 0
     assert train["rft_whole_rows_s_per_step"] > 0 and train["rft_shared_prefix_speedup"] > 0  # the loop's default loss
+    for loss in ("", "rft_"):  # each loss compiled, its compile (the first step) apart, against its plain step
+        assert train[f"{loss}compiled_s_per_step"] > 0 and train[f"{loss}compiled_first_step_s"] > 0
+        assert train[f"{loss}compiled_speedup"] > 0
     assert evaluate["cudnn_sdpa"] is report["cudnn_sdpa"] and "cudnn_sdpa_seconds" not in evaluate  # a CUDA variant
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())

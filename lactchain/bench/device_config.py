@@ -44,6 +44,12 @@ class DeviceBenchConfig(Config):
         self.phases = ",".join(chosen)
         if self.device is not None and not _DEVICE.match(self.device):
             self.refuse("device", "is not a device: use cpu or cuda[:N]")
+        if self.compiled:  # inductor's own error would come at the first compiled step, mid-bench
+            from lactchain.machine import device_type_here
+            from lactchain.train.compiled import compile_unavailable
+
+            if why := compile_unavailable((self.device or device_type_here()).split(":")[0]):
+                self.refuse("compiled", f"cannot compile here: {why}")
 
     @property
     def chosen(self) -> tuple[str, ...]:

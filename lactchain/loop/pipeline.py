@@ -46,11 +46,12 @@ from lactchain.envs.catalog import env_class, env_field, make_env, normalize_env
 from lactchain.envs.replay import (deal_seeds, decision_states, execute_from, stored_state, succeeds_from,
                                   success_return_from, success_speed_from)
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
-from lactchain.machine import native_bf16_here
+from lactchain.machine import device_type_here, native_bf16_here
 from lactchain.runs.lifecycle import PROGRESS_METRIC, RunHandle, run_context
 from lactchain.loop.labelers import (
     LABELERS, Candidate, Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy, sampled_groups,
 )
+from lactchain.train.compiled import compile_unavailable
 from lactchain.train.actor_config import (
     GRPO_PLAIN,
     LOSS_SETTINGS,
@@ -282,6 +283,8 @@ class PipelineConfig(Config):
         if self.loss == "grpo" and self.train_compile:
             bad("train_compile", "does not apply to --loss grpo (it samples from the model it trains between "
                 "steps, uncompiled); leave it out")
+        if self.train_compile and (why := compile_unavailable(device_type_here())):
+            bad("train_compile", f"cannot compile here: {why}; or use --no-train-compile")
         if self.loss == "grpo":
             self._resolve_grpo(bad)
         if self.actor_lr is None:

@@ -30,12 +30,30 @@ COMPILE_PAYS = {"cpu": False, "cuda": False}
 COMPILE_BACKEND = "inductor"
 
 
+def compile_unavailable(device_type: str) -> str | None:
+    """Why inductor cannot compile on `device_type` here (a one-line reason naming the fix),
+    or None. Checked before a run exists: inductor would otherwise fail at the first step."""
+    import importlib.util
+    import shutil
+
+    if COMPILE_BACKEND != "inductor":
+        return None
+    if device_type == "cuda":
+        return None if importlib.util.find_spec("triton") else "triton is not installed (pip install triton)"
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        return "inductor needs a C++ compiler on a CPU and none is on PATH (install g++)"
+    return None
+
+
 def compiles(model: Any, asked: bool | None) -> bool:
     """Whether a trainer compiles `model`'s training forward: as `asked`, else where that
-    pays on the device its weights are on (`COMPILE_PAYS`)."""
-    if asked is not None:
-        return bool(asked)
-    return COMPILE_PAYS.get(next(model.parameters()).device.type, False)
+    pays on the device its weights are on (`COMPILE_PAYS`). Asked where it cannot: ValueError."""
+    device_type = next(model.parameters()).device.type
+    if asked is None:
+        return COMPILE_PAYS.get(device_type, False)
+    if asked and (why := compile_unavailable(device_type)):
+        raise ValueError(f"torch_compile: {why}; or leave compiling off")
+    return bool(asked)
 
 
 def trl_compile_kwargs(on: bool) -> dict[str, Any]:
