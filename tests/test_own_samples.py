@@ -92,6 +92,8 @@ def test_state_grouped_rollouts_play_episodes_and_train_on_visited_states(tmp_pa
                 "kl_to_base", "top_sample_share", "state_groups", "groups_sampled"):
         assert key in m, key
     assert 0.0 <= m["frac_reward_zero_std"] <= 1.0 and m["kl_to_base"] >= 0.0
+    # where a step's seconds go: its rollout (generate, scoring, the KL gauge) inside the whole step
+    assert 0.0 < m["sample_s"] <= m["rollout_s"] and 0.0 < m["kl_gauge_s"] <= m["rollout_s"] < m["step_time_s"]
 
 
 def test_the_kl_to_base_gauge_is_per_token_and_never_explodes_on_one_long_answer():

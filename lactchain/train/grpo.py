@@ -48,6 +48,7 @@ import math
 import random
 import statistics
 import sys
+import time
 from collections import Counter
 import warnings as pywarnings
 from dataclasses import dataclass
@@ -183,12 +184,20 @@ class _Rollouts:
         self.env_moves = 0
         self.replayed: list[bool] = []  # replay: which of the last sampled groups hold a remembered list
         self.metrics: dict[str, float] = {}
+        self.sample_s = 0.0  # this step's seconds in generate (the rest of its rollout: scoring, the KL gauge)
+
+    def _generate(self, user_texts: list[str], **kwargs: Any) -> list[Any]:
+        t0 = time.perf_counter()
+        try:
+            return self.actor.generate(user_texts, constrained=self.task.constrained,
+                                       max_new_tokens=MAX_COMPLETION_TOKENS, **kwargs)
+        finally:
+            self.sample_s += time.perf_counter() - t0
 
     def _sample(self, user_texts: list[str], k: int) -> list[Any]:
         self.calls += 1
-        return self.actor.generate(user_texts, constrained=self.task.constrained, temperature=self.task.temperature,
-                                   num_samples=k, seed=self.task.seed * 100_003 + self.calls,
-                                   max_new_tokens=MAX_COMPLETION_TOKENS)
+        return self._generate(user_texts, temperature=self.task.temperature, num_samples=k,
+                              seed=self.task.seed * 100_003 + self.calls)
 
     def _group_members(self, user_texts: list[str], k: int) -> list[Any]:
         """K members for each text, grouped per text: K samples, or (greedy_member) the
@@ -200,13 +209,13 @@ class _Rollouts:
         if not self.task.greedy_member:
             return self._sample(user_texts, k)
         drawn = self._sample(user_texts, k - 1)
-        greedy = self.actor.generate(user_texts, constrained=self.task.constrained, temperature=0.0,
-                                     max_new_tokens=MAX_COMPLETION_TOKENS)
+        greedy = self._generate(user_texts, temperature=0.0)
         return [s for i, g in enumerate(greedy) for s in (g, *drawn[i * (k - 1):(i + 1) * (k - 1)])]
 
     def rollout(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         k = self.task.generations
         self.batches += 1
+        start, self.sample_s = time.perf_counter(), 0.0
         if len(prompts) % k:
             raise ValueError(f"GRPO batch of {len(prompts)} prompts is not whole groups of {k}")
         unique = prompts[::k]
@@ -217,7 +226,11 @@ class _Rollouts:
         else:
             texts, groups, rewards = self._by_start(unique, k)
         kept = [s for g in groups for s in g]
+        scored = time.perf_counter()
         self.metrics.update(top_sample_share=top_share(kept), **self._kl_to_base(texts, groups))
+        # Where the step's host time goes (its update is step_time_s less rollout_s): issue 46's GRPO step.
+        done = time.perf_counter()
+        self.metrics.update(rollout_s=done - start, sample_s=self.sample_s, kl_gauge_s=done - scored)
         prompt_ids = [self.actor.prompt_ids(t) for t in texts]
         return {"prompt_ids": [prompt_ids[i] for i in range(len(texts)) for _ in range(k)],
                 "completion_ids": [list(s.token_ids) for s in kept], "logprobs": None,
