@@ -50,6 +50,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     assert set(report["phases"]) == {"evaluate", "rollout", "critic_encode", "train_step", "grpo_step"}
     grpo = report["phases"].pop("grpo_step")
     assert grpo["steps"] == 2 and grpo["s_per_step"] > 0 and grpo["generations"] == 4
+    assert 0 < grpo["last_sample_s"] <= grpo["last_rollout_s"] < grpo["last_step_s"]  # where a step's time goes
     for name, row in report["phases"].items():
         assert row["seconds"] > 0 and row["tokens_per_s"] > 0, name
         assert 0 < row["utilisation_vs_matmul"], name

@@ -450,8 +450,10 @@ def _grpo(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
                 result = train_grpo(actor, task, config, output_dir=out, on_log=phases.on_log)
     finally:
         actor.model = before
+    last = result["final_metrics"]  # the last step's split: its rollout (of it, generate) and the rest, the update
     row.update(steps=result["steps"], s_per_step=result["s_per_step"], generations=task.generations,
-               states_per_step=config.grpo.states_per_step)
+               states_per_step=config.grpo.states_per_step, last_step_s=last.get("step_time_s"),
+               last_rollout_s=last.get("rollout_s"), last_sample_s=last.get("sample_s"))
 
 
 def run_device_bench(cfg: DeviceBenchConfig, before_phase: Callable[[str], None] | None = None,
