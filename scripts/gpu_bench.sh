@@ -33,6 +33,9 @@
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
+#   run(command="LEARN_TIMEOUT_S=300 bash scripts/gpu_bench.sh profile-learn --loss grpo --explore 0 --seed 0 \
+#       --budget-min 4 --budget-iterations 1", timeout_s=330)   # the next question: where GRPO's 2.7-s step
+#       # goes (its steps now log rollout_s, sample_s and kl_gauge_s; `device grpo_step` prints the last one's)
 #   run(command="LEARN_TIMEOUT_S=320 bash scripts/gpu_bench.sh learn --loss grpo --explore 0 --seed 0 \
 #       --budget-min 4 --budget-iterations 1", timeout_s=345)   # GRPO's loop recipe (issue 45): 8 % -> 50 %
 #       # in one 162-s iteration (2026-11-30b); `--budget-min 8` for a second iteration
