@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from lactchain.config import Config, ConfigError, option
 from lactchain.envs.catalog import actor_moves
-from lactchain.machine import resolve_dtype
+from lactchain.machine import device_type_here, resolve_dtype
 from lactchain.moves import GRAMMAR_SPELLINGS
 
 ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm (needs the vllm extra: "
@@ -30,9 +30,12 @@ class EngineConfig(Config):
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
     static_cache: str = option("auto", "hf only: decode with a static KV cache, which transformers compiles into CUDA "
-                                       "graphs on a GPU: on, off, or auto (where it pays on this device type: off "
-                                       "everywhere until a loop run shows it pays; see docs/performance.md).",
-                               choices=("auto", "on", "off"))
+                                       "graphs on a GPU: on, off, auto (where it pays on this device type: off "
+                                       "everywhere until a loop run shows it pays; see docs/performance.md), or "
+                                       "cudagraphs (on, its decode step captured in CUDA graphs by torch's "
+                                       "cudagraphs backend instead of compiled by inductor: no code generation "
+                                       "per shape; a CUDA GPU only).",
+                               choices=("auto", "on", "off", "cudagraphs"))
     grammar_spelling: str = option("any", "hf only: which token spellings of a move list constrained decoding "
                                           "admits: any (every tokenization of its text, as xgrammar does) or "
                                           "canonical (only the tokenizer's own, the one the trainers score: a policy "
@@ -56,6 +59,9 @@ class EngineConfig(Config):
         if self.engine == "vllm" and self.static_cache != "auto":
             raise ConfigError(f"--static-cache {self.static_cache} is the transformers engine's decode cache: use it "
                               "with --engine hf (vLLM manages its own)")
+        if self.static_cache == "cudagraphs" and device_type_here() != "cuda":
+            self.refuse("static_cache", "cudagraphs captures CUDA graphs and this machine has no CUDA GPU: use on, "
+                        "off or auto")
         if self.engine == "vllm" and self.grammar_spelling != "any":
             raise ConfigError(f"--grammar-spelling {self.grammar_spelling} is the transformers engine's grammar: use "
                               "it with --engine hf (vLLM's structured outputs admit every spelling)")
@@ -109,7 +115,8 @@ class EngineConfig(Config):
     def load_kw(self) -> dict[str, Any]:
         vllm = self.engine == "vllm"
         return {"engine": self.engine, "dtype": self.dtype,
-                "static_cache": None if vllm or self.static_cache == "auto" else self.static_cache == "on",
+                "static_cache": None if vllm or self.static_cache == "auto" else self.static_cache != "off",
+                "decode_compiler": "cudagraphs" if not vllm and self.static_cache == "cudagraphs" else None,
                 "grammar_spelling": None if vllm or self.grammar_spelling == "any" else self.grammar_spelling,
                 "tensor_parallel_size": self.tensor_parallel_size if vllm else None,
                 "data_parallel_size": self.data_parallel_size if vllm else None,
@@ -149,7 +156,7 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
     engine = kw.pop("engine", "hf")
     if engine != "vllm":
         kw = {"inference_dtype": kw.get("dtype"), "static_cache": kw.get("static_cache"),
-              "grammar_spelling": kw.get("grammar_spelling")}
+              "grammar_spelling": kw.get("grammar_spelling"), "decode_compiler": kw.get("decode_compiler")}
         kw = {k: v for k, v in kw.items() if v is not None}
     else:
         kw.update(extra or {})
@@ -171,6 +178,7 @@ def record_generation(registry: Any, run_id: str, model: Any) -> None:
     registry.set_tag(run_id, GENERATION_TAG, json.dumps({
         "device": str(model.device), "prefix_cache": bool(model.prefix_cache), "grammar": model.grammar_engine,
         "static_cache": bool(getattr(model, "static_cache", False)),
+        **({"decode_compiler": model.decode_compiler} if getattr(model, "static_cache", False) else {}),
         "grammar_spelling": getattr(model, "grammar_spelling", "any"),
         "dtype": str(model.inference_dtype or next(model.model.parameters()).dtype).removeprefix("torch."),
     }))

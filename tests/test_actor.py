@@ -367,18 +367,27 @@ def test_a_static_kv_cache_gives_the_same_answers(tiny_actor):
     """`static_cache` (what CUDA graphs need: transformers compiles the decode step on a
     GPU) changes where the keys and values live, not the answers: greedy and seeded
     samples token for token, log-probs to float rounding. With a prefix cache it stays
-    off (that cache is the DynamicCache generate starts from)."""
+    off (that cache is the DynamicCache generate starts from). The same with its decode step
+    traced by torch's cudagraphs backend (`decode_compiler`; on a CPU it captures nothing and
+    runs the traced graphs)."""
+    import torch._dynamo
+
     prompts = [f"Goal at row {i}. Answer with a python list of moves." for i in range(6)]
     before = tiny_actor.prefix_cache
     tiny_actor.prefix_cache = False
     runs = {}
+    torch._dynamo.utils.counters.clear()
     try:
-        for static in (False, True):
-            tiny_actor.static_cache = static
+        for static, compiler in ((False, "inductor"), (True, "inductor"), (True, "cudagraphs")):
+            tiny_actor.static_cache, tiny_actor.decode_compiler = static, compiler
             greedy = tiny_actor.generate(prompts, max_new_tokens=48)
             sampled = tiny_actor.generate(prompts, temperature=1.0, max_new_tokens=48, seeds=range(6), num_samples=2)
-            runs[static] = greedy + sampled
+            runs[static, compiler] = greedy + sampled
     finally:
-        tiny_actor.static_cache, tiny_actor.prefix_cache = False, before
-    assert [s.token_ids for s in runs[True]] == [s.token_ids for s in runs[False]]
-    assert [s.logprob for s in runs[True]] == pytest.approx([s.logprob for s in runs[False]], abs=1e-4)
+        tiny_actor.static_cache, tiny_actor.prefix_cache, tiny_actor.decode_compiler = False, before, "inductor"
+        torch._dynamo.reset()
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # the cudagraphs run went through dynamo
+    plain = runs[False, "inductor"]
+    for variant in ((True, "inductor"), (True, "cudagraphs")):
+        assert [s.token_ids for s in runs[variant]] == [s.token_ids for s in plain], variant
+        assert [s.logprob for s in runs[variant]] == pytest.approx([s.logprob for s in plain], abs=1e-4)

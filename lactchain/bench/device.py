@@ -220,12 +220,14 @@ def _greedy_evaluation(actor: Any, phases: _Phases) -> tuple[dict[str, Any], Cou
                           should_stop=phases.should_stop), counting
 
 
-def _use(actor: Any, settings: tuple[str, bool, bool, bool]) -> None:
-    """Set an evaluation variant: grammar engine, prefix cache, static cache, cuDNN SDPA."""
+def _use(actor: Any, settings: tuple[str, bool, bool, bool, str]) -> None:
+    """Set an evaluation variant: grammar engine, prefix cache, static cache, cuDNN SDPA, how
+    the static cache's decode step is compiled."""
     from lactchain.models.attention import choose_sdpa_kernels
 
     actor.grammar_engine, actor.prefix_cache, actor.static_cache = settings[:3]
     choose_sdpa_kernels(actor.device, settings[3])
+    actor.decode_compiler = settings[4]
 
 
 def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
@@ -234,12 +236,15 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     flipped: after one warm-up each (its time: `<variant>_cold_seconds`), `eval_rounds`
     times each (2 by default), interleaved, best kept (so no variant pays another's cold start)."""
     cfg = phases.cfg
-    own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache, torch.backends.cuda.cudnn_sdp_enabled())
+    own = (actor.grammar_engine, actor.prefix_cache, actor.static_cache, torch.backends.cuda.cudnn_sdp_enabled(),
+           actor.decode_compiler)
     variants = {"evaluate": own, "xgrammar": ("xgrammar", *own[1:]),
                 "other_cache": (own[0], not own[1], *own[2:]),
-                "static_cache": (own[0], False, not own[2], own[3])}  # a static cache goes without the prefix cache
+                "static_cache": (own[0], False, not own[2], *own[3:])}  # a static cache goes without the prefix cache
     if actor.device.type == "cuda":  # its graph built per new shape (lactchain.models.attention)
-        variants["cudnn_sdpa"] = (*own[:3], not own[3])
+        variants["cudnn_sdpa"] = (*own[:3], not own[3], own[4])
+        # the static cache's decode step captured by torch's cudagraphs backend rather than compiled by inductor
+        variants["static_cudagraphs"] = (own[0], False, True, own[3], "cudagraphs")
     best: dict[str, float] = {}
     cold: dict[str, float] = {}  # the warm-up's own time: what a variant costs the first time (compiling included)
     runs: dict[str, tuple[dict[str, Any], Counting]] = {}
@@ -267,7 +272,7 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
            "env_steps_per_s": result["env_steps"] / seconds, "strict": counting.strict,
            "grammar_engine": own[0], "prefix_cache": own[1], "static_cache": own[2], "cudnn_sdpa": own[3]}
     for name, key in (("xgrammar", "grammar"), ("other_cache", "prefix_cache"), ("static_cache", "static_cache"),
-                      ("cudnn_sdpa", "cudnn_sdpa")):  # each variant: same answers? its best time
+                      ("cudnn_sdpa", "cudnn_sdpa"), ("static_cudagraphs", "static_cudagraphs")):  # same answers? best time
         if name in runs:
             row[f"{key}_identical"] = runs[name][1].token_ids == counting.token_ids
             row[f"{name}_seconds"] = best[name]

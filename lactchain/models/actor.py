@@ -80,6 +80,25 @@ PREFIX_CACHE_PAYS = {"cpu": True, "cuda": False}
 # with `--static-cache on` the evaluations took 18.3 s and 74.4 s against 4.5 s and 5.1 s
 # (2026-11-29), so it stays off. On a CPU it only pads (no compiling).
 STATIC_CACHE_PAYS = {"cpu": False, "cuda": False}
+# How the static cache's decode step is compiled. "inductor": transformers' own default
+# (generated kernels in CUDA graphs; the 19-78 s cold runs above). "cudagraphs": torch's
+# cudagraphs backend, which captures the same eager kernels in CUDA graphs without
+# generating code, so a new shape should cost a trace and a capture rather than a compile:
+# the host's per-kernel launches (what bounds a 135M model's decode on a GPU) go either
+# way. Not measured on a GPU yet (`bench device`'s evaluate times it on CUDA).
+DECODE_COMPILERS = ("inductor", "cudagraphs")
+
+
+def decode_compile_config(backend: str) -> Any:
+    """transformers' CompileConfig for a static cache's decode step with `backend` (not
+    inductor: no mode). It compiles on any device (transformers alone compiles only on an
+    accelerator), so a CPU traces the same graphs; torch's cudagraphs backend captures
+    nothing there and runs them as traced."""
+    from transformers import CompileConfig
+
+    config = CompileConfig(backend=backend, mode="default", fullgraph=False)
+    config._compile_all_devices = True
+    return config
 
 
 def check_grammar_spelling(spelling: str, moves: Sequence[str], max_moves: int) -> str:
@@ -358,10 +377,12 @@ class Actor(ScoringTokens):
         inference_dtype: str | torch.dtype | None = None,
         static_cache: bool | None = None,
         grammar_spelling: str = "any",
+        decode_compiler: str = "inductor",
     ) -> None:
         """`prefix_cache`: share the KV of the prompts' common prefix (see the module doc);
         None: where it pays on this device type (`PREFIX_CACHE_PAYS`). `static_cache`:
-        decode with a static KV cache (CUDA graphs on a GPU); None: `STATIC_CACHE_PAYS`.
+        decode with a static KV cache (CUDA graphs on a GPU); None: `STATIC_CACHE_PAYS`;
+        `decode_compiler`: how that decode step is compiled (`DECODE_COMPILERS`).
         `inference_dtype`: generate with a copy of the weights in this dtype (None: as loaded).
         `grammar_spelling`: which token spellings of a move list constrained decoding admits,
         `GRAMMAR_SPELLINGS` (ValueError for an unknown one or too many lists to enumerate)."""
@@ -409,6 +430,9 @@ class Actor(ScoringTokens):
         if static_cache is None:
             static_cache = STATIC_CACHE_PAYS.get(self.device.type, False)
         self.static_cache = bool(static_cache)
+        if decode_compiler not in DECODE_COMPILERS:
+            raise ValueError(f"unknown decode compiler {decode_compiler!r}: use {' or '.join(DECODE_COMPILERS)}")
+        self.decode_compiler = decode_compiler
         # How constrained decoding masks tokens: "tensor" (the grammar's token automaton
         # on the model's device, no host work per token) or "xgrammar" (its HF processor:
         # the reference the tensor tables are tested against).
@@ -570,6 +594,7 @@ class Actor(ScoringTokens):
         inference_dtype: str | torch.dtype | None = None,
         static_cache: bool | None = None,
         grammar_spelling: str = "any",
+        decode_compiler: str = "inductor",
     ) -> "Actor":
         """Load a preset (`tiny`, `smollm2-135m`, `mistral-7b-instruct`), a local folder or
         a cached hub id, optionally with a LoRA adapter folder on top."""
@@ -587,7 +612,7 @@ class Actor(ScoringTokens):
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=False)
         actor = cls(model, tokenizer, name=spec, moves=moves, max_moves=max_moves, device=dev,
                     prefix_cache=prefix_cache, inference_dtype=inference_dtype, static_cache=static_cache,
-                    grammar_spelling=grammar_spelling)
+                    grammar_spelling=grammar_spelling, decode_compiler=decode_compiler)
         if adapter is not None:
             if progress is not None:
                 progress(f"loading adapter {adapter}", None)
@@ -853,6 +878,8 @@ class Actor(ScoringTokens):
             settings.update(temperature=1.0, top_k=0, top_p=1.0)
         if self.static_cache and batch.past is None:
             settings.update(cache_implementation="static")
+            if self.decode_compiler != "inductor":
+                settings.update(compile_config=decode_compile_config(self.decode_compiler))
         config = GenerationConfig(**settings)
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():

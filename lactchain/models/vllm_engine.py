@@ -111,12 +111,12 @@ def load_generator(actor: str, engine: str = "hf", adapter: str | Path | None = 
                    progress: Optional[Callable[[str, Optional[float]], None]] = None, **kw: Any) -> Any:
     """An `Actor` (engine 'hf') or a `VLLMActor` (engine 'vllm'); 'auto' takes vLLM for batch
     jobs when it is installed. `kw`: Actor.load's keyword arguments (moves, max_moves,
-    device, prefix_cache, inference_dtype, static_cache, grammar_spelling) and, for vLLM,
+    device, prefix_cache, inference_dtype, static_cache, grammar_spelling, decode_compiler) and, for vLLM,
     EngineSettings fields."""
     which = resolve_engine(engine, batch_job, model=actor if engine == "auto" else None, device=kw.get("device"))
     if which == "vllm":
         require_vllm()
-        hf_only = {"prefix_cache", "inference_dtype", "static_cache", "grammar_spelling"}
+        hf_only = {"prefix_cache", "inference_dtype", "static_cache", "grammar_spelling", "decode_compiler"}
         overrides = {k: v for k, v in kw.items() if k not in hf_only | {"moves", "max_moves", "device", "settings"}}
         dtype = kw.get("inference_dtype")
         if dtype is not None and "dtype" not in overrides:
@@ -129,5 +129,5 @@ def load_generator(actor: str, engine: str = "hf", adapter: str | Path | None = 
 
     hf_kw = {k: v for k, v in kw.items()
              if k in ("moves", "max_moves", "device", "prefix_cache", "inference_dtype", "static_cache",
-                      "grammar_spelling")}
+                      "grammar_spelling", "decode_compiler")}
     return Actor.load(actor, adapter=adapter, progress=progress, **hf_kw)
