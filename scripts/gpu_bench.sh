@@ -33,6 +33,11 @@
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
 #       # py-spy over one `bench learn`; read it with scripts/speedscope_top.py
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
+#   run(command="bash scripts/gpu_bench.sh device evaluate", timeout_s=300)   # next: `static_cudagraphs`, the
+#       # static cache's decode captured by torch's cudagraphs backend (no inductor compile per shape): its
+#       # warm and cold seconds against `evaluate` (1.5 s warm) and `static_cache` (0.63 s warm, 78 s cold);
+#       # if its cold run is short, `learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1
+#       # --static-cache cudagraphs` shows whether the loop gains
 #   run(command="LEARN_TIMEOUT_S=300 bash scripts/gpu_bench.sh profile-learn --loss grpo --explore 0 --seed 0 \
 #       --budget-min 4 --budget-iterations 1", timeout_s=330)   # the next question: where GRPO's 2.7-s step
 #       # goes (its steps now log rollout_s, sample_s and kl_gauge_s; `device grpo_step` prints the last one's)
