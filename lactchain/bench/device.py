@@ -220,6 +220,10 @@ def _greedy_evaluation(actor: Any, phases: _Phases) -> tuple[dict[str, Any], Cou
                           should_stop=phases.should_stop), counting
 
 
+# Variants a device may not run yet (their failure is reported as `<variant>_error`).
+EXPERIMENTAL_VARIANTS = ("static_cudagraphs",)
+
+
 def _use(actor: Any, settings: tuple[str, bool, bool, bool, str]) -> None:
     """Set an evaluation variant: grammar engine, prefix cache, static cache, cuDNN SDPA, how
     the static cache's decode step is compiled."""
@@ -248,11 +252,19 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
     best: dict[str, float] = {}
     cold: dict[str, float] = {}  # the warm-up's own time: what a variant costs the first time (compiling included)
     runs: dict[str, tuple[dict[str, Any], Counting]] = {}
+    failed: dict[str, str] = {}  # an experimental variant that fails is reported, not fatal to the bench
     try:
-        for name, settings in variants.items():  # warm-up: grammar tables, prefix KV, compiled graphs
+        for name, settings in list(variants.items()):  # warm-up: grammar tables, prefix KV, compiled graphs
             _use(actor, settings)
-            with phases.timed(f"evaluate_{name}_cold") as row:
-                _greedy_evaluation(actor, phases)
+            try:
+                with phases.timed(f"evaluate_{name}_cold") as row:
+                    _greedy_evaluation(actor, phases)
+            except Exception as exc:  # noqa: BLE001 - only the experimental variants
+                if name not in EXPERIMENTAL_VARIANTS:
+                    raise
+                failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+                del variants[name]
+                continue
             cold[name] = row["seconds"]
         for round_ in range(cfg.eval_rounds):
             for name, settings in variants.items():
@@ -277,6 +289,7 @@ def _evaluate(phases: _Phases, actor: Any, dtype: torch.dtype) -> None:
             row[f"{key}_identical"] = runs[name][1].token_ids == counting.token_ids
             row[f"{name}_seconds"] = best[name]
     row.update({f"{name}_cold_seconds": cold[name] for name in variants})
+    row.update({f"{name}_error": why for name, why in failed.items()})
     phases.utilisation(row, model_flops(actor.model, tokens, counting.generated_tokens), dtype)
     phases.rows["evaluate"] = row
 
