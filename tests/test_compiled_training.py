@@ -60,7 +60,7 @@ def test_a_compiled_step_trains_as_the_plain_one(tiny_actor, tmp_path, traced_on
     assert done["first_step_s"] > 0 and done["median_step_s"] > 0
 
 
-def test_compiling_is_off_on_a_cpu_unless_asked(tiny_actor):
+def test_compiling_is_off_on_a_cpu_unless_asked(tiny_actor, traced_only):
     assert compiles(tiny_actor.model, None) is False
     assert compiles(tiny_actor.model, True) is True
 

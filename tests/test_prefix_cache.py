@@ -387,7 +387,9 @@ def test_the_static_cache_is_chosen_per_run_recorded_and_answers_the_same(tiny_a
     code, out, err = lc("play", "--actor", "tiny", "--engine", "vllm", "--static-cache", "on", "--db", db)
     assert code != 0 and "--static-cache on" in err and "--engine hf" in err and "Traceback" not in err
     # CUDA graphs need a CUDA GPU (this test machine has none): one line before any run exists
-    runs_before = len(Registry(db).list_runs())
+    with Registry(db) as reg:
+        runs_before = len(reg.list_runs())
     code, out, err = lc("play", "--actor", "tiny", "--static-cache", "cudagraphs", "--db", db)
     assert code != 0 and "--static-cache" in err and "no CUDA GPU" in err and "Traceback" not in err
-    assert len(Registry(db).list_runs()) == runs_before
+    with Registry(db) as reg:
+        assert len(reg.list_runs()) == runs_before

@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import statistics
 import sys
 import time
 import warnings as pywarnings
@@ -87,7 +86,7 @@ from lactchain.train.lora import (  # noqa: E402,F401
 from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
-from lactchain.train.compiled import compiles, trl_compile_kwargs  # noqa: E402
+from lactchain.train.compiled import compiles, step_timing, trl_compile_kwargs  # noqa: E402
 from lactchain.train.shared_prefix import share_prompt_prefix, shares_prefix, unshare_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
@@ -803,7 +802,7 @@ def train_actor(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, trainer.model, adapter_dir)
-    timed = callback.step_times[1:] or callback.step_times  # the first step pays one-off costs
+    timing = step_timing(callback.step_times)
     result = {
         "loss_type": loss,
         "beta": beta_r,
@@ -815,12 +814,11 @@ def train_actor(
         "processes": world_size(),
         "shared_prefix": info["shared_prefix"],  # as run (the device's default unless told)
         "torch_compile": info["torch_compile"],
-        "first_step_s": callback.step_times[0] if callback.step_times else None,  # a compile lands here
-        "median_step_s": statistics.median(timed) if timed else None,
+        "first_step_s": timing["first_step_s"], "median_step_s": timing["median_step_s"],
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,
         "seconds": seconds,
-        "s_per_step": (sum(timed) / len(timed)) if timed else None,
+        "s_per_step": timing["s_per_step"],
         "adapter": str(adapter_dir),
         "checkpoints": [p for _, p in callback.checkpoints],
         "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],

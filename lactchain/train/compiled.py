@@ -16,7 +16,8 @@ from the model it trains, between steps, and stays uncompiled. `COMPILE_PAYS` sa
 
 from __future__ import annotations
 
-from typing import Any
+import statistics
+from typing import Any, Sequence
 
 # Where compiling the training step pays, by device type (`torch_compile=None` follows this;
 # measured by `bench device --compiled`, `compiled_speedup`). On one H200 (2026-11-30,
@@ -69,3 +70,12 @@ def compiled_model(model: Any, on: bool) -> Any:
     import torch
 
     return torch.compile(model, backend=COMPILE_BACKEND)
+
+
+def step_timing(step_times: Sequence[float]) -> dict[str, float | None]:
+    """A training run's step seconds as every trainer reports them: the first step apart (it
+    pays one-off costs, a compile among them), the mean and median of the rest."""
+    timed = list(step_times[1:] or step_times)
+    return {"first_step_s": step_times[0] if step_times else None,
+            "median_step_s": statistics.median(timed) if timed else None,
+            "s_per_step": sum(timed) / len(timed) if timed else None}

@@ -67,6 +67,7 @@ from lactchain.train.actor import (
     save_adapter,
 )
 from lactchain.train.best_lists import BestLists
+from lactchain.train.compiled import step_timing
 from lactchain.train.constrained_policy import ConstrainedScoring
 from lactchain.train.ddp import is_main_process, world_size
 from lactchain.train.lora import ADAPTER_KIND, add_lora, quiet_checkpointing_deprecation
@@ -428,7 +429,6 @@ def train_grpo(
     finish_actor(actor, trainer.model, adapter_dir)
     for w in callback.warnings:
         print(f"warning [{w.code}]: {w.message}", file=sys.stderr)
-    timed = callback.step_times[1:] or callback.step_times
     return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
             "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
             "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
@@ -439,7 +439,7 @@ def train_grpo(
             "greedy_member": task.greedy_member, "replay_best": task.replay is not None,
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
-            "seconds": seconds, "s_per_step": (sum(timed) / len(timed)) if timed else None,
+            "seconds": seconds, "s_per_step": step_timing(callback.step_times)["s_per_step"],
             "adapter": str(adapter_dir), "checkpoints": [p for _, p in callback.checkpoints],
             "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
             "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,

@@ -21,7 +21,6 @@ the preference losses' settings with rft rather than dropping them.
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
                                  world_size)
 from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
-from lactchain.train.compiled import compiled_model, compiles
+from lactchain.train.compiled import compiled_model, compiles, step_timing
 from lactchain.train.shared_prefix import expanded_cache, shares_prefix
 
 
@@ -197,11 +196,11 @@ def train_rft(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
-    timed = step_times[1:] or step_times  # the first step pays one-off costs (a compile among them)
+    timing = step_timing(step_times)
     return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "torch_compile": compiled,
-            "first_step_s": step_times[0] if step_times else None,
-            "median_step_s": statistics.median(timed) if timed else None, "steps": step, "rows": len(rows),
+            "first_step_s": timing["first_step_s"], "median_step_s": timing["median_step_s"], "steps": step,
+            "rows": len(rows),
             "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
-            "seconds": seconds, "s_per_step": sum(timed) / len(timed) if timed else None, "adapter": str(adapter_dir),
+            "seconds": seconds, "s_per_step": timing["s_per_step"], "adapter": str(adapter_dir),
             "cancelled": cancelled, "out_of_time": out_of_time, "warnings": []}
