@@ -72,7 +72,8 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     assert train["rft_whole_rows_s_per_step"] > 0 and train["rft_shared_prefix_speedup"] > 0  # the loop's default loss
     for loss in ("", "rft_"):  # each loss compiled, its compile (the first step) apart, against its plain step
         assert train[f"{loss}compiled_s_per_step"] > 0 and train[f"{loss}compiled_first_step_s"] > 0
-        assert train[f"{loss}compiled_speedup"] > 0
+        plain, compiled = train[f"{loss}plain_median_s_per_step"], train[f"{loss}compiled_s_per_step"]
+        assert plain > 0 and train[f"{loss}compiled_speedup"] == pytest.approx(plain / compiled)  # median vs median
     assert evaluate["cudnn_sdpa"] is report["cudnn_sdpa"] and "cudnn_sdpa_seconds" not in evaluate  # a CUDA variant
     assert "profile" not in report
     saved = json.loads((tmp_path / "results").glob("device-*.json").__next__().read_text())

@@ -424,15 +424,20 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     other = _train_once(actor, pairs, phases, None, shared_prefix=not shared_prefix)["s_per_step"]
     row.update(_both_ways(*((step, other) if shared_prefix else (other, step))))
     # rft (the loop's default loss) has its own loop with the same two passes: both ways too.
-    rft = [_train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft")["s_per_step"] for flag in (True, False)]
-    row.update(_both_ways(*rft, prefix="rft_"))
+    rft = [_train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft") for flag in (True, False)]
+    row.update(_both_ways(*(done["s_per_step"] for done in rft), prefix="rft_"))
     if cfg.compiled:  # torch.compile (COMPILE_PAYS follows it), each loss against its own uncompiled step
-        for loss, plain in (("simpo", step), ("rft", rft[0] if shared_prefix else rft[1])):
+        for loss, plain in (("simpo", result), ("rft", rft[0] if shared_prefix else rft[1])):
             done = _train_once(actor, pairs, phases, None, loss=loss, compiled=True)
-            prefix = "" if loss == "simpo" else "rft_"
-            row.update({f"{prefix}compiled_s_per_step": done["median_step_s"],
-                        f"{prefix}compiled_first_step_s": done["first_step_s"],
-                        f"{prefix}compiled_speedup": plain / done["median_step_s"] if done["median_step_s"] else None})
+            row.update(_compiled_vs_plain(done, plain, prefix="" if loss == "simpo" else "rft_"))
+
+
+def _compiled_vs_plain(compiled: dict[str, Any], plain: dict[str, Any], prefix: str = "") -> dict[str, float | None]:
+    """The compiled step against the plain one, median against median: a recompile on an
+    early step must not skew one side (the mean) and not the other."""
+    fast, slow = compiled["median_step_s"], plain["median_step_s"]
+    return {f"{prefix}compiled_s_per_step": fast, f"{prefix}compiled_first_step_s": compiled["first_step_s"],
+            f"{prefix}plain_median_s_per_step": slow, f"{prefix}compiled_speedup": slow / fast if fast and slow else None}
 
 
 def _both_ways(shared: float | None, whole: float | None, prefix: str = "") -> dict[str, float | None]:
