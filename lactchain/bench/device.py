@@ -433,8 +433,8 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
 
 
 def _compiled_vs_plain(compiled: dict[str, Any], plain: dict[str, Any], prefix: str = "") -> dict[str, float | None]:
-    """The compiled step against the plain one, median against median: a recompile on an
-    early step must not skew one side (the mean) and not the other."""
+    """The compiled step against the plain one, median against median: one slow step (a
+    recompile, a cache warming) then moves neither side."""
     fast, slow = compiled["median_step_s"], plain["median_step_s"]
     return {f"{prefix}compiled_s_per_step": fast, f"{prefix}compiled_first_step_s": compiled["first_step_s"],
             f"{prefix}plain_median_s_per_step": slow, f"{prefix}compiled_speedup": slow / fast if fast and slow else None}
