@@ -802,7 +802,6 @@ def train_actor(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, trainer.model, adapter_dir)
-    timing = step_timing(callback.step_times)
     result = {
         "loss_type": loss,
         "beta": beta_r,
@@ -814,11 +813,10 @@ def train_actor(
         "processes": world_size(),
         "shared_prefix": info["shared_prefix"],  # as run (the device's default unless told)
         "torch_compile": info["torch_compile"],
-        "first_step_s": timing["first_step_s"], "median_step_s": timing["median_step_s"],
+        **step_timing(callback.step_times),  # first step apart, median and mean of the rest
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,
         "seconds": seconds,
-        "s_per_step": timing["s_per_step"],
         "adapter": str(adapter_dir),
         "checkpoints": [p for _, p in callback.checkpoints],
         "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],

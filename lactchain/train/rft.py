@@ -196,11 +196,8 @@ def train_rft(
         if handle is not None:
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
-    timing = step_timing(step_times)
     return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "torch_compile": compiled,
-            "first_step_s": timing["first_step_s"], "median_step_s": timing["median_step_s"], "steps": step,
-            "rows": len(rows),
-            "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
+            **step_timing(step_times), "steps": step, "rows": len(rows), "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
-            "seconds": seconds, "s_per_step": timing["s_per_step"], "adapter": str(adapter_dir),
+            "seconds": seconds, "adapter": str(adapter_dir),
             "cancelled": cancelled, "out_of_time": out_of_time, "warnings": []}
