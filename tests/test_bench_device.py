@@ -70,6 +70,10 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     assert train["shared_prefix"] is True and train["s_per_step"] == train["shared_prefix_s_per_step"]
     assert train["whole_rows_s_per_step"] > 0 and train["shared_prefix_speedup"] > 0
     assert train["rft_whole_rows_s_per_step"] > 0 and train["rft_shared_prefix_speedup"] > 0  # the loop's default loss
+    # 4x the pairs a step (what a token budget fills), pairs per second against the 8-pair step
+    assert train["large_batch_pairs"] == 32 and train["large_batch_s_per_step"] > 0
+    assert train["large_batch_pairs_per_s_gain"] == pytest.approx(
+        32 / train["large_batch_s_per_step"] / (8 / train["median_step_s"]))
     for loss in ("", "rft_"):  # each loss compiled, its compile (the first step) apart, against its plain step
         assert train[f"{loss}compiled_s_per_step"] > 0 and train[f"{loss}compiled_first_step_s"] > 0
         plain, compiled = train[f"{loss}plain_median_s_per_step"], train[f"{loss}compiled_s_per_step"]

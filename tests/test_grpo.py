@@ -81,6 +81,7 @@ def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_af
         res = train_grpo(actor, _oracle_task(actor), settings, handle=handle, on_log=stop_at_2)
         assert res["cancelled"] and res["steps"] == 3 and res["samples_scored"] == 3 * 32  # 4 states x 4 samples, over-sampled 2x
         assert res["env_moves"] > 0 and "reward" in res["final_metrics"]
+        assert res["first_step_s"] > 0 and res["median_step_s"] > 0 and res["s_per_step"] > 0  # as every trainer
         ckpt = reg.latest_artifact(handle.run_id, "checkpoint")
         assert ckpt["step"] == 3 and ckpt["meta"]["cancelled"]
         assert reg.latest_artifact(handle.run_id, "adapter")["meta"]["complete"] is False

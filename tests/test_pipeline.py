@@ -98,7 +98,9 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path, lc):
     assert not db.exists() or Registry(db).list_runs() == []
 
 
-@pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}), ("rollout", "simpo", {"simpo": {"cpo_alpha": 1.0}})])
+@pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}),
+                                                   ("rollout", "simpo", {"simpo": {"cpo_alpha": 1.0},
+                                                                         "actor_batch_tokens": 1_000_000})])
 def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labeler, loss, extra):
     from lactchain.jobs import run_context
     from lactchain.loop.pipeline import PipelineConfig, run_pipeline
@@ -114,6 +116,12 @@ def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labele
     assert out["curve"][-1]["ranking_accuracy"] is not None
     if labeler == "oracle":
         assert out["curve"][-1]["ranking_accuracy"] == 1.0  # the oracle agrees with itself
+    if "actor_batch_tokens" in extra:  # a budget that holds every pair: one step, the lr by the square-root rule
+        [size] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/batch_size")]
+        [lr] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/lr")]
+        [steps] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/steps")]
+        assert size == len(pairs) and lr == pytest.approx(cfg.actor_lr * (size / cfg.actor_batch_size) ** 0.5)
+        assert steps == round(cfg.actor_epochs)
 
 
 def test_the_loops_per_loss_settings_are_the_trainers_own_parts():

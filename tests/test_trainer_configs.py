@@ -24,6 +24,7 @@ TRAIN_ACTOR = {
     "loss": ("--loss", "simpo"), "pairs_from": ("--pairs-from", []), "labeler": ("--labeler", "any"),
     "actor": ("--actor", "smollm2-135m"), "adapter": ("--adapter", None), "epochs": ("--epochs", 1.0),
     "max_steps": ("--max-steps", None), "lr": ("--lr", 5e-5), "batch_size": ("--batch-size", 8),
+    "batch_tokens": ("--batch-tokens", None),
     "beta": ("--beta", None), "simpo_gamma": ("--simpo-gamma", None), "cpo_alpha": ("--cpo-alpha", None),
     "rpo_alpha": ("--rpo-alpha", None), "dpo_loss": ("--dpo-loss", "sigmoid"), "kto_balance": ("--kto-balance", True),
     "kl_beta": ("--kl-beta", 0.0), "scale_rewards": ("--scale-rewards", "group"),
@@ -73,7 +74,7 @@ def test_config_options_are_the_commands_options(cls, expected):
 def test_train_actor_params_are_the_commands_params():
     """What `train-actor` records (its params dict) reads back into the job config and out again."""
     recorded = dict(loss="dpo", pairs_from=["r1"], labeler="critic", actor="tiny", adapter=None, epochs=2.0,
-                    max_steps=None, lr=1e-4, batch_size=4, beta=0.2, simpo_gamma=None, cpo_alpha=None, lora_r=4,
+                    max_steps=None, lr=1e-4, batch_size=4, batch_tokens=None, beta=0.2, simpo_gamma=None, cpo_alpha=None, lora_r=4,
                     lora_alpha=8, save_steps=10, resume=None, seed=3, rollouts_from=[], grpo_reward="return",
                     processes=1, rpo_alpha=0.0, dpo_loss="sigmoid", kto_balance=True, kl_beta=0.0,
                     scale_rewards="group", states_per_step=8, grpo_loss_type="dapo", epsilon_high=0.28,
@@ -89,7 +90,7 @@ def test_train_actor_params_are_the_commands_params():
     older = TrainActorJobConfig.from_params({**recorded, "cpo_alpha": 0.0})  # "off" as older runs recorded it
     assert older.simpo.cpo_alpha is None and older.cpo_alpha == 0.0
     before_entropy = {k: v for k, v in recorded.items()  # runs of 2026-11-29 and before
-                      if not k.startswith("entropy_") and k not in ("greedy_member", "replay_best")}
+                      if not k.startswith("entropy_") and k not in ("greedy_member", "replay_best", "batch_tokens")}
     assert TrainActorJobConfig.from_params(before_entropy) == config
     # runs of 2026-11-30 and before wrote GRPO's "off" for a loss that does not read it
     assert TrainActorJobConfig.from_params({**recorded, **GRPO_PLAIN}) == config

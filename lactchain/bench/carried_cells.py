@@ -40,6 +40,7 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                          file_pattern="<loss>-explore<N>-seed<S>.json",
                          ran_before_recorded=(("updates_per_generation", 1), ("grpo_reward", "labeler"),
                                               ("grammar_spelling", "any"), ("greedy_member", False),
+                                              ("actor_batch_tokens", None),
                                               *GRPO_PLAIN.items()))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),

@@ -407,8 +407,8 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     shared = common_prefix_len(prompts) if shared_prefix else 0
     tokens = shared + sum(2 * (len(ids) - shared) + actor.count_tokens(format_moves(p["chosen"]))
                           + actor.count_tokens(format_moves(p["rejected"])) + 2 for ids, p in zip(prompts, pairs))
-    row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, loss="simpo", bf16=bf16,
-               shared_prefix=shared_prefix, tokens_per_step=tokens, shared_prefix_tokens=shared,
+    row.update(steps=result["steps"], pairs=len(pairs), s_per_step=step, median_step_s=result["median_step_s"],
+               loss="simpo", bf16=bf16, shared_prefix=shared_prefix, tokens_per_step=tokens, shared_prefix_tokens=shared,
                tokens_per_s=tokens / step if step else None)
     if step:
         timed = {"seconds": step}
@@ -426,6 +426,8 @@ def _train(phases: _Phases, actor: Any, cfg: DeviceBenchConfig) -> None:
     # rft (the loop's default loss) has its own loop with the same two passes: both ways too.
     rft = [_train_once(actor, pairs, phases, None, shared_prefix=flag, loss="rft") for flag in (True, False)]
     row.update(_both_ways(*(done["s_per_step"] for done in rft), prefix="rft_"))
+    # What a token budget (TrainActorConfig.batch_tokens) would fill: 4x the pairs a step, the device's defaults.
+    row.update(_larger_batch(result, _train_once(actor, _pairs(actor, 4 * len(pairs)), phases, None)))
     if cfg.compiled:  # torch.compile (COMPILE_PAYS follows it), each loss against its own uncompiled step
         for loss, plain in (("simpo", result), ("rft", rft[0] if shared_prefix else rft[1])):
             done = _train_once(actor, pairs, phases, None, loss=loss, compiled=True)
@@ -438,6 +440,16 @@ def _compiled_vs_plain(compiled: dict[str, Any], plain: dict[str, Any], prefix: 
     fast, slow = compiled["median_step_s"], plain["median_step_s"]
     return {f"{prefix}compiled_s_per_step": fast, f"{prefix}compiled_first_step_s": compiled["first_step_s"],
             f"{prefix}plain_median_s_per_step": slow, f"{prefix}compiled_speedup": slow / fast if fast and slow else None}
+
+
+def _larger_batch(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float | None]:
+    """A step of more pairs against the default one, median against median, and pairs per
+    second relative to it: near the pairs' ratio where a step costs the same whatever
+    its size (a small model on a GPU), near 1 where its time grows with its tokens (a CPU)."""
+    fast, slow = small["median_step_s"], large["median_step_s"]
+    gain = (large["batch_size"] / slow) / (small["batch_size"] / fast) if fast and slow else None
+    return {"large_batch_pairs": large["batch_size"], "large_batch_s_per_step": slow,
+            "large_batch_pairs_per_s_gain": gain}
 
 
 def _both_ways(shared: float | None, whole: float | None, prefix: str = "") -> dict[str, float | None]:

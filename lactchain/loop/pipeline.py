@@ -192,6 +192,11 @@ class PipelineConfig(Config):
                                    + f" (grpo {LOOP_LR_GRPO_PLAIN:g} with --grpo-reward labeler or --grouping state).",
                                    None)
     actor_batch_size: int = _help("Actor batch size.", 8)
+    actor_batch_tokens: int | None = _help(
+        "Actor pairs per step from a token budget instead of --actor-batch-size (rft, simpo, dpo, kto): as many "
+        "pairs as their rows hold this many tokens on average, the learning rate scaled by sqrt(pairs / "
+        "batch size) (lactchain.train.batch_budget). For a GPU, whose step costs about the same for 4x the pairs.",
+        None)
     grouping: str = _help("GRPO only: what a group is. start: --samples lists sampled from each start state, scored "
                           "as --grpo-reward says. state (GiGPO-style): --samples episodes of up to --eval-max-actions "
                           "actions from each start state; every action joins the group of the state it was taken "
@@ -280,6 +285,11 @@ class PipelineConfig(Config):
         if self.train_bf16 is None:  # recorded as resolved, like the engine's dtype
             self.train_bf16 = native_bf16_here()
         refuse_unread(self, self.loss, PER_LOSS, LOOP_LOSS_SETTINGS)  # another loss's setting: refused, not dropped
+        if self.actor_batch_tokens is not None and self.loss == "grpo":
+            bad("actor_batch_tokens", "does not apply to --loss grpo (its steps are --states-per-step start "
+                "states); leave it out")
+        if self.actor_batch_tokens is not None and not 64 <= self.actor_batch_tokens <= 10_000_000:
+            bad("actor_batch_tokens", f"must be in 64-10000000 tokens, got {self.actor_batch_tokens}")
         if self.loss == "grpo" and self.train_compile:
             bad("train_compile", "does not apply to --loss grpo (it samples from the model it trains between "
                 "steps, uncompiled); leave it out")
@@ -1104,6 +1114,7 @@ def trainer_config(cfg: PipelineConfig, seed: int) -> TrainActorConfig:
     left another loss's settings at their defaults), its epochs, lr and batch size; rft
     trains fp32."""
     return TrainActorConfig(loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
+                            batch_tokens=cfg.actor_batch_tokens,
                             seed=seed, bf16=None if cfg.loss == "rft" else cfg.train_bf16,
                             torch_compile=None if cfg.loss == "grpo" else cfg.train_compile,
                             preference=cfg.preference.replace(), simpo=cfg.simpo.replace(), grpo=cfg.grpo.replace())

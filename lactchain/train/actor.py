@@ -87,6 +87,7 @@ from lactchain.train.rft import train_rft  # noqa: E402
 from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
 from lactchain.train.compiled import compiles, step_timing, trl_compile_kwargs  # noqa: E402
+from lactchain.train.batch_budget import plan_batch  # noqa: E402
 from lactchain.train.shared_prefix import share_prompt_prefix, shares_prefix, unshare_prompt_prefix  # noqa: E402
 
 LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
@@ -639,11 +640,12 @@ def build_trainer(
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
     bf16 = autocast_bf16(bf16, use_cuda)
+    plan = plan_batch(actor, pairs, config, multiple=world_size())  # a fixed batch, or one from a token budget
     common: dict[str, Any] = dict(
         output_dir=str(output_dir),
-        learning_rate=float(config.lr),
+        learning_rate=plan.lr,
         # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses, over all processes.
-        per_device_train_batch_size=int(config.batch_size) * (2 if loss == "kto" else 1) // world_size(),
+        per_device_train_batch_size=plan.batch_size * (2 if loss == "kto" else 1) // world_size(),
         gradient_accumulation_steps=int(config.grad_accum),
         num_train_epochs=float(config.epochs),
         max_steps=int(config.max_steps) if config.max_steps else -1,
@@ -713,6 +715,7 @@ def build_trainer(
         "notes": notes, "shared_prefix": shares_prefix(actor.model, config.shared_prefix),
         "torch_compile": bool(cfg.torch_compile),
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+        **plan.record(config.batch_tokens),
     }
     if loss == "kto":
         info["kto_desirable_weight"], info["kto_undesirable_weight"] = cfg.desirable_weight, cfg.undesirable_weight
@@ -813,6 +816,7 @@ def train_actor(
         "processes": world_size(),
         "shared_prefix": info["shared_prefix"],  # as run (the device's default unless told)
         "torch_compile": info["torch_compile"],
+        **{k: info[k] for k in ("batch_size", "lr", "batch_tokens", "tokens_per_pair")},
         **step_timing(callback.step_times),  # first step apart, median and mean of the rest
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,

@@ -8,6 +8,7 @@ Which settings each loss reads (`LOSS_SETTINGS`, also in every field's help):
 
     all losses    epochs, max_steps, lr, batch_size, lora_r, lora_alpha, lora_dropout,
                   target_modules, seed, shared_prefix (lactchain.train.shared_prefix)
+    all but grpo  batch_tokens (pairs per step from a token budget: lactchain.train.batch_budget)
     simpo/dpo/kto beta (the `preference` part), grad_accum, bf16, save_steps,
                   save_total_limit, logging_steps, max_length (TRL's Trainer)
     simpo only    simpo_gamma, cpo_alpha (the `simpo` part)
@@ -59,12 +60,13 @@ GRPO_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo")  # TRL 1.16 GRPOConfig.los
 _ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora_dropout", "target_modules", "seed",
         "shared_prefix")
 _TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
+_PAIRS = ("batch_tokens",)  # every loss that trains on pairs (grpo sizes its steps by --states-per-step)
 # loss -> the TrainActorConfig settings it reads (`loss` itself aside)
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
-    "simpo": _ALL + _TRL + ("simpo_gamma", "cpo_alpha", "torch_compile"),
-    "dpo": _ALL + _TRL + ("rpo_alpha", "dpo_loss", "torch_compile"),
-    "kto": _ALL + _TRL + ("rpo_alpha", "kto_balance", "torch_compile"),
-    "rft": _ALL + ("torch_compile",),
+    "simpo": _ALL + _PAIRS + _TRL + ("simpo_gamma", "cpo_alpha", "torch_compile"),
+    "dpo": _ALL + _PAIRS + _TRL + ("rpo_alpha", "dpo_loss", "torch_compile"),
+    "kto": _ALL + _PAIRS + _TRL + ("rpo_alpha", "kto_balance", "torch_compile"),
+    "rft": _ALL + _PAIRS + ("torch_compile",),
     "grpo": _ALL + ("bf16", "save_steps", "save_total_limit", "logging_steps", "kl_beta",
                     "scale_rewards", "states_per_step", "grpo_loss_type", "epsilon_high", "group_filter",
                     "tokens_per_pass", "policy_logprobs", "updates_per_generation", "entropy_coef", "entropy_target",
@@ -280,6 +282,12 @@ class TrainActorConfig(Config):
     max_steps: int | None = option(None, "Stop after this many optimizer steps.", min=1)
     lr: float = option(5e-5, "Learning rate of the LoRA weights.", form="Learning rate")
     batch_size: int = option(8, "Pairs per optimizer step.", short="-b", min=1)
+    batch_tokens: int | None = option(
+        None, "Pairs per optimizer step from a token budget instead (simpo, dpo, kto, rft): as many pairs as their "
+              "rows hold this many tokens on average (prompt and completion, whole), and --lr, the rate at "
+              "--batch-size pairs, scaled by sqrt(pairs / batch-size) (Adam's square-root rule). Fills a GPU, whose "
+              "step costs about the same for 4x the pairs; both resolved values are recorded. Default: off (a fixed "
+              "--batch-size).", min=64, max=10_000_000)
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     simpo: SimPOSettings = field(default_factory=SimPOSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)

@@ -439,7 +439,7 @@ def train_grpo(
             "greedy_member": task.greedy_member, "replay_best": task.replay is not None,
             "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
             "train_loss": float(output.training_loss) if output.training_loss is not None else None,
-            "seconds": seconds, "s_per_step": step_timing(callback.step_times)["s_per_step"],
+            "seconds": seconds, **step_timing(callback.step_times),  # first step apart, as every trainer
             "adapter": str(adapter_dir), "checkpoints": [p for _, p in callback.checkpoints],
             "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
             "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,

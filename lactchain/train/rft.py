@@ -32,6 +32,7 @@ from lactchain.models.actor import common_prefix_len, ensure_distinct_pad
 from lactchain.models.cache_keyword import cache_kwargs, output_cache
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.batch_budget import plan_batch
 from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
                                  world_size)
 from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
@@ -122,9 +123,10 @@ def train_rft(
 
     if config.loss != "rft":
         raise ValueError(f"train_rft trains loss 'rft', not {config.loss!r} (use lactchain.train.actor.train_actor)")
-    epochs, lr, batch_size, seed = config.epochs, config.lr, config.batch_size, config.seed
     if not rows:
         raise ValueError("no rft rows to train on")
+    plan = plan_batch(actor, rows, config, multiple=world_size())  # a fixed batch, or one from a token budget
+    epochs, lr, batch_size, seed = config.epochs, plan.lr, plan.batch_size, config.seed
     if batch_size < 1 or not lr > 0 or not epochs > 0:
         raise ValueError("batch_size must be >= 1, lr and epochs > 0")
     if output_dir is None:
@@ -197,6 +199,7 @@ def train_rft(
             handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
     finish_actor(actor, model, adapter_dir)
     return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "torch_compile": compiled,
+            **plan.record(config.batch_tokens),
             **step_timing(step_times), "steps": step, "rows": len(rows), "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
             "final_loss": losses[-1] if losses else None, "final_metrics": {"loss": losses[-1]} if losses else {},
             "seconds": seconds, "adapter": str(adapter_dir),
