@@ -363,6 +363,41 @@ def test_smollm2_constrained_generation_e2e():
     print(f"\nsmollm2: prepare {t_prepare:.1f}s, cached load {t_load:.1f}s, 8x constrained generate {t_generate:.1f}s")
 
 
+def test_the_static_cache_is_kept_across_calls_one_per_batch_bucket_with_the_same_answers(tiny_actor):
+    """What CUDA graphs replay on (lactchain.models.static_cache): generate calls of 6, 3 and
+    5 rows share one cache of 8 rows, at the same addresses (also after a weight change's
+    clear), and 12 rows take a second of 16; greedy and row-seeded answers are the plain
+    path's token for token. Sampling from one shared `seed` keeps its own batch size."""
+    from lactchain.models.static_cache import StaticCachePool
+
+    prompts = [f"Goal at row {i}. Answer with a python list of moves." for i in range(12)]
+    before = tiny_actor.prefix_cache
+    tiny_actor.prefix_cache = False
+    tiny_actor.static_caches = StaticCachePool()
+    calls = [(6, {}), (3, {"temperature": 1.0, "seeds": range(3)}), (5, {}),
+             (12, {"temperature": 1.0, "seeds": range(12)}), (6, {})]
+    answers: dict[bool, list] = {}
+    addresses = []
+    try:
+        for static in (False, True):
+            tiny_actor.static_cache = static
+            answers[static] = []
+            for n, how in calls:
+                answers[static].append([s.token_ids for s in tiny_actor.generate(prompts[:n], max_new_tokens=48, **how)])
+                if static:
+                    held = tiny_actor.static_caches.held()
+                    addresses.append(held[8, torch.float32].layers[0].keys.data_ptr())
+                    tiny_actor.clear_prefix_cache()  # what training calls: the caches' buffers stay
+        assert sorted(batch for batch, _ in tiny_actor.static_caches.held()) == [8, 16]
+        assert tiny_actor.static_caches.created == 2 and len(set(addresses)) == 1
+        assert answers[True] == answers[False]
+        tiny_actor.generate(prompts[:3], temperature=1.0, seed=7, max_new_tokens=48)  # one shared generator
+        assert (3, torch.float32) in tiny_actor.static_caches.held()
+    finally:
+        tiny_actor.static_cache, tiny_actor.prefix_cache = False, before
+        tiny_actor.static_caches = StaticCachePool()
+
+
 def test_a_static_kv_cache_gives_the_same_answers(tiny_actor):
     """`static_cache` (what CUDA graphs need: transformers compiles the decode step on a
     GPU) changes where the keys and values live, not the answers: greedy and seeded

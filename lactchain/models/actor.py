@@ -57,6 +57,7 @@ from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa
 from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
 from lactchain.models.scoring import ScoringTokens
+from lactchain.models.static_cache import StaticCachePool, batch_bucket, pad_rows
 from lactchain.moves import (
     DEFAULT_MOVES, GRAMMAR_SPELLINGS, LIST_MAX_MOVES, check_enumerable, format_moves, move_list_grammar, parse_moves,
 )
@@ -78,7 +79,10 @@ PREFIX_CACHE_PAYS = {"cpu": True, "cuda": False}
 # H200 a warm greedy evaluation of the 60 states took 0.73 s against 1.42 s, same answers.
 # It compiles again for each new batch shape (its cold first run: 19 s), and in a loop run
 # with `--static-cache on` the evaluations took 18.3 s and 74.4 s against 4.5 s and 5.1 s
-# (2026-11-29), so it stays off. On a CPU it only pads (no compiling).
+# (2026-11-29), so it stays off. On a CPU it only pads (no compiling). Since 2026-11-30 the
+# caches are kept across calls, one per batch bucket (lactchain.models.static_cache): a few
+# shapes and fixed addresses over a run instead of a new cache each call; not measured on a
+# GPU yet.
 STATIC_CACHE_PAYS = {"cpu": False, "cuda": False}
 # How the static cache's decode step is compiled. "inductor": transformers' own default
 # (generated kernels in CUDA graphs; the 19-78 s cold runs above). "cudagraphs": torch's
@@ -425,6 +429,7 @@ class Actor(ScoringTokens):
         self._xgr_compiler: Any = None
         self._grammars: dict[tuple[tuple[str, ...], int], Any] = {}
         self._automata: dict[tuple[tuple[str, ...], int, str], TokenAutomaton] = {}
+        self.static_caches = StaticCachePool()  # kept across calls and weight changes: fixed addresses
         # Decode with a static KV cache (never with a prefix cache: its DynamicCache is the
         # input): on CUDA transformers then compiles the decode step (CUDA graphs).
         if static_cache is None:
@@ -852,8 +857,17 @@ class Actor(ScoringTokens):
         self._sync_caches()
         model = self._generation_model()
         batch = self._batch(model, rows)
-        input_ids = batch.input_ids
+        input_ids, mask, past = batch.input_ids, batch.mask, batch.past
         do_sample = temperature > 0
+        # A static cache kept across calls (lactchain.models.static_cache): the batch padded to its
+        # bucket where no row's answer depends on the others; a streamed answer takes generate's own.
+        pooled = self.static_cache and past is None and streamer is None
+        if pooled:
+            size = batch_bucket(len(rows)) if not do_sample or row_seeds is not None else len(rows)
+            input_ids, mask = pad_rows(input_ids, size), pad_rows(mask, size)
+            if row_seeds is not None:
+                row_seeds = [*row_seeds, *[row_seeds[0]] * (size - len(rows))]
+            past = self.static_caches.get(model, size, input_ids.shape[1] + int(max_new_tokens))
         recorder = _LogprobRecorder()
         processors = LogitsProcessorList([recorder])
         if do_sample and temperature != 1.0:
@@ -877,7 +891,8 @@ class Actor(ScoringTokens):
             # The temperature is applied by our own warper, after the raw logits were recorded.
             settings.update(temperature=1.0, top_k=0, top_p=1.0)
         if self.static_cache and batch.past is None:
-            settings.update(cache_implementation="static")
+            if not pooled:
+                settings.update(cache_implementation="static")
             if self.decode_compiler != "inductor":
                 settings.update(compile_config=decode_compile_config(self.decode_compiler))
         config = GenerationConfig(**settings)
@@ -889,15 +904,15 @@ class Actor(ScoringTokens):
             # positions from the mask (pads skipped), like the left-padded uncached batch.
             out = model.generate(
                 input_ids=input_ids,
-                attention_mask=batch.mask,
-                **cache_kwargs(model, batch.past),
+                attention_mask=mask,
+                **cache_kwargs(model, past),
                 generation_config=config,
                 logits_processor=processors,
                 streamer=streamer,
             )
         generated = out.sequences[:, input_ids.shape[1]:].cpu()
         token_lp = recorder.finish(generated)
-        return [self._sample(generated[i].tolist(), token_lp[i]) for i in range(generated.shape[0])]
+        return [self._sample(generated[i].tolist(), token_lp[i]) for i in range(len(rows))]  # padding rows dropped
 
     def _sample(self, tokens: list[int], token_lp: torch.Tensor) -> Sample:
         eos = self.eos_token_id
