@@ -25,9 +25,12 @@
 #       timeout_s=240)   # 100 % at 83 s with whole rows (2026-11-30b); 136 s with the shared prefix
 #   run(command="bash scripts/gpu_bench.sh learn --loss rft --seed 3 --budget-min 3 --budget-iterations 1",
 #       timeout_s=240)   # the loop's default loss: 100 % at 39 s (2026-11-30b)
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --actor-batch-size 32 \
-#       --actor-lr 2e-3", timeout_s=300)   # 4x the pairs a step cost the same (0.36 s against 0.42-0.47 s,
-#       # shared prefix): with the lr scaled by sqrt(4), one iteration again? Not run yet
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1 \
+#       --actor-batch-tokens 14000", timeout_s=300)   # a token budget: ~30 of the grid's ~450-token pairs a
+#       # step (the lr by the square-root rule, ~1.9e-3); 4x the pairs a step cost the same (0.36 s against
+#       # 0.42-0.47 s, shared prefix); the CPU's study of the learning: docs/results.md "Pairs per step". Not run yet
+#   run(command="bash scripts/gpu_bench.sh device train_step", timeout_s=300)   # `large_batch_pairs_per_s_gain`:
+#       # 32 pairs a step against 8, whole rows (what --actor-batch-tokens fills)
 #   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # some phases; any
 #       # further options go to `bench device` (e.g. `device train_step --compiled --train-steps 8`)
 #   run(command="bash scripts/gpu_bench.sh profile-learn --loss simpo --seed 3 --budget-min 3", timeout_s=320)
@@ -35,7 +38,8 @@
 #   run(command="bash scripts/gpu_bench.sh profile", timeout_s=440)   # torch.profiler op tables, ~200 s
 #   run(command="bash scripts/gpu_bench.sh device evaluate", timeout_s=300)   # next: `static_cudagraphs`, the
 #       # static cache's decode captured by torch's cudagraphs backend (no inductor compile per shape): its
-#       # warm and cold seconds against `evaluate` (1.5 s warm) and `static_cache` (0.63 s warm, 78 s cold);
+#       # warm and cold seconds against `evaluate` (1.5 s warm) and `static_cache` (0.63 s warm, 78 s cold),
+#       # both now on static caches kept across calls (lactchain.models.static_cache: fixed addresses);
 #       # if its cold run is short, `learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1
 #       # --static-cache cudagraphs` shows whether the loop gains
 #   run(command="LEARN_TIMEOUT_S=300 bash scripts/gpu_bench.sh profile-learn --loss grpo --explore 0 --seed 0 \
