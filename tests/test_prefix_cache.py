@@ -319,7 +319,8 @@ def test_an_optimizer_step_that_bumps_no_version_counter_still_refreshes_what_ge
     fresh = Actor.load("tiny", device="cpu", inference_dtype="bf16", prefix_cache=False)
     fresh.model = actor.model  # the same updated weights, nothing cached
     got = actor.generate(prompts)
-    assert actor._inference_copy is not copy and actor.prefix_computations == computed + 1
+    # the copy follows: its adapted weights rewritten in place (lactchain.models.merged_copy)
+    assert actor._inference_copy is copy and actor.copy_refreshes == 1 and actor.prefix_computations == computed + 1
     assert [s.token_ids for s in got] == [s.token_ids for s in fresh.generate(prompts)]
 
 

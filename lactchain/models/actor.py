@@ -56,6 +56,7 @@ from lactchain.models.cache_keyword import cache_kwargs, output_cache
 from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
 from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
+from lactchain.models.merged_copy import refresh_merged
 from lactchain.models.scoring import ScoringTokens
 from lactchain.models.static_cache import StaticCachePool, batch_bucket, pad_rows
 from lactchain.moves import (
@@ -422,6 +423,8 @@ class Actor(ScoringTokens):
         self._prefix_kv = OrderedDict()
         self.prefix_computations = 0  # forward passes spent on shared prefixes (cache misses)
         self._inference_copy: Any = None
+        self._stale_copy: Any = None  # the copy before a training step, refreshed in place when it maps
+        self.copy_builds = self.copy_refreshes = 0  # generation copies built / refreshed in place (tests, logs)
         self._weights_stamp: Any = None
         self._inference_dtype = as_dtype(inference_dtype)
         self.model = model.to(self.device).eval()
@@ -463,14 +466,14 @@ class Actor(ScoringTokens):
     @inference_dtype.setter
     def inference_dtype(self, value: str | torch.dtype | None) -> None:
         self._inference_dtype = as_dtype(value)
-        self._inference_copy = None
+        self._inference_copy = self._stale_copy = None
 
     def clear_prefix_cache(self) -> None:
         """Forget cached prefix keys/values and the inference-dtype copy of the weights.
         Call it after changing the weights in place (training does); adapter load/unload
         and `actor.model = ...` call it themselves."""
         self._prefix_kv.clear()
-        self._inference_copy = None
+        self._inference_copy = self._stale_copy = None
         self._weights_stamp = None
 
     def _stamp(self) -> tuple:
@@ -495,7 +498,10 @@ class Actor(ScoringTokens):
         """Drop derived state if the weights changed since it was computed (call first)."""
         stamp = self._stamp()
         if stamp != self._weights_stamp:
+            previous, copy_ = self._weights_stamp, self._inference_copy
             self.clear_prefix_cache()
+            if previous is not None and previous[:3] == stamp[:3]:  # same model and adapter, trained: refresh
+                self._stale_copy = copy_
             self._weights_stamp = stamp
 
     def _generation_model(self) -> Any:
@@ -507,6 +513,10 @@ class Actor(ScoringTokens):
         own = self._model
         dtype = self._inference_dtype
         recast = dtype is not None and dtype != next(own.parameters()).dtype
+        stale, self._stale_copy = self._stale_copy, None
+        if self._inference_copy is None and stale is not None and refresh_merged(stale, own):
+            self._inference_copy = stale  # the adapter's new weights written in place (lactchain.models.merged_copy)
+            self.copy_refreshes += 1
         if self._inference_copy is None:
             adapted = hasattr(own, "peft_config")
             if not recast and not (adapted and room_for_a_copy(own)):
@@ -516,6 +526,7 @@ class Actor(ScoringTokens):
                 dup = dup.merge_and_unload()  # merged in the original dtype, then cast: less rounding
             dup = own_forwards(dup)
             self._inference_copy = contiguous_head((dup.to(dtype) if recast else dup).eval())
+            self.copy_builds += 1
         return self._inference_copy
 
     def _prefix_kv_for(self, model: Any, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
