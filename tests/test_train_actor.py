@@ -304,7 +304,7 @@ def test_after_training_the_bf16_generation_copy_runs_its_own_merged_weights(los
 
 def test_a_training_step_refreshes_the_generation_copy_in_place_as_a_fresh_build_would():
     """GRPO samples between optimizer steps: the merged bf16 copy is not rebuilt each step
-    (1.1 s for SmolLM2 on a CPU) but its adapted weights rewritten in place
+    (seconds for SmolLM2 on a CPU) but its adapted weights rewritten in place
     (lactchain.models.merged_copy): the same tensors (CUDA graphs replay on their addresses),
     bit for bit the weights of a copy built afresh, the same answers."""
     from lactchain.train.lora import add_lora

@@ -2,10 +2,11 @@
 
 Why: the actor generates with a copy of its model that has the adapter merged
 (`Actor._generation_model`). GRPO samples between optimizer steps, so the adapter changes
-every step, and rebuilding the copy (deep copy, merge, cast) took 1.1 s a step for
-SmolLM2 on a 2-core CPU; writing the new merged weights into the copy's own tensors takes
-0.24 s there, and on a GPU it leaves every tensor at its address, which the decode step's
-CUDA graphs replay on (lactchain.models.static_cache). Only the adapted layers change:
+every step, and rebuilding the copy (deep copy, merge, cast) costs several times what
+writing the new merged weights into the copy's own tensors does (for SmolLM2 on a 2-core
+CPU, `scripts/merged_copy_refresh_check.py`, docs/performance.md); on a GPU it also leaves
+every tensor at its address, which the decode step's CUDA graphs replay on
+(lactchain.models.static_cache). Only the adapted layers change:
 LoRA training freezes everything else. Anything this cannot map (another model, DoRA, an
 adapter merged into its base, trainable weights outside the adapter) asks for a rebuild.
 """
