@@ -45,14 +45,14 @@ def test_the_budget_counts_the_tokens_trl_trains_on_and_sizes_the_step(tmp_path)
     held = sum(2 * len(r["prompt_ids"]) + len(r["chosen_ids"]) + len(r["rejected_ids"]) for r in rows) / len(rows)
     assert pair_tokens(actor, pairs, "dpo") == pytest.approx(held)
     # Without a budget: the batch and lr as given, recorded as such.
-    assert (info["batch_size"], info["lr"], info["batch_tokens"]) == (2, 1e-3, None)
+    assert (info["batch_size"], info["start_lr"], info["batch_tokens"]) == (2, 1e-3, None)
 
     budget = int(held * 6.5)  # room for 6 pairs
     trainer, info = build_trainer(tiny(), pairs, cfg(loss="simpo", max_steps=1, batch_size=2, lr=1e-3,
                                                     batch_tokens=budget), output_dir=tmp_path / "budget")
     assert info["batch_size"] == 6 and info["batch_tokens"] == budget
     assert info["tokens_per_pair"] == pytest.approx(held, abs=0.1)
-    assert info["lr"] == pytest.approx(1e-3 * math.sqrt(6 / 2))
+    assert info["start_lr"] == pytest.approx(1e-3 * math.sqrt(6 / 2))
     assert trainer.args.per_device_train_batch_size == 6
     assert trainer.args.learning_rate == pytest.approx(1e-3 * math.sqrt(3))
     # CPO's rows hold the prompt inside each side: the same tokens.
@@ -71,7 +71,7 @@ def test_rft_and_kto_train_over_budgeted_steps_and_record_them(loss, tmp_path):
                                             batch_tokens=int(per_pair * 4.5)),
                           output_dir=tmp_path / loss)
     assert res["batch_size"] == 4 and res["steps"] == 2  # 8 pairs, 4 a step, one epoch
-    assert res["lr"] == pytest.approx(1e-3 * math.sqrt(2))
+    assert res["start_lr"] == pytest.approx(1e-3 * math.sqrt(2))
     assert res["tokens_per_pair"] == pytest.approx(per_pair, abs=0.1)
     if loss == "rft":  # the chosen side alone: about half a preference pair
         assert per_pair < 0.6 * pair_tokens(actor, pairs, "simpo")

@@ -118,7 +118,7 @@ def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labele
         assert out["curve"][-1]["ranking_accuracy"] == 1.0  # the oracle agrees with itself
     if "actor_batch_tokens" in extra:  # a budget that holds every pair: one step, the lr by the square-root rule
         [size] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/batch_size")]
-        [lr] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/lr")]
+        [lr] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/start_lr")]
         [steps] = [r["value"] for r in reg.metric_history(handle.run_id, "train-actor/steps")]
         assert size == len(pairs) and lr == pytest.approx(cfg.actor_lr * (size / cfg.actor_batch_size) ** 0.5)
         assert steps == round(cfg.actor_epochs)

@@ -816,7 +816,7 @@ def train_actor(
         "processes": world_size(),
         "shared_prefix": info["shared_prefix"],  # as run (the device's default unless told)
         "torch_compile": info["torch_compile"],
-        **{k: info[k] for k in ("batch_size", "lr", "batch_tokens", "tokens_per_pair")},
+        **{k: info[k] for k in ("batch_size", "start_lr", "batch_tokens", "tokens_per_pair")},
         **step_timing(callback.step_times),  # first step apart, median and mean of the rest
         "final_metrics": {k: v for k, v in callback.last.items() if k not in ("train_loss", "train_runtime_s")},
         "train_loss": float(output.training_loss) if output.training_loss is not None else None,

@@ -28,12 +28,12 @@ class BatchPlan:
     """What a budget resolved to for one training run."""
 
     batch_size: int  # pairs per optimizer step
-    lr: float  # the learning rate at that batch size
+    lr: float  # the learning rate at that batch size (where the trainer's schedule starts)
     tokens_per_pair: float  # mean tokens a pair's rows hold (0 without a budget)
 
     def record(self, batch_tokens: int | None) -> dict[str, Any]:
         """The keys a trainer's result carries, so a run says what it trained with."""
-        return {"batch_size": self.batch_size, "lr": self.lr, "batch_tokens": batch_tokens,
+        return {"batch_size": self.batch_size, "start_lr": self.lr, "batch_tokens": batch_tokens,
                 "tokens_per_pair": round(self.tokens_per_pair, 1)}
 
 
