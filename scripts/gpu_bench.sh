@@ -25,10 +25,11 @@
 #       timeout_s=240)   # 100 % at 83 s with whole rows (2026-11-30b); 136 s with the shared prefix
 #   run(command="bash scripts/gpu_bench.sh learn --loss rft --seed 3 --budget-min 3 --budget-iterations 1",
 #       timeout_s=240)   # the loop's default loss: 100 % at 39 s (2026-11-30b)
-#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 1 \
+#   run(command="bash scripts/gpu_bench.sh learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 2 \
 #       --actor-batch-tokens 14000", timeout_s=300)   # a token budget: ~30 of the grid's ~450-token pairs a
 #       # step (the lr by the square-root rule, ~1.9e-3); 4x the pairs a step cost the same (0.36 s against
-#       # 0.42-0.47 s, shared prefix); the CPU's study of the learning: docs/results.md "Pairs per step". Not run yet
+#       # 0.42-0.47 s, shared prefix). On the CPU, one iteration at 32 pairs and lr 2e-3 reached 88-90 %
+#       # where 8 pairs reach 100 % (docs/results.md "Pairs per step"): give it --budget-iterations 2
 #   run(command="bash scripts/gpu_bench.sh device train_step", timeout_s=300)   # `large_batch_pairs_per_s_gain`:
 #       # 32 pairs a step against 8, whole rows (what --actor-batch-tokens fills)
 #   run(command="bash scripts/gpu_bench.sh device evaluate,train_step", timeout_s=240)   # some phases; any
