@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
 from lactchain.config import ConfigError
 from lactchain.envs.gridworld import GridWorldEnv
@@ -95,6 +96,26 @@ def test_grpo_trains_a_lora_adapter_on_scored_constrained_samples_and_resumes_af
         assert actor.adapter is not None and (actor.adapter / "adapter_config.json").is_file()
         meta = json.loads((actor.adapter / "lactchain_adapter.json").read_text())
         assert meta["loss"] == "grpo" and meta["generations"] == 4
+
+
+def test_grpo_refreshes_its_generation_copy_in_place_and_samples_what_a_rebuilt_copy_would(tmp_path, monkeypatch):
+    """GRPO generates between optimizer steps (and its KL gauge scores with the adapter
+    off in between): the merged bf16 copy is built once and refreshed in place at every
+    later step (lactchain.models.merged_copy), and the run is the one a copy rebuilt at
+    every step gives: the same rewards step by step, the same adapter."""
+    import lactchain.models.actor as actor_module
+
+    runs = {}
+    for way in ("refresh", "rebuild"):
+        if way == "rebuild":
+            monkeypatch.setattr(actor_module, "refresh_merged", lambda copy, adapted: False)
+        actor = Actor.load("tiny", inference_dtype="bf16")
+        res, rewards = _train_four_states(tmp_path / way, actor, _oracle_task(actor, n_states=4), 2, "reward")
+        weights = {n: p.detach().clone() for n, p in actor.model.named_parameters() if "lora_" in n}
+        runs[way] = (rewards, weights, actor.copy_builds, actor.copy_refreshes)
+    assert runs["refresh"][2:] == (1, 1) and runs["rebuild"][2:] == (2, 0)
+    assert runs["refresh"][0] == runs["rebuild"][0]
+    assert all(torch.equal(w, runs["rebuild"][1][n]) for n, w in runs["refresh"][1].items())
 
 
 def test_a_step_split_into_passes_makes_the_same_update_as_one_pass(tmp_path):

@@ -498,9 +498,11 @@ class Actor(ScoringTokens):
         """Drop derived state if the weights changed since it was computed (call first)."""
         stamp = self._stamp()
         if stamp != self._weights_stamp:
-            previous, copy_ = self._weights_stamp, self._inference_copy
+            # The copy (or one already stale: GRPO's KL gauge scores with the adapter off between
+            # steps, a weight change of its own) is refreshed, not rebuilt, while model and adapter stay.
+            previous, copy_ = self._weights_stamp, self._inference_copy or self._stale_copy
             self.clear_prefix_cache()
-            if previous is not None and previous[:3] == stamp[:3]:  # same model and adapter, trained: refresh
+            if previous is not None and previous[:3] == stamp[:3]:
                 self._stale_copy = copy_
             self._weights_stamp = stamp
 

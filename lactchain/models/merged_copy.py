@@ -36,7 +36,8 @@ def refresh_merged(copy: Any, adapted: Any) -> bool:
         target = targets.get(name.removeprefix(PEFT_PREFIX))
         weight = getattr(target, "weight", None)
         active = [a for a in module.active_adapters if a in module.lora_A]
-        if (weight is None or module.merged or any(module.use_dora.get(a, False) for a in active)
+        if (weight is None or module.merged or module.disable_adapters
+                or any(module.use_dora.get(a, False) for a in active)
                 or weight.shape != module.base_layer.weight.shape):
             return False
         writes.append((weight, (module, active)))
