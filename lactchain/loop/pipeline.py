@@ -53,6 +53,7 @@ from lactchain.loop.labelers import (
 )
 from lactchain.train.compiled import compile_unavailable
 from lactchain.train.actor_config import (
+    BATCH_TOKENS_RANGE,
     GRPO_PLAIN,
     LOSS_SETTINGS,
     GRPOSettings,
@@ -288,8 +289,9 @@ class PipelineConfig(Config):
         if self.actor_batch_tokens is not None and self.loss == "grpo":
             bad("actor_batch_tokens", "does not apply to --loss grpo (its steps are --states-per-step start "
                 "states); leave it out")
-        if self.actor_batch_tokens is not None and not 64 <= self.actor_batch_tokens <= 10_000_000:
-            bad("actor_batch_tokens", f"must be in 64-10000000 tokens, got {self.actor_batch_tokens}")
+        lo, hi = BATCH_TOKENS_RANGE
+        if self.actor_batch_tokens is not None and not lo <= self.actor_batch_tokens <= hi:
+            bad("actor_batch_tokens", f"must be in {lo}-{hi} tokens, got {self.actor_batch_tokens}")
         if self.loss == "grpo" and self.train_compile:
             bad("train_compile", "does not apply to --loss grpo (it samples from the model it trains between "
                 "steps, uncompiled); leave it out")

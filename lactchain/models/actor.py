@@ -500,7 +500,8 @@ class Actor(ScoringTokens):
         if stamp != self._weights_stamp:
             # The copy (or one already stale: GRPO's KL gauge scores with the adapter off between
             # steps, a weight change of its own) is refreshed, not rebuilt, while model and adapter stay.
-            previous, copy_ = self._weights_stamp, self._inference_copy or self._stale_copy
+            previous = self._weights_stamp
+            copy_ = self._inference_copy if self._inference_copy is not None else self._stale_copy
             self.clear_prefix_cache()
             if previous is not None and previous[:3] == stamp[:3]:
                 self._stale_copy = copy_

@@ -29,7 +29,7 @@ def refresh_merged(copy: Any, adapted: Any) -> bool:
     if any(p.requires_grad and "lora_" not in name for name, p in adapted.named_parameters()):
         return False
     targets = dict(copy.named_modules())
-    writes: list[tuple[torch.Tensor, Any]] = []
+    writes: list[tuple[torch.Tensor, Any, list[str]]] = []  # (the copy's weight, the adapted layer, its adapters)
     for name, module in adapted.named_modules():
         if not isinstance(module, LoraLayer):
             continue
@@ -40,11 +40,11 @@ def refresh_merged(copy: Any, adapted: Any) -> bool:
                 or any(module.use_dora.get(a, False) for a in active)
                 or weight.shape != module.base_layer.weight.shape):
             return False
-        writes.append((weight, (module, active)))
+        writes.append((weight, module, active))
     if not writes:
         return False
     with torch.no_grad():
-        for weight, (module, active) in writes:
+        for weight, module, active in writes:
             merged = module.base_layer.weight.detach().clone()
             for name in active:
                 merged += module.get_delta_weight(name)

@@ -76,6 +76,3 @@ class StaticCachePool:
     def held(self) -> dict[tuple[int, torch.dtype], Any]:
         """The caches kept, by (batch size, dtype)."""
         return {key: cache for key, (_, cache) in self._caches.items()}
-
-    def clear(self) -> None:
-        self._caches.clear()

@@ -61,6 +61,7 @@ _ALL = ("epochs", "max_steps", "lr", "batch_size", "lora_r", "lora_alpha", "lora
         "shared_prefix")
 _TRL = ("beta", "grad_accum", "bf16", "save_steps", "save_total_limit", "logging_steps", "max_length")
 _PAIRS = ("batch_tokens",)  # every loss that trains on pairs (grpo sizes its steps by --states-per-step)
+BATCH_TOKENS_RANGE = (64, 10_000_000)  # a token budget's bounds (train-actor's --batch-tokens, the loop's too)
 # loss -> the TrainActorConfig settings it reads (`loss` itself aside)
 LOSS_SETTINGS: dict[str, tuple[str, ...]] = {
     "simpo": _ALL + _PAIRS + _TRL + ("simpo_gamma", "cpo_alpha", "torch_compile"),
@@ -287,7 +288,7 @@ class TrainActorConfig(Config):
               "rows hold this many tokens on average (prompt and completion, whole), and --lr, the rate at "
               "--batch-size pairs, scaled by sqrt(pairs / batch-size) (Adam's square-root rule). Fills a GPU, whose "
               "step costs about the same for 4x the pairs; both resolved values are recorded. Default: off (a fixed "
-              "--batch-size).", min=64, max=10_000_000)
+              "--batch-size).", min=BATCH_TOKENS_RANGE[0], max=BATCH_TOKENS_RANGE[1])
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     simpo: SimPOSettings = field(default_factory=SimPOSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
