@@ -39,3 +39,49 @@ def test_no_relative_link_in_the_docs_is_broken():
             if path and not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+COMMAND = re.compile(r"(?:^|[`\s(])(?:\S*/)?(?:lactchain|\$lc)\s+([^`\n|]*)")
+
+
+def _documented_commands(page: Path) -> list[list[str]]:
+    """The argument lists of every `lactchain ...` (or the README's `$lc ...`) a page shows,
+    backslash continuations joined, up to the first shell operator or comment."""
+    import shlex
+
+    text = re.sub(r"\\\n\s*", " ", page.read_text())
+    found = []
+    for match in COMMAND.finditer(text):
+        rest = re.split(r"\s(?:&&|\|\||;|#|>)|\)", match.group(1))[0]
+        try:
+            found.append(shlex.split(rest))
+        except ValueError:  # an unbalanced quote in prose
+            found.append(rest.split())
+    return found
+
+
+def test_every_documented_command_and_option_exists_in_the_cli():
+    """Docs drift silently when an option is renamed: every `lactchain` command shown in the
+    README and docs (result folders included) must name a real command and real options."""
+    import typer
+
+    from lactchain.cli import app
+
+    root = typer.main.get_command(app)
+    unknown, checked = [], 0
+    for page in [ROOT / "README.md", ROOT / "tui" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for tokens in _documented_commands(page):
+            command, path = root, []
+            while tokens and hasattr(command, "commands") and tokens[0] in command.commands:
+                command = command.commands[tokens[0]]
+                path.append(tokens.pop(0))
+            where = f"{page.relative_to(ROOT)}: lactchain {' '.join(path)}"
+            if hasattr(command, "commands"):  # a group: the next word, if a word, must be one of its commands
+                if tokens and re.fullmatch(r"[a-z][a-z-]+", tokens[0]):
+                    unknown.append(f"{where} {tokens[0]} (no such command)")
+                continue
+            checked += 1
+            options = {"--help"} | {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+            unknown += [f"{where} {t}" for t in tokens if t.startswith("--") and t.split("=")[0] not in options]
+    assert checked > 100  # the pattern still finds the docs' commands
+    assert unknown == []
