@@ -1,5 +1,6 @@
 """The README is the front door: short, with both set-up commands, and one click from every
-docs page; no relative link in the docs points at a file that is not there."""
+docs page; no relative link in the docs points at a file that is not there, and no command
+they show names an option the CLI lacks."""
 
 from __future__ import annotations
 
