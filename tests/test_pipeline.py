@@ -45,9 +45,13 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
 
 
 def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
-    """Inside a phase the pipeline's log and metrics move: collect's states and the
-    trainer's steps as log lines, the trainer's loss live on the pipeline run itself."""
+    """Inside a phase the pipeline's log and metrics move: the critic's rounds, collect's
+    states and the trainer's steps as log lines, the critic's and the trainer's figures live
+    on the pipeline run itself."""
     reg, out, stderr = pipeline_run
+    assert "iteration 0 train-critic: round 1/8 v_loss=" in stderr  # the first fit's 8 rounds
+    rounds = reg.metric_history(out["run_id"], "live/train-critic/round")
+    assert [r["value"] for r in rounds] == [*range(1, 9), 1.0, 2.0]  # then each iteration's 2 more
     assert "iteration 1 collect: 8/8 states" in stderr
     assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
     live = reg.metric_history(out["run_id"], "live/train-actor/loss")

@@ -592,9 +592,9 @@ def seed_phase(seed: int, iteration: int, name: str) -> None:
 
 class PhaseProgress:
     """What happens inside a phase, live: a progress line on stderr (the pipeline's log)
-    every few seconds, and the trainer's metrics on the pipeline run itself under
-    `live/<phase>/<key>` at a running step, so its log and chart move while a phase runs
-    (the phase's own run has the full record). Also the run's `progress` (0..1, the
+    every few seconds, and the trainer's and the critic's figures on the pipeline run
+    itself under `live/<phase>/<key>` at the phase's running step, so its log and chart
+    move while a phase runs (the phase's own run has the full record). Also the run's `progress` (0..1, the
     console's Jobs column) as `fraction()` reads it, passed on to `on_progress` (a
     comparison's own progress over its cells)."""
 
@@ -603,7 +603,7 @@ class PhaseProgress:
     def __init__(self, handle: RunHandle, on_progress: Callable[[float], None] | None = None) -> None:
         self.handle, self.on_progress = handle, on_progress
         self.fraction: Callable[[], float] | None = None  # set by the loop's state
-        self.step = 0  # the pipeline's running step of live metrics
+        self.steps: dict[str, int] = {}  # each phase's running step of its live metrics
         self._last = 0.0
         self._ticked = 0.0
 
@@ -627,19 +627,38 @@ class PhaseProgress:
             return True
         return False
 
+    def _live(self, phase: str, numeric: dict[str, float]) -> None:
+        """A phase's figures on the pipeline run, each phase's series numbered 1, 2, ... over the run."""
+        self.steps[phase] = step = self.steps.get(phase, 0) + 1
+        self.handle.log_metrics({f"live/{phase}/{k}": v for k, v in numeric.items()}, step=step)
+
     def trainer(self, iteration: int) -> Callable[[int, int, dict[str, float]], None]:
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
             numeric = _numeric(metrics)
-            self.step += 1
             self.tick()
             try:
-                self.handle.log_metrics({f"live/train-actor/{k}": v for k, v in numeric.items()}, step=self.step)
+                self._live("train-actor", numeric)
             except Exception:  # a busy registry must not stop training
                 pass
             shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("loss", "reward", "margin") if k in numeric)
             if shown and self._due(step >= total):  # the trainer's end-of-run summary has none of these
                 print(f"iteration {iteration} train-actor: step {step}/{total} {shown}", file=sys.stderr, flush=True)
         return on_log
+
+    def rounds(self, iteration: int, total: int) -> Callable[[int, dict[str, float]], None]:
+        """The critic's fit, round by round (the first fit of a run takes half a minute or
+        more on a CPU, and said nothing until it ended)."""
+        def on_round(rnd: int, metrics: dict[str, float]) -> None:
+            numeric = _numeric(metrics)
+            self.tick()
+            try:
+                self._live("train-critic", numeric)
+            except Exception:  # a busy registry must not stop the fit
+                pass
+            if rnd < total and self._due(False):  # the last round's figures are the phase's own summary
+                shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("v_loss", "spearman_vstar") if k in numeric)
+                print(f"iteration {iteration} train-critic: round {rnd}/{total} {shown}", file=sys.stderr, flush=True)
+        return on_round
 
     def states(self, iteration: int, phase: str, total: int) -> Callable[[int], None]:
         done = [0]
@@ -916,7 +935,8 @@ def fit_critic(state: LoopState, iteration: int, rounds: int, new: list[Any]) ->
         td = TDConfig(rounds=rounds, lists_per_state=cfg.td_lists_per_state, gamma=cfg.gamma, seed=cfg.seed,
                       q_weight=0.5 if cfg.critic_scorer == "q" else 0.0)  # the Q head ranks only if trained
         critic["optimizer"], metrics = fit_critic_td(critic["critic"], critic["transitions"], td,
-                                                     critic["optimizer"], should_stop=h.cancelled.is_set)
+                                                     critic["optimizer"], on_round=state.live.rounds(iteration, rounds),
+                                                     should_stop=h.cancelled.is_set)
         folder = critic["critic"].save(h.dir / "critic")
         with writing(folder, "the critic's optimizer"):
             torch.save(critic["optimizer"].state_dict(), folder / TD_OPTIMIZER_FILE)
