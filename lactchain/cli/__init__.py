@@ -12,7 +12,7 @@ from lactchain.safe_text import printable
 
 app = typer.Typer(
     name="lactchain",
-    help="LactChain lab: train LLMs as reinforcement-learning policies (GridWorld, Blackjack), and LLM-judged rewards.",
+    help="LactChain lab: train LLMs as reinforcement-learning policies (GridWorld and its scenes, Blackjack, Taxi), with LLM-judged rewards, a trajectory archive and classic baselines.",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,

@@ -1,4 +1,4 @@
-"""`lactchain env ...`: look at the environments (GridWorld, Blackjack) and their exact optimum."""
+"""`lactchain env ...`: look at the environments (GridWorld, Blackjack, Taxi) and their exact optimum."""
 
 from __future__ import annotations
 
