@@ -254,7 +254,7 @@ def train_critic(
             "spearman_vstar": spearman_vs_optimal(model, gamma),
             "epoch_batches": float(len(batches) - skipped),
             "epoch_seconds": seconds,
-            "batches_per_s": len(batches) / seconds if seconds > 0 else 0.0,
+            "batches_per_s": (len(batches) - skipped) / seconds if seconds > 0 else 0.0,  # those it trained
         }
         handle.log_metrics(metrics, step=epoch)
         checkpoint(complete=True, metrics=metrics)
