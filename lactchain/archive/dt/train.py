@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -150,6 +151,136 @@ def select_metrics(model: DecisionTransformer, text: Any, episodes: Sequence[Epi
     return out
 
 
+@dataclass
+class _Start:
+    """Where a run starts: a fresh model, or the newest checkpoint of `resume_from`'s lineage."""
+
+    model: DecisionTransformer
+    text: Any  # the text side (`text_side`): LearnedText, FrozenText or None
+    data: Dataset
+    select_fraction: float  # the split carries on from the checkpoint
+    path: str | None = None  # the checkpoint resumed from
+    done: int = 0  # optimizer steps already taken
+    spent: float = 0.0  # training seconds already spent (a `minutes` budget counts the lineage)
+    best_score: float | None = None
+
+
+def _start(c: DTTrainConfig, registry: Any, archive_id: str, rows: Any) -> _Start:
+    """The model, text side and data split a run trains: fresh from `c`, or as the
+    checkpoint it resumes left them (ValueError: one trained on another archive)."""
+    start = _resume_point(registry, c.resume_from)
+    if start is not None:
+        model, text, meta = load_checkpoint(start["path"])
+        if meta.get("archive") != archive_id:
+            raise ValueError(f"checkpoint {start['path']} was trained on archive {meta.get('archive')}, "
+                             f"not {archive_id}")
+        select_fraction = float(meta.get("select_fraction", 0.0))
+        data = prepare(rows, describer=c.describer, max_visits=model.cfg.max_visits, bd_to_go=model.cfg.bd_to_go,
+                       val_fraction=c.val_fraction, seed=c.seed, select_fraction=select_fraction)
+        return _Start(model, text, data, select_fraction, path=start["path"], done=int(meta.get("step", 0)),
+                      spent=float(meta.get("train_seconds", 0.0)), best_score=meta.get("best_select_score"))
+    data = prepare(rows, describer=c.describer, max_visits=c.max_visits, bd_to_go=c.bd_to_go,
+                   val_fraction=c.val_fraction, seed=c.seed, select_fraction=c.select_fraction)
+    text = text_side(c.text_encoder, data.texts(data.train))
+    longest_train = max(data.episodes[i].steps for i in data.train)
+    cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd,
+                   dropout=c.dropout, text_encoder=c.text_encoder, max_visits=c.max_visits, rtg=c.rtg,
+                   bd_to_go=c.bd_to_go, tie_actions=c.tie_actions, absolute_cells=c.absolute_cells,
+                   max_steps=longest_train + 8,
+                   text_vocab=getattr(text, "vocab_size", 0), text_len=getattr(text, "length", 1),
+                   text_dim=text.dim if isinstance(text, FrozenText) else 0)
+    return _Start(DecisionTransformer(cfg), text, data, c.select_fraction)
+
+
+def _optimizer(model: DecisionTransformer, c: DTTrainConfig, resumed: str | None) -> torch.optim.Optimizer:
+    """AdamW, weight decay on the matrices only; a resumed run's state loaded back."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=c.lr, betas=(0.9, 0.95))
+    if resumed is not None and (Path(resumed) / OPTIMIZER_FILE).is_file():
+        optimizer.load_state_dict(read_tensors(Path(resumed) / OPTIMIZER_FILE))
+    return optimizer
+
+
+def _tokenizer_stats(text: Any, data: Dataset) -> dict[str, Any]:
+    """How the instructions tokenise (saved with every checkpoint): the training ones, and
+    for a learned vocabulary also the held-out ones (their longest, and how many it cuts)."""
+    if text is None:
+        return {"text_encoder": NO_TEXT}
+    stats = text.stats(data.texts(data.train))
+    if isinstance(text, LearnedText):
+        val_stats = text.stats(data.texts(data.val))
+        stats["longest_description_tokens_all"] = max(stats["longest_description_tokens"],
+                                                      val_stats["longest_description_tokens"])
+        stats["cut_val_descriptions"] = val_stats["cut_descriptions"]
+    return stats
+
+
+class _Saver:
+    """A run's checkpoints (kind "dt": the newest KEEP_CHECKPOINTS, every `checkpoint_every`
+    steps, at the end and on SIGTERM) and its best model by selection score ("dt-best"),
+    with the training seconds of the whole lineage."""
+
+    def __init__(self, handle: Any, start: _Start, optimizer: torch.optim.Optimizer, tokenizer: dict[str, Any],
+                 split_meta: dict[str, Any]) -> None:
+        self.handle, self.model, self.text, self.optimizer = handle, start.model, start.text, optimizer
+        self.tokenizer, self.split_meta = tokenizer, split_meta
+        self.step = start.done
+        self.saved_step = start.done if start.path else -1
+        self.last_path = start.path
+        self.spent, self.since = start.spent, time.perf_counter()
+        self.best, self.best_step, self.best_metrics = start.best_score, None, {}
+
+    def seconds(self) -> float:
+        return self.spent + (time.perf_counter() - self.since)
+
+    def checkpoint(self, complete: bool) -> Path:
+        step, registry = self.step, self.handle.registry
+        folder = save_checkpoint(Path(self.handle.dir) / "dt" / f"step-{step:06d}", self.model, self.text,
+                                 self.optimizer, step=step, train_seconds=self.seconds(), complete=complete,
+                                 tokenizer=self.tokenizer, best_select_score=self.best, **self.split_meta)
+        seal(folder)  # last: resume passes over a checkpoint whose files no longer match
+        registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, folder, step=step,
+                              meta={"step": step, "complete": complete, "train_seconds": self.seconds()})
+        self.saved_step, self.last_path = step, str(folder)
+        keep_newest(registry, self.handle.run_id, CHECKPOINT_KIND, KEEP_CHECKPOINTS)
+        return folder
+
+    def unsaved(self) -> bool:
+        return self.step != self.saved_step
+
+    def on_cancel(self) -> None:
+        if self.unsaved():
+            self.checkpoint(complete=False)
+
+    def keep_best(self, scores: dict[str, float]) -> None:
+        """A new best selection score: its model becomes the run's "dt-best" artifact."""
+        step, registry = self.step, self.handle.registry
+        self.best, self.best_step, self.best_metrics = scores["select_score"], step, scores
+        folder = save_checkpoint(Path(self.handle.dir) / "dt" / f"best-step-{step:06d}", self.model, self.text,
+                                 step=step, train_seconds=self.seconds(), tokenizer=self.tokenizer,
+                                 best_select_score=self.best, **scores, **self.split_meta)
+        seal(folder)
+        registry.add_artifact(self.handle.run_id, BEST_KIND, folder, step=step, meta={"step": step, **scores})
+        keep_newest(registry, self.handle.run_id, BEST_KIND, 1)
+
+
+def _batch(c: DTTrainConfig, data: Dataset, relabeler: Relabeler, train_idx: np.ndarray,
+           rng: np.random.Generator) -> tuple[list[Episode], torch.Tensor, torch.Tensor]:
+    """One step's rows (some relabelled in hindsight) and which of them see their
+    instruction and their BD (conditioning dropout)."""
+    idx = rng.choice(train_idx, size=c.batch_size, replace=len(train_idx) < c.batch_size)
+    if c.relabel > 0:
+        eps = [relabeler.sample(data.episodes[i], rng) if rng.random() < c.relabel else data.episodes[i] for i in idx]
+    else:
+        eps = [data.episodes[i] for i in idx]
+    described = torch.tensor([bool(e.text) for e in eps])
+    text_on = torch.from_numpy(rng.random(c.batch_size) >= c.text_dropout) & described
+    bd_on = torch.from_numpy(rng.random(c.batch_size) >= c.bd_dropout)
+    return eps, text_on, bd_on
+
+
 def train_dt(
     handle: Any,
     config: DTTrainConfig,
@@ -164,169 +295,87 @@ def train_dt(
     "none" (the no-text baseline).
     """
     c = config
-    archive, describer, text_encoder, seed = c.archive, c.describer, c.text_encoder, c.seed
-    steps, minutes, batch_size, lr, val_fraction = c.steps, c.minutes, c.batch_size, c.lr, c.val_fraction
-    select_fraction, select_every, relabel = c.select_fraction, c.select_every, c.relabel
-    text_dropout, bd_dropout, max_visits, bd_to_go = c.text_dropout, c.bd_dropout, c.max_visits, c.bd_to_go
-    eval_every, checkpoint_every, threads = c.eval_every, c.checkpoint_every, c.threads
     t_start = time.perf_counter()
-    registry = handle.registry
-    if threads:
-        torch.set_num_threads(int(threads))
-    torch.manual_seed(seed)
-    archive_id, rows = archive_rows(registry, archive)
-
-    start = _resume_point(registry, c.resume_from)
-    if start is not None:
-        model, text, meta = load_checkpoint(start["path"])
-        cfg = model.cfg
-        if meta.get("archive") != archive_id:
-            raise ValueError(f"checkpoint {start['path']} was trained on archive {meta.get('archive')}, "
-                             f"not {archive_id}")
-        select_fraction = float(meta.get("select_fraction", 0.0))  # the split carries on
-        data = prepare(rows, describer=describer, max_visits=cfg.max_visits, bd_to_go=cfg.bd_to_go,
-                       val_fraction=val_fraction, seed=seed, select_fraction=select_fraction)
-        done, spent = int(meta.get("step", 0)), float(meta.get("train_seconds", 0.0))
-        best_score = meta.get("best_select_score")
-    else:
-        data = prepare(rows, describer=describer, max_visits=max_visits, bd_to_go=bd_to_go,
-                       val_fraction=val_fraction, seed=seed, select_fraction=select_fraction)
-        text = text_side(text_encoder, data.texts(data.train))
-        longest_train = max(data.episodes[i].steps for i in data.train)
-        cfg = DTConfig(scene=data.codec.scene.as_dict(), n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd,
-                       dropout=c.dropout, text_encoder=text_encoder, max_visits=max_visits, rtg=c.rtg,
-                       bd_to_go=bd_to_go, tie_actions=c.tie_actions, absolute_cells=c.absolute_cells,
-                       max_steps=longest_train + 8,
-                       text_vocab=getattr(text, "vocab_size", 0), text_len=getattr(text, "length", 1),
-                       text_dim=text.dim if isinstance(text, FrozenText) else 0)
-        model = DecisionTransformer(cfg)
-        done, spent, best_score = 0, 0.0, None
+    if c.threads:
+        torch.set_num_threads(int(c.threads))
+    torch.manual_seed(c.seed)
+    archive_id, rows = archive_rows(handle.registry, c.archive)
+    start = _start(c, handle.registry, archive_id, rows)
+    model, text, data = start.model, start.text, start.data
     model.train()
-
     tensors = Tensors(data.episodes, data.codec)
     texts = text_tensors(text, [e.text for e in data.episodes])
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
-    if start is not None and (Path(start["path"]) / OPTIMIZER_FILE).is_file():
-        optimizer.load_state_dict(read_tensors(Path(start["path"]) / OPTIMIZER_FILE))
+    optimizer = _optimizer(model, c, start.path)
+    tok_stats = _tokenizer_stats(text, data)
+    saver = _Saver(handle, start, optimizer, tok_stats,
+                   {"archive": archive_id, "describer": c.describer, "seed": c.seed, "val_fraction": c.val_fraction,
+                    "select_fraction": start.select_fraction})
+    handle.on_cancel(saver.on_cancel)
 
-    budget_s = minutes * 60.0 if minutes else None
-    state = {"step": done, "saved_step": done if start else -1, "last_path": start["path"] if start else None,
-             "seconds": spent, "since": time.perf_counter(), "best": best_score, "best_step": None,
-             "best_metrics": {}}
-    split_meta = {"archive": archive_id, "describer": describer, "seed": seed, "val_fraction": val_fraction,
-                  "select_fraction": select_fraction}
-    tok_stats = text.stats(data.texts(data.train)) if text is not None else {"text_encoder": NO_TEXT}
-    if isinstance(text, LearnedText):  # how held-out instructions tokenise with the learned vocabulary
-        val_stats = text.stats(data.texts(data.val))
-        tok_stats["longest_description_tokens_all"] = max(tok_stats["longest_description_tokens"],
-                                                          val_stats["longest_description_tokens"])
-        tok_stats["cut_val_descriptions"] = val_stats["cut_descriptions"]
-
-    def seconds() -> float:
-        return state["seconds"] + (time.perf_counter() - state["since"])
-
-    def checkpoint(complete: bool) -> Path:
-        step = state["step"]
-        folder = save_checkpoint(Path(handle.dir) / "dt" / f"step-{step:06d}", model, text, optimizer,
-                                 step=step, train_seconds=seconds(), complete=complete, tokenizer=tok_stats,
-                                 best_select_score=state["best"], **split_meta)
-        seal(folder)  # last: resume passes over a checkpoint whose files no longer match
-        registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=step,
-                              meta={"step": step, "complete": complete, "train_seconds": seconds()})
-        state["saved_step"], state["last_path"] = step, str(folder)
-        keep_newest(registry, handle.run_id, CHECKPOINT_KIND, KEEP_CHECKPOINTS)
-        return folder
-
-    def keep_best(step: int, scores: dict[str, float]) -> None:
-        """A new best selection score: its model becomes the run's "dt-best" artifact."""
-        state["best"], state["best_step"], state["best_metrics"] = scores["select_score"], step, scores
-        folder = save_checkpoint(Path(handle.dir) / "dt" / f"best-step-{step:06d}", model, text, step=step,
-                                 train_seconds=seconds(), tokenizer=tok_stats, best_select_score=state["best"],
-                                 **scores, **split_meta)
-        seal(folder)
-        registry.add_artifact(handle.run_id, BEST_KIND, folder, step=step, meta={"step": step, **scores})
-        keep_newest(registry, handle.run_id, BEST_KIND, 1)
-
-    def on_cancel() -> None:
-        if state["step"] != state["saved_step"]:
-            checkpoint(complete=False)
-
-    handle.on_cancel(on_cancel)
-
+    budget_s = c.minutes * 60.0 if c.minutes else None
     train_idx = np.asarray(data.train)
-    train_texts = set(data.texts(data.train))
     held = data.val + data.select  # never relabelled into training
-    relabeler = Relabeler(data.codec, describer, cfg.bd_to_go, {data.episodes[i].key for i in held},
-                          set(data.texts(held)) - train_texts)
+    relabeler = Relabeler(data.codec, c.describer, model.cfg.bd_to_go, {data.episodes[i].key for i in held},
+                          set(data.texts(held)) - set(data.texts(data.train)))
     select_eps = [data.episodes[i] for i in data.select]
     metrics: dict[str, float] = {}
     losses: list[float] = []
-    t_log, steps_at_log = time.perf_counter(), state["step"]
-    while state["step"] < steps and (budget_s is None or seconds() < budget_s):
+    t_log, steps_at_log = time.perf_counter(), saver.step
+    while saver.step < c.steps and (budget_s is None or saver.seconds() < budget_s):
         handle.check_cancelled()
-        step = state["step"]
-        rng = np.random.default_rng([seed, step])
-        idx = rng.choice(train_idx, size=batch_size, replace=len(train_idx) < batch_size)
-        if relabel > 0:
-            eps = [relabeler.sample(data.episodes[i], rng) if rng.random() < relabel else data.episodes[i] for i in idx]
-        else:
-            eps = [data.episodes[i] for i in idx]
-        described = torch.tensor([bool(e.text) for e in eps])
-        text_on = torch.from_numpy(rng.random(batch_size) >= text_dropout) & described
-        bd_on = torch.from_numpy(rng.random(batch_size) >= bd_dropout)
-        progress = step / steps if budget_s is None else max(step / steps, seconds() / budget_s)
+        step = saver.step
+        rng = np.random.default_rng([c.seed, step])  # a resumed run sees the batches the killed one would have
+        eps, text_on, bd_on = _batch(c, data, relabeler, train_idx, rng)
+        progress = step / c.steps if budget_s is None else max(step / c.steps, saver.seconds() / budget_s)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(progress, lr, c.warmup)
+            group["lr"] = lr_at(progress, c.lr, c.warmup)
         optimizer.zero_grad(set_to_none=True)
         loss = bucketed_loss(model, data.codec, text, eps, text_on, bd_on)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        state["step"] = step = step + 1
+        saver.step = step = step + 1
         losses.append(loss.item())
         if on_step is not None:
             on_step(step)
-        last = step >= steps or (budget_s is not None and seconds() >= budget_s)
-        if step % eval_every == 0 or last:
+        last = step >= c.steps or (budget_s is not None and saver.seconds() >= budget_s)
+        if step % c.eval_every == 0 or last:
             now = time.perf_counter()
             metrics = {"loss": float(np.mean(losses)), "lr": optimizer.param_groups[0]["lr"],
                        **validation(model, tensors, texts, data.val),
-                       "train_seconds": seconds(), "steps_per_s": (step - steps_at_log) / max(now - t_log, 1e-9)}
+                       "train_seconds": saver.seconds(), "steps_per_s": (step - steps_at_log) / max(now - t_log, 1e-9)}
             handle.log_metrics(metrics, step=step)
             losses, t_log, steps_at_log = [], now, step
             if on_log is not None:
                 on_log(step, metrics)
-        if select_eps and (step % select_every == 0 or last):
+        if select_eps and (step % c.select_every == 0 or last):
             scores = select_metrics(model, text, select_eps)
-            if state["best"] is None or scores["select_score"] > state["best"]:
-                keep_best(step, scores)
-            handle.log_metrics({**scores, "select_best": state["best"]}, step=step)
+            if saver.best is None or scores["select_score"] > saver.best:
+                saver.keep_best(scores)
+            handle.log_metrics({**scores, "select_best": saver.best}, step=step)
             metrics.update(scores)
-        if step % checkpoint_every == 0 and not last:
-            checkpoint(complete=True)
-    if state["step"] != state["saved_step"]:
-        checkpoint(complete=True)
+        if step % c.checkpoint_every == 0 and not last:
+            saver.checkpoint(complete=True)
+    if saver.unsaved():
+        saver.checkpoint(complete=True)
 
     return {
         "archive": archive_id,
-        "describer": describer,
-        "text_encoder": cfg.text_encoder,
+        "describer": c.describer,
+        "text_encoder": model.cfg.text_encoder,
         "trajectories": len(data.episodes),
         "undescribed": data.undescribed,
         "train_trajectories": len(data.train),
         "val_trajectories": len(data.val),
         "select_trajectories": len(data.select),
-        "best": {"step": state["best_step"], **state["best_metrics"]} if state["best_step"] is not None else None,
+        "best": {"step": saver.best_step, **saver.best_metrics} if saver.best_step is not None else None,
         "tokenizer": tok_stats,
         "parameters": model.num_params(),
-        "config": {k: v for k, v in cfg.as_dict().items() if k != "scene"},
-        "start_step": done,
-        "steps": state["step"],
-        "train_seconds": seconds(),
+        "config": {k: v for k, v in model.cfg.as_dict().items() if k != "scene"},
+        "start_step": start.done,
+        "steps": saver.step,
+        "train_seconds": saver.seconds(),
         "metrics": metrics,
-        "checkpoint": state["last_path"],
+        "checkpoint": saver.last_path,
         "seconds": time.perf_counter() - t_start,
     }
