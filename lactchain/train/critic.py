@@ -128,6 +128,54 @@ def _resume_point(registry: Any, run_id: str, resume: bool, resume_from: str | N
     return None  # fresh start (also: resume=True before the first checkpoint was written)
 
 
+def _start(c: TrainCriticConfig, registry: Any, run_id: str, resume: bool, device: str | None,
+           train: Sequence[Sample]) -> tuple[Any, dict[str, Any] | None, int, int]:
+    """(critic, the checkpoint it resumes or None, epochs done, batches of the next epoch
+    already trained): fresh, its targets normalised by the training returns, or as the
+    checkpoint left it (a partial one, written on SIGTERM, says how far its epoch got)."""
+    from lactchain.models.critic import Critic
+
+    start = _resume_point(registry, run_id, resume, c.resume_from)
+    if start is None:
+        model = Critic.load(c.critic, lora_r=c.lora_r, device=device, env_kwargs=c.built_env_kwargs(), env=c.env)
+        rets = np.asarray([s.ret for s in train])
+        model.set_target_stats(rets.mean(), rets.std())
+        return model, None, 0, 0
+    model = Critic.load(checkpoint=start["path"], device=device)
+    meta = start.get("meta") or {}
+    skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
+    return model, start, int(start["step"] or 0), skip_batches
+
+
+class _Checkpoints:
+    """A critic run's checkpoints (artifact kind "critic", step = epoch): one per epoch,
+    and a partial one on SIGTERM if any batch ran since the last (`batches_done` of the
+    next epoch, which a resume skips)."""
+
+    def __init__(self, handle: Any, model: Any, optimizer: torch.optim.Optimizer, epoch: int, batches_done: int,
+                 last_path: str | None) -> None:
+        self.handle, self.model, self.optimizer = handle, model, optimizer
+        self.epoch, self.batches_done, self.batches_since_save, self.last_path = epoch, batches_done, 0, last_path
+
+    def save(self, complete: bool, metrics: Mapping[str, float] | None = None) -> Path:
+        epoch = self.epoch
+        name = f"epoch-{epoch:03d}" if complete else f"epoch-{epoch:03d}-partial-{int(time.time())}"
+        folder = self.model.save(Path(self.handle.dir) / "critic" / name)
+        with writing(folder, "the critic's optimizer"):
+            torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_NAME)
+        meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
+        if not complete:
+            meta["batches_done"] = self.batches_done  # of epoch + 1: a resume skips them
+        seal(folder)  # last: a folder without a whole manifest is not a checkpoint to resume from
+        self.handle.registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, folder, step=epoch, meta=meta)
+        self.batches_since_save, self.last_path = 0, str(folder)
+        return folder
+
+    def on_cancel(self) -> None:
+        if self.batches_since_save:
+            self.save(complete=False)
+
+
 def train_critic(
     handle: Any,
     config: TrainCriticConfig,
@@ -146,8 +194,6 @@ def train_critic(
     `on_epoch(epoch, metrics)` / `on_batch(done, total)` feed progress displays.
     Returns the final metrics, the checkpoint path and data sizes.
     """
-    from lactchain.models.critic import Critic
-
     t_start = time.perf_counter()
     registry = handle.registry
     c = config
@@ -163,19 +209,8 @@ def train_critic(
     if len(train) < 2:
         raise ValueError(f"only {len(train)} training step(s) in runs {', '.join(run_ids)}; play more episodes")
 
-    # 3. model: fresh, or from the checkpoint we resume
-    start = _resume_point(registry, handle.run_id, resume, c.resume_from)
-    skip_batches = 0  # batches of the next epoch a partial (SIGTERM) checkpoint already trained on
-    if start is not None:
-        model = Critic.load(checkpoint=start["path"], device=device)
-        done_epochs = int(start["step"] or 0)
-        meta = start.get("meta") or {}
-        skip_batches = int(meta.get("batches_done", 0)) if meta.get("complete") is False else 0
-    else:
-        model = Critic.load(c.critic, lora_r=c.lora_r, device=device, env_kwargs=c.built_env_kwargs(), env=c.env)
-        rets = np.asarray([s.ret for s in train])
-        model.set_target_stats(rets.mean(), rets.std())
-        done_epochs = 0
+    # 3. model: fresh, or from the checkpoint we resume; 5. its checkpoints
+    model, start, done_epochs, skip_batches = _start(c, registry, handle.run_id, resume, device, train)
     world, me = world_size(), rank()
     same_start(model.trainable_parameters())  # DDP: every rank from rank 0's weights
     model.batch_size = max(batch_size, 1)
@@ -183,30 +218,8 @@ def train_critic(
     if start is not None and (Path(start["path"]) / OPTIMIZER_NAME).is_file():
         optimizer.load_state_dict(read_tensors(Path(start["path"]) / OPTIMIZER_NAME, "critic checkpoint",
                                                 device=model.device))
-
-    # 5. checkpoints
-    state = {"epoch": done_epochs, "batches_since_save": 0, "batches_done": skip_batches,
-             "last_path": start["path"] if start else None}
-
-    def checkpoint(complete: bool, metrics: Mapping[str, float] | None = None) -> Path:
-        epoch = state["epoch"]
-        name = f"epoch-{epoch:03d}" if complete else f"epoch-{epoch:03d}-partial-{int(time.time())}"
-        folder = model.save(Path(handle.dir) / "critic" / name)
-        with writing(folder, "the critic's optimizer"):
-            torch.save(optimizer.state_dict(), folder / OPTIMIZER_NAME)
-        meta = {"epoch": epoch, "complete": complete, **{k: v for k, v in (metrics or {}).items() if v == v}}
-        if not complete:
-            meta["batches_done"] = state["batches_done"]  # of epoch + 1: a resume skips them
-        seal(folder)  # last: a folder without a whole manifest is not a checkpoint to resume from
-        registry.add_artifact(handle.run_id, CHECKPOINT_KIND, folder, step=epoch, meta=meta)
-        state["batches_since_save"], state["last_path"] = 0, str(folder)
-        return folder
-
-    def on_cancel() -> None:
-        if state["batches_since_save"]:
-            checkpoint(complete=False)
-
-    handle.on_cancel(on_cancel)
+    saves = _Checkpoints(handle, model, optimizer, done_epochs, skip_batches, start["path"] if start else None)
+    handle.on_cancel(saves.on_cancel)
 
     # 4. epochs
     metrics: dict[str, float] = {}
@@ -215,9 +228,9 @@ def train_critic(
         t0 = time.perf_counter()
         batches = _batches(len(train), batch_size, seed * 100_003 + epoch, least=2 * world)
         tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
-        skipped = state["batches_done"]
+        skipped = saves.batches_done
         for i, idx in enumerate(batches):
-            if i < state["batches_done"]:
+            if i < skipped:
                 continue  # trained before the partial checkpoint this run resumed from
             if any_rank(handle.cancelled.is_set())[0]:  # DDP: every rank stops at the same batch
                 handle.cancelled.set()
@@ -232,14 +245,14 @@ def train_critic(
             loss.backward()
             average_gradients(model.trainable_parameters(), len(batch) / len(whole))
             optimizer.step()
-            state["batches_since_save"] += 1
-            state["batches_done"] = i + 1
+            saves.batches_since_save += 1
+            saves.batches_done = i + 1
             k = len(batch)
             tot, tot_v, n = tot + loss.item() * k, tot_v + v_item * k, n + k
             tot_q += (q_item if q_weight > 0 else 0.0) * k
             if on_batch is not None:
                 on_batch(i + 1, len(batches))
-        state["epoch"], state["batches_done"] = epoch, 0
+        saves.epoch, saves.batches_done = epoch, 0
         seconds = time.perf_counter() - t0
         tot, tot_v, tot_q, n = sum_over_ranks(tot, tot_v, tot_q, n)  # the whole global batches' losses
         if not is_main_process():  # rank 0 evaluates, logs and checkpoints; the others go on training
@@ -257,7 +270,7 @@ def train_critic(
             "batches_per_s": (len(batches) - skipped) / seconds if seconds > 0 else 0.0,  # those it trained
         }
         handle.log_metrics(metrics, step=epoch)
-        checkpoint(complete=True, metrics=metrics)
+        saves.save(complete=True, metrics=metrics)
         if on_epoch is not None:
             on_epoch(epoch, metrics)
 
@@ -274,6 +287,6 @@ def train_critic(
         "value_mean": model.value_mean,
         "value_std": model.value_std,
         "metrics": {k: (v if not (isinstance(v, float) and math.isnan(v)) else None) for k, v in metrics.items()},
-        "checkpoint": state["last_path"],
+        "checkpoint": saves.last_path,
         "seconds": time.perf_counter() - t_start,
     }
