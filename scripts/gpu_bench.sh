@@ -15,6 +15,10 @@
 #   ... stage 2, 3, 4 ...
 #   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part5"],
 #       timeout_s=480)
+# The next session's first call (issue 46's open questions in order, one call, ~585 s):
+#   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh next", carry=[".gpu/part5"],
+#       timeout_s=600)
+# then, if device time is left, `profile-learn --loss grpo ...` (below).
 # `bench` writes device-<card>-<date>.json, bench-rollout.json and bench.log under $OUT.
 # Device time (900 s lent a session): the machine's start ~30 s, each staging call under 5 s,
 # `bench` ~210 s, `device train_step --compiled --train-steps 8` 294 s with setup (two
@@ -239,13 +243,48 @@ profile_learn() {
     grep -E "(evaluate|collect|train-actor|train-critic): .*seconds=" "$out/learn-profiled.err" | cut -c1-160 || true
 }
 
+next_questions() {
+    # The next GPU session's questions (issue 46) in one device call, so no device time
+    # idles between calls: each step in its own folder under $OUT, with its own time limit,
+    # skipped (and said so) when what is left of the call (NEXT_BUDGET_S, 585 s of the
+    # 600-s call limit) cannot hold it. NEXT_DRY=1 prints the plan and runs nothing.
+    #   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh next", carry=[".gpu/part5"],
+    #       timeout_s=600)
+    local out=${OUT:-/tmp/gpu-bench} start=$SECONDS budget=${NEXT_BUDGET_S:-585}
+    [ -n "${NEXT_DRY:-}" ] || setup
+    step() {  # NAME LIMIT_S gpu_bench.sh-ARGS...
+        local name=$1 limit=$2 left rc=0
+        shift 2
+        left=$((budget - (SECONDS - start)))
+        if [ "$left" -lt "$limit" ]; then
+            echo "skipped $name: ${left} s left of the call, it may take ${limit} s"
+            return 0
+        fi
+        echo "== $name (at most ${limit} s): $*"
+        [ -n "${NEXT_DRY:-}" ] && return 0
+        OUT="$out/$name" LEARN_TIMEOUT_S=$((limit - 15)) timeout "$limit" bash "$0" "$@" || rc=$?
+        echo "$name rc=$rc after $((SECONDS - start)) s"
+    }
+    # 1. The static cache's decode step under torch's cudagraphs backend, on caches kept
+    #    across calls: warm and cold against the plain evaluation (1.5 s warm) and inductor's
+    #    static cache (0.63 s warm, 78 s cold).
+    step 1-evaluate 220 device evaluate
+    # 2. 32 pairs a step against 8, whole rows: `large_batch_pairs_per_s_gain`.
+    step 2-train-step 130 device train_step
+    # 3. The loop with a token budget (~30 pairs a step): 100 % in fewer, larger steps?
+    step 3-learn-simpo-tokens 220 learn --loss simpo --seed 3 --budget-min 3 --budget-iterations 2 \
+        --actor-batch-tokens 14000
+    echo "next: done after $((SECONDS - start)) s"
+}
+
 case "${1:-}" in
     prepare) prepare ;;
+    next) next_questions ;;
     stage) stage "${2:?which part: 1 to the last in .gpu}" ;;
     bench) bench ;;
     device) shift; device "$@" ;;
     profile) profile ;;
     learn) shift; learn "$@" ;;
     profile-learn) shift; profile_learn "$@" ;;
-    *) echo "usage: $0 prepare | stage N | bench | device PHASES | profile | learn OPTIONS... | profile-learn OPTIONS..." >&2; exit 2 ;;
+    *) echo "usage: $0 prepare | stage N | bench | next | device PHASES | profile | learn OPTIONS... | profile-learn OPTIONS..." >&2; exit 2 ;;
 esac
