@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -18,10 +19,14 @@ def pipeline_run(tmp_path_factory):
     script's own process is tests/test_cli_runs.py's; an interpreter start costs ~8 s here)."""
     from cli_helpers import run_cli_uncaptured
 
+    from lactchain.loop.pipeline import PhaseProgress
+
     db = tmp_path_factory.mktemp("pipeline") / "registry.db"
-    code, out, err = run_cli_uncaptured(["pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8",
-                                         "--eval-states", "8", "--td-lists-per-state", "32", "--actor-epochs", "1",
-                                         "--db", str(db), "--json"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PhaseProgress, "EVERY_S", 0.0)  # every progress line, not one per 5 s: the test's phases are short
+        code, out, err = run_cli_uncaptured(["pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8",
+                                             "--eval-states", "8", "--td-lists-per-state", "32", "--actor-epochs",
+                                             "1", "--db", str(db), "--json"])
     assert code == 0, err
     return Registry(db), json.loads(out), err
 
@@ -45,15 +50,16 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
 
 
 def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
-    """Inside a phase the pipeline's log and metrics move: the critic's rounds, collect's
-    states and the trainer's steps as log lines, the critic's and the trainer's figures live
-    on the pipeline run itself."""
+    """Inside a phase the pipeline's log and metrics move: the critic's rounds, the
+    evaluation's lock-steps, collect's states and the trainer's steps as log lines, the
+    critic's and the trainer's figures live on the pipeline run itself."""
     reg, out, stderr = pipeline_run
     assert "iteration 0 train-critic: round 1/8 v_loss=" in stderr  # the first fit's 8 rounds
     rounds = reg.metric_history(out["run_id"], "live/train-critic/round")
     assert [r["value"] for r in rounds] == [*range(1, 9), 1.0, 2.0]  # then each iteration's 2 more
+    assert re.search(r"iteration 0 evaluate: \d/8 episodes, 8 env steps", stderr)  # after its first lock-step
     assert "iteration 1 collect: 8/8 states" in stderr
-    assert "iteration 1 train-actor: step 1/" in stderr or "iteration 1 train-actor: step " in stderr
+    assert "iteration 1 train-actor: step 1/" in stderr
     live = reg.metric_history(out["run_id"], "live/train-actor/loss")
     assert live and [r["step"] for r in live] == list(range(1, len(live) + 1))
     # the console's Jobs column: the share of the iterations done, moving as phases end

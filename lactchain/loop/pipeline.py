@@ -660,6 +660,16 @@ class PhaseProgress:
                 print(f"iteration {iteration} train-critic: round {rnd}/{total} {shown}", file=sys.stderr, flush=True)
         return on_round
 
+    def episodes(self, iteration: int, phase: str) -> Callable[[Any], None]:
+        """A rollout's lock-steps (`RolloutProgress`): an evaluation of 1,000 Blackjack deals
+        takes a minute on a CPU, and said nothing until it ended."""
+        def on_progress(progress: Any) -> None:
+            self.tick()
+            if progress.finished < progress.total and self._due(False):  # the phase's summary says the end
+                print(f"iteration {iteration} {phase}: {progress.finished}/{progress.total} episodes, "
+                      f"{progress.env_steps} env steps", file=sys.stderr, flush=True)
+        return on_progress
+
     def states(self, iteration: int, phase: str, total: int) -> Callable[[int], None]:
         done = [0]
 
@@ -873,7 +883,7 @@ def evaluate(state: LoopState, iteration: int) -> None:
         out = evaluate_actor(state.generator, states=cfg.eval_states, constrained=cfg.constrained,
                              n_envs=cfg.n_envs, prompt=state.prompt, max_actions=cfg.eval_max_actions, seed=cfg.seed,
                              registry=reg, run_id=h.run_id, should_stop=h.cancelled.is_set, env=cfg.env,
-                             env_kwargs=state.world)
+                             env_kwargs=state.world, on_progress=state.live.episodes(iteration, "evaluate"))
         if out["top_answer_share"] > COLLAPSE_SHARE:
             msg = (f"collapse: {out['top_answer_share']:.0%} of start states get the same greedy answer "
                    f"{out['top_answer']} (iteration {iteration})")
