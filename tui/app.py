@@ -401,8 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actor", default=DEFAULT_ACTOR,
                    help=f"actor preset or path (default {DEFAULT_ACTOR}; 'tiny' for tests; 'oracle' = the exact "
                    "planner, no model; 'none' = do not load)")
-    p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path")
-    p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: none)")
+    p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path (default: the "
+                   "one the last session on this registry had loaded for the same actor, else none)")
+    p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: the one the last "
+                   "session on this registry had loaded, else none)")
     p.add_argument("--env", default=DEFAULT_ENV,
                    help=f"the env the Lab plays: {', '.join(ENVS)} (default {DEFAULT_ENV}); the palette switches "
                    "(ctrl+p, 'Lab: play ...')")
