@@ -3,22 +3,42 @@ loop's grid pairs: the most that padding-free training could save.
 
 Usage, in a checkout whose runs/registry.db holds the pairs run: `python
 scripts/padding_share.py PAIRS_RUN_ID`. Prints one JSON line."""
-import json, random, sqlite3, sys
+
+import json
+import random
+import sqlite3
+import sys
+
 from lactchain.models.actor import Actor
 from lactchain.moves import format_moves
-run = sys.argv[1]
-rows = sqlite3.connect("runs/registry.db").execute("select prompt, chosen, rejected from pairs where run_id=?", (run,)).fetchall()
-actor = Actor.load("smollm2-135m")
-lens = []
-for prompt, ch, rj in rows:
-    p = len(actor.prompt_ids(prompt))
-    lens.append([p + actor.count_tokens(format_moves(json.loads(s))) + 1 for s in (ch, rj)])
-random.seed(0)
-tot_real = tot_pad = 0
-for epoch in range(8):
-    order = list(range(len(lens))); random.shuffle(order)
-    for i in range(0, len(order), 8):
-        batch = [l for j in order[i:i+8] for l in lens[j]]
-        tot_real += sum(batch); tot_pad += max(batch) * len(batch)
-flat = [l for pair in lens for l in pair]
-print(json.dumps({"run": run, "pairs": len(lens), "row_tokens_min": min(flat), "row_tokens_mean": sum(flat)/len(flat), "row_tokens_max": max(flat), "padding_share": 1 - tot_real/tot_pad}))
+
+PAIRS_PER_STEP, EPOCHS = 8, 8
+
+
+def main(run: str) -> None:
+    rows = sqlite3.connect("runs/registry.db").execute(
+        "select prompt, chosen, rejected from pairs where run_id = ?", (run,)).fetchall()
+    if not rows:
+        sys.exit(f"no pairs for run {run} in runs/registry.db")
+    actor = Actor.load("smollm2-135m")
+    lengths = []  # per pair: the tokens of its chosen and its rejected row, whole (prompt + completion + EOS)
+    for prompt, chosen, rejected in rows:
+        prompt_tokens = len(actor.prompt_ids(prompt))
+        lengths.append([prompt_tokens + actor.count_tokens(format_moves(json.loads(side))) + 1
+                        for side in (chosen, rejected)])
+    random.seed(0)
+    real = padded = 0
+    for _ in range(EPOCHS):
+        order = list(range(len(lengths)))
+        random.shuffle(order)
+        for i in range(0, len(order), PAIRS_PER_STEP):
+            batch = [n for j in order[i:i + PAIRS_PER_STEP] for n in lengths[j]]
+            real, padded = real + sum(batch), padded + max(batch) * len(batch)
+    flat = [n for pair in lengths for n in pair]
+    print(json.dumps({"run": run, "pairs": len(lengths), "row_tokens_min": min(flat),
+                      "row_tokens_mean": sum(flat) / len(flat), "row_tokens_max": max(flat),
+                      "padding_share": 1 - real / padded}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
