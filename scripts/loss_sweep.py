@@ -37,7 +37,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from lactchain.runs.lifecycle import run_context
-    from lactchain.loop.pipeline import PipelineConfig, run_pipeline
+    from lactchain.loop.config import PipelineConfig
+    from lactchain.loop.pipeline import run_pipeline
     from lactchain.runs.registry import Registry
 
     done = set()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lactchain.loop.pipeline import LOOP_LR
+from lactchain.loop.config import LOOP_LR
 from lactchain.runs.registry import Registry
 
 from cli_helpers import wait_until
@@ -146,7 +146,7 @@ def test_a_resumed_comparison_keeps_the_defaults_its_finished_cells_of_a_loss_ra
     stopped half-way: their unfinished KTO cells run as the finished ones did, whatever
     today's defaults; a setting the comparison gives itself is never replaced."""
     from lactchain.jobs.loop import BenchLearnConfig
-    from lactchain.loop.pipeline import LOOP_GRPO_RECIPE, LOOP_RPO_ALPHA
+    from lactchain.loop.config import LOOP_GRPO_RECIPE, LOOP_RPO_ALPHA
 
     config = BenchLearnConfig(compare="kto,grpo", seeds="0,1", explore="256")
     config.check()

@@ -18,7 +18,8 @@ from lactchain.envs.gridworld import GridWorldEnv
 from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.models.actor import Actor
-from lactchain.loop.pipeline import PipelineConfig, run_pipeline
+from lactchain.loop.config import PipelineConfig
+from lactchain.loop.pipeline import run_pipeline
 from lactchain.prompts import PromptSpec
 from lactchain.runs.registry import Registry
 from lactchain.train.actor_config import TrainActorConfig

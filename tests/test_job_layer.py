@@ -188,7 +188,7 @@ def test_dtype_auto_means_the_same_in_the_loop_in_play_and_in_vllm():
 
     from lactchain.engine import EngineConfig
     from lactchain.jobs.rollouts import PlayConfig
-    from lactchain.loop.pipeline import PipelineConfig
+    from lactchain.loop.config import PipelineConfig
     from lactchain.machine import fast_generation_dtype
     from lactchain.models.actor import as_dtype
     from lactchain.models.vllm_single import EngineSettings, engine_config
@@ -210,7 +210,8 @@ def test_the_loop_engine_is_the_jobs_engine_part_and_reads_old_configs(lc, capsy
     import torch
 
     from lactchain.engine import EngineConfig
-    from lactchain.loop.pipeline import PipelineConfig, load_loop_actor
+    from lactchain.loop.config import PipelineConfig
+    from lactchain.loop.pipeline import load_loop_actor
 
     from lactchain.machine import fast_generation_dtype
 

@@ -22,7 +22,8 @@ from lactchain.loop.labelers import (
 )
 from lactchain.moves import MOVE_FORWARD as F
 from lactchain.moves import TURN_LEFT as L
-from lactchain.loop.pipeline import EliteBuffer, PipelineConfig
+from lactchain.loop.config import PipelineConfig
+from lactchain.loop.bookkeeping import EliteBuffer
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.critic_td import TDConfig, bellman_targets, fit_critic_td, random_transitions
@@ -352,7 +353,7 @@ def test_pipeline_config_params_are_its_fields():
 
 
 def test_pipeline_losses_match_the_trainers():
-    from lactchain.loop.pipeline import LOSSES as PIPELINE_LOSSES
+    from lactchain.loop.config import LOSSES as PIPELINE_LOSSES
     from lactchain.train.actor import LOSSES as TRAINER_LOSSES
 
     assert set(PIPELINE_LOSSES) == set(TRAINER_LOSSES)

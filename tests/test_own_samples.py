@@ -14,7 +14,7 @@ import pytest
 from lactchain.envs.gridworld import GridWorldEnv
 from lactchain.envs.replay import execute_from
 from lactchain.models.actor import Actor, Sample
-from lactchain.loop.pipeline import LOOP_LR, LOOP_LR_GRPO_PLAIN, LoopEngineConfig, PipelineConfig
+from lactchain.loop.config import LOOP_LR, LOOP_LR_GRPO_PLAIN, LoopEngineConfig, PipelineConfig
 from lactchain.prompts import PromptSpec
 from lactchain.train.actor import build_dataset, build_trainer, kto_weights, map_metrics
 from lactchain.train.actor_config import TrainActorConfig
@@ -249,7 +249,7 @@ def test_the_loops_grpo_runs_its_measured_recipe_grouped_by_start_and_the_plain_
     the labeler, the replay cannot apply and 1e-3 collapsed: the plain settings. A run records
     what it resolved and reads back the same; a setting given is kept; another loss records
     none of them, and an older record's "off" for them still loads."""
-    from lactchain.loop.pipeline import LOOP_GRPO_RECIPE, LOOP_GRPO_REWARD
+    from lactchain.loop.config import LOOP_GRPO_RECIPE, LOOP_GRPO_REWARD
     from lactchain.train.actor_config import GRPO_PLAIN, GRPOSettings
 
     params = PipelineConfig(actor="tiny", critic="tiny", loss="grpo").params()

@@ -9,7 +9,7 @@ import pytest
 
 from lactchain.envs import GridWorldEnv, State
 from lactchain.loop.labelers import execute_from
-from lactchain.loop.pipeline import COLLAPSE_SHARE
+from lactchain.loop.config import COLLAPSE_SHARE
 from lactchain.runs.registry import Registry
 
 
@@ -19,7 +19,7 @@ def pipeline_run(tmp_path_factory):
     script's own process is tests/test_cli_runs.py's; an interpreter start costs ~8 s here)."""
     from cli_helpers import run_cli_uncaptured
 
-    from lactchain.loop.pipeline import PhaseProgress
+    from lactchain.loop.bookkeeping import PhaseProgress
 
     db = tmp_path_factory.mktemp("pipeline") / "registry.db"
     with pytest.MonkeyPatch.context() as mp:
@@ -113,7 +113,8 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path, lc):
                                                                          "actor_batch_tokens": 1_000_000})])
 def test_pipeline_runs_with_every_labeler_and_records_its_pairs(tmp_path, labeler, loss, extra):
     from lactchain.jobs import run_context
-    from lactchain.loop.pipeline import PipelineConfig, run_pipeline
+    from lactchain.loop.config import PipelineConfig
+    from lactchain.loop.pipeline import run_pipeline
 
     reg = Registry(tmp_path / "registry.db")
     cfg = PipelineConfig(actor="tiny", critic="tiny", labeler=labeler, loss=loss, states=4, eval_states=4, **extra)
@@ -142,7 +143,7 @@ def test_the_loops_per_loss_settings_are_the_trainers_own_parts():
     import dataclasses
 
     from lactchain.config import flat_names
-    from lactchain.loop.pipeline import PipelineConfig, trainer_config
+    from lactchain.loop.config import PipelineConfig, trainer_config
     from lactchain.train.actor_config import GRPOSettings, PreferenceSettings, SimPOSettings
 
     top = {f.name for f in dataclasses.fields(PipelineConfig)}
@@ -168,7 +169,7 @@ def test_the_loop_trains_in_bf16_only_where_bf16_is_native():
     default is bf16 autocast where it is native and fp32 elsewhere, resolved once and
     recorded; an explicit choice and an older run's recorded True are kept."""
     from lactchain.machine import _bf16_flags, native_bf16_here
-    from lactchain.loop.pipeline import PipelineConfig, trainer_config
+    from lactchain.loop.config import PipelineConfig, trainer_config
 
     assert _bf16_flags({"flags": "fpu sse avx2 avx512f avx512_bf16"}) == ["avx512_bf16"]
     assert _bf16_flags({"flags": "fpu sse avx2"}) == [] and _bf16_flags({}) == []
@@ -185,7 +186,7 @@ def test_lactchain_cpu_bf16_0_gives_fp32_defaults_on_any_cpu(monkeypatch):
     """LACTCHAIN_CPU_BF16=0 makes a CPU with native bf16 default to fp32 (generation and
     training), so a run's arithmetic matches a CPU without it; the job processes inherit it."""
     from lactchain.machine import cpu_has_bf16, fast_generation_dtype
-    from lactchain.loop.pipeline import PipelineConfig
+    from lactchain.loop.config import PipelineConfig
 
     monkeypatch.setenv("LACTCHAIN_CPU_BF16", "0")
     cpu_has_bf16.cache_clear()

@@ -10,7 +10,7 @@ from lactchain.config import ConfigError
 from lactchain.envs.catalog import make_env
 from lactchain.envs.replay import decision_states, execute_from
 from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
-from lactchain.loop.pipeline import PipelineConfig
+from lactchain.loop.config import PipelineConfig
 from lactchain.loop.search import add_search, beam_lists
 
 GAMMA = 0.9

@@ -234,7 +234,7 @@ def test_the_critic_and_the_loop_act_from_the_riding_passengers_states_too():
 
 def test_the_loop_collects_elites_for_the_riding_passenger_and_searches_with_its_critic(tmp_path):
     from loop_helpers import run_tiny_loop
-    from lactchain.loop.pipeline import PipelineConfig
+    from lactchain.loop.config import PipelineConfig
 
     cfg = PipelineConfig(actor="tiny", critic="tiny", env="taxi", iterations=1, samples=2, explore=2,
                          search_beam=2, td_rounds=1, td_lists_per_state=2, eval_states=4, actor_epochs=1)

@@ -528,7 +528,8 @@ def test_pipeline_on_vllm_evaluates_each_iterations_adapter_like_hf(h32, tmp_pat
     from lactchain.loop.evaluate import evaluate_actor
     from lactchain.jobs import run_context
     from lactchain.models.actor import Actor
-    from lactchain.loop.pipeline import LoopEngineConfig, PipelineConfig, run_pipeline
+    from lactchain.loop.config import LoopEngineConfig, PipelineConfig
+    from lactchain.loop.pipeline import run_pipeline
     from lactchain.runs.registry import Registry
 
     reg = Registry(tmp_path / "registry.db")

@@ -19,10 +19,9 @@ from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
-from lactchain.loop.pipeline import (
-    LOOP_LOSS_SETTINGS, LOSSES, STATE_FILE, PipelineConfig, PipelineResult, load_loop_actor, load_state,
-    run_pipeline, unread_settings,
-)
+from lactchain.loop.config import LOOP_LOSS_SETTINGS, LOSSES, PipelineConfig, unread_settings
+from lactchain.loop.bookkeeping import STATE_FILE, PipelineResult, load_state
+from lactchain.loop.pipeline import load_loop_actor, run_pipeline
 from lactchain.machine import code_version, machine_info
 
 
