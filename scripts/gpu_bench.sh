@@ -184,7 +184,7 @@ import json, sys
 report = json.load(open(sys.argv[1]))
 print(report["device"], report["dtype"], "cudnn_sdpa:", report.get("cudnn_sdpa"))
 for name, row in report["phases"].items():
-    print(f"{name:14s} {row['seconds']:.3f} s", {k: row[k] for k in row if "identical" in k or "speedup" in k or "error" in k
+    print(f"{name:14s} {row['seconds']:.3f} s", {k: row[k] for k in row if "identical" in k or "speedup" in k or "error" in k or "gain" in k
                                                or "seconds" in k or "s_per_step" in k or "step_s" in k or k == "env_steps_per_s"})
 PY
 }
