@@ -10,7 +10,7 @@ import sqlite3
 import sys
 
 from lactchain.models.actor import Actor
-from lactchain.moves import format_moves
+from lactchain.train.batch_budget import row_tokens
 
 PAIRS_PER_STEP, EPOCHS = 8, 8
 
@@ -21,11 +21,10 @@ def main(run: str) -> None:
     if not rows:
         sys.exit(f"no pairs for run {run} in runs/registry.db")
     actor = Actor.load("smollm2-135m")
-    lengths = []  # per pair: the tokens of its chosen and its rejected row, whole (prompt + completion + EOS)
+    lengths = []  # per pair: the tokens of its chosen and its rejected row, whole
     for prompt, chosen, rejected in rows:
         prompt_tokens = len(actor.prompt_ids(prompt))
-        lengths.append([prompt_tokens + actor.count_tokens(format_moves(json.loads(side))) + 1
-                        for side in (chosen, rejected)])
+        lengths.append([row_tokens(actor, prompt_tokens, json.loads(side)) for side in (chosen, rejected)])
     random.seed(0)
     real = padded = 0
     for _ in range(EPOCHS):

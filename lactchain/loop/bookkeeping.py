@@ -237,9 +237,9 @@ class PhaseProgress:
     """What happens inside a phase, live: a progress line on stderr (the pipeline's log)
     every few seconds, and the trainer's and the critic's figures on the pipeline run
     itself under `live/<phase>/<key>` at the phase's running step, so its log and chart
-    move while a phase runs (the phase's own run has the full record). Also the run's `progress` (0..1, the
-    console's Jobs column) as `fraction()` reads it, passed on to `on_progress` (a
-    comparison's own progress over its cells)."""
+    move while a phase runs (the phase's own run has the full record). Also the run's
+    `progress` (0..1, the console's Jobs column) as `fraction()` reads it, passed on to
+    `on_progress` (a comparison's own progress over its cells)."""
 
     EVERY_S = 5.0
 
@@ -263,44 +263,39 @@ class PhaseProgress:
         except Exception:  # a busy registry must not stop the loop
             pass
 
-    def _due(self, final: bool) -> bool:
+    def _say(self, final: bool, line: str) -> None:
+        """`line` on the pipeline's log, at most every EVERY_S seconds (or now, `final`)."""
         now = time.time()
         if final or now - self._last >= self.EVERY_S:
             self._last = now
-            return True
-        return False
+            print(line, file=sys.stderr, flush=True)
 
-    def _live(self, phase: str, numeric: dict[str, float]) -> None:
-        """A phase's figures on the pipeline run, each phase's series numbered 1, 2, ... over the run."""
+    def _figures(self, phase: str, metrics: dict[str, Any], shown: tuple[str, ...]) -> str:
+        """A phase's figures on the pipeline run (each phase's series numbered 1, 2, ... over
+        the run) and the progress tick; returns `shown`'s figures as `k=v, ...` for the log."""
+        numeric = numeric_metrics(metrics)
+        self.tick()
         self.steps[phase] = step = self.steps.get(phase, 0) + 1
-        self.handle.log_metrics({f"live/{phase}/{k}": v for k, v in numeric.items()}, step=step)
+        try:
+            self.handle.log_metrics({f"live/{phase}/{k}": v for k, v in numeric.items()}, step=step)
+        except Exception:  # a busy registry must not stop training
+            pass
+        return ", ".join(f"{k}={numeric[k]:.3g}" for k in shown if k in numeric)
 
     def trainer(self, iteration: int) -> Callable[[int, int, dict[str, float]], None]:
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
-            numeric = numeric_metrics(metrics)
-            self.tick()
-            try:
-                self._live("train-actor", numeric)
-            except Exception:  # a busy registry must not stop training
-                pass
-            shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("loss", "reward", "margin") if k in numeric)
-            if shown and self._due(step >= total):  # the trainer's end-of-run summary has none of these
-                print(f"iteration {iteration} train-actor: step {step}/{total} {shown}", file=sys.stderr, flush=True)
+            shown = self._figures("train-actor", metrics, ("loss", "reward", "margin"))
+            if shown:  # the trainer's end-of-run summary has none of these
+                self._say(step >= total, f"iteration {iteration} train-actor: step {step}/{total} {shown}")
         return on_log
 
     def rounds(self, iteration: int, total: int) -> Callable[[int, dict[str, float]], None]:
         """The critic's fit, round by round (the first fit of a run takes half a minute or
         more on a CPU, and said nothing until it ended)."""
         def on_round(rnd: int, metrics: dict[str, float]) -> None:
-            numeric = numeric_metrics(metrics)
-            self.tick()
-            try:
-                self._live("train-critic", numeric)
-            except Exception:  # a busy registry must not stop the fit
-                pass
-            if rnd < total and self._due(False):  # the last round's figures are the phase's own summary
-                shown = ", ".join(f"{k}={numeric[k]:.3g}" for k in ("v_loss", "spearman_vstar") if k in numeric)
-                print(f"iteration {iteration} train-critic: round {rnd}/{total} {shown}", file=sys.stderr, flush=True)
+            shown = self._figures("train-critic", metrics, ("v_loss", "spearman_vstar"))
+            if rnd < total:  # the last round's figures are the phase's own summary
+                self._say(False, f"iteration {iteration} train-critic: round {rnd}/{total} {shown}")
         return on_round
 
     def episodes(self, iteration: int, phase: str) -> Callable[[Any], None]:
@@ -308,9 +303,9 @@ class PhaseProgress:
         takes a minute on a CPU, and said nothing until it ended."""
         def on_progress(progress: Any) -> None:
             self.tick()
-            if progress.finished < progress.total and self._due(False):  # the phase's summary says the end
-                print(f"iteration {iteration} {phase}: {progress.finished}/{progress.total} episodes, "
-                      f"{progress.env_steps} env steps", file=sys.stderr, flush=True)
+            if progress.finished < progress.total:  # the phase's summary says the end
+                self._say(False, f"iteration {iteration} {phase}: {progress.finished}/{progress.total} episodes, "
+                          f"{progress.env_steps} env steps")
         return on_progress
 
     def states(self, iteration: int, phase: str, total: int) -> Callable[[int], None]:
@@ -319,8 +314,7 @@ class PhaseProgress:
         def on_progress(n: int) -> None:
             done[0] += n
             self.tick()
-            if self._due(done[0] >= total):
-                print(f"iteration {iteration} {phase}: {done[0]}/{total} states", file=sys.stderr, flush=True)
+            self._say(done[0] >= total, f"iteration {iteration} {phase}: {done[0]}/{total} states")
         return on_progress
 
 

@@ -39,6 +39,12 @@ class BatchPlan:
                 "tokens_per_pair": round(self.tokens_per_pair, 1)}
 
 
+def row_tokens(actor: Any, prompt_tokens: int, moves: Sequence[str]) -> int:
+    """Tokens of one training row, whole: its prompt (as generation sees it, `prompt_tokens`
+    long), the move list's text and EOS."""
+    return prompt_tokens + actor.count_tokens(format_moves(list(moves))) + 1
+
+
 def pair_tokens(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str) -> float:
     """Mean tokens the training rows of one pair hold, whole (prompt as generation sees
     it, completion with EOS): chosen and rejected each with its prompt for simpo, dpo and
@@ -53,7 +59,7 @@ def pair_tokens(actor: Any, pairs: Sequence[Mapping[str, Any]], loss: str) -> fl
             prompt_len[text] = len(actor.prompt_ids(text))
         sides = ("chosen",) if loss == "rft" else ("chosen", "rejected")
         for side in sides:
-            total += prompt_len[text] + actor.count_tokens(format_moves(list(p[side]))) + 1
+            total += row_tokens(actor, prompt_len[text], p[side])
     return total / len(pairs)
 
 
