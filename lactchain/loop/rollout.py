@@ -143,6 +143,135 @@ def episode_seed(rollout_seed: int, idx: int) -> int:
     return rollout_seed * 1_000_003 + idx
 
 
+class _Rollout:
+    """One rollout's slots, counters and registry rows; `run_rollouts` drives it."""
+
+    def __init__(self, actor: ActorLike, cfg: RolloutConfig, prompt: PromptSpec | None,
+                 starts: Sequence[Any] | None, registry: Any | None, run_id: str | None):
+        self.actor, self.cfg = actor, cfg
+        self.slots = [_Slot(make_rollout_env(cfg, actor.moves)) for _ in range(min(cfg.n_envs, cfg.episodes))]
+        env = self.slots[0].env
+        self.prompt = prompt or PromptSpec.for_env(env, moves=actor.moves)
+        self.distance = getattr(env.solver(), "distance", None)  # shortest move count, where the env has one
+        if starts is not None and len(starts) < cfg.episodes:
+            raise ValueError(f"{cfg.episodes} episodes need {cfg.episodes} start states, got {len(starts)}")
+        self.starts = list(starts) if starts is not None else start_states(cfg, env)
+        self.registry = registry if registry is not None and run_id is not None else None
+        self.run_id = run_id
+        self.results: list[EpisodeResult] = []
+        self.next_episode = 0
+        self.lockstep = 0
+        self.env_steps = self.parse_failures = self.lenient_parses = 0
+        self.gen_seconds = 0.0
+        self.t0 = time.perf_counter()
+        for slot in self.slots:
+            self.begin(slot)
+
+    def live(self) -> list[_Slot]:
+        return [s for s in self.slots if s.episode is not None]
+
+    def begin(self, slot: _Slot) -> None:
+        """Reset `slot`'s env to the next pending episode's start state."""
+        idx = self.next_episode
+        self.next_episode += 1
+        seed = episode_seed(self.cfg.seed, idx)
+        start = self.starts[idx]
+        slot.env.reset(seed=seed, options={"state": start.as_dict()} if start is not None else None)
+        ep = EpisodeResult(idx, seed, slot.env.state.as_dict(),
+                           optimal_moves=self.distance(slot.env.state) if self.distance is not None else None)
+        if self.registry is not None:
+            ep.episode_id = self.registry.add_episode(
+                self.run_id, idx=idx, seed=seed, start_state=ep.start_state, optimal_moves=ep.optimal_moves, length=0
+            )
+        slot.episode = ep
+
+    def generate(self, live: list[_Slot]) -> tuple[list[str], Sequence[SamplesLike]]:
+        """One batched call for every live env's prompt."""
+        cfg = self.cfg
+        prompts = [self.prompt.render(s.env.describe()) for s in live]
+        g0 = time.perf_counter()
+        samples = self.actor.generate(
+            prompts,
+            constrained=cfg.constrained,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed * 7919 + self.lockstep,
+            # each episode samples from its own seed and step: the same episodes at any --envs
+            seeds=[s.episode.seed * 7919 + s.episode.length for s in live if s.episode is not None],
+        )
+        self.gen_seconds += time.perf_counter() - g0
+        self.lockstep += 1
+        return prompts, samples
+
+    def play(self, slot: _Slot, text: str, sample: SamplesLike) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Step `slot`'s env with one answer: its step row, and the episode's final fields
+        when the step ended it (then `refill` the slot)."""
+        ep = slot.episode
+        assert ep is not None
+        before = slot.env.state
+        _, reward, terminated, truncated, info = slot.env.step(sample.moves)
+        self.env_steps += 1
+        failed = sample.mode == FAILED
+        self.parse_failures += failed
+        self.lenient_parses += sample.mode == LENIENT
+        ep.parse_failures += failed
+        if ep.length == 0:
+            ep.first_moves = list(sample.moves)
+        ep.total_return += reward
+        ep.length += 1
+        ep.moves_used += info["moves_executed"]
+        done = terminated or truncated
+        row = {
+            "episode_id": ep.episode_id,
+            "t": ep.length - 1,
+            "state": before.as_dict(),
+            "prompt": text,
+            "completion": sample.text,
+            "moves": list(sample.moves),
+            "parse_mode": sample.mode,
+            "reward": reward,
+            "next_state": slot.env.state.as_dict(),
+            "done": bool(done),
+            "terminated": bool(terminated),
+            "caption": info["caption"],
+            "seed": ep.seed,
+            "logprob": float(sample.logprob),
+        }
+        if not done:
+            return row, None
+        ep.success = bool(info.get("success"))
+        self.results.append(ep)
+        return row, {"return": ep.total_return, "length": ep.length, "success": ep.success,
+                     "moves_used": ep.moves_used, "parse_failures": ep.parse_failures}
+
+    def refill(self, slot: _Slot) -> None:
+        """A finished slot takes the next pending episode, or drops out."""
+        slot.episode = None
+        if self.next_episode < self.cfg.episodes:
+            self.begin(slot)
+
+    def record(self, rows: list[dict[str, Any]], finished: list[tuple[int, dict[str, Any]]]) -> None:
+        """The lock-step's steps and the episodes they finish, in one transaction."""
+        if self.registry is None:
+            return
+        with self.registry.transaction():
+            self.registry.add_steps(self.run_id, rows)
+            for episode_id, fields in finished:
+                self.registry.update_episode(episode_id, **fields)
+
+    def progress(self) -> RolloutProgress:
+        """A live episode counts by its share of its action budget (none: 0)."""
+        live_share = sum(min(1.0, s.episode.length / s.env.max_actions) if getattr(s.env, "max_actions", 0) else 0.0
+                         for s in self.live() if s.episode is not None)
+        return RolloutProgress(len(self.results) + live_share, self.cfg.episodes, len(self.results),
+                               self.env_steps, time.perf_counter() - self.t0)
+
+    def summary(self) -> RolloutSummary:
+        self.results.sort(key=lambda e: e.idx)
+        return RolloutSummary(self.results, self.env_steps, self.parse_failures, time.perf_counter() - self.t0,
+                              self.gen_seconds, self.lenient_parses, has_distance=self.distance is not None)
+
+
 def run_rollouts(
     actor: ActorLike,
     cfg: RolloutConfig,
@@ -161,115 +290,28 @@ def run_rollouts(
     With a registry and run id, every episode and step is written as it happens,
     so a crash loses at most the lock-step in flight.
     """
-    slots = [_Slot(make_rollout_env(cfg, actor.moves)) for _ in range(min(cfg.n_envs, cfg.episodes))]
-    prompt = prompt or PromptSpec.for_env(slots[0].env, moves=actor.moves)
-    distance = getattr(slots[0].env.solver(), "distance", None)  # shortest move count, where the env has one
-    if starts is not None and len(starts) < cfg.episodes:
-        raise ValueError(f"{cfg.episodes} episodes need {cfg.episodes} start states, got {len(starts)}")
-    starts = list(starts) if starts is not None else start_states(cfg, slots[0].env)
-    results: list[EpisodeResult] = []
-    next_episode = 0
-    env_steps = parse_failures = lenient_parses = 0
-    gen_seconds = 0.0
-    t0 = time.perf_counter()
-
-    def begin(slot: _Slot) -> None:
-        nonlocal next_episode
-        idx = next_episode
-        next_episode += 1
-        seed = episode_seed(cfg.seed, idx)
-        start = starts[idx]
-        slot.env.reset(seed=seed, options={"state": start.as_dict()} if start is not None else None)
-        ep = EpisodeResult(idx, seed, slot.env.state.as_dict(),
-                           optimal_moves=distance(slot.env.state) if distance is not None else None)
-        if registry is not None and run_id is not None:
-            ep.episode_id = registry.add_episode(
-                run_id, idx=idx, seed=seed, start_state=ep.start_state, optimal_moves=ep.optimal_moves, length=0
-            )
-        slot.episode = ep
-
-    for slot in slots:
-        begin(slot)
-
-    lockstep = 0
-    while any(s.episode is not None for s in slots):
+    rollout = _Rollout(actor, cfg, prompt, starts, registry, run_id)
+    while live := rollout.live():
         if should_stop is not None and should_stop():
             break
-        if cfg.max_env_steps is not None and env_steps >= cfg.max_env_steps:
+        if cfg.max_env_steps is not None and rollout.env_steps >= cfg.max_env_steps:
             break
-        live = [s for s in slots if s.episode is not None]
-        prompts = [prompt.render(s.env.describe()) for s in live]
-        g0 = time.perf_counter()
-        samples = actor.generate(
-            prompts,
-            constrained=cfg.constrained,
-            temperature=cfg.temperature,
-            max_new_tokens=cfg.max_new_tokens,
-            seed=cfg.seed * 7919 + lockstep,
-            # each episode samples from its own seed and step: the same episodes at any --envs
-            seeds=[s.episode.seed * 7919 + s.episode.length for s in live if s.episode is not None],
-        )
-        gen_seconds += time.perf_counter() - g0
-        lockstep += 1
+        prompts, samples = rollout.generate(live)
         rows: list[dict[str, Any]] = []
         finished: list[tuple[int, dict[str, Any]]] = []  # (episode id, its final fields)
         for slot, text, sample in zip(live, prompts, samples):
-            ep = slot.episode
-            assert ep is not None
-            before = slot.env.state
-            _, reward, terminated, truncated, info = slot.env.step(sample.moves)
-            env_steps += 1
-            failed = sample.mode == FAILED
-            parse_failures += failed
-            lenient_parses += sample.mode == LENIENT
-            ep.parse_failures += failed
-            if ep.length == 0:
-                ep.first_moves = list(sample.moves)
-            ep.total_return += reward
-            ep.length += 1
-            ep.moves_used += info["moves_executed"]
-            done = terminated or truncated
-            rows.append(
-                {
-                    "episode_id": ep.episode_id,
-                    "t": ep.length - 1,
-                    "state": before.as_dict(),
-                    "prompt": text,
-                    "completion": sample.text,
-                    "moves": list(sample.moves),
-                    "parse_mode": sample.mode,
-                    "reward": reward,
-                    "next_state": slot.env.state.as_dict(),
-                    "done": bool(done),
-                    "terminated": bool(terminated),
-                    "caption": info["caption"],
-                    "seed": ep.seed,
-                    "logprob": float(sample.logprob),
-                }
-            )
-            if done:
-                ep.success = bool(info.get("success"))
-                results.append(ep)
-                if registry is not None and ep.episode_id is not None:
-                    finished.append((ep.episode_id, {"return": ep.total_return, "length": ep.length,
-                                                     "success": ep.success, "moves_used": ep.moves_used,
-                                                     "parse_failures": ep.parse_failures}))
-                if on_episode is not None:
-                    on_episode(ep)
-                slot.episode = None
-                if next_episode < cfg.episodes:
-                    begin(slot)
-        if registry is not None and run_id is not None:
-            with registry.transaction():  # the steps and the episodes they finish, together
-                registry.add_steps(run_id, rows)
-                for episode_id, fields in finished:
-                    registry.update_episode(episode_id, **fields)
-        if on_progress is not None:  # a live episode counts by its share of its action budget (none: 0)
-            live_share = sum(min(1.0, s.episode.length / s.env.max_actions) if getattr(s.env, "max_actions", 0) else 0.0
-                             for s in slots if s.episode is not None)
-            on_progress(RolloutProgress(len(results) + live_share, cfg.episodes, len(results), env_steps,
-                                        time.perf_counter() - t0))
-
-    results.sort(key=lambda e: e.idx)
-    return RolloutSummary(results, env_steps, parse_failures, time.perf_counter() - t0, gen_seconds, lenient_parses,
-                          has_distance=distance is not None)
+            episode = slot.episode
+            row, final = rollout.play(slot, text, sample)
+            rows.append(row)
+            if final is None:
+                continue
+            assert episode is not None
+            if episode.episode_id is not None:
+                finished.append((episode.episode_id, final))
+            if on_episode is not None:
+                on_episode(episode)
+            rollout.refill(slot)
+        rollout.record(rows, finished)
+        if on_progress is not None:
+            on_progress(rollout.progress())
+    return rollout.summary()
