@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 
 from lactchain.runs.registry import (
-    SCHEMA_VERSION,
-    TABLES,
     AmbiguousRunId,
     Registry,
     RegistryFileError,
     RunNotFound,
 )
+from lactchain.runs.schema import SCHEMA_VERSION, TABLES
 
 
 @pytest.fixture

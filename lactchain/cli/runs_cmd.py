@@ -17,7 +17,8 @@ from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dea
 from lactchain.runs.key_metrics import key_metrics_first
 from lactchain.safe_text import printable
 from lactchain.paths import default_db_path
-from lactchain.runs.registry import RUN_KINDS, RUN_STATUSES, Registry, RunNotFound
+from lactchain.runs.registry import Registry, RunNotFound
+from lactchain.runs.schema import RUN_KINDS, RUN_STATUSES
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 

@@ -26,13 +26,13 @@ Concurrency model (why it looks like this):
 * ``synchronous=NORMAL``: in WAL mode this never corrupts the file; a power cut
   may drop the last few commits, a crashed process loses nothing committed.
 
-The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS`` maps each
-version to the step that brings the schema from the previous version to it.
+The tables, the values they accept and the migrations live in
+`lactchain.runs.schema`; this module owns the connection, the transactions and the
+queries.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -44,37 +44,32 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import sqlite_utils
 from sqlite_utils.db import NotFoundError
 
 from lactchain.paths import default_db_path
+from lactchain.runs.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    TERMINAL_STATUSES,
+    check_pair,
+    check_run_status,
+    decode_row,
+    dumps,
+    encode_row,
+    loads,
+    sql_value,
+)
 
 __all__ = [
-    "ACTIVE_STATUSES",
-    "ARTIFACT_KINDS",
-    "RUN_KINDS",
-    "LABELERS",
-    "PAIR_STATUSES",
-    "RUN_STATUSES",
-    "SCHEMA_VERSION",
-    "TERMINAL_STATUSES",
     "AmbiguousRunId",
     "Registry",
     "RunNotFound",
     "now_ms",
 ]
-
-RUN_STATUSES = ("SCHEDULED", "RUNNING", "FINISHED", "FAILED", "KILLED")
-ACTIVE_STATUSES = ("SCHEDULED", "RUNNING")
-TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
-LABELERS = ("critic", "rollout", "oracle", "human", "llm", "episodes")
-PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
-# Not enforced (new kinds need no migration); listed so callers share spellings.
-RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout", "collect", "judge", "reward", "agents",
-             "baseline", "archive", "dt", "dt-eval", "bench")
-ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic", "dt")
 
 # How long a writer waits for another's write lock ($LACTCHAIN_BUSY_TIMEOUT_S for tests and slow disks).
 BUSY_TIMEOUT_S = float(os.environ.get("LACTCHAIN_BUSY_TIMEOUT_S", "30"))
@@ -123,266 +118,6 @@ class WriteRefused(RegistryFileError):
 
 class AmbiguousRunId(RunNotFound):
     """An id prefix matches more than one run."""
-
-
-# ---------------------------------------------------------------------------
-# Schema
-# ---------------------------------------------------------------------------
-
-def _in(values: Sequence[str]) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-_SCHEMA_V1 = [
-    f"""
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY,
-        name TEXT,
-        kind TEXT NOT NULL,
-        status TEXT NOT NULL DEFAULT 'SCHEDULED' CHECK (status IN ({_in(RUN_STATUSES)})),
-        parent_id TEXT REFERENCES runs(id) ON DELETE SET NULL,
-        created_ms INTEGER NOT NULL,
-        started_ms INTEGER,
-        ended_ms INTEGER,
-        pid INTEGER,
-        pgid INTEGER,
-        cmd TEXT,
-        log_path TEXT,
-        exit_code INTEGER,
-        error TEXT,
-        heartbeat_ms INTEGER
-    )""",
-    "CREATE INDEX idx_runs_kind ON runs(kind)",
-    "CREATE INDEX idx_runs_status ON runs(status)",
-    "CREATE INDEX idx_runs_parent ON runs(parent_id)",
-    "CREATE INDEX idx_runs_created ON runs(created_ms)",
-    """
-    CREATE TABLE params (
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        value TEXT,
-        PRIMARY KEY (run_id, key)
-    )""",
-    """
-    CREATE TABLE tags (
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        value TEXT,
-        PRIMARY KEY (run_id, key)
-    )""",
-    """
-    CREATE TABLE metrics (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        step INTEGER NOT NULL,
-        value REAL,
-        ts_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX idx_metrics_run_key_step ON metrics(run_id, key, step)",
-    """
-    CREATE TABLE latest_metrics (
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        step INTEGER NOT NULL,
-        value REAL,
-        ts_ms INTEGER NOT NULL,
-        PRIMARY KEY (run_id, key)
-    )""",
-    """
-    CREATE TABLE artifacts (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        kind TEXT NOT NULL,
-        path TEXT NOT NULL,
-        step INTEGER,
-        meta TEXT,
-        created_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX idx_artifacts_run_kind ON artifacts(run_id, kind)",
-    """
-    CREATE TABLE episodes (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        idx INTEGER,
-        seed INTEGER,
-        start_state TEXT,
-        "return" REAL,
-        length INTEGER,
-        success INTEGER,
-        moves_used INTEGER,
-        optimal_moves INTEGER,
-        parse_failures INTEGER,
-        created_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX idx_episodes_run ON episodes(run_id, idx)",
-    """
-    CREATE TABLE steps (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        episode_id INTEGER REFERENCES episodes(id) ON DELETE CASCADE,
-        t INTEGER,
-        state TEXT,
-        prompt TEXT,
-        completion TEXT,
-        moves TEXT,
-        parse_mode TEXT,
-        reward REAL,
-        next_state TEXT,
-        done INTEGER,  -- terminated or truncated: the episode ended here
-        terminated INTEGER,  -- a true end (goal reached): no bootstrapping from next_state
-        caption TEXT,
-        seed INTEGER,
-        logprob REAL,
-        created_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX idx_steps_run ON steps(run_id)",
-    "CREATE INDEX idx_steps_episode ON steps(episode_id)",
-    f"""
-    CREATE TABLE pairs (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        state TEXT,
-        prompt TEXT,
-        chosen TEXT,
-        rejected TEXT,
-        chosen_score REAL,
-        rejected_score REAL,
-        margin REAL,
-        labeler TEXT CHECK (labeler IS NULL OR labeler IN ({_in(LABELERS)})),
-        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ({_in(PAIR_STATUSES)})),
-        meta TEXT,
-        created_ms INTEGER NOT NULL,
-        updated_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX idx_pairs_run ON pairs(run_id)",
-    "CREATE INDEX idx_pairs_labeler_status ON pairs(labeler, status)",
-    """
-    CREATE TABLE prompts (
-        id INTEGER PRIMARY KEY,
-        version INTEGER NOT NULL UNIQUE,
-        name TEXT,
-        text TEXT NOT NULL,
-        template TEXT,
-        note TEXT,
-        parent_version INTEGER,
-        created_ms INTEGER NOT NULL
-    )""",
-]
-
-
-def _migrate_v1(db: sqlite_utils.Database) -> None:
-    """Initial schema."""
-    for statement in _SCHEMA_V1:
-        db.execute(statement)
-
-
-def _migrate_v2(db: sqlite_utils.Database) -> None:
-    """Strategy versions carry the score a strategy search gave them and the search's run."""
-    db.execute("ALTER TABLE prompts ADD COLUMN score REAL")
-    db.execute("ALTER TABLE prompts ADD COLUMN run_id TEXT")
-
-
-# version -> step that brings the schema from version-1 to version. Append only:
-# a later change adds the next (ALTER TABLE ..., new indexes, backfills).
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1, 2: _migrate_v2}
-SCHEMA_VERSION = max(MIGRATIONS)
-
-TABLES = ("runs", "params", "tags", "metrics", "latest_metrics", "artifacts", "episodes", "steps", "pairs", "prompts")
-
-# Columns callers may write, per table (anything else is a ValueError, not a
-# late "no such column" from SQLite). JSON columns are encoded on write and
-# decoded on read; BOOL columns come back as bool.
-_COLUMNS = {
-    "runs": ("name", "kind", "status", "parent_id", "created_ms", "started_ms", "ended_ms", "pid", "pgid",
-             "cmd", "log_path", "exit_code", "error", "heartbeat_ms"),
-    "artifacts": ("run_id", "kind", "path", "step", "meta", "created_ms"),
-    "episodes": ("idx", "seed", "start_state", "return", "length", "success", "moves_used", "optimal_moves",
-                 "parse_failures", "created_ms"),
-    "steps": ("episode_id", "t", "state", "prompt", "completion", "moves", "parse_mode", "reward", "next_state",
-              "done", "terminated", "caption", "seed", "logprob", "created_ms"),
-    "pairs": ("state", "prompt", "chosen", "rejected", "chosen_score", "rejected_score", "margin", "labeler",
-              "status", "meta", "created_ms", "updated_ms"),
-}
-_JSON = {
-    "runs": {"cmd"},
-    "artifacts": {"meta"},
-    "episodes": {"start_state"},
-    "steps": {"state", "moves", "next_state"},
-    "pairs": {"state", "chosen", "rejected", "meta"},
-}
-_BOOL = {"episodes": {"success"}, "steps": {"done", "terminated"}}
-# `return` is a Python keyword: add_episode(return_=...) is accepted too.
-_ALIASES = {"return_": "return"}
-
-
-# ---------------------------------------------------------------------------
-# Value conversion
-# ---------------------------------------------------------------------------
-
-def _json_default(obj: Any) -> Any:
-    """Make states, numpy values and paths JSON-able (env states have ``as_dict``)."""
-    if hasattr(obj, "as_dict"):
-        return obj.as_dict()
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if hasattr(obj, "tolist"):  # numpy arrays / scalars, torch tensors
-        return obj.tolist()
-    return str(obj)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default)
-
-
-def _loads(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text  # written by hand or by an older tool; show it as it is
-
-
-def _scalar(value: Any) -> Any:
-    """A value sqlite3 can bind: numpy/torch scalars -> python, Path -> str, NaN -> NULL."""
-    if value is None or isinstance(value, (str, int, bytes)):
-        return value
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item"):
-        return _scalar(value.item())
-    return value
-
-
-def _encode(table: str, fields: Mapping[str, Any], *, what: str) -> dict[str, Any]:
-    """Validate column names and convert values for `table`."""
-    allowed = _COLUMNS[table]
-    json_cols = _JSON.get(table, set())
-    row: dict[str, Any] = {}
-    for key, value in fields.items():
-        key = _ALIASES.get(key, key)
-        if key not in allowed:
-            raise ValueError(f"{what}: unknown field {key!r}; known fields: {', '.join(allowed)}")
-        if key in json_cols:
-            row[key] = None if value is None else _dumps(value)
-        elif isinstance(value, bool):
-            row[key] = int(value)
-        else:
-            row[key] = _scalar(value)
-    return row
-
-
-def _decode(table: str, row: dict[str, Any]) -> dict[str, Any]:
-    for key in _JSON.get(table, ()):
-        if key in row:
-            row[key] = _loads(row[key])
-    for key in _BOOL.get(table, ()):
-        if row.get(key) is not None:
-            row[key] = bool(row[key])
-    return row
 
 
 def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
@@ -673,7 +408,7 @@ class Registry:
         """Register a run and return its id ``<kind>-<8 hex>`` (also its folder name)."""
         if not _KIND_RE.match(kind or ""):
             raise ValueError(f"run kind {kind!r} must be letters, digits, '_', '-' or '.'")
-        _check_status(status)
+        check_run_status(status)
         created = now_ms()
         with self._write() as db:
             if parent_id is not None:
@@ -682,7 +417,7 @@ class Registry:
                 run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
                 if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
                     break
-            row = _encode("runs", {"name": name, "kind": kind, "status": status, "parent_id": parent_id,
+            row = encode_row("runs", {"name": name, "kind": kind, "status": status, "parent_id": parent_id,
                                    "cmd": list(cmd) if cmd is not None else None, "created_ms": created},
                           what="create_run")
             if status == "RUNNING":
@@ -718,8 +453,8 @@ class Registry:
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Set any run columns except ``id`` (e.g. ``log_path``, ``pid``, ``status``)."""
         if "status" in fields:
-            _check_status(fields["status"])
-        row = _encode("runs", fields, what="update_run")
+            check_run_status(fields["status"])
+        row = encode_row("runs", fields, what="update_run")
         if not row:
             return
         with self._write() as db:
@@ -745,7 +480,7 @@ class Registry:
         if len(rows) > 1:
             shown = ", ".join(r["id"] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
             raise AmbiguousRunId(f"run id prefix {run_id!r} matches several runs: {shown}")
-        return _decode("runs", rows[0])
+        return decode_row("runs", rows[0])
 
     def resolve_run_id(self, run_id: str) -> str:
         """Full id for an id or unique prefix (raises RunNotFound)."""
@@ -765,7 +500,7 @@ class Registry:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
-        return [_decode("runs", r) for r in self._rows(sql, args)]
+        return [decode_row("runs", r) for r in self._rows(sql, args)]
 
     _SEARCH_TEXT = ("id", "name", "kind", "status", "error")
     _SEARCH_FIELDS = ("id", "name", "kind", "status", "parent_id", "error")
@@ -791,7 +526,7 @@ class Registry:
         sql = f"SELECT * FROM runs{where} ORDER BY created_ms DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_decode("runs", r) for r in self._rows(sql, args)], int(total)
+        return [decode_row("runs", r) for r in self._rows(sql, args)], int(total)
 
     def delete_run(self, run_id: str) -> None:
         """Delete a run and all its rows (not its folder); child runs keep living, unparented."""
@@ -815,9 +550,9 @@ class Registry:
             existing = {r[0]: r[1] for r in db.execute("SELECT key, value FROM params WHERE run_id = ?", [run_id])}
             new_rows = []
             for key, value in params.items():
-                encoded = _dumps(value)
+                encoded = dumps(value)
                 if key in existing:
-                    old = _loads(existing[key])
+                    old = loads(existing[key])
                     if old != json.loads(encoded):
                         raise ValueError(
                             f"param {key!r} of run {run_id} is already {old!r}; params are write-once "
@@ -830,7 +565,7 @@ class Registry:
 
     def params(self, run_id: str) -> dict[str, Any]:
         rows = self._rows("SELECT key, value FROM params WHERE run_id = ? ORDER BY key", [run_id])
-        return {r["key"]: _loads(r["value"]) for r in rows}
+        return {r["key"]: loads(r["value"]) for r in rows}
 
     def param_values(self, key: str, kind: str | None = None, status: str | None = None) -> list[tuple[str, Any]]:
         """(run id, value) of one param across the runs of `kind` (and `status`) that set it,
@@ -842,7 +577,7 @@ class Registry:
                 sql += f" AND r.{column} = ?"
                 args.append(value)
         rows = self._rows(sql + " ORDER BY r.created_ms DESC, r.rowid DESC", args)
-        return [(r["run_id"], _loads(r["value"])) for r in rows]
+        return [(r["run_id"], loads(r["value"])) for r in rows]
 
     def set_tag(self, run_id: str, key: str, value: Any) -> None:
         """Set (or overwrite) a string tag; None deletes it."""
@@ -881,7 +616,7 @@ class Registry:
                     key_step = 0 if last is None else last + 1
                 else:
                     key_step = int(step)
-                v = _scalar(value)
+                v = sql_value(value)
                 v = float(v) if v is not None else None
                 db.execute("INSERT INTO metrics (run_id, key, step, value, ts_ms) VALUES (?, ?, ?, ?, ?)",
                            [run_id, key, key_step, v, ts])
@@ -920,7 +655,7 @@ class Registry:
     def add_artifact(self, run_id: str, kind: str, path: str | os.PathLike[str], step: int | None = None,
                      meta: Mapping[str, Any] | None = None) -> int:
         """Record a file or folder (checkpoint, adapter, dataset, critic, ...) of a run; returns its id."""
-        row = _encode("artifacts", {"run_id": run_id, "kind": kind, "path": os.fspath(path), "step": step,
+        row = encode_row("artifacts", {"run_id": run_id, "kind": kind, "path": os.fspath(path), "step": step,
                                     "meta": meta, "created_ms": now_ms()}, what="add_artifact")
         with self._write() as db:
             self._require_run(db, run_id)
@@ -929,13 +664,13 @@ class Registry:
     def artifacts(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         """Artifacts in the order they were added."""
         where, args = _where([("run_id", [run_id]), ("kind", _as_list(kind))])
-        return [_decode("artifacts", r) for r in self._rows(f"SELECT * FROM artifacts{where} ORDER BY id", args)]
+        return [decode_row("artifacts", r) for r in self._rows(f"SELECT * FROM artifacts{where} ORDER BY id", args)]
 
     def latest_artifact(self, run_id: str, kind: str) -> dict[str, Any] | None:
         """The most recently added artifact of this kind (what `resume` loads), or None."""
         rows = self._rows("SELECT * FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
                           [run_id, kind])
-        return _decode("artifacts", rows[0]) if rows else None
+        return decode_row("artifacts", rows[0]) if rows else None
 
     def prune_artifacts(self, run_id: str, kind: str) -> int:
         """Delete the rows of `kind` artifacts whose files are gone (a trainer rotated its
@@ -950,14 +685,14 @@ class Registry:
 
     def add_episode(self, run_id: str, **fields: Any) -> int:
         """Insert an episode (``return`` may be passed as ``return_``); returns its id."""
-        row = _encode("episodes", {"created_ms": now_ms(), **fields}, what="add_episode")
+        row = encode_row("episodes", {"created_ms": now_ms(), **fields}, what="add_episode")
         with self._write() as db:
             self._require_run(db, run_id)
             return db.table("episodes").insert({"run_id": run_id, **row}).last_pk
 
     def update_episode(self, episode_id: int, **fields: Any) -> None:
         """Fill in what is known at the end (return, length, success, ...)."""
-        row = _encode("episodes", fields, what="update_episode")
+        row = encode_row("episodes", fields, what="update_episode")
         if not row:
             return
         with self._write() as db:
@@ -969,7 +704,7 @@ class Registry:
     def add_steps(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Insert many steps in one transaction (a batched rollout writes a step of N envs at once)."""
         created = now_ms()
-        encoded = [{"run_id": run_id, **_encode("steps", {"created_ms": created, **r}, what="add_steps")}
+        encoded = [{"run_id": run_id, **encode_row("steps", {"created_ms": created, **r}, what="add_steps")}
                    for r in rows]
         if not encoded:
             return
@@ -978,14 +713,14 @@ class Registry:
             db.table("steps").insert_all(encoded)
 
     def episodes(self, run_id: str) -> list[dict[str, Any]]:
-        return [_decode("episodes", r) for r in self._rows(
+        return [decode_row("episodes", r) for r in self._rows(
             "SELECT * FROM episodes WHERE run_id = ? ORDER BY idx, id", [run_id])]
 
     def steps(self, run_id: str | None = None, episode_id: int | None = None) -> list[dict[str, Any]]:
         """Steps of a run and/or an episode, in time order."""
         where, args = _where([("run_id", _as_list(run_id)),
                               ("episode_id", None if episode_id is None else [episode_id])])
-        return [_decode("steps", r) for r in self._rows(
+        return [decode_row("steps", r) for r in self._rows(
             f"SELECT * FROM steps{where} ORDER BY episode_id, t, id", args)]
 
     # -- preference pairs ---------------------------------------------------
@@ -1002,11 +737,11 @@ class Registry:
         for r in rows:
             r = dict(r)
             if r.get("margin") is None and r.get("chosen_score") is not None and r.get("rejected_score") is not None:
-                r["margin"] = float(_scalar(r["chosen_score"])) - float(_scalar(r["rejected_score"]))
+                r["margin"] = float(sql_value(r["chosen_score"])) - float(sql_value(r["rejected_score"]))
             if r.get("status") is None:
                 r["status"] = "labeled" if r.get("labeler") not in (None, "human") else "pending"
-            _check_pair(r)
-            encoded.append({"run_id": run_id, **_encode("pairs", {"created_ms": t, "updated_ms": t, **r},
+            check_pair(r)
+            encoded.append({"run_id": run_id, **encode_row("pairs", {"created_ms": t, "updated_ms": t, **r},
                                                          what="add_pairs")})
         ids: list[int] = []
         with self._write() as db:
@@ -1024,18 +759,18 @@ class Registry:
         """Pairs filtered by run(s), labeler(s) and status(es), oldest first."""
         where, args = _where([("run_id", _as_list(run_ids)), ("labeler", _as_list(labeler)),
                               ("status", _as_list(status))])
-        return [_decode("pairs", r) for r in self._rows(f"SELECT * FROM pairs{where} ORDER BY id", args)]
+        return [decode_row("pairs", r) for r in self._rows(f"SELECT * FROM pairs{where} ORDER BY id", args)]
 
     def get_pair(self, pair_id: int) -> dict[str, Any]:
         rows = self._rows("SELECT * FROM pairs WHERE id = ?", [pair_id])
         if not rows:
             raise KeyError(f"no pair with id {pair_id}")
-        return _decode("pairs", rows[0])
+        return decode_row("pairs", rows[0])
 
     def update_pair(self, pair_id: int, **fields: Any) -> None:
         """Change a pair (a human label, a swap, a skip); sets ``updated_ms``."""
-        _check_pair(fields)
-        row = _encode("pairs", {**fields, "updated_ms": now_ms()}, what="update_pair")
+        check_pair(fields)
+        row = encode_row("pairs", {**fields, "updated_ms": now_ms()}, what="update_pair")
         with self._write() as db:
             try:
                 db.table("pairs").update(pair_id, row)
@@ -1083,15 +818,3 @@ class Registry:
             elif table != "prompts":
                 out[table] = self._value(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id])
         return out
-
-
-def _check_status(status: str) -> None:
-    if status not in RUN_STATUSES:
-        raise ValueError(f"run status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
-
-
-def _check_pair(fields: Mapping[str, Any]) -> None:
-    if "status" in fields and fields["status"] not in PAIR_STATUSES:
-        raise ValueError(f"pair status must be one of {', '.join(PAIR_STATUSES)}, not {fields['status']!r}")
-    if fields.get("labeler") is not None and fields["labeler"] not in LABELERS:
-        raise ValueError(f"pair labeler must be one of {', '.join(LABELERS)}, not {fields['labeler']!r}")

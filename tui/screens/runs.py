@@ -16,7 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from lactchain.envs.catalog import DEFAULT_ENV
-from lactchain.runs.registry import RUN_STATUSES
+from lactchain.runs.schema import RUN_STATUSES
 from lactchain.runs.resume import KIND_ALIASES
 from tui import console_state
 from tui.commands import bindings_for
