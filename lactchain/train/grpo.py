@@ -337,6 +337,53 @@ class _Rollouts:
         return {"kl_to_base": sum(k3) / len(k3)} if k3 else {}
 
 
+def _grpo_args(config: TrainActorConfig, task: GRPOTask, out: Path, per_pass: int, passes: int, bf16: bool,
+               use_cuda: bool) -> Any:
+    """TRL's GRPOConfig for one run: `per_pass` sequences a pass, `passes` passes an optimizer step."""
+    from trl import GRPOConfig
+
+    k = task.generations
+    return GRPOConfig(
+        output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
+        per_device_train_batch_size=per_pass, gradient_accumulation_steps=passes,
+        num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
+        num_iterations=int(config.grpo.updates_per_generation),
+        max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
+        scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
+        epsilon_high=config.grpo.epsilon_high, logging_steps=int(config.logging_steps), save_strategy="steps",
+        entropy_coef=float(config.grpo.entropy_coef),
+        save_steps=int(config.save_steps), save_total_limit=int(config.save_total_limit) or None, report_to="none",
+        bf16=bool(bf16), fp16=False, use_cpu=not use_cuda, dataloader_num_workers=0, disable_tqdm=True,
+        seed=int(config.seed), data_seed=int(config.seed), lr_scheduler_type="constant", warmup_steps=0,
+        remove_unused_columns=False, log_completions=False,
+        **({} if not config.grpo.entropy_target else  # adaptive entropy control (Skywork-OR1); 0 or None: off
+           {"use_adaptive_entropy": True, "entropy_target": float(config.grpo.entropy_target)}),
+        **checkpointing_off(),
+    )
+
+
+def _summary(config: TrainActorConfig, task: GRPOTask, rollouts: Any, callback: Any, output: Any, seconds: float,
+             step: int, per_pass: int, passes: int, adapter_dir: Path,
+             resume_from_checkpoint: str | Path | bool | None) -> dict[str, Any]:
+    """What `train_grpo` returns: the run's settings, its rollouts' counts and the trainer's outcome."""
+    k = task.generations
+    return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
+            "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
+            "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
+            "updates_per_generation": config.grpo.updates_per_generation, "generations_sampled": rollouts.batches,
+            "sequences_per_pass": per_pass, "passes_per_step": passes,
+            "grouping": "state" if task.episodes is not None else "start",
+            "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
+            "greedy_member": task.greedy_member, "replay_best": task.replay is not None,
+            "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
+            "train_loss": float(output.training_loss) if output.training_loss is not None else None,
+            "seconds": seconds, **step_timing(callback.step_times),  # first step apart, as every trainer
+            "adapter": str(adapter_dir), "checkpoints": [p for _, p in callback.checkpoints],
+            "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
+            "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,
+            "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint)}
+
+
 def train_grpo(
     actor: Any,
     task: GRPOTask,
@@ -353,7 +400,7 @@ def train_grpo(
     import torch
     from datasets import Dataset
     from transformers import set_seed
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     if config.loss != "grpo":
         raise ValueError(f"train_grpo trains loss 'grpo', not {config.loss!r}")
@@ -380,23 +427,7 @@ def train_grpo(
     longest = max(len(actor.prompt_ids(r["prompt"])) for r in task.rows) + MAX_COMPLETION_TOKENS
     per_pass = sequences_per_pass(k * per_rank, longest, budget)
     passes = k * per_rank // per_pass
-    args = GRPOConfig(
-        output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
-        per_device_train_batch_size=per_pass, gradient_accumulation_steps=passes,
-        num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
-        num_iterations=int(config.grpo.updates_per_generation),
-        max_completion_length=MAX_COMPLETION_TOKENS, temperature=float(task.temperature), beta=config.grpo.kl_beta,
-        scale_rewards=config.grpo.scale_rewards, loss_type=config.grpo.grpo_loss_type,
-        epsilon_high=config.grpo.epsilon_high, logging_steps=int(config.logging_steps), save_strategy="steps",
-        entropy_coef=float(config.grpo.entropy_coef),
-        save_steps=int(config.save_steps), save_total_limit=int(config.save_total_limit) or None, report_to="none",
-        bf16=bool(bf16), fp16=False, use_cpu=not use_cuda, dataloader_num_workers=0, disable_tqdm=True,
-        seed=int(config.seed), data_seed=int(config.seed), lr_scheduler_type="constant", warmup_steps=0,
-        remove_unused_columns=False, log_completions=False,
-        **({} if not config.grpo.entropy_target else  # adaptive entropy control (Skywork-OR1); 0 or None: off
-           {"use_adaptive_entropy": True, "entropy_target": float(config.grpo.entropy_target)}),
-        **checkpointing_off(),
-    )
+    args = _grpo_args(config, task, out, per_pass, passes, bf16, use_cuda)
     rollouts = _Rollouts(actor, task, config.grpo.group_filter)
 
     def labeler_reward(prompts: list[str], completions: list[Any], lc_reward: list[float], **_: Any) -> list[float]:
@@ -429,18 +460,5 @@ def train_grpo(
     finish_actor(actor, trainer.model, adapter_dir)
     for w in callback.warnings:
         print(f"warning [{w.code}]: {w.message}", file=sys.stderr)
-    return {"loss_type": "grpo", "processes": world_size(), "steps": step, "states": len(task.rows), "generations": k,
-            "samples_scored": rollouts.scored, "env_moves": rollouts.env_moves, "kl_beta": config.grpo.kl_beta,
-            "grpo_loss_type": config.grpo.grpo_loss_type, "group_filter": config.grpo.group_filter,
-            "updates_per_generation": config.grpo.updates_per_generation, "generations_sampled": rollouts.batches,
-            "sequences_per_pass": per_pass, "passes_per_step": passes,
-            "grouping": "state" if task.episodes is not None else "start",
-            "policy_logprobs": config.grpo.policy_logprobs if task.constrained else "raw",
-            "greedy_member": task.greedy_member, "replay_best": task.replay is not None,
-            "final_metrics": {k_: v for k_, v in callback.last.items() if k_ not in ("train_loss", "train_runtime_s")},
-            "train_loss": float(output.training_loss) if output.training_loss is not None else None,
-            "seconds": seconds, **step_timing(callback.step_times),  # first step apart, as every trainer
-            "adapter": str(adapter_dir), "checkpoints": [p for _, p in callback.checkpoints],
-            "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in callback.warnings],
-            "cancelled": callback.cancelled, "out_of_time": callback.out_of_time,
-            "resumed_from": None if resume_from_checkpoint in (None, False) else str(resume_from_checkpoint)}
+    return _summary(config, task, rollouts, callback, output, seconds, step, per_pass, passes, adapter_dir,
+                    resume_from_checkpoint)
