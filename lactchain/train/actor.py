@@ -618,6 +618,82 @@ def fixed_reference() -> dict[str, Any]:
     return {"precompute_ref_log_probs": world_size() == 1}
 
 
+def _trainer_args(config: TrainActorConfig, plan: Any, output_dir: str | Path, bf16: bool, use_cuda: bool,
+                  model: Any) -> dict[str, Any]:
+    """The TrainingArguments every preference loss shares."""
+    common: dict[str, Any] = dict(
+        output_dir=str(output_dir),
+        learning_rate=plan.lr,
+        # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses, over all processes.
+        per_device_train_batch_size=plan.batch_size * (2 if config.loss == "kto" else 1) // world_size(),
+        gradient_accumulation_steps=int(config.grad_accum),
+        num_train_epochs=float(config.epochs),
+        max_steps=int(config.max_steps) if config.max_steps else -1,
+        max_length=int(config.max_length),
+        logging_steps=int(config.logging_steps),
+        save_strategy="steps",
+        save_steps=int(config.save_steps),
+        save_total_limit=int(config.save_total_limit) if config.save_total_limit else None,
+        report_to="none",
+        bf16=bool(bf16),
+        fp16=False,
+        use_cpu=not use_cuda,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=use_cuda,
+        disable_tqdm=True,
+        seed=int(config.seed),
+        data_seed=int(config.seed),
+        eval_strategy="no",
+        remove_unused_columns=False,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+    )
+    common.update(checkpointing_off())
+    common.update(trl_compile_kwargs(compiles(model, config.torch_compile)))
+    return common
+
+
+def _preference_trainer(config: TrainActorConfig, beta: float, gamma: float | None, dataset: Any,
+                        common: dict[str, Any], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """(trainer, its TRL config) for `config.loss`: CPO-SimPO, DPO (RPO with an NLL term) or KTO."""
+    loss = config.loss
+    with quiet_datasets(), quiet_checkpointing_deprecation(), pywarnings.catch_warnings():
+        pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
+        if loss == "simpo":
+            from trl.experimental.cpo import CPOConfig
+
+            cfg = CPOConfig(loss_type="simpo", cpo_alpha=float(config.cpo_alpha), simpo_gamma=gamma, beta=beta,
+                            **common)
+            return completion_window_cpo()(args=cfg, **kwargs), cfg  # logits of the completion's window only
+        if loss == "dpo":
+            from trl import DPOConfig, DPOTrainer
+
+            pref = config.preference
+            if pref.rpo_alpha:  # RPO: DPO (or IPO) plus an NLL term on chosen
+                losses = dict(loss_type=[pref.dpo_loss, "sft"], loss_weights=[1.0, float(pref.rpo_alpha)])
+            else:
+                losses = dict(loss_type=[pref.dpo_loss])
+            cfg = DPOConfig(beta=beta, **losses, **common, **fixed_reference())
+            return DPOTrainer(args=cfg, **kwargs), cfg
+        from trl import KTOConfig
+
+        from lactchain.train.kto_nll import nll_anchored_kto
+
+        weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
+        cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
+                        **common, **fixed_reference())
+        return nll_anchored_kto()(args=cfg, rpo_alpha=config.preference.rpo_alpha or 0.0, **kwargs), cfg
+
+
+def silence_trainer_printing(trainer: Any) -> None:
+    """Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json` output;
+    progress is reported through our callback instead."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+
+
 def build_trainer(
     actor: Any,
     pairs: Sequence[Mapping[str, Any]],
@@ -634,83 +710,25 @@ def build_trainer(
     if loss not in PREFERENCE_LOSSES:
         raise ValueError(f"loss must be one of {', '.join(PREFERENCE_LOSSES)} for a TRL trainer, not {loss!r}")
     beta, gamma, notes = config.hparams()
-    cpo_alpha, bf16, seed = config.cpo_alpha, config.bf16, config.seed
+    seed = config.seed
     model, continuing = prepare_model(actor, config.shared_prefix)
     with quiet_datasets():
         dataset = build_dataset(actor, pairs, loss, seed=seed, kto_balance=loss == "kto" and config.preference.kto_balance)
     use_cuda = torch.cuda.is_available() and next(model.parameters()).device.type == "cuda"
-    bf16 = autocast_bf16(bf16, use_cuda)
+    bf16 = autocast_bf16(config.bf16, use_cuda)
     plan = plan_batch(actor, pairs, config, multiple=world_size())  # a fixed batch, or one from a token budget
-    common: dict[str, Any] = dict(
-        output_dir=str(output_dir),
-        learning_rate=plan.lr,
-        # KTO sees each pair as two rows; keep `batch_size` = pairs per step for all losses, over all processes.
-        per_device_train_batch_size=plan.batch_size * (2 if loss == "kto" else 1) // world_size(),
-        gradient_accumulation_steps=int(config.grad_accum),
-        num_train_epochs=float(config.epochs),
-        max_steps=int(config.max_steps) if config.max_steps else -1,
-        max_length=int(config.max_length),
-        logging_steps=int(config.logging_steps),
-        save_strategy="steps",
-        save_steps=int(config.save_steps),
-        save_total_limit=int(config.save_total_limit) if config.save_total_limit else None,
-        report_to="none",
-        bf16=bool(bf16),
-        fp16=False,
-        use_cpu=not use_cuda,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=use_cuda,
-        disable_tqdm=True,
-        seed=int(seed),
-        data_seed=int(seed),
-        eval_strategy="no",
-        remove_unused_columns=False,
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-    )
-    common.update(checkpointing_off())
-    common.update(trl_compile_kwargs(compiles(model, config.torch_compile)))
+    common = _trainer_args(config, plan, output_dir, bf16, use_cuda, model)
     peft_config = None if continuing else lora_config(model, config)
     from transformers import set_seed
 
     set_seed(int(seed))  # CPOTrainer wraps the model in LoRA before Trainer seeds anything
     kwargs = dict(model=model, train_dataset=dataset, processing_class=actor.tokenizer,
                   peft_config=peft_config, callbacks=list(callbacks))
-    with quiet_datasets(), quiet_checkpointing_deprecation(), pywarnings.catch_warnings():
-        pywarnings.filterwarnings("ignore", message=".*TRL_EXPERIMENTAL_SILENCE.*")
-        if loss == "simpo":
-            from trl.experimental.cpo import CPOConfig
-
-            cfg = CPOConfig(loss_type="simpo", cpo_alpha=float(cpo_alpha), simpo_gamma=gamma, beta=beta, **common)
-            trainer = completion_window_cpo()(args=cfg, **kwargs)  # logits of the completion's window only
-        elif loss == "dpo":
-            from trl import DPOConfig, DPOTrainer
-
-            pref = config.preference
-            if pref.rpo_alpha:  # RPO: DPO (or IPO) plus an NLL term on chosen
-                losses = dict(loss_type=[pref.dpo_loss, "sft"], loss_weights=[1.0, float(pref.rpo_alpha)])
-            else:
-                losses = dict(loss_type=[pref.dpo_loss])
-            cfg = DPOConfig(beta=beta, **losses, **common, **fixed_reference())
-            trainer = DPOTrainer(args=cfg, **kwargs)
-        else:
-            from trl import KTOConfig
-
-            from lactchain.train.kto_nll import nll_anchored_kto
-
-            weights = kto_weights(dataset["label"]) if config.preference.kto_balance else (1.0, 1.0)
-            cfg = KTOConfig(loss_type="kto", beta=beta, desirable_weight=weights[0], undesirable_weight=weights[1],
-                            **common, **fixed_reference())
-            trainer = nll_anchored_kto()(args=cfg, rpo_alpha=config.preference.rpo_alpha or 0.0, **kwargs)
-    # Trainer's own printing (log dicts on stdout, tqdm bars) would break `--json`
-    # output; progress is reported through our callback instead.
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    for cb in (PrinterCallback, ProgressCallback):
-        trainer.remove_callback(cb)
+    trainer, cfg = _preference_trainer(config, beta, gamma, dataset, common, kwargs)
+    silence_trainer_printing(trainer)
     eos = check_eos(trainer, actor.tokenizer.eos_token_id)
     info = {
-        "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "cpo_alpha": cpo_alpha, "pairs": len(pairs),
+        "loss_type": loss, "beta": beta, "simpo_gamma": gamma, "cpo_alpha": config.cpo_alpha, "pairs": len(pairs),
         "dataset_rows": len(dataset), "completions": eos["completions"], "continued_adapter": continuing,
         "notes": notes, "shared_prefix": shares_prefix(actor.model, config.shared_prefix),
         "torch_compile": bool(cfg.torch_compile),

@@ -65,6 +65,7 @@ from lactchain.train.actor import (
     finish_actor,
     run_trainer,
     save_adapter,
+    silence_trainer_printing,
 )
 from lactchain.train.best_lists import BestLists
 from lactchain.train.compiled import step_timing
@@ -443,10 +444,7 @@ def train_grpo(
                                  {"automaton": actor.token_automaton()})
         trainer = trainer_class(model=model, reward_funcs=[labeler_reward], args=args, train_dataset=dataset,
                                 processing_class=actor.tokenizer, callbacks=[callback], rollout_func=rollouts.rollout)
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    for cb in (PrinterCallback, ProgressCallback):
-        trainer.remove_callback(cb)
+    silence_trainer_printing(trainer)
     output, seconds = run_trainer(trainer, resume_from_checkpoint)
     step = int(trainer.state.global_step)
     meta = {"base": getattr(actor, "name", None), "loss": "grpo", "lora_r": config.lora_r,
