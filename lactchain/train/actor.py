@@ -80,11 +80,12 @@ from lactchain.train.lora import (  # noqa: E402,F401
     finish_actor,
     lora_config,
     lora_targets,
+    publish_adapter,
     quiet_checkpointing_deprecation,
     save_adapter,
 )
 from lactchain.train.rft import train_rft  # noqa: E402
-from lactchain.train.ddp import any_rank, is_main_process, world_size  # noqa: E402
+from lactchain.train.ddp import any_rank, world_size  # noqa: E402
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
 from lactchain.train.compiled import compiles, step_timing, trl_compile_kwargs  # noqa: E402
 from lactchain.train.batch_budget import plan_batch  # noqa: E402
@@ -817,12 +818,7 @@ def train_actor(
     meta = {"base": getattr(actor, "name", None), "loss": loss, "beta": beta_r, "simpo_gamma": gamma_r,
             "lora_r": config.lora_r, "lora_alpha": config.lora_alpha, "step": step, "pairs": info["pairs"],
             "complete": not callback.cancelled, "started_from": str(getattr(actor, "adapter", None) or "") or None}
-    adapter_dir = out / "adapter"
-    if is_main_process():  # one process writes (the others hold the same weights)
-        save_adapter(trainer.model, adapter_dir, meta)
-        if handle is not None:
-            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
-    finish_actor(actor, trainer.model, adapter_dir)
+    adapter_dir = publish_adapter(actor, trainer.model, out, meta, handle)
     result = {
         "loss_type": loss,
         "beta": beta_r,

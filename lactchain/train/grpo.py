@@ -62,16 +62,14 @@ from lactchain.train.actor import (
     TrainActorConfig,
     prepare_model,
     quiet_datasets,
-    finish_actor,
     run_trainer,
-    save_adapter,
     silence_trainer_printing,
 )
 from lactchain.train.best_lists import BestLists
 from lactchain.train.compiled import step_timing
 from lactchain.train.constrained_policy import ConstrainedScoring
-from lactchain.train.ddp import is_main_process, world_size
-from lactchain.train.lora import ADAPTER_KIND, add_lora, quiet_checkpointing_deprecation
+from lactchain.train.ddp import world_size
+from lactchain.train.lora import add_lora, publish_adapter, quiet_checkpointing_deprecation
 from lactchain.train.state_groups import StateGroups, Step
 
 MAX_COMPLETION_TOKENS = 48  # the actor's generate default: a move list and its EOS
@@ -450,12 +448,7 @@ def train_grpo(
     meta = {"base": getattr(actor, "name", None), "loss": "grpo", "lora_r": config.lora_r,
             "lora_alpha": config.lora_alpha, "step": step, "states": len(task.rows), "generations": k,
             "complete": not callback.cancelled, "started_from": started_from}
-    adapter_dir = out / "adapter"
-    if is_main_process():  # one process writes (the others hold the same weights)
-        save_adapter(trainer.model, adapter_dir, meta)
-        if handle is not None:
-            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
-    finish_actor(actor, trainer.model, adapter_dir)
+    adapter_dir = publish_adapter(actor, trainer.model, out, meta, handle)
     for w in callback.warnings:
         print(f"warning [{w.code}]: {w.message}", file=sys.stderr)
     return _summary(config, task, rollouts, callback, output, seconds, step, per_pass, passes, adapter_dir,

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from lactchain.train.ddp import is_main_process
+
 ADAPTER_KIND = "adapter"
 
 # The attention and MLP projections of Llama-style models (tiny, SmolLM2, Mistral).
@@ -71,6 +73,19 @@ def save_adapter(model: Any, folder: Path, meta: dict[str, Any]) -> Path:
         model.save_pretrained(str(folder), selected_adapters=names)
         (folder / "lactchain_adapter.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return folder
+
+
+def publish_adapter(actor: Any, model: Any, out: Path, meta: dict[str, Any], handle: Any = None) -> Path:
+    """Save the trained adapter to `<out>/adapter` (one process of a DDP run writes: the
+    others hold the same weights), record it as the run's artifact at `meta["step"]`, and
+    leave `actor` on it."""
+    adapter_dir = out / "adapter"
+    if is_main_process():
+        save_adapter(model, adapter_dir, meta)
+        if handle is not None:
+            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=meta["step"], meta=meta)
+    finish_actor(actor, model, adapter_dir)
+    return adapter_dir
 
 
 def finish_actor(actor: Any, model: Any, adapter_dir: Path) -> None:

@@ -33,9 +33,8 @@ from lactchain.models.cache_keyword import cache_kwargs, output_cache
 from lactchain.moves import format_moves
 from lactchain.train.actor_config import TrainActorConfig
 from lactchain.train.batch_budget import plan_batch
-from lactchain.train.ddp import (any_rank, average_gradients, is_main_process, rank, same_start, sum_over_ranks,
-                                 world_size)
-from lactchain.train.lora import ADAPTER_KIND, add_lora, finish_actor, save_adapter
+from lactchain.train.ddp import any_rank, average_gradients, rank, same_start, sum_over_ranks, world_size
+from lactchain.train.lora import add_lora, publish_adapter
 from lactchain.train.compiled import compiled_model, compiles, step_timing
 from lactchain.train.shared_prefix import expanded_cache, shares_prefix
 
@@ -192,12 +191,7 @@ def train_rft(
     seconds = time.perf_counter() - t0
     meta = {"base": getattr(actor, "name", None), "loss": "rft", "lora_r": config.lora_r, "lora_alpha": config.lora_alpha,
             "step": step, "rows": len(rows), "complete": not cancelled, "started_from": started_from}
-    adapter_dir = out / "adapter"
-    if is_main_process():  # one process writes (the others hold the same weights)
-        save_adapter(model, adapter_dir, meta)
-        if handle is not None:
-            handle.registry.add_artifact(handle.run_id, ADAPTER_KIND, adapter_dir, step=step, meta=meta)
-    finish_actor(actor, model, adapter_dir)
+    adapter_dir = publish_adapter(actor, model, out, meta, handle)
     return {"loss_type": "rft", "processes": world, "shared_prefix": shared, "torch_compile": compiled,
             **plan.record(config.batch_tokens),
             **step_timing(step_times), "steps": step, "rows": len(rows), "pairs": len(rows), "train_loss": sum(losses) / len(losses) if losses else None,
