@@ -176,6 +176,43 @@ class _Checkpoints:
             self.save(complete=False)
 
 
+def _train_epoch(model: Any, optimizer: torch.optim.Optimizer, saves: _Checkpoints, handle: Any,
+                 train: Sequence[Sample], config: TrainCriticConfig, epoch: int,
+                 on_batch: Callable[[int, int], None] | None) -> tuple[tuple[float, float, float, int], int, int]:
+    """One epoch's batches, those after a partial checkpoint's, with the learning rate annealed
+    linearly to 0 over the whole run (CleanRL's anneal_lr): ((summed loss, V loss, Q loss, rows)
+    over this rank's rows, the epoch's batches, the batches skipped)."""
+    c = config
+    world, me = world_size(), rank()
+    model.train()
+    batches = _batches(len(train), c.batch_size, c.seed * 100_003 + epoch, least=2 * world)
+    tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
+    skipped = saves.batches_done
+    for i, idx in enumerate(batches):
+        if i < skipped:
+            continue  # trained before the partial checkpoint this run resumed from
+        if any_rank(handle.cancelled.is_set())[0]:  # DDP: every rank stops at the same batch
+            handle.cancelled.set()
+            handle.check_cancelled()
+        for group in optimizer.param_groups:
+            group["lr"] = c.lr * (1.0 - ((epoch - 1) + i / len(batches)) / c.epochs)
+        whole = [train[j] for j in idx]
+        batch = whole[me::world]  # this rank's slice of the global batch (all of it alone)
+        loss, v_item, q_item = _loss(model, batch, c.q_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(model.trainable_parameters(), len(batch) / len(whole))
+        optimizer.step()
+        saves.batches_since_save += 1
+        saves.batches_done = i + 1
+        k = len(batch)
+        tot, tot_v, n = tot + loss.item() * k, tot_v + v_item * k, n + k
+        tot_q += (q_item if c.q_weight > 0 else 0.0) * k
+        if on_batch is not None:
+            on_batch(i + 1, len(batches))
+    return (tot, tot_v, tot_q, n), len(batches), skipped
+
+
 def train_critic(
     handle: Any,
     config: TrainCriticConfig,
@@ -211,7 +248,6 @@ def train_critic(
 
     # 3. model: fresh, or from the checkpoint we resume; 5. its checkpoints
     model, start, done_epochs, skip_batches = _start(c, registry, handle.run_id, resume, device, train)
-    world, me = world_size(), rank()
     same_start(model.trainable_parameters())  # DDP: every rank from rank 0's weights
     model.batch_size = max(batch_size, 1)
     optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr, weight_decay=c.weight_decay)
@@ -224,34 +260,9 @@ def train_critic(
     # 4. epochs
     metrics: dict[str, float] = {}
     for epoch in range(done_epochs + 1, epochs + 1):
-        model.train()
         t0 = time.perf_counter()
-        batches = _batches(len(train), batch_size, seed * 100_003 + epoch, least=2 * world)
-        tot, tot_v, tot_q, n = 0.0, 0.0, 0.0, 0
-        skipped = saves.batches_done
-        for i, idx in enumerate(batches):
-            if i < skipped:
-                continue  # trained before the partial checkpoint this run resumed from
-            if any_rank(handle.cancelled.is_set())[0]:  # DDP: every rank stops at the same batch
-                handle.cancelled.set()
-                handle.check_cancelled()
-            # linear learning-rate annealing to 0 over the whole run (CleanRL's anneal_lr)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * (1.0 - ((epoch - 1) + i / len(batches)) / epochs)
-            whole = [train[j] for j in idx]
-            batch = whole[me::world]  # this rank's slice of the global batch (all of it alone)
-            loss, v_item, q_item = _loss(model, batch, q_weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            average_gradients(model.trainable_parameters(), len(batch) / len(whole))
-            optimizer.step()
-            saves.batches_since_save += 1
-            saves.batches_done = i + 1
-            k = len(batch)
-            tot, tot_v, n = tot + loss.item() * k, tot_v + v_item * k, n + k
-            tot_q += (q_item if q_weight > 0 else 0.0) * k
-            if on_batch is not None:
-                on_batch(i + 1, len(batches))
+        (tot, tot_v, tot_q, n), n_batches, skipped = _train_epoch(model, optimizer, saves, handle, train, c, epoch,
+                                                                   on_batch)
         saves.epoch, saves.batches_done = epoch, 0
         seconds = time.perf_counter() - t0
         tot, tot_v, tot_q, n = sum_over_ranks(tot, tot_v, tot_q, n)  # the whole global batches' losses
@@ -265,9 +276,9 @@ def train_critic(
             **({"train_q_loss": tot_q / max(n, 1)} if q_weight > 0 else {}),
             **_evaluate(model, val, q_weight),
             "spearman_vstar": spearman_vs_optimal(model, gamma),
-            "epoch_batches": float(len(batches) - skipped),
+            "epoch_batches": float(n_batches - skipped),
             "epoch_seconds": seconds,
-            "batches_per_s": (len(batches) - skipped) / seconds if seconds > 0 else 0.0,  # those it trained
+            "batches_per_s": (n_batches - skipped) / seconds if seconds > 0 else 0.0,  # those it trained
         }
         handle.log_metrics(metrics, step=epoch)
         saves.save(complete=True, metrics=metrics)
