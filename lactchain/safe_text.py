@@ -18,3 +18,13 @@ def printable(text: object, keep_newlines: bool = True, keep_cr: bool = False) -
     pattern = _CONTROL_BUT_CR if keep_cr else _CONTROL
     out = pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
     return out if keep_newlines else out.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def command_line(cmd: object) -> str:
+    """A run's recorded argv as one shell line a user can copy and run again (arguments
+    with spaces or quotes quoted, as `shlex.join` does); text stored otherwise as it is."""
+    import shlex
+
+    if isinstance(cmd, (list, tuple)):
+        return shlex.join(str(part) for part in cmd)
+    return "" if cmd is None else str(cmd)

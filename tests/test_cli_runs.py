@@ -300,3 +300,21 @@ def test_runs_show_gives_a_crash_its_last_line_and_json_keeps_the_traceback(tmp_
     assert f"runs show {run_id} --json" in out
     code, out, _ = run_cli(["runs", "show", run_id, "--db", db, "--json"], capsys)
     assert json.loads(out)["run"]["error"] == trace
+
+
+def test_runs_show_gives_the_command_as_a_shell_line_to_run_again(tmp_path, capsys):
+    """A recorded argv with a spaced or quoted argument is shown quoted, so the line copied
+    from `runs show` (or the console's Info tab) runs the same command."""
+    import shlex
+
+    from cli_helpers import run_cli
+
+    from lactchain.safe_text import command_line
+
+    argv = ["lactchain", "strategy", "set", "Go to the goal; don't turn twice", "--note", "it's mine"]
+    db = tmp_path / "reg.db"
+    with Registry(db) as reg:
+        run_id = reg.create_run("play", cmd=argv)
+    assert shlex.split(command_line(argv)) == argv
+    code, out, _ = run_cli(["runs", "show", run_id, "--db", db], capsys)
+    assert code == 0 and "'Go to the goal; don'\"'\"'t turn twice'" in " ".join(out.split()), out

@@ -108,6 +108,7 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         await settle(app, pilot)
         info = str(screen.query_one("#run-info").render())
         assert "epochs = 3" in info and "loss = 0.25" in info and "train-critic" in info
+        assert "cmd: lactchain train-critic" in info  # a shell line to copy, not a python list
         log = screen.query_one(LogTail)
         assert log.line_count == 50 and log.lines[-1] == "epoch 49 loss 0.020"
         # the log keeps following the file
