@@ -81,7 +81,8 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
         parent = registry.params(run["parent_id"]) if run.get("parent_id") else None
         if (params.get("env") or (parent or {}).get("env") or DEFAULT_ENV) != name or str(params.get("states")) != "all":
             continue
-        if params.get("scene") not in (None, "empty"):  # another grid: its own start states and optimum
+        # another grid: its own start states and optimum (a pipeline's evaluations record it on the pipeline)
+        if (params.get("scene") or (parent or {}).get("scene")) not in (None, "empty"):
             continue
         metrics = registry.latest_metrics(run["id"])
         label = _llm_label(params, parent)

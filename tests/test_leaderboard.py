@@ -60,3 +60,20 @@ def test_bad_input_is_one_line_and_creates_no_run(tmp_path, lc, argv, message):
     code, _, err = lc(*argv, "--db", db)
     assert code == 2 and message in " ".join(err.split()), err
     assert Registry(db).list_runs() == []
+
+
+def test_a_pipelines_evaluations_on_another_scene_stay_off_the_grids_board(tmp_path):
+    """A pipeline records its scene on the pipeline run, not on its evaluation children:
+    the 8x8 `flat` loop's 100 % is not a row of the 4x4 grid's leaderboard."""
+    from lactchain.leaderboard import leaderboard
+
+    reg = Registry(tmp_path / "registry.db")
+    for scene, success in (("flat", 1.0), ("empty", 0.5)):
+        parent = reg.create_run("pipeline", params={"env": "grid", "scene": scene, "actor": "tiny",
+                                                    "eval_max_actions": 5})
+        child = reg.create_run("eval", name="evaluate (iteration 0)", parent_id=parent,
+                               params={"states": "all", "adapter": None})
+        reg.log_metrics(child, {"success_rate": success, "mean_return": 10 * success, "states": 60})
+        reg.end_run(child, "FINISHED")
+    rows = [r for r in leaderboard(reg, "grid") if r["kind"] == "llm"]
+    assert [(r["agent"], r["success_rate"]) for r in rows] == [("tiny zero-shot", 0.5)]
