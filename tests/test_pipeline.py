@@ -65,6 +65,10 @@ def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
     # the console's Jobs column: the share of the iterations done, moving as phases end
     progress = [r["value"] for r in reg.metric_history(out["run_id"], "progress")]
     assert progress == sorted(progress) and progress[-1] == 1.0 and 0.25 in progress and 0.75 in progress
+    # and each phase's own run, as a standalone job's: its row in the Jobs list moves too
+    for child in reg.list_runs(parent_id=out["run_id"]):
+        own = [r["value"] for r in reg.metric_history(child["id"], "progress")]
+        assert own and own == sorted(own) and 0.0 < own[-1] <= 1.0, (child["kind"], own)
 
 
 def test_the_runs_collapse_warning_speaks_of_its_last_evaluation(pipeline_run):

@@ -239,7 +239,8 @@ class PhaseProgress:
     itself under `live/<phase>/<key>` at the phase's running step, so its log and chart
     move while a phase runs (the phase's own run has the full record). Also the run's
     `progress` (0..1, the console's Jobs column) as `fraction()` reads it, passed on to
-    `on_progress` (a comparison's own progress over its cells)."""
+    `on_progress` (a comparison's own progress over its cells), and the running phase's own
+    `progress` on its child run (`child`, set by `run_phase`), as a standalone job has."""
 
     EVERY_S = 5.0
 
@@ -249,6 +250,9 @@ class PhaseProgress:
         self.steps: dict[str, int] = {}  # each phase's running step of its live metrics
         self._last = 0.0
         self._ticked = 0.0
+        self.child: RunHandle | None = None  # the running phase's own run
+        self._child_id: str | None = None
+        self._child_ticked = 0.0
 
     def tick(self, final: bool = False) -> None:
         """The run's progress, at most every EVERY_S seconds (or now, `final`: a phase ended)."""
@@ -260,6 +264,18 @@ class PhaseProgress:
             self.handle.log_metrics({PROGRESS_METRIC: fraction})
             if self.on_progress is not None:
                 self.on_progress(fraction)
+        except Exception:  # a busy registry must not stop the loop
+            pass
+
+    def phase_done(self, fraction: float) -> None:
+        """The running phase's own `progress` (its row in the console's Jobs list moves as a
+        standalone job's does), at most every EVERY_S seconds."""
+        now, child = time.time(), self.child
+        if child is None or (child.run_id == self._child_id and now - self._child_ticked < self.EVERY_S):
+            return
+        self._child_id, self._child_ticked = child.run_id, now
+        try:
+            child.log_metrics({PROGRESS_METRIC: min(1.0, max(0.0, fraction))})
         except Exception:  # a busy registry must not stop the loop
             pass
 
@@ -284,6 +300,7 @@ class PhaseProgress:
 
     def trainer(self, iteration: int) -> Callable[[int, int, dict[str, float]], None]:
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
+            self.phase_done(step / total if total else 0.0)
             shown = self._figures("train-actor", metrics, ("loss", "reward", "margin"))
             if shown:  # the trainer's end-of-run summary has none of these
                 self._say(step >= total, f"iteration {iteration} train-actor: step {step}/{total} {shown}")
@@ -293,6 +310,7 @@ class PhaseProgress:
         """The critic's fit, round by round (the first fit of a run takes half a minute or
         more on a CPU, and said nothing until it ended)."""
         def on_round(rnd: int, metrics: dict[str, float]) -> None:
+            self.phase_done(rnd / total if total else 0.0)
             shown = self._figures("train-critic", metrics, ("v_loss", "spearman_vstar"))
             if rnd < total:  # the last round's figures are the phase's own summary
                 self._say(False, f"iteration {iteration} train-critic: round {rnd}/{total} {shown}")
@@ -302,6 +320,7 @@ class PhaseProgress:
         """A rollout's lock-steps (`RolloutProgress`): an evaluation of 1,000 Blackjack deals
         takes a minute on a CPU, and said nothing until it ended."""
         def on_progress(progress: Any) -> None:
+            self.phase_done(progress.done / progress.total if progress.total else 0.0)
             self.tick()
             if progress.finished < progress.total:  # the phase's summary says the end
                 self._say(False, f"iteration {iteration} {phase}: {progress.finished}/{progress.total} episodes, "
@@ -313,6 +332,7 @@ class PhaseProgress:
 
         def on_progress(n: int) -> None:
             done[0] += n
+            self.phase_done(done[0] / total if total else 0.0)
             self.tick()
             self._say(done[0] >= total, f"iteration {iteration} {phase}: {done[0]}/{total} states")
         return on_progress

@@ -225,7 +225,11 @@ def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: di
     t0 = time.perf_counter()
     with run_context(reg, kind, name=f"{name} (iteration {iteration})", params=params,
                      parent_id=handle.run_id) as child:
-        metrics = fn(child)
+        state.live.child = child
+        try:
+            metrics = fn(child)
+        finally:
+            state.live.child = None
         numeric = numeric_metrics(metrics)
         child.log_metrics(numeric)
     seconds = time.perf_counter() - t0
