@@ -328,3 +328,24 @@ def test_a_damaged_newest_critic_checkpoint_is_passed_over_for_the_one_before(tm
     code, out, err = run_cli([*critic, "--epochs", "4", "--resume-from", first, "--json"], capsys)
     assert code == 0, err
     assert f"checkpoint {newest} is damaged ({victim.name}:" in err and "using the one before it" in err, err
+
+
+def test_a_finished_run_that_tracked_its_progress_reads_one_and_a_killed_one_keeps_its_own(tmp_path):
+    """A comparison whose last cell ran out of minutes ended at progress 0.91 and showed
+    that as FINISHED; a finished run reads 1, a killed one where it stopped, and a run that
+    never tracked progress gets none."""
+    from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
+
+    reg = Registry(tmp_path / "registry.db")
+    with run_context(reg, "bench", quiet=True) as done:
+        done.log_metrics({PROGRESS_METRIC: 0.91})
+    with run_context(reg, "play", quiet=True) as untracked:
+        untracked.log_metrics({"loss": 1.0})
+    with pytest.raises(Cancelled), run_context(reg, "bench", quiet=True) as killed:
+        killed.log_metrics({PROGRESS_METRIC: 0.4})
+        raise Cancelled("stopped")
+    assert [r["value"] for r in reg.metric_history(done.run_id, PROGRESS_METRIC)] == [0.91, 1.0]
+    assert reg.get_run(done.run_id)["status"] == "FINISHED"
+    assert PROGRESS_METRIC not in reg.latest_metrics(untracked.run_id)
+    assert reg.latest_metrics(killed.run_id)[PROGRESS_METRIC] == 0.4
+    assert reg.get_run(killed.run_id)["status"] == "KILLED"

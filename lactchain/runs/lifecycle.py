@@ -156,7 +156,7 @@ def run_context(
         raise Cancelled("cancelled") from None
     except BaseException as exc:
         if isinstance(exc, SystemExit) and not exc.code:
-            registry.end_run(run_id, "FINISHED", exit_code=0)
+            _finish(registry, run_id)
             raise
         try:
             registry.end_run(run_id, "FAILED", exit_code=1, error=traceback.format_exc())
@@ -165,13 +165,22 @@ def run_context(
                   "`lactchain runs list` marks it once the registry can be written", file=sys.stderr, flush=True)
         raise
     else:
-        registry.end_run(run_id, "FINISHED", exit_code=0)
+        _finish(registry, run_id)
     finally:
         stop.set()
         if owns_run_env:
             os.environ.pop("LACTCHAIN_RUN_ID", None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _finish(registry: Any, run_id: str) -> None:
+    """FINISHED; a run that tracked its progress reads 1 (one that ended on its time budget,
+    a comparison whose last cell ran out of minutes, stopped short of its plan's fraction)."""
+    progress = registry.latest_metrics(run_id).get(PROGRESS_METRIC)
+    if progress is not None and progress < 1.0:
+        registry.log_metric(run_id, PROGRESS_METRIC, 1.0)
+    registry.end_run(run_id, "FINISHED", exit_code=0)
 
 
 def detach(
