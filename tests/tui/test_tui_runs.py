@@ -299,9 +299,11 @@ async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
 
     from tui.widgets.compare import CompareScreen
 
-    a = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "simpo"}, metrics={"loss": [3, 2, 1]})
-    b = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "dpo"}, metrics={"loss": [4, 3]},
-                offset_s=10)
+    long_text = "Turn toward the goal, then walk straight to it; never turn twice in a row. " * 2
+    a = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "simpo", "strategy_text": long_text},
+                metrics={"loss": [3, 2, 1]})
+    b = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "dpo", "strategy_text": long_text},
+                metrics={"loss": [4, 3]}, offset_s=10)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
@@ -322,6 +324,10 @@ async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
         assert table.get_row_at(0)[1].style == "bold"
         metric = next(r for r in rows if r[1] == "loss" and r is not first)
         assert {metric[order[a]], metric[order[b]]} == {"1", "3"}
+        # a 150-character strategy text does not push the second run off an 80-column screen
+        assert sum(col.get_render_width(table) for col in table.ordered_columns) <= 80
+        strategy = next(r for r in rows if r[1] == "strategy_text")
+        assert strategy[order[a]].endswith("…") and long_text.startswith(strategy[order[a]][:-1])
         await pilot.press("escape")
         await settle(app, pilot)
         assert not isinstance(app.screen, CompareScreen)

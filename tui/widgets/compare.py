@@ -1,5 +1,7 @@
 """CompareScreen: two or three runs side by side (lactchain.runs.compare): the params
-that differ first (bold), the shared ones dimmed, then the latest metrics."""
+that differ first (bold), the shared ones dimmed, then the latest metrics. Every run's
+column fits the screen; a longer value ends in an ellipsis (`lactchain runs compare` and
+the Info tab show it whole)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,20 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "-" if value is None else printable(value, keep_newlines=False)
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def column_width(screen_width: int, key_width: int, runs: int) -> int:
+    """Each run's column: the runs share what the modal (95 % of the screen, less its border,
+    padding and the table's scrollbar) leaves beside the section and key columns, so all of
+    them stay in view (one long value, such as a strategy text, pushed the second run off
+    the screen)."""
+    inner = int(screen_width * 0.95) - 6
+    gaps = 2 * (runs + 2)  # the DataTable's cell padding
+    return max(12, (inner - len("metrics") - key_width - gaps) // max(1, runs))
 
 
 class CompareScreen(ModalScreen[None]):
@@ -45,14 +61,19 @@ class CompareScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#compare-table", DataTable)
+        rows = self.comparison.rows
+        key_width = min(40, max((len(printable(k)) for _, k, _, _ in rows), default=3))
+        width = column_width(self.app.size.width, key_width, len(self.comparison.runs))
         table.add_column("", key="section")
-        table.add_column("key", key="key")
+        table.add_column("key", key="key", width=key_width)
         for run in self.comparison.runs:
-            table.add_column(printable(f"{run['id']} ({run.get('kind')})"), key=str(run["id"]))
+            table.add_column(_fit(printable(f"{run['id']} ({run.get('kind')})"), width), key=str(run["id"]),
+                             width=width)
         section = None
-        for sec, key, values, differs in self.comparison.rows:
+        for sec, key, values, differs in rows:
             style = "bold" if differs else "dim" if sec == "params" else ""
-            table.add_row(Text(sec if sec != section else "", style="dim"), Text(printable(key), style=style),
-                          *(Text(_cell(v), style=style) for v in values))
+            table.add_row(Text(sec if sec != section else "", style="dim"),
+                          Text(_fit(printable(key), key_width), style=style),
+                          *(Text(_fit(_cell(v), width), style=style) for v in values))
             section = sec
         table.focus()
