@@ -146,6 +146,12 @@ def test_the_loop_runs_on_rooms_with_coords_and_records_its_world(tmp_path, lc):
     reg = Registry(db)
     params = reg.params(out["run_id"])
     assert params["scene"] == "rooms" and params["state_text"] == "coords"
+    # each evaluation and collect names its world itself (read alone: the leaderboard, runs compare)
+    for child in reg.list_runs(parent_id=out["run_id"]):
+        if child["kind"] in ("eval", "pairs"):
+            own = reg.params(child["id"])
+            assert (own["env"], own["scene"], own["state_text"]) == ("grid", "rooms", "coords"), own
+            assert child["kind"] == "pairs" or own["max_actions"] == 8
     assert [row["iteration"] for row in out["curve"]] == [0, 1, 2]
     walls = get_scene("rooms").walls
     pairs_run = next(c["id"] for c in reg.list_runs(parent_id=out["run_id"]) if c["kind"] == "pairs")

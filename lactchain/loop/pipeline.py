@@ -45,6 +45,7 @@ from typing import Any, Callable
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas
 from lactchain.envs.catalog import make_env
 from lactchain.envs.replay import deal_seeds, decision_states, execute_from
+from lactchain.envs.world import STATE_TEXT_DEFAULT
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.loop.labelers import (Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy,
                                      sampled_groups)
@@ -209,6 +210,14 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
     return state
 
 
+def world_params(cfg: PipelineConfig) -> dict[str, Any]:
+    """The world a phase ran in, recorded on its own run as a standalone job records it
+    (env; scene and state text where not the default), so an evaluation or a collect
+    read alone (the leaderboard, `runs compare`) names the world it measured."""
+    return {"env": cfg.env, **({"scene": cfg.scene} if cfg.scene else {}),
+            **({"state_text": cfg.state_text} if cfg.state_text != STATE_TEXT_DEFAULT else {})}
+
+
 def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: dict[str, Any],
               fn: Callable[[RunHandle], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """One phase as a child run of the pipeline run: seeded, timed, its metrics logged on
@@ -269,7 +278,8 @@ def evaluate(state: LoopState, iteration: int) -> None:
 
     t0 = time.time()
     run_phase(state, iteration, "evaluate", "eval",
-              {"states": cfg.eval_states, "adapter": str(state.actor.adapter or "")}, body)
+              {"states": cfg.eval_states, "adapter": str(state.actor.adapter or ""), "max_actions": cfg.eval_max_actions,
+               **world_params(cfg)}, body)
     state.evaluate_s = max(state.evaluate_s, time.time() - t0)
 
 
@@ -370,8 +380,7 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
                 "explored": explored, "searched": searched}
 
     run_phase(state, it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
-                                              "temperature": cfg.temperature, "env": cfg.env,
-                                              **({"scene": cfg.scene} if cfg.scene else {})}, body)
+                                              "temperature": cfg.temperature, **world_params(cfg)}, body)
     if "transitions" not in holder:  # collect was kept from the run this one resumes
         pending = state.saved["pending"] or {}
         holder["transitions"] = transitions_from_json(pending.get("transitions", []), env)
