@@ -24,6 +24,7 @@ from lactchain.baselines.protocol import (  # noqa: F401  (re-exported: the lead
     greedy_policy_return,
 )
 from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
+from lactchain.envs.world import STATE_TEXT_DEFAULT
 
 # (column title, row key): the CLI's table and the console's Board tab.
 COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
@@ -41,8 +42,12 @@ def _row(agent: str, kind: str, metrics: dict[str, Any], run_id: str | None, tra
 
 
 def _llm_label(params: dict[str, Any], parent: dict[str, Any] | None) -> str:
+    """The actor, trained or not, and the state text it read where not the default (the
+    same world read as coordinates is another agent)."""
     actor = params.get("actor") or (parent or {}).get("actor") or "?"
-    return f"{actor} + adapter" if params.get("adapter") else f"{actor} zero-shot"
+    label = f"{actor} + adapter" if params.get("adapter") else f"{actor} zero-shot"
+    text = params.get("state_text") or (parent or {}).get("state_text")
+    return f"{label} ({text} text)" if text and text != STATE_TEXT_DEFAULT else label
 
 
 def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) -> int | None:

@@ -68,12 +68,15 @@ def test_a_pipelines_evaluations_on_another_scene_stay_off_the_grids_board(tmp_p
     from lactchain.leaderboard import leaderboard
 
     reg = Registry(tmp_path / "registry.db")
-    for scene, success in (("flat", 1.0), ("empty", 0.5)):
+    for scene, text, success in (("flat", "egocentric", 1.0), ("empty", "egocentric", 0.5),
+                                 ("empty", "coords", 0.25)):
         parent = reg.create_run("pipeline", params={"env": "grid", "scene": scene, "actor": "tiny",
-                                                    "eval_max_actions": 5})
+                                                    "state_text": text, "eval_max_actions": 5})
         child = reg.create_run("eval", name="evaluate (iteration 0)", parent_id=parent,
                                params={"states": "all", "adapter": None})
         reg.log_metrics(child, {"success_rate": success, "mean_return": 10 * success, "states": 60})
         reg.end_run(child, "FINISHED")
     rows = [r for r in leaderboard(reg, "grid") if r["kind"] == "llm"]
-    assert [(r["agent"], r["success_rate"]) for r in rows] == [("tiny zero-shot", 0.5)]
+    # the same grid read as coordinates stays, named by its text
+    assert [(r["agent"], r["success_rate"]) for r in rows] == [("tiny zero-shot", 0.5),
+                                                                ("tiny zero-shot (coords text)", 0.25)]
