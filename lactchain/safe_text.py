@@ -20,7 +20,7 @@ def printable(text: object, keep_newlines: bool = True, keep_cr: bool = False) -
     return out if keep_newlines else out.replace("\n", "\\n").replace("\t", "\\t")
 
 
-def command_line(cmd: object) -> str:
+def shell_line(cmd: object) -> str:
     """A run's recorded argv as one shell line a user can copy and run again (arguments
     with spaces or quotes quoted, as `shlex.join` does); text stored otherwise as it is."""
     import shlex

@@ -309,12 +309,12 @@ def test_runs_show_gives_the_command_as_a_shell_line_to_run_again(tmp_path, caps
 
     from cli_helpers import run_cli
 
-    from lactchain.safe_text import command_line
+    from lactchain.safe_text import shell_line
 
     argv = ["lactchain", "strategy", "set", "Go to the goal; don't turn twice", "--note", "it's mine"]
     db = tmp_path / "reg.db"
     with Registry(db) as reg:
         run_id = reg.create_run("play", cmd=argv)
-    assert shlex.split(command_line(argv)) == argv
+    assert shlex.split(shell_line(argv)) == argv
     code, out, _ = run_cli(["runs", "show", run_id, "--db", db], capsys)
     assert code == 0 and "'Go to the goal; don'\"'\"'t turn twice'" in " ".join(out.split()), out

@@ -15,7 +15,7 @@ from rich.table import Table
 from lactchain.cli.common import DbOption, JsonOption, console, fail, finite, open_existing, print_json, shown
 from lactchain.jobs import ACTIVE, kill_run, pid_alive, reap_dead_runs, show_dead
 from lactchain.runs.key_metrics import key_metrics_first
-from lactchain.safe_text import command_line, printable
+from lactchain.safe_text import printable, shell_line
 from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry, RunNotFound
 from lactchain.runs.schema import RUN_KINDS, RUN_STATUSES
@@ -174,7 +174,7 @@ def show(
         elif key == "duration_s":
             key, value = "duration", _fmt_duration(value)
         elif key == "cmd" and value:
-            value = command_line(value)
+            value = shell_line(value)
         elif key == "error" and value and "Traceback (most recent call last)" in str(value):
             # a crash stores its whole traceback: its last line here, the rest where it belongs
             value = f"{str(value).strip().splitlines()[-1]} (the traceback: lactchain runs show {rid} --json)"

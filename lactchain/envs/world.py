@@ -54,6 +54,17 @@ def check_world(config: Any) -> None:
         config.refuse("state_text", f"is the grid's; drop it or use --env grid (not {config.env})")
 
 
+def world_params(env: str, scene: str | None, state_text: str = STATE_TEXT_DEFAULT) -> dict[str, str]:
+    """The world as a run records it in its params: the env; the scene and the state text
+    where not the default (a standalone job's and a pipeline phase's runs alike)."""
+    params = {"env": env}
+    if scene is not None:
+        params["scene"] = scene
+    if state_text != STATE_TEXT_DEFAULT:
+        params["state_text"] = state_text
+    return params
+
+
 def world_kwargs(scene: str | None, state_text: str = STATE_TEXT_DEFAULT) -> dict[str, Any]:
     """The env kwargs of a checked world: only what differs from the env's defaults (a
     scene file goes as the scene itself, so every process plays the layout it was given)."""

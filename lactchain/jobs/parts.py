@@ -8,7 +8,7 @@ from typing import Any
 
 from lactchain.config import Config, option
 from lactchain.envs.catalog import env_field, normalize_env_field
-from lactchain.envs.world import STATE_TEXT_DEFAULT, check_world, scene_field, state_text_field, world_kwargs
+from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs, world_params
 
 ACTOR_HELP = "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id."
 ADAPTER_HELP = "LoRA adapter: a train-actor run id or an adapter folder."
@@ -47,12 +47,7 @@ class SceneEnvPart(EnvPart):
         check_world(self)
 
     def record_params(self) -> dict[str, str]:
-        params = {"env": self.env}
-        if self.scene is not None:
-            params["scene"] = self.scene
-        if self.state_text != STATE_TEXT_DEFAULT:
-            params["state_text"] = self.state_text
-        return params
+        return world_params(self.env, self.scene, self.state_text)
 
     def env_kwargs(self) -> dict[str, Any]:
         return world_kwargs(self.scene, self.state_text)

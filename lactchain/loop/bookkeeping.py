@@ -248,18 +248,22 @@ class PhaseProgress:
         self.handle, self.on_progress = handle, on_progress
         self.fraction: Callable[[], float] | None = None  # set by the loop's state
         self.steps: dict[str, int] = {}  # each phase's running step of its live metrics
-        self._last = 0.0
-        self._ticked = 0.0
-        self.child: RunHandle | None = None  # the running phase's own run
-        self._child_id: str | None = None
-        self._child_ticked = 0.0
+        self.child: RunHandle | None = None  # the running phase's own run (run_phase sets it)
+        self._sent_at: dict[str, float] = {}  # when each throttled output last went out
+
+    def _due(self, what: str, final: bool = False) -> bool:
+        """True at most every EVERY_S seconds per `what` (always when `final`)."""
+        now = time.time()
+        if final or now - self._sent_at.get(what, float("-inf")) >= self.EVERY_S:
+            self._sent_at[what] = now
+            return True
+        return False
 
     def tick(self, final: bool = False) -> None:
         """The run's progress, at most every EVERY_S seconds (or now, `final`: a phase ended)."""
-        now = time.time()
-        if self.fraction is None or not (final or now - self._ticked >= self.EVERY_S):
+        if self.fraction is None or not self._due("progress", final):
             return
-        self._ticked, fraction = now, self.fraction()
+        fraction = self.fraction()
         try:  # each value at the key's next step
             self.handle.log_metrics({PROGRESS_METRIC: fraction})
             if self.on_progress is not None:
@@ -267,30 +271,26 @@ class PhaseProgress:
         except Exception:  # a busy registry must not stop the loop
             pass
 
-    def phase_done(self, fraction: float) -> None:
-        """The running phase's own `progress` (its row in the console's Jobs list moves as a
-        standalone job's does), at most every EVERY_S seconds."""
-        now, child = time.time(), self.child
-        if child is None or (child.run_id == self._child_id and now - self._child_ticked < self.EVERY_S):
-            return
-        self._child_id, self._child_ticked = child.run_id, now
-        try:
-            child.log_metrics({PROGRESS_METRIC: min(1.0, max(0.0, fraction))})
-        except Exception:  # a busy registry must not stop the loop
-            pass
+    def moved(self, fraction: float) -> None:
+        """The running phase is `fraction` done: its own run's `progress` (its row in the
+        console's Jobs list moves as a standalone job's does), then the pipeline's."""
+        child = self.child
+        if child is not None and self._due(f"progress of {child.run_id}"):
+            try:
+                child.log_metrics({PROGRESS_METRIC: min(1.0, max(0.0, fraction))})
+            except Exception:  # a busy registry must not stop the loop
+                pass
+        self.tick()
 
     def _say(self, final: bool, line: str) -> None:
         """`line` on the pipeline's log, at most every EVERY_S seconds (or now, `final`)."""
-        now = time.time()
-        if final or now - self._last >= self.EVERY_S:
-            self._last = now
+        if self._due("log line", final):
             print(line, file=sys.stderr, flush=True)
 
     def _figures(self, phase: str, metrics: dict[str, Any], shown: tuple[str, ...]) -> str:
         """A phase's figures on the pipeline run (each phase's series numbered 1, 2, ... over
-        the run) and the progress tick; returns `shown`'s figures as `k=v, ...` for the log."""
+        the run); returns `shown`'s figures as `k=v, ...` for the log."""
         numeric = numeric_metrics(metrics)
-        self.tick()
         self.steps[phase] = step = self.steps.get(phase, 0) + 1
         try:
             self.handle.log_metrics({f"live/{phase}/{k}": v for k, v in numeric.items()}, step=step)
@@ -300,7 +300,7 @@ class PhaseProgress:
 
     def trainer(self, iteration: int) -> Callable[[int, int, dict[str, float]], None]:
         def on_log(step: int, total: int, metrics: dict[str, float]) -> None:
-            self.phase_done(step / total if total else 0.0)
+            self.moved(step / total if total else 0.0)
             shown = self._figures("train-actor", metrics, ("loss", "reward", "margin"))
             if shown:  # the trainer's end-of-run summary has none of these
                 self._say(step >= total, f"iteration {iteration} train-actor: step {step}/{total} {shown}")
@@ -310,7 +310,7 @@ class PhaseProgress:
         """The critic's fit, round by round (the first fit of a run takes half a minute or
         more on a CPU, and said nothing until it ended)."""
         def on_round(rnd: int, metrics: dict[str, float]) -> None:
-            self.phase_done(rnd / total if total else 0.0)
+            self.moved(rnd / total if total else 0.0)
             shown = self._figures("train-critic", metrics, ("v_loss", "spearman_vstar"))
             if rnd < total:  # the last round's figures are the phase's own summary
                 self._say(False, f"iteration {iteration} train-critic: round {rnd}/{total} {shown}")
@@ -320,8 +320,7 @@ class PhaseProgress:
         """A rollout's lock-steps (`RolloutProgress`): an evaluation of 1,000 Blackjack deals
         takes a minute on a CPU, and said nothing until it ended."""
         def on_progress(progress: Any) -> None:
-            self.phase_done(progress.done / progress.total if progress.total else 0.0)
-            self.tick()
+            self.moved(progress.done / progress.total if progress.total else 0.0)
             if progress.finished < progress.total:  # the phase's summary says the end
                 self._say(False, f"iteration {iteration} {phase}: {progress.finished}/{progress.total} episodes, "
                           f"{progress.env_steps} env steps")
@@ -332,8 +331,7 @@ class PhaseProgress:
 
         def on_progress(n: int) -> None:
             done[0] += n
-            self.phase_done(done[0] / total if total else 0.0)
-            self.tick()
+            self.moved(done[0] / total if total else 0.0)
             self._say(done[0] >= total, f"iteration {iteration} {phase}: {done[0]}/{total} states")
         return on_progress
 

@@ -45,7 +45,7 @@ from typing import Any, Callable
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas
 from lactchain.envs.catalog import make_env
 from lactchain.envs.replay import deal_seeds, decision_states, execute_from
-from lactchain.envs.world import STATE_TEXT_DEFAULT
+from lactchain.envs.world import world_params
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.loop.labelers import (Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy,
                                      sampled_groups)
@@ -210,14 +210,6 @@ def start_loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: An
     return state
 
 
-def world_params(cfg: PipelineConfig) -> dict[str, Any]:
-    """The world a phase ran in, recorded on its own run as a standalone job records it
-    (env; scene and state text where not the default), so an evaluation or a collect
-    read alone (the leaderboard, `runs compare`) names the world it measured."""
-    return {"env": cfg.env, **({"scene": cfg.scene} if cfg.scene else {}),
-            **({"state_text": cfg.state_text} if cfg.state_text != STATE_TEXT_DEFAULT else {})}
-
-
 def run_phase(state: LoopState, iteration: int, name: str, kind: str, params: dict[str, Any],
               fn: Callable[[RunHandle], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """One phase as a child run of the pipeline run: seeded, timed, its metrics logged on
@@ -277,9 +269,9 @@ def evaluate(state: LoopState, iteration: int) -> None:
         return out
 
     t0 = time.time()
-    run_phase(state, iteration, "evaluate", "eval",
+    run_phase(state, iteration, "evaluate", "eval",  # its world too: read alone (leaderboard) it names it
               {"states": cfg.eval_states, "adapter": str(state.actor.adapter or ""), "max_actions": cfg.eval_max_actions,
-               **world_params(cfg)}, body)
+               **world_params(cfg.env, cfg.scene, cfg.state_text)}, body)
     state.evaluate_s = max(state.evaluate_s, time.time() - t0)
 
 
@@ -380,7 +372,8 @@ def collect(state: LoopState, it: int) -> tuple[list[Any], list[dict[str, Any]]]
                 "explored": explored, "searched": searched}
 
     run_phase(state, it, "collect", "pairs", {"labeler": cfg.labeler, "samples": cfg.samples, "states": cfg.states,
-                                              "temperature": cfg.temperature, **world_params(cfg)}, body)
+                                              "temperature": cfg.temperature,
+                                              **world_params(cfg.env, cfg.scene, cfg.state_text)}, body)
     if "transitions" not in holder:  # collect was kept from the run this one resumes
         pending = state.saved["pending"] or {}
         holder["transitions"] = transitions_from_json(pending.get("transitions", []), env)

@@ -18,7 +18,7 @@ from textual.widgets import (Button, DataTable, Input, Label, Select, Static, Ta
                              TabPane)
 
 from lactchain.engine import REPLICAS_TAG
-from lactchain.safe_text import printable
+from lactchain.safe_text import printable, shell_line
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_metrics, fmt_progress, fmt_ts, now_ms, run_duration
 from tui import console_state
@@ -231,7 +231,7 @@ class JobsScreen(RunControls, BaseScreen):
         shown = ["lactchain"] + argv[argv.index(self.command.split()[0]):]  # "strategy search": two words
         if self.app.db_path is not None:
             shown[-1] = self.app.db_label
-        self.query_one("#job-argv", Static).update(Text(" ".join(shown), style="dim"))
+        self.query_one("#job-argv", Static).update(Text(shell_line(shown), style="dim"))
 
     @on(Select.Changed, "#job-command")
     async def _command_changed(self, event: Select.Changed) -> None:

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Input, Select, Static, TabbedContent, Tab
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.runs.resume import KIND_ALIASES
 from lactchain.runs.schema import RUN_STATUSES
-from lactchain.safe_text import command_line
+from lactchain.safe_text import shell_line
 from tui import console_state
 from tui.commands import bindings_for
 from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
@@ -308,7 +308,7 @@ class RunsScreen(RunControls, BaseScreen):
         if run.get("error"):
             t.append(f"error: {safe(run['error'])}\n", style="bold red")
         if run.get("cmd"):
-            t.append(f"cmd: {safe(command_line(run['cmd']))}\n", style="dim")
+            t.append(f"cmd: {safe(shell_line(run['cmd']))}\n", style="dim")
         t.append("\nparams\n", style="bold underline")
         for k in sorted(params):
             t.append(f"  {safe(k)} = {fmt_value(params[k])}\n")

@@ -26,7 +26,7 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def column_width(screen_width: int, key_width: int, runs: int) -> int:
+def _column_width(screen_width: int, key_width: int, runs: int) -> int:
     """Each run's column: the runs share what the modal (95 % of the screen, less its border,
     padding and the table's scrollbar) leaves beside the section and key columns, so all of
     them stay in view (one long value, such as a strategy text, pushed the second run off
@@ -63,7 +63,7 @@ class CompareScreen(ModalScreen[None]):
         table = self.query_one("#compare-table", DataTable)
         rows = self.comparison.rows
         key_width = min(40, max((len(printable(k)) for _, k, _, _ in rows), default=3))
-        width = column_width(self.app.size.width, key_width, len(self.comparison.runs))
+        width = _column_width(self.app.size.width, key_width, len(self.comparison.runs))
         table.add_column("", key="section")
         table.add_column("key", key="key", width=key_width)
         for run in self.comparison.runs:
