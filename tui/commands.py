@@ -82,6 +82,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Next run tab", "Show the next tab: Info, Chart, Log, Board", "t", "next_tab", "runs", "Tab"),
     Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
             "x", "export", "runs", "Export"),
+    Command("Delete runs", "Delete the marked runs (or the selected one), their child runs and folders (asks "
+            "first; names the kept runs that read them)", "D", "delete", "runs", "Delete"),
     # labelling
     Command("Choose A", "A is better (chosen), B rejected", "a", "choose('A')", "labels", "A better"),
     Command("Choose B", "B is better (chosen), A rejected", "b", "choose('B')", "labels", "B better"),

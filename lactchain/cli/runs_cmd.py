@@ -323,6 +323,85 @@ def resume(
         console.print(f"resuming {run['id']} as [bold]{new_id}[/]; follow with [cyan]lactchain runs logs {new_id} -f[/]")
 
 
+@app.command("delete")
+def delete(
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Runs to delete: ids or unique prefixes.",
+                                                           metavar="[RUN]...", show_default=False)] = None,
+    status: Annotated[Optional[str], typer.Option("--status", "-s", help="Also every run with this status "
+                                                  "(FAILED, KILLED or FINISHED), e.g. --status FAILED.")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", "-k", help=f"With --status: only runs of this kind "
+                                                f"({', '.join(RUN_KINDS)}).")] = None,
+    children: Annotated[bool, typer.Option("--children", help="Also delete their child runs (a pipeline's phases, "
+                                                              "a run resumed from one).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete even runs that kept runs read (their critic, "
+                                                        "adapter, pairs or archive).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed where nobody can answer).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be deleted.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete runs: their registry rows (params, metrics, steps, pairs, artifacts) and
+    their folders under runs/ (checkpoints, adapters, logs). Asks first; refuses running
+    runs, child runs not asked for (--children) and runs other kept runs read (--force)."""
+    import sys
+
+    from lactchain.runs.delete import delete_runs, human_bytes, plan_delete
+
+    if status is not None and status.upper() not in RUN_STATUSES:
+        fail(f"--status {status!r}: use one of {', '.join(RUN_STATUSES)}")
+    if status is not None and status.upper() in ACTIVE:
+        fail(f"--status {status.upper()}: running runs are stopped with `lactchain runs kill`, not deleted")
+    if kind is not None and status is None:
+        fail("--kind picks among the runs of --status; give --status too (or name the runs)")
+    if kind is not None and kind not in RUN_KINDS:
+        fail(f"--kind {kind!r}: use one of {', '.join(RUN_KINDS)}")
+    if not run_ids and status is None:
+        fail("name the runs to delete (ids or prefixes), or pick them with --status")
+    with _open_existing(db) as reg:
+        picked = [r["id"] for r in reg.list_runs(kind=kind, status=status.upper())] if status else []
+        if status and not picked and not run_ids:
+            fail(f"no {status.upper()} runs{f' of kind {kind}' if kind else ''} in {reg.path}")
+        try:
+            plan = plan_delete(reg, [*(run_ids or []), *picked])
+        except RunNotFound as exc:
+            fail(str(exc))
+        problem = plan.problem(children=children, force=force)
+        if problem:
+            fail(problem)
+        if not as_json:
+            table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+            for column in ("id", "kind", "status"):  # never shrunk: an id is copied from here
+                table.add_column(column, no_wrap=True, min_width=max(len(str(r[column])) for r in plan.runs))
+            table.add_column("created", no_wrap=True, min_width=11)
+            table.add_column("name", no_wrap=True, overflow="ellipsis", ratio=1)
+            for run in plan.runs:
+                table.add_row(escape(run["id"]), escape(run["kind"]), _status(run["status"]),
+                              _fmt_time(run["created_ms"], short=True), _fmt_value(run["name"] or run["kind"]))
+            console.print(table)
+        if dry_run:
+            if as_json:
+                print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})
+            else:
+                console.print(f"would delete {plan.summary()} (--dry-run: nothing deleted)")
+            return
+        if not yes:
+            if not sys.stdin.isatty():
+                fail(f"deleting {plan.summary()} needs a yes: add --yes (or look first with --dry-run)")
+            if not typer.confirm(f"delete {plan.summary()}?", default=False):
+                fail("nothing deleted")
+        try:
+            left = delete_runs(reg, plan)
+        except ValueError as exc:
+            fail(str(exc))
+    if as_json:
+        print_json({"dry_run": False, "runs": plan.ids, "bytes": plan.size_bytes, "folders_left": left})
+        return
+    runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
+    console.print(f"deleted {runs}, freed {human_bytes(plan.size_bytes)}" if not left else f"deleted {runs}")
+    for line in left:
+        console.print(f"[yellow]could not remove {escape(line)}[/]")
+
+
 @app.command("export")
 def export(
     run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.", metavar="RUN...")],

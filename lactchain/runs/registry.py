@@ -534,6 +534,13 @@ class Registry:
             self._require_run(db, run_id)
             db.execute("DELETE FROM runs WHERE id = ?", [run_id])
 
+    def runs_naming(self, text: str) -> list[str]:
+        """Ids of the runs whose params or artifact paths contain `text` -- given a run id,
+        the runs that read that run (its critic, adapter, pairs, archive, checkpoint)."""
+        rows = self._rows("SELECT run_id FROM params WHERE instr(value, ?) > 0 "
+                          "UNION SELECT run_id FROM artifacts WHERE instr(path, ?) > 0", [text, text])
+        return sorted(r["run_id"] for r in rows)
+
     def _require_run(self, db: sqlite_utils.Database, run_id: str) -> None:
         if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
             raise RunNotFound(f"no run with id {run_id!r} in {self.path}")

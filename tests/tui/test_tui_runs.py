@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from textual.widgets import DataTable, Input, TabbedContent
 
@@ -359,3 +361,52 @@ async def test_a_screen_switch_back_keeps_its_footer_keys_and_still_follows_a_th
         await pilot.press("2")
         await settle(app, pilot)
         assert runs.styles.background != background
+
+
+async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_reads_them(make_app, registry):
+    """D asks first (n keeps everything), says which child runs go along and which kept run
+    reads a deleted one, then deletes rows and folders; a running run is refused in a toast."""
+    from tui.widgets.confirm import ConfirmScreen
+
+    pipe = registry.create_run("pipeline", name="loop")
+    phase = registry.create_run("critic", name="critic (iteration 0)", parent_id=pipe)
+    reader = registry.create_run("pairs", name="reads the critic", params={"critic_run": phase})
+    running = registry.create_run("play", name="still going")
+    registry.start_run(running, pid=os.getpid())  # this process: alive
+    for run_id in (pipe, phase, reader):
+        registry.end_run(run_id, "FINISHED")
+        (registry.run_dir(run_id) / "weights.bin").write_bytes(b"w" * 2048)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.screen.query_one("#runs-table", DataTable)
+        table.focus()
+        table.move_cursor(row=_ids(table).index(running))
+        await settle(app, pilot)
+        await pilot.press("D")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)  # refused: a toast says to stop it first
+        assert any(f"{running} is still running: stop it first" in n.message for n in app._notifications)
+        table.move_cursor(row=_ids(table).index(pipe))
+        await settle(app, pilot)
+        await pilot.press("D")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        question = app.screen.question
+        assert "Delete 2 run(s) and their folders (4.0 KB)?" in question and "1 child run(s)" in question
+        assert f"{reader} reads {phase}" in question
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert {r["id"] for r in registry.list_runs()} == {pipe, phase, reader, running}
+        await pilot.press("D")
+        await settle(app, pilot)
+        await pilot.press("y")
+        for _ in range(20):
+            await settle(app, pilot)
+            if pipe not in _ids(table):
+                break
+        assert {r["id"] for r in registry.list_runs()} == {reader, running}
+        assert set(_ids(table)) == {reader, running}
+        assert not (registry.runs_dir / pipe).exists() and not (registry.runs_dir / phase).exists()
+        assert (registry.runs_dir / reader / "weights.bin").exists()

@@ -135,6 +135,21 @@ def fetch_runs(reg: Any, cache: dict | None = None, query: str = "", limit: int 
     return with_metrics(reg, [dict(r) for r in runs], {} if cache is None else cache), matched, total
 
 
+def delete_question(plan: Any) -> str:
+    """What D asks: the runs, their size, the child runs that go with them and the kept
+    runs that read them (what `runs delete` makes a user add --children / --force for)."""
+    from lactchain.runs.delete import human_bytes
+
+    shown = plan.ids[:4] + ([f"and {len(plan.ids) - 4} more"] if len(plan.ids) > 4 else [])
+    lines = [f"Delete {len(plan.ids)} run(s) and their folders ({human_bytes(plan.size_bytes)})?", ", ".join(shown)]
+    if plan.children:
+        lines.append(f"This includes {len(plan.children)} child run(s): a pipeline's phases or runs resumed from them.")
+    if plan.used_by:
+        readers = "; ".join(f"{kept} reads {', '.join(gone)}" for kept, gone in list(plan.used_by.items())[:3])
+        lines.append(f"Kept runs read them and lose it: {readers}.")
+    return "\n".join(lines)
+
+
 def fetch_detail(reg: Any, run_id: Any) -> dict:
     run = dict(reg.get_run(run_id) or {})
     return {
@@ -533,6 +548,40 @@ class RunsScreen(RunControls, BaseScreen):
             self.app.report_error("export failed", exc)
             return
         self.notify(f"exported {len(ids)} run(s) to {out}: tensorboard --logdir {out}", timeout=10)
+
+    async def action_delete(self) -> None:
+        """The marked runs (else the selected one) with their child runs and folders, after
+        a question that names what goes and which kept runs read it (as `runs delete`)."""
+        from lactchain.runs.delete import delete_runs, plan_delete
+        from tui.widgets.confirm import ConfirmScreen
+
+        ids = sorted(self.marked) or ([self.selected_id] if self.selected_id else [])
+        if not ids:
+            self.notify("select a run (or mark several with space) first", severity="warning")
+            return
+        try:
+            plan = await self.app.registry.call(plan_delete, [self._registry_id(i) for i in ids])
+        except Exception as exc:  # noqa: BLE001 - a run gone meanwhile: say so
+            self.app.report_error("delete failed", exc)
+            return
+        if plan.active:
+            self.notify(plan.problem(children=True, force=True) or "", severity="warning", timeout=8)
+            return
+
+        async def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                left = await self.app.registry.call(delete_runs, plan)
+            except Exception as exc:  # noqa: BLE001 - started meanwhile, a read-only registry
+                self.app.report_error("delete failed", exc)
+                return
+            self.marked -= set(plan.ids)
+            self.notify(f"deleted {plan.summary()}" + (f"; could not remove {left[0]}" if left else ""),
+                        severity="warning" if left else "information")
+            self.refresh_runs()
+
+        self.app.push_screen(ConfirmScreen(delete_question(plan)), answered)
 
     def action_load_adapter(self) -> None:
         if not self.detail or self.selected_id is None:
