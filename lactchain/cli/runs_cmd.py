@@ -388,7 +388,8 @@ def delete(
             if not sys.stdin.isatty():
                 fail(f"deleting {plan.summary()} needs a yes: add --yes (or look first with --dry-run)")
             if not typer.confirm(f"delete {plan.summary()}?", default=False):
-                fail("nothing deleted")
+                console.print("nothing deleted")
+                raise typer.Exit(1)
         try:
             left = delete_runs(reg, plan)
         except ValueError as exc:
