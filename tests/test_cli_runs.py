@@ -53,6 +53,26 @@ def test_list_json(db):
     assert [r["id"] for r in json.loads(result.stdout)] == [critic]
 
 
+def test_list_a_runs_children_or_runs_matching_a_text(db):
+    """--parent lists a pipeline's phases (by id prefix); --search looks where the console's
+    filter looks (id, name, kind, status, error) in the registry, not in one page of runs."""
+    critic, rollout = _ids(db)
+
+    def listed(*args):  # noqa: ANN002, ANN202
+        result = runner.invoke(app, ["runs", "list", "--db", str(db), "--json", *args])
+        assert result.exit_code == 0, result.output
+        return [r["id"] for r in json.loads(result.stdout)]
+
+    assert listed("--parent", critic[:10]) == [rollout]
+    assert listed("--parent", rollout) == []
+    assert listed("--search", "CRITIC FIT") == [critic] == listed("-q", "fit", "--kind", "critic")
+    assert listed("-q", "fit", "--kind", "rollout") == []
+    result = runner.invoke(app, ["runs", "list", "--db", str(db), "-q", "nothing like it"])
+    assert result.exit_code == 0 and "No runs match in" in result.stdout
+    result = runner.invoke(app, ["runs", "list", "--db", str(db), "--parent", "nosuch"])
+    assert result.exit_code == 2 and "no run with id 'nosuch'" in result.stderr
+
+
 def test_list_table_and_env_var(db, monkeypatch):
     critic, _ = _ids(db)
     monkeypatch.setenv("LACTCHAIN_DB", str(db))

@@ -82,6 +82,10 @@ def list_runs(
     status: Annotated[
         Optional[str], typer.Option("--status", "-s", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}.")
     ] = None,
+    parent: Annotated[Optional[str], typer.Option("--parent", "-p", help="Only the child runs of this run (a "
+                                                  "pipeline's phases, a comparison's cells): id or prefix.")] = None,
+    search: Annotated[Optional[str], typer.Option("--search", "-q", help="Only runs whose id, name, kind, status or "
+                                                  "error contain this text (any case), as the console's filter.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many runs.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", "-w", help="Every latest metric and the full name (several lines "
                                                             "per run); default: one line per run, its key metric.")
@@ -103,7 +107,12 @@ def list_runs(
     else:
         with open_existing(db, reading=True) as reg:
             dead = reap_dead_runs(reg)
-            runs = show_dead(reg.list_runs(kind=kind, limit=None if status else limit), dead)
+            if parent is None and search is None:
+                runs = show_dead(reg.list_runs(kind=kind, limit=None if status else limit), dead)
+            else:
+                fields = {"parent_id": _get_run(reg, parent)["id"]} if parent is not None else {}
+                found, _ = reg.search_runs([search] if search else [], fields)
+                runs = show_dead([r for r in found if kind is None or r["kind"] == kind], dead)
             runs = [r for r in runs if status is None or r["status"] == status][:limit]
             for run in runs:
                 run["duration_s"] = _duration_s(run)
@@ -112,7 +121,9 @@ def list_runs(
         print_json(runs)
         return
     if not runs:
-        console.print(f"No runs in {shown(path)}." if path.exists() else f"No registry at {shown(path)} yet.")
+        picked = any(v is not None for v in (kind, status, parent, search))
+        console.print(f"No runs{' match' if picked else ''} in {shown(path)}." if path.exists()
+                      else f"No registry at {shown(path)} yet.")
         return
     table = Table(title=f"runs in {shown(path)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   show_edge=False, collapse_padding=True)
