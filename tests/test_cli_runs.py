@@ -338,3 +338,35 @@ def test_runs_show_gives_the_command_as_a_shell_line_to_run_again(tmp_path, caps
     assert shlex.split(shell_line(argv)) == argv
     code, out, _ = run_cli(["runs", "show", run_id, "--db", db], capsys)
     assert code == 0 and "'Go to the goal; don'\"'\"'t turn twice'" in " ".join(out.split()), out
+
+
+def test_a_users_tags_are_written_shown_and_searched_but_lactchains_own_are_not(db):
+    """`runs tag RUN note=... KEY=` sets and removes a user's tags in one go; the filter
+    (`runs list -q`) finds a note, never a value of lactchain's own tags (a commit hash)."""
+    critic, rollout = _ids(db)
+    with Registry(db) as reg:
+        reg.set_tag(rollout, "code.commit", "deadbeef1234")
+
+    def tag(*args):  # noqa: ANN002, ANN202
+        return runner.invoke(app, ["runs", "tag", critic[:9], *args, "--db", str(db), "--json"])
+
+    result = tag("note=lr too high, diverged", "owner=me")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["tags"] == {"note": "lr too high, diverged", "owner": "me"}
+    assert json.loads(tag("owner=").stdout)["tags"] == {"note": "lr too high, diverged"}
+    for args, says in ((["code.commit=x"], "written by lactchain itself"), (["warning=x"], "written by lactchain itself"),
+                       (["note"], "give KEY=VALUE"), (["=x"], "give 1-64 printable characters"),
+                       ([f"note={'x' * 2001}"], "keep it to 2000")):
+        result = tag(*args)
+        assert result.exit_code == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1, args
+    with Registry(db) as reg:
+        assert reg.tags(critic) == {"note": "lr too high, diverged"}  # a refused call wrote nothing
+        assert reg.tags(rollout) == {"code.commit": "deadbeef1234"}
+
+    def listed(text):  # noqa: ANN001, ANN202
+        return [r["id"] for r in json.loads(runner.invoke(app, ["runs", "list", "--db", str(db), "--json", "-q",
+                                                                text]).stdout)]
+
+    assert listed("DIVERGED") == [critic] and listed("deadbeef") == []
+    shown = runner.invoke(app, ["runs", "show", critic, "--db", str(db)]).stdout
+    assert "lr too high, diverged" in shown

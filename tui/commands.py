@@ -82,6 +82,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("Next run tab", "Show the next tab: Info, Chart, Log, Board", "t", "next_tab", "runs", "Tab"),
     Command("Export to TensorBoard", "Write the marked runs (or the selected one) as TensorBoard event files",
             "x", "export", "runs", "Export"),
+    Command("Note on run", "Write a note on the selected run (shown in Info, found by the filter; empty removes it)",
+            "N", "note", "runs", "Note"),
     Command("Delete runs", "Delete the marked runs (or the selected one), their child runs and folders (asks "
             "first; names the kept runs that read them)", "D", "delete", "runs", "Delete"),
     # labelling

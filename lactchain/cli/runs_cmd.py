@@ -18,7 +18,7 @@ from lactchain.runs.key_metrics import key_metrics_first
 from lactchain.safe_text import printable, shell_line
 from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry, RunNotFound
-from lactchain.runs.schema import RUN_KINDS, RUN_STATUSES
+from lactchain.runs.schema import RUN_KINDS, RUN_STATUSES, check_user_tag, is_system_tag
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 
@@ -84,8 +84,9 @@ def list_runs(
     ] = None,
     parent: Annotated[Optional[str], typer.Option("--parent", "-p", help="Only the child runs of this run (a "
                                                   "pipeline's phases, a comparison's cells): id or prefix.")] = None,
-    search: Annotated[Optional[str], typer.Option("--search", "-q", help="Only runs whose id, name, kind, status or "
-                                                  "error contain this text (any case), as the console's filter.")] = None,
+    search: Annotated[Optional[str], typer.Option("--search", "-q", help="Only runs whose id, name, kind, status, "
+                                                  "error or your tags (a note) contain this text (any case), as the "
+                                                  "console's filter.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many runs.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", "-w", help="Every latest metric and the full name (several lines "
                                                             "per run); default: one line per run, its key metric.")
@@ -332,6 +333,40 @@ def resume(
         print_json({"run_id": new_id, "resumes": run["id"]})
     else:
         console.print(f"resuming {run['id']} as [bold]{new_id}[/]; follow with [cyan]lactchain runs logs {new_id} -f[/]")
+
+
+@app.command("tag")
+def tag(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    pairs: Annotated[list[str], typer.Argument(help="KEY=VALUE to set, KEY= to remove, e.g. 'note=lr too high'.",
+                                               metavar="KEY=VALUE...", show_default=False)],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Tag a run with your own words: `note=...` is shown by `runs show` and the console's
+    Info tab, and found by `runs list -q` and the console's filter. Keys lactchain writes
+    itself (code.*, generation, replicas, resumes, warning) are refused."""
+    tags: dict[str, str | None] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            fail(f"{pair!r}: give KEY=VALUE (KEY= removes the tag), e.g. 'note=lr too high'")
+        try:
+            check_user_tag(key, value)
+        except ValueError as exc:
+            fail(str(exc))
+        tags[key] = value or None
+    with _open_existing(db) as reg:
+        run = _get_run(reg, run_id)
+        with reg.transaction():
+            for key, value in tags.items():
+                reg.set_tag(run["id"], key, value)
+        mine = {k: v for k, v in reg.tags(run["id"]).items() if not is_system_tag(k)}
+    if as_json:
+        print_json({"run_id": run["id"], "tags": mine})
+        return
+    console.print(f"{run['id']}: " + (", ".join(f"{escape(shown(k))}={escape(shown(v))}" for k, v in mine.items())
+                                      or "no tags of yours"))
 
 
 @app.command("delete")

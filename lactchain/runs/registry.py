@@ -53,6 +53,8 @@ from lactchain.paths import default_db_path
 from lactchain.runs.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    SYSTEM_TAG_PREFIX,
+    SYSTEM_TAGS,
     TABLES,
     TERMINAL_STATUSES,
     check_pair,
@@ -507,15 +509,18 @@ class Registry:
 
     def search_runs(self, terms: Sequence[str] = (), fields: Mapping[str, str] | None = None,
                     limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
-        """Runs, newest first, whose id, name, kind, status or error contain every one of
-        `terms`, and whose `fields` (column -> text) contain that text; case-insensitive.
+        """Runs, newest first, whose id, name, kind, status, error or user tags (a note)
+        contain every one of `terms`, and whose `fields` (column -> text) contain that text; case-insensitive.
         Returns (up to `limit` runs, how many match in all), so a browser can say the
         true count and reach any run by filtering, however many there are."""
         clauses, args = [], []
-        for term in terms:
+        system = ", ".join("?" * len(SYSTEM_TAGS))
+        for term in terms:  # in the run's own text or in one of its user's tags (a note)
             hay = " || ' ' || ".join(f"lower(coalesce({c}, ''))" for c in self._SEARCH_TEXT)
-            clauses.append(f"instr({hay}, ?) > 0")
-            args.append(term.lower())
+            clauses.append(f"(instr({hay}, ?) > 0 OR EXISTS (SELECT 1 FROM tags t WHERE t.run_id = runs.id "
+                           f"AND t.key NOT IN ({system}) AND substr(t.key, 1, ?) != ? "
+                           "AND instr(lower(t.value), ?) > 0))")
+            args += [term.lower(), *SYSTEM_TAGS, len(SYSTEM_TAG_PREFIX), SYSTEM_TAG_PREFIX, term.lower()]
         for column, text in (fields or {}).items():
             if column not in self._SEARCH_FIELDS:
                 raise ValueError(f"cannot filter runs by {column!r}; use one of {', '.join(self._SEARCH_FIELDS)}")

@@ -29,6 +29,31 @@ PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout", "collect", "judge", "reward", "agents",
              "baseline", "archive", "dt", "dt-eval", "bench")
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic", "dt")
+# Tags lactchain writes itself (engine.GENERATION_TAG / REPLICAS_TAG, runs.resume.RESUMES_TAG,
+# a trainer's warning, machine.code_tags' code.*): a user's own tags (`runs tag`, the console's
+# note) are every other key, and the runs filter searches theirs, not these.
+SYSTEM_TAGS = ("generation", "replicas", "resumes", "warning")
+SYSTEM_TAG_PREFIX = "code."
+NOTE_TAG = "note"
+
+
+MAX_TAG_KEY, MAX_TAG_VALUE = 64, 2000
+
+
+def is_system_tag(key: str) -> bool:
+    return key in SYSTEM_TAGS or key.startswith(SYSTEM_TAG_PREFIX)
+
+
+def check_user_tag(key: str, value: str | None) -> None:
+    """A tag a user may write (ValueError naming the problem): a short key of its own
+    (not one lactchain writes) and a value of at most MAX_TAG_VALUE characters."""
+    if not key or len(key) > MAX_TAG_KEY or not key.isprintable() or key != key.strip():
+        raise ValueError(f"tag key {key!r}: give 1-{MAX_TAG_KEY} printable characters without edge spaces")
+    if is_system_tag(key):
+        raise ValueError(f"tag {key!r} is written by lactchain itself ({', '.join(SYSTEM_TAGS)}, "
+                         f"{SYSTEM_TAG_PREFIX}*); pick another key, e.g. {NOTE_TAG}")
+    if value is not None and len(value) > MAX_TAG_VALUE:
+        raise ValueError(f"tag {key!r}: {len(value)} characters; keep it to {MAX_TAG_VALUE}")
 
 
 # ---------------------------------------------------------------------------

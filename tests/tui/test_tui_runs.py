@@ -410,3 +410,42 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
         assert set(_ids(table)) == {reader, running}
         assert not (registry.runs_dir / pipe).exists() and not (registry.runs_dir / phase).exists()
         assert (registry.runs_dir / reader / "weights.bin").exists()
+
+
+async def test_n_writes_a_note_that_info_shows_and_the_filter_finds(make_app, registry):
+    noted = registry.create_run("critic", name="first try")
+    other = registry.create_run("critic", name="second try")
+    registry.set_tag(other, "code.commit", "cafe1234")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.screen.query_one("#runs-table", DataTable)
+        table.focus()
+        table.move_cursor(row=_ids(table).index(noted))
+        await settle(app, pilot)
+        await pilot.press("N")
+        await settle(app, pilot)
+        await pilot.press(*"lr too high")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert registry.tags(noted) == {"note": "lr too high"}
+        for _ in range(10):
+            await settle(app, pilot)
+            info = str(app.screen.query_one("#run-info").render())
+            if "note: lr too high" in info:
+                break
+        assert "note: lr too high" in info and "tags" in info
+        await pilot.press("slash")
+        await pilot.press(*"too high")
+        for _ in range(10):
+            await settle(app, pilot)
+            if _ids(table) == [noted]:
+                break
+        assert _ids(table) == [noted]
+        app.screen.query_one("#runs-filter", Input).value = "cafe1234"  # lactchain's own tags are not searched
+        for _ in range(10):
+            await settle(app, pilot)
+            if not _ids(table):
+                break
+        assert _ids(table) == []

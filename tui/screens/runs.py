@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Select, Static, TabbedContent, Tab
 
 from lactchain.envs.catalog import DEFAULT_ENV
 from lactchain.runs.resume import KIND_ALIASES
-from lactchain.runs.schema import RUN_STATUSES
+from lactchain.runs.schema import NOTE_TAG, RUN_STATUSES, check_user_tag, is_system_tag
 from lactchain.safe_text import shell_line
 from tui import console_state
 from tui.commands import bindings_for
@@ -159,6 +159,7 @@ def fetch_detail(reg: Any, run_id: Any) -> dict:
         "keys": list(reg.metric_keys(run_id) or []),
         "points": reg.metric_counts(run_id),
         "artifacts": [dict(a) if not isinstance(a, str) else {"path": a} for a in (reg.artifacts(run_id) or [])],
+        "tags": dict(reg.tags(run_id) or {}),
     }
 
 
@@ -324,6 +325,9 @@ class RunsScreen(RunControls, BaseScreen):
             t.append(f"error: {safe(run['error'])}\n", style="bold red")
         if run.get("cmd"):
             t.append(f"cmd: {safe(shell_line(run['cmd']))}\n", style="dim")
+        tags = d.get("tags") or {}
+        if tags.get(NOTE_TAG):
+            t.append(f"note: {safe(tags[NOTE_TAG])}\n", style="bold yellow")
         t.append("\nparams\n", style="bold underline")
         for k in sorted(params):
             t.append(f"  {safe(k)} = {fmt_value(params[k])}\n")
@@ -342,6 +346,10 @@ class RunsScreen(RunControls, BaseScreen):
             t.append(f"  {safe(a.get('kind', ''))} {safe(a.get('path', ''))}\n")
         if not d["artifacts"]:
             t.append("  (none)\n", style="dim")
+        if tags:  # yours first (N writes the note; `runs tag` any key), then lactchain's own
+            t.append("\ntags\n", style="bold underline")
+            for k in sorted(tags, key=lambda key: (is_system_tag(key), key)):
+                t.append(f"  {safe(k)} = {safe(tags[k], keep_newlines=False)}\n", style="dim" if is_system_tag(k) else "")
         self.query_one("#run-info", Static).update(t)
         keys = d["keys"]
         select = self.query_one("#metric-select", Select)
@@ -582,6 +590,38 @@ class RunsScreen(RunControls, BaseScreen):
             self.refresh_runs()
 
         self.app.push_screen(ConfirmScreen(delete_question(plan)), answered)
+
+    def action_note(self) -> None:
+        """A note on the selected run (a `note` tag: shown in Info, found by the filter);
+        an empty one removes it."""
+        from tui.widgets.confirm import AskScreen
+
+        run, tags = self._selected_run(), (self.detail or {}).get("tags") or {}
+        if run is None or self.selected_id is None:
+            self.notify("select a run first", severity="warning")
+            return
+        run_id = self._registry_id(self.selected_id)
+        current = tags.get(NOTE_TAG, "") if (self.detail or {}).get("run", {}).get("id") == run_id else ""
+
+        def problem(text: str) -> str | None:
+            try:
+                check_user_tag(NOTE_TAG, text)
+            except ValueError as exc:
+                return str(exc)
+            return None
+
+        async def answered(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                await self.app.registry.call(lambda reg: reg.set_tag(run_id, NOTE_TAG, text or None))
+            except Exception as exc:  # noqa: BLE001 - a run deleted meanwhile, a read-only registry
+                self.app.report_error("note not saved", exc)
+                return
+            self.notify(f"note on {run_id} {'saved' if text else 'removed'}")
+            self.load_detail(self.selected_id, quiet=True)
+
+        self.app.push_screen(AskScreen(f"Note on {run_id} (empty: none)", current, problem), answered)
 
     def action_load_adapter(self) -> None:
         if not self.detail or self.selected_id is None:
