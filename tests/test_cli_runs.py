@@ -370,3 +370,15 @@ def test_a_users_tags_are_written_shown_and_searched_but_lactchains_own_are_not(
     assert listed("DIVERGED") == [critic] and listed("deadbeef") == []
     shown = runner.invoke(app, ["runs", "show", critic, "--db", str(db)]).stdout
     assert "lr too high, diverged" in shown
+
+
+def test_every_tag_lactchain_writes_is_one_a_user_cannot_overwrite():
+    """The tag names the lab writes live beside their writers; the schema's list must name
+    each of them, or `runs tag` would let a user overwrite it and the filter would search it."""
+    from lactchain.engine import GENERATION_TAG, REPLICAS_TAG
+    from lactchain.machine import code_tags
+    from lactchain.runs.resume import RESUMES_TAG
+    from lactchain.runs.schema import NOTE_TAG, is_system_tag
+
+    assert all(is_system_tag(key) for key in (GENERATION_TAG, REPLICAS_TAG, RESUMES_TAG, "warning", *code_tags()))
+    assert not is_system_tag(NOTE_TAG)

@@ -20,6 +20,7 @@ def finished_run(tmp_path):
         reg.start_run(run_id)
         for step, loss in enumerate([0.9, 0.6, 0.4], start=1):
             reg.log_metrics(run_id, {"loss": loss, "margin": step * 0.5}, step=step)
+        reg.set_tag(run_id, "note", "the lr sweep's best")
         reg.end_run(run_id, "FINISHED")
     return db, run_id
 
@@ -39,7 +40,7 @@ def test_tensorboard_export_has_every_logged_value_and_the_params(tmp_path, lc, 
     hparams = [p for p in (out / run_id).rglob("events.out.tfevents.*")]
     assert hparams  # the hparams summary sits beside the scalars
     text = b"".join(p.read_bytes() for p in hparams)
-    assert b"simpo" in text and b"final/loss" in text
+    assert b"simpo" in text and b"final/loss" in text and b"the lr sweep's best" in text  # the note: an hparams column
 
 
 def test_csv_export_and_one_line_refusals(tmp_path, lc, finished_run):
@@ -50,7 +51,8 @@ def test_csv_export_and_one_line_refusals(tmp_path, lc, finished_run):
     rows = list(csv.DictReader((out / run_id / "metrics.csv").open()))
     assert [(r["key"], int(r["step"]), float(r["value"])) for r in rows if r["key"] == "loss"] == [
         ("loss", 1, 0.9), ("loss", 2, 0.6), ("loss", 3, 0.4)]
-    assert json.loads((out / run_id / "params.json").read_text())["params"]["loss"] == "simpo"
+    exported = json.loads((out / run_id / "params.json").read_text())
+    assert exported["params"]["loss"] == "simpo" and exported["tags"]["note"] == "the lr sweep's best"
     for argv, message in ((["--format", "parquet"], "--format 'parquet': use one of tensorboard, csv"),
                           (["nope"], "no run with id 'nope'")):
         fresh = tmp_path / "fresh"

@@ -39,6 +39,8 @@ def _tree(db: Path) -> dict[str, str]:
             reg.log_metric(run_id, "loss", 1.0)
             (reg.run_dir(run_id) / "weights.bin").write_bytes(b"x" * 1000)
             reg.end_run(run_id, "FAILED" if name == "failed" else "FINISHED")
+        reg.add_pairs(ids["failed"], [{"chosen": ["forward"], "rejected": ["left"], "labeler": "human",
+                                       "status": "labeled"}])
     return ids
 
 
@@ -72,6 +74,7 @@ def test_status_picks_runs_and_a_command_nobody_can_answer_needs_yes(tmp_path, c
     ids = _tree(db)
     code, _, err = _cli(capsys, "runs", "delete", "--status", "failed", "--db", db)
     assert code == 2 and "needs a yes: add --yes" in err  # pytest's stdin is not a terminal: nobody to ask
+    assert "1 pair(s) labelled by hand" in err  # the work a person did is named before it goes
     assert ids["failed"] in _ids(db)
     code, out, err = _cli(capsys, "runs", "delete", "--status", "FAILED", "--yes", "--json", "--db", db)
     assert code == 0, err
@@ -146,3 +149,16 @@ def test_a_hostile_id_or_a_linked_folder_never_takes_anything_outside_its_run(tm
         assert db.exists() and not reg.list_runs()
         with pytest.raises(RunNotFound):
             plan_delete(reg, [linked])
+
+
+def test_du_lists_the_biggest_run_folders_first_with_the_total(tmp_path, capsys):
+    db = tmp_path / "registry.db"
+    ids = _tree(db)
+    (tmp_path / ids["critic"] / "checkpoint.bin").write_bytes(b"c" * 5000)
+    code, out, err = _cli(capsys, "runs", "du", "-n", "2", "--json", "--db", db)
+    assert code == 0, err
+    usage = json.loads(out)
+    assert usage["total_bytes"] == 10000 and [r["id"] for r in usage["runs"]][0] == ids["critic"]
+    assert [r["bytes"] for r in usage["runs"]] == [6000, 1000]
+    code, out, err = _cli(capsys, "runs", "du", "--db", db)
+    assert code == 0 and ids["critic"] in out and "5 runs, 9.8 KB in their folders" in out

@@ -18,7 +18,7 @@ from lactchain.runs.key_metrics import key_metrics_first
 from lactchain.safe_text import printable, shell_line
 from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry, RunNotFound
-from lactchain.runs.schema import RUN_KINDS, RUN_STATUSES, check_user_tag, is_system_tag
+from lactchain.runs.schema import NOTE_TAG, RUN_KINDS, RUN_STATUSES, check_user_tag, is_system_tag
 
 app = typer.Typer(help="Browse the run registry (runs, params, metrics, artifacts).", no_args_is_help=True)
 
@@ -191,6 +191,8 @@ def show(
             # a crash stores its whole traceback: its last line here, the rest where it belongs
             value = f"{str(value).strip().splitlines()[-1]} (the traceback: lactchain runs show {rid} --json)"
         fields.add_row(key, value if key == "status" else _fmt_value(value))
+    if info["tags"].get(NOTE_TAG):  # your note beside the fields (the tags table has it too)
+        fields.add_row(NOTE_TAG, _fmt_value(info["tags"][NOTE_TAG]))
     if info["children"]:
         fields.add_row("children", _fmt_value(", ".join(info["children"])))
     fields.add_row("rows", ", ".join(f"{k} {n}" for k, n in info["counts"].items()))
@@ -369,6 +371,40 @@ def tag(
                                       or "no tags of yours"))
 
 
+@app.command("du")
+def disk_usage(
+    top: Annotated[int, typer.Option("--top", "-n", min=1, help="Show the N biggest runs.")] = 20,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The runs whose folders take the most disk (checkpoints, adapters, datasets), biggest
+    first, and the total: what `runs delete` would free."""
+    from lactchain.runs.delete import human_bytes, run_sizes
+
+    with _open_existing(db, reading=True) as reg:
+        sized = run_sizes(reg)
+        folder = reg.runs_dir
+    total = sum(size for _, size in sized)
+    if as_json:
+        print_json({"runs_dir": str(folder), "total_bytes": total,
+                    "runs": [{"id": run["id"], "kind": run["kind"], "status": run["status"], "bytes": size}
+                             for run, size in sized[:top]]})
+        return
+    table = Table(title=f"biggest run folders in {shown(folder)}", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, show_edge=False, collapse_padding=True)
+    for column in ("id", "kind", "status"):
+        table.add_column(column, no_wrap=True, min_width=max([len(str(r[column])) for r, _ in sized[:top]] or [2]))
+    table.add_column("size", no_wrap=True, justify="right", min_width=9)
+    table.add_column("created", no_wrap=True, min_width=11)
+    table.add_column("name", no_wrap=True, overflow="ellipsis", ratio=1)
+    for run, size in sized[:top]:
+        table.add_row(escape(run["id"]), escape(run["kind"]), _status(run["status"]), human_bytes(size),
+                      _fmt_time(run["created_ms"], short=True), _fmt_value(run["name"] or run["kind"]))
+    console.print(table)
+    console.print(f"{len(sized)} runs, {human_bytes(total)} in their folders; free some with "
+                  "[cyan]lactchain runs delete RUN[/] (or --status FAILED)")
+
+
 @app.command("delete")
 def delete(
     run_ids: Annotated[Optional[list[str]], typer.Argument(help="Runs to delete: ids or unique prefixes.",
@@ -404,6 +440,7 @@ def delete(
     if not run_ids and status is None:
         fail("name the runs to delete (ids or prefixes), or pick them with --status")
     with _open_existing(db) as reg:
+        reap_dead_runs(reg)  # a job that died is FAILED before --status picks
         picked = [r["id"] for r in reg.list_runs(kind=kind, status=status.upper())] if status else []
         if status and not picked and not run_ids:
             fail(f"no {status.upper()} runs{f' of kind {kind}' if kind else ''} in {reg.path}")
@@ -438,7 +475,7 @@ def delete(
                 raise typer.Exit(1)
         try:
             left = delete_runs(reg, plan)
-        except ValueError as exc:
+        except (ValueError, RunNotFound) as exc:  # started, or deleted by someone else, since the plan
             fail(str(exc))
     if as_json:
         print_json({"dry_run": False, "runs": plan.ids, "bytes": plan.size_bytes, "folders_left": left})

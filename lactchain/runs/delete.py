@@ -30,6 +30,7 @@ class DeletePlan:
     used_by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # kept run -> the deleted runs it reads
     folders: tuple[Path, ...] = ()
     size_bytes: int = 0
+    human_labels: int = 0  # pairs a person labelled (the Label screen): work, not a rerun, to lose
 
     @property
     def ids(self) -> list[str]:
@@ -50,7 +51,8 @@ class DeletePlan:
 
     def summary(self) -> str:
         n = len(self.runs)
-        return f"{n} run{'s' if n != 1 else ''}, {human_bytes(self.size_bytes)} on disk"
+        labels = f", {self.human_labels} pair(s) labelled by hand" if self.human_labels else ""
+        return f"{n} run{'s' if n != 1 else ''}, {human_bytes(self.size_bytes)} on disk{labels}"
 
 
 def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
@@ -82,6 +84,7 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
         used_by={reader: tuple(gone) for reader, gone in sorted(used_by.items())},
         folders=folders,
         size_bytes=sum(_size(folder) for folder in folders),
+        human_labels=len(registry.pairs(list(runs), labeler="human", status=("labeled", "tie"))) if runs else 0,
     )
 
 
@@ -104,6 +107,15 @@ def delete_runs(registry: Any, plan: DeletePlan) -> list[str]:
         if errors:
             left.append(f"{folder} ({errors[0]})")
     return left
+
+
+def run_sizes(registry: Any) -> list[tuple[dict[str, Any], int]]:
+    """Every run with the bytes its folder holds, biggest first (`runs du`: what to delete)."""
+    sized = []
+    for run in registry.list_runs():
+        folder = _folder(registry, run)
+        sized.append((run, _size(folder) if folder is not None else 0))
+    return sorted(sized, key=lambda pair: -pair[1])
 
 
 def human_bytes(n: float) -> str:

@@ -1,6 +1,6 @@
 """Runs out of the registry, to where people look: TensorBoard event files (every logged
-metric as a scalar at its step and wall time, the params as hparams beside the final
-metrics) or CSV (one row per logged value, and the params as JSON).
+metric as a scalar at its step and wall time, the params and a run's note as hparams
+beside the final metrics) or CSV (one row per logged value, and the params and tags as JSON).
 
     lactchain runs export RUN... --format tensorboard --out exports/
     tensorboard --logdir exports/
@@ -16,6 +16,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
+
+from lactchain.runs.schema import NOTE_TAG
 
 FORMATS = ("tensorboard", "csv")
 
@@ -38,7 +40,7 @@ def export_run(registry: Any, run_id: str, out: Path, fmt: str) -> Path:
     run = registry.get_run(run_id)
     folder = out / run["id"]
     folder.mkdir(parents=True, exist_ok=True)
-    params = registry.params(run["id"])
+    params, tags = registry.params(run["id"]), registry.tags(run["id"])
     history = _history(registry, run["id"])
     if fmt == "csv":
         with (folder / "metrics.csv").open("w", newline="") as f:
@@ -48,7 +50,8 @@ def export_run(registry: Any, run_id: str, out: Path, fmt: str) -> Path:
                 for r in rows:
                     writer.writerow([key, r["step"], r["value"], r["ts_ms"]])
         (folder / "params.json").write_text(json.dumps({"run": run["id"], "kind": run["kind"], "name": run["name"],
-                                                        "status": run["status"], "params": params}, indent=2,
+                                                        "status": run["status"], "params": params, "tags": tags},
+                                                       indent=2,
                                                        default=str) + "\n")
         return folder
     from torch.utils.tensorboard import SummaryWriter
@@ -62,7 +65,8 @@ def export_run(registry: Any, run_id: str, out: Path, fmt: str) -> Path:
         final = {f"final/{k}": v for k, v in registry.latest_metrics(run["id"]).items()
                  if v is not None and math.isfinite(v)}
         hparams = {k: _hparam(v) for k, v in params.items() if v is not None}
-        writer.add_hparams({"kind": run["kind"], "status": run["status"], **hparams}, final, run_name=".")
+        note = {NOTE_TAG: tags[NOTE_TAG]} if tags.get(NOTE_TAG) else {}  # a column in TensorBoard's HParams table
+        writer.add_hparams({"kind": run["kind"], "status": run["status"], **note, **hparams}, final, run_name=".")
     finally:
         writer.close()
     return folder

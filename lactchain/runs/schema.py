@@ -35,8 +35,6 @@ ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic", "dt")
 SYSTEM_TAGS = ("generation", "replicas", "resumes", "warning")
 SYSTEM_TAG_PREFIX = "code."
 NOTE_TAG = "note"
-
-
 MAX_TAG_KEY, MAX_TAG_VALUE = 64, 2000
 
 

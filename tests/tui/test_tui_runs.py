@@ -363,6 +363,25 @@ async def test_a_screen_switch_back_keeps_its_footer_keys_and_still_follows_a_th
         assert runs.styles.background != background
 
 
+async def _runs_at(app, pilot, run_id: str) -> DataTable:  # noqa: ANN001
+    """The Runs screen with its table focused on `run_id`'s row."""
+    await pilot.press("2")
+    await settle(app, pilot)
+    table = app.screen.query_one("#runs-table", DataTable)
+    table.focus()
+    table.move_cursor(row=_ids(table).index(run_id))
+    await settle(app, pilot)
+    return table
+
+
+async def _until(app, pilot, done) -> None:  # noqa: ANN001
+    """Settles until `done()` holds (a registry call and a refresh are a few ticks away), at most 20 times."""
+    for _ in range(20):
+        await settle(app, pilot)
+        if done():
+            return
+
+
 async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_reads_them(make_app, registry):
     """D asks first (n keeps everything), says which child runs go along and which kept run
     reads a deleted one, then deletes rows and folders; a running run is refused in a toast."""
@@ -378,12 +397,7 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
         (registry.run_dir(run_id) / "weights.bin").write_bytes(b"w" * 2048)
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("2")
-        await settle(app, pilot)
-        table = app.screen.query_one("#runs-table", DataTable)
-        table.focus()
-        table.move_cursor(row=_ids(table).index(running))
-        await settle(app, pilot)
+        table = await _runs_at(app, pilot, running)
         await pilot.press("D")
         await settle(app, pilot)
         assert not isinstance(app.screen, ConfirmScreen)  # refused: a toast says to stop it first
@@ -402,10 +416,9 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
         await pilot.press("D")
         await settle(app, pilot)
         await pilot.press("y")
-        for _ in range(20):
-            await settle(app, pilot)
-            if pipe not in _ids(table):
-                break
+        info = app.screen.query_one("#run-info")
+        await _until(app, pilot, lambda: pipe not in _ids(table) and pipe not in str(info.render()))
+        assert pipe not in str(info.render())  # Info moved off the deleted run
         assert {r["id"] for r in registry.list_runs()} == {reader, running}
         assert set(_ids(table)) == {reader, running}
         assert not (registry.runs_dir / pipe).exists() and not (registry.runs_dir / phase).exists()
@@ -418,34 +431,22 @@ async def test_n_writes_a_note_that_info_shows_and_the_filter_finds(make_app, re
     registry.set_tag(other, "code.commit", "cafe1234")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("2")
-        await settle(app, pilot)
-        table = app.screen.query_one("#runs-table", DataTable)
-        table.focus()
-        table.move_cursor(row=_ids(table).index(noted))
-        await settle(app, pilot)
+        table = await _runs_at(app, pilot, noted)
         await pilot.press("N")
         await settle(app, pilot)
         await pilot.press(*"lr too high")
         await pilot.press("enter")
         await settle(app, pilot)
         assert registry.tags(noted) == {"note": "lr too high"}
-        for _ in range(10):
-            await settle(app, pilot)
-            info = str(app.screen.query_one("#run-info").render())
-            if "note: lr too high" in info:
-                break
-        assert "note: lr too high" in info and "tags" in info
+        def info() -> str:
+            return str(app.screen.query_one("#run-info").render())
+
+        await _until(app, pilot, lambda: "note: lr too high" in info())
+        assert "note: lr too high" in info() and "tags" in info()
         await pilot.press("slash")
         await pilot.press(*"too high")
-        for _ in range(10):
-            await settle(app, pilot)
-            if _ids(table) == [noted]:
-                break
+        await _until(app, pilot, lambda: _ids(table) == [noted])
         assert _ids(table) == [noted]
         app.screen.query_one("#runs-filter", Input).value = "cafe1234"  # lactchain's own tags are not searched
-        for _ in range(10):
-            await settle(app, pilot)
-            if not _ids(table):
-                break
+        await _until(app, pilot, lambda: not _ids(table))
         assert _ids(table) == []

@@ -144,6 +144,8 @@ def delete_question(plan: Any) -> str:
     lines = [f"Delete {len(plan.ids)} run(s) and their folders ({human_bytes(plan.size_bytes)})?", ", ".join(shown)]
     if plan.children:
         lines.append(f"This includes {len(plan.children)} child run(s): a pipeline's phases or runs resumed from them.")
+    if plan.human_labels:
+        lines.append(f"They hold {plan.human_labels} pair(s) labelled by hand.")
     if plan.used_by:
         readers = "; ".join(f"{kept} reads {', '.join(gone)}" for kept, gone in list(plan.used_by.items())[:3])
         lines.append(f"Kept runs read them and lose it: {readers}.")
@@ -585,6 +587,9 @@ class RunsScreen(RunControls, BaseScreen):
                 self.app.report_error("delete failed", exc)
                 return
             self.marked -= set(plan.ids)
+            if self.selected_id in plan.ids:  # the table's cursor lands on a kept run, which loads anew
+                self.selected_id, self.detail = None, None
+                self.query_one("#run-info", Static).update("no run selected")
             self.notify(f"deleted {plan.summary()}" + (f"; could not remove {left[0]}" if left else ""),
                         severity="warning" if left else "information")
             self.refresh_runs()
