@@ -408,7 +408,7 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
         await settle(app, pilot)
         assert isinstance(app.screen, ConfirmScreen)
         question = app.screen.question
-        assert "Delete 2 run(s) and their folders (4.0 KB)?" in question and "1 child run(s)" in question
+        assert "Delete 2 runs and their folders (4.0 KB)?" in question and "1 child run(s)" in question
         assert f"{reader} reads {phase}" in question
         await pilot.press("n")
         await settle(app, pilot)

@@ -141,14 +141,16 @@ def delete_question(plan: Any) -> str:
     from lactchain.runs.delete import human_bytes
 
     shown = plan.ids[:4] + ([f"and {len(plan.ids) - 4} more"] if len(plan.ids) > 4 else [])
-    lines = [f"Delete {len(plan.ids)} run(s) and their folders ({human_bytes(plan.size_bytes)})?", ", ".join(shown)]
+    one = len(plan.ids) == 1
+    lines = [f"Delete {len(plan.ids)} run{'' if one else 's'} and {'its folder' if one else 'their folders'} "
+             f"({human_bytes(plan.size_bytes)})?", ", ".join(shown)]
     if plan.children:
         lines.append(f"This includes {len(plan.children)} child run(s): a pipeline's phases or runs resumed from them.")
     if plan.human_labels:
         lines.append(f"They hold {plan.human_labels} pair(s) labelled by hand.")
     if plan.used_by:
         readers = "; ".join(f"{kept} reads {', '.join(gone)}" for kept, gone in list(plan.used_by.items())[:3])
-        lines.append(f"Kept runs read them and lose it: {readers}.")
+        lines.append(f"Still read by kept runs: {readers}.")
     return "\n".join(lines)
 
 
@@ -562,7 +564,7 @@ class RunsScreen(RunControls, BaseScreen):
     async def action_delete(self) -> None:
         """The marked runs (else the selected one) with their child runs and folders, after
         a question that names what goes and which kept runs read it (as `runs delete`)."""
-        from lactchain.runs.delete import delete_runs, plan_delete
+        from lactchain.runs.delete import delete_runs, human_bytes, plan_delete
         from tui.widgets.confirm import ConfirmScreen
 
         ids = sorted(self.marked) or ([self.selected_id] if self.selected_id else [])
@@ -590,7 +592,8 @@ class RunsScreen(RunControls, BaseScreen):
             if self.selected_id in plan.ids:  # the table's cursor lands on a kept run, which loads anew
                 self.selected_id, self.detail = None, None
                 self.query_one("#run-info", Static).update("no run selected")
-            self.notify(f"deleted {plan.summary()}" + (f"; could not remove {left[0]}" if left else ""),
+            freed = f"freed {human_bytes(plan.size_bytes)}" if not left else f"could not remove {left[0]}"
+            self.notify(f"deleted {len(plan.ids)} run{'s' if len(plan.ids) != 1 else ''}; {freed}",
                         severity="warning" if left else "information")
             self.refresh_runs()
 
