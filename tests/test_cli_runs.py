@@ -300,6 +300,13 @@ def test_runs_compare_puts_what_differs_first(tmp_path, capsys):
     assert {"section": "metrics", "key": "margin", "values": [None, 1.0], "differs": True} in rows
     code, out, _ = run_cli(["runs", "compare", a, b, "--differing", "--db", db], capsys)
     assert code == 0 and "simpo" in out and "lr" not in out.split("metrics")[0]
+    with Registry(db) as reg:
+        reg.set_tag(b, "note", "the dpo try")
+        reg.set_tag(b, "code.commit", "abc123")  # lactchain's own tags stay out of the table
+    code, out, _ = run_cli(["runs", "compare", a, b, "--db", db, "--json"], capsys)
+    rows = json.loads(out)["rows"]
+    assert rows[0] == {"section": "note", "key": "note", "values": [None, "the dpo try"], "differs": True}
+    assert not any("abc123" in repr(r["values"]) for r in rows)
     for argv, words in (([a], "compare takes 2 to 3 runs, got 1"), ([a, a], f"compare names run {a} more than once"),
                         ([a, "nope"], "no run with id 'nope'")):
         code, _, err = run_cli(["runs", "compare", *argv, "--db", db], capsys)

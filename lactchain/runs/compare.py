@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from lactchain.runs.key_metrics import key_metrics_first
+from lactchain.runs.schema import NOTE_TAG
 
 MAX_RUNS = 3  # side by side at 80 columns
 
@@ -29,8 +30,8 @@ def _differs(values: Sequence[Any]) -> bool:
 
 
 def compare_runs(registry: Any, run_ids: Sequence[str], *, all_params: bool = True) -> Comparison:
-    """The runs (ids or unique prefixes; 2 to MAX_RUNS of them) side by side: the params
-    that differ, then (with `all_params`) those they share, then the latest metrics, the
+    """The runs (ids or unique prefixes; 2 to MAX_RUNS of them) side by side: their notes
+    (where any has one), the params that differ, then (with `all_params`) those they share, then the latest metrics, the
     kind's key metric first. RunNotFound / ValueError name a bad id or count."""
     if not 2 <= len(run_ids) <= MAX_RUNS:
         raise ValueError(f"compare takes 2 to {MAX_RUNS} runs, got {len(run_ids)}")
@@ -41,6 +42,9 @@ def compare_runs(registry: Any, run_ids: Sequence[str], *, all_params: bool = Tr
     params = [registry.params(i) for i in ids]
     metrics = [registry.latest_metrics(i) for i in ids]
     table = Comparison(runs)
+    notes = [registry.tags(i).get(NOTE_TAG) for i in ids]
+    if any(notes):  # a researcher's own words about each run, above its settings
+        table.rows.append(("note", NOTE_TAG, notes, _differs(notes)))
     keys = sorted(set().union(*params))
     rows = [("params", k, [p.get(k) for p in params]) for k in keys]
     differing = [r for r in rows if _differs(r[2])]
