@@ -341,7 +341,7 @@ def resume(
 def tag(
     run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
     pairs: Annotated[list[str], typer.Argument(help="KEY=VALUE to set, KEY= to remove, e.g. 'note=lr too high'.",
-                                               metavar="KEY=VALUE...", show_default=False)],
+                                               metavar="KEY=VALUE", show_default=False)],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -408,7 +408,7 @@ def disk_usage(
 @app.command("delete")
 def delete(
     run_ids: Annotated[Optional[list[str]], typer.Argument(help="Runs to delete: ids or unique prefixes.",
-                                                           metavar="[RUN]...", show_default=False)] = None,
+                                                           metavar="RUN", show_default=False)] = None,
     status: Annotated[Optional[str], typer.Option("--status", "-s", help="Also every run with this status "
                                                   "(FAILED, KILLED or FINISHED), e.g. --status FAILED.")] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help=f"With --status: only runs of this kind "
