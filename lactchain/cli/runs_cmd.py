@@ -371,6 +371,24 @@ def tag(
                                       or "no tags of yours"))
 
 
+def _run_lines(runs: list[dict[str, Any]], sizes: list[str] | None = None, title: str | None = None) -> Table:
+    """One line per run (id, kind, status, [size,] created, name): what `runs du` and
+    `runs delete` list."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
+    for column in ("id", "kind", "status"):  # never shrunk: an id is copied from here
+        table.add_column(column, no_wrap=True, min_width=max([len(str(r[column])) for r in runs] or [2]))
+    if sizes is not None:
+        table.add_column("size", no_wrap=True, justify="right", min_width=9)
+    table.add_column("created", no_wrap=True, min_width=11)
+    table.add_column("name", no_wrap=True, overflow="ellipsis", ratio=1)
+    for i, run in enumerate(runs):
+        table.add_row(escape(run["id"]), escape(run["kind"]), _status(run["status"]),
+                      *([sizes[i]] if sizes is not None else []), _fmt_time(run["created_ms"], short=True),
+                      _fmt_value(run["name"] or run["kind"]))
+    return table
+
+
 @app.command("du")
 def disk_usage(
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Show the N biggest runs.")] = 20,
@@ -390,17 +408,8 @@ def disk_usage(
                     "runs": [{"id": run["id"], "kind": run["kind"], "status": run["status"], "bytes": size}
                              for run, size in sized[:top]]})
         return
-    table = Table(title=f"biggest run folders in {shown(folder)}", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, show_edge=False, collapse_padding=True)
-    for column in ("id", "kind", "status"):
-        table.add_column(column, no_wrap=True, min_width=max([len(str(r[column])) for r, _ in sized[:top]] or [2]))
-    table.add_column("size", no_wrap=True, justify="right", min_width=9)
-    table.add_column("created", no_wrap=True, min_width=11)
-    table.add_column("name", no_wrap=True, overflow="ellipsis", ratio=1)
-    for run, size in sized[:top]:
-        table.add_row(escape(run["id"]), escape(run["kind"]), _status(run["status"]), human_bytes(size),
-                      _fmt_time(run["created_ms"], short=True), _fmt_value(run["name"] or run["kind"]))
-    console.print(table)
+    console.print(_run_lines([run for run, _ in sized[:top]], sizes=[human_bytes(size) for _, size in sized[:top]],
+                             title=f"biggest run folders in {shown(folder)}"))
     console.print(f"{len(sized)} runs, {human_bytes(total)} in their folders; free some with "
                   "[cyan]lactchain runs delete RUN[/] (or --status FAILED)")
 
@@ -452,15 +461,7 @@ def delete(
         if problem:
             fail(problem)
         if not as_json:
-            table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-            for column in ("id", "kind", "status"):  # never shrunk: an id is copied from here
-                table.add_column(column, no_wrap=True, min_width=max(len(str(r[column])) for r in plan.runs))
-            table.add_column("created", no_wrap=True, min_width=11)
-            table.add_column("name", no_wrap=True, overflow="ellipsis", ratio=1)
-            for run in plan.runs:
-                table.add_row(escape(run["id"]), escape(run["kind"]), _status(run["status"]),
-                              _fmt_time(run["created_ms"], short=True), _fmt_value(run["name"] or run["kind"]))
-            console.print(table)
+            console.print(_run_lines(list(plan.runs)))
         if dry_run:
             if as_json:
                 print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})

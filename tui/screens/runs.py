@@ -604,12 +604,12 @@ class RunsScreen(RunControls, BaseScreen):
         an empty one removes it."""
         from tui.widgets.confirm import AskScreen
 
-        run, tags = self._selected_run(), (self.detail or {}).get("tags") or {}
-        if run is None or self.selected_id is None:
+        if self._selected_run() is None or self.selected_id is None:
             self.notify("select a run first", severity="warning")
             return
         run_id = self._registry_id(self.selected_id)
-        current = tags.get(NOTE_TAG, "") if (self.detail or {}).get("run", {}).get("id") == run_id else ""
+        detail = self.detail or {}  # the note shown now, when the detail is this run's
+        current = (detail.get("tags") or {}).get(NOTE_TAG, "") if detail.get("run", {}).get("id") == run_id else ""
 
         def problem(text: str) -> str | None:
             try:
