@@ -252,6 +252,9 @@ def test_a_killed_pipeline_redoes_only_its_unfinished_phases_and_ends_where_an_u
     assert [c["pairs"] for c in collects] == [row["pairs"] for row in expected[1:]]
     # the critic fits after the resume continue the same optimizer: the same losses
     assert [p["v_loss"] for p in got if p["phase"] == "train-critic"] == pytest.approx(fits, rel=1e-6)
+    # the resumed run names the adapter its loop ended with (--adapter RESUMED_RUN)
+    last_actor = [p["run_id"] for p in got if p["phase"] == "train-actor"][-1]
+    assert reg.latest_artifact(second, "adapter")["path"] == reg.latest_artifact(last_actor, "adapter")["path"]
 
 
 def _steps_of(db, run_id):

@@ -49,6 +49,36 @@ def test_pipeline_phases_are_child_runs(pipeline_run):
     assert reg.latest_metrics(parent["id"])  # per-phase metrics rolled up on the parent
 
 
+def test_a_pipeline_run_id_names_its_trained_adapter(pipeline_run):
+    """After `lactchain pipeline`, `--adapter PIPELINE_RUN` (evaluate, play, the console) is
+    the adapter its last train-actor phase saved, and that phase is a run the pipeline
+    reads: deleting it alone is refused without --force, the pipeline named as its reader."""
+    from lactchain.jobs.checks import resolve_adapter
+    from lactchain.runs.delete import plan_delete
+
+    reg, out, _ = pipeline_run
+    actor_run = next(c for c in reg.list_runs(parent_id=out["run_id"]) if c["kind"] == "actor")
+    trained = reg.latest_artifact(actor_run["id"], "adapter")["path"]
+    assert out["adapter"] == trained
+    assert resolve_adapter(reg, out["run_id"], base="tiny") == trained
+    assert [a["path"] for a in reg.artifacts(out["run_id"], "adapter")] == [trained]  # once, not per phase
+    plan = plan_delete(reg, [actor_run["id"]])
+    assert actor_run["id"] in plan.used_by[out["run_id"]]
+    assert f"{out['run_id']} reads" in plan.problem(children=False, force=False)
+    assert plan.problem(children=False, force=True) is None
+
+
+def test_the_pipelines_table_ends_with_how_to_use_its_adapter(pipeline_run):
+    from lactchain.cli.common import console
+    from lactchain.cli.pipeline_cmd import render_pipeline
+
+    _, out, _ = pipeline_run
+    with console.capture() as captured:
+        render_pipeline(out)
+    shown = " ".join(captured.get().split())
+    assert "trained adapter: " in shown and f"(lactchain evaluate --adapter {out['run_id']})" in shown
+
+
 def test_the_pipeline_shows_progress_inside_its_phases(pipeline_run):
     """Inside a phase the pipeline's log and metrics move: the critic's rounds, the
     evaluation's lock-steps, collect's states and the trainer's steps as log lines, the

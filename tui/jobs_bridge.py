@@ -174,21 +174,26 @@ def _check_value(registry: Any, check: str, value: str) -> str | None:
             return str(exc).split(": ", 1)[-1]
         return None
     if check.startswith("run:"):
-        kind = check[4:]
-        if kind == "actor" and Path(value).expanduser().is_dir():
+        kinds = run_kinds(check)
+        if "actor" in kinds and Path(value).expanduser().is_dir():
             return None  # an adapter folder
         try:
             run = registry.get_run(value)
         except KeyError as exc:
             return str(exc.args[0] if exc.args else exc)
-        if kind and run["kind"] != kind:
-            return f"{run['id']} is a {run['kind']} run, not {kind}"
+        if kinds and run["kind"] not in kinds:
+            return f"{run['id']} is a {run['kind']} run, not {' or '.join(kinds)}"
     return None
 
 
-def run_choices(registry: Any, kind: str, limit: int = 200) -> list[str]:
-    """Run ids to offer as completions in a run-id field (newest first)."""
-    return [r["id"] for r in registry.list_runs(kind=kind or None, limit=limit)]
+def run_kinds(check: str) -> list[str]:
+    """The run kinds a "run:KIND[,KIND...]" check takes (none: any run)."""
+    return [kind for kind in check[4:].split(",") if kind]
+
+
+def run_choices(registry: Any, check: str, limit: int = 200) -> list[str]:
+    """Run ids to offer as completions in a run-id field of `check` (newest first)."""
+    return [r["id"] for r in registry.list_runs(kind=run_kinds(check) or None, limit=limit)]
 
 
 RESUME = "runs resume"  # a JobRequest that continues a run (values: {"run": RUN_ID})

@@ -25,8 +25,8 @@ class RolloutBenchConfig(Config):
     engines: str = option("hf", "Engines timed side by side, comma-separated: hf, vllm. 'hf' alone (the default) "
                                 "gives the batched/sequential/ceiling report; with vllm: env-steps/s per engine and "
                                 "setting (fp32/bf16, prefix cache on/off, with/without --adapter), one row each.")
-    adapter: str | None = option(None, "Also time each engine with this LoRA adapter: a folder, a train-actor run "
-                                       "id, or 'random' (a rank-8 LoRA with random weights: speed only).")
+    adapter: str | None = option(None, "Also time each engine with this LoRA adapter: a folder, a train-actor or "
+                                       "pipeline run id, or 'random' (a rank-8 LoRA with random weights: speed only).")
 
     def check(self) -> None:
         names = [e.strip().lower() for e in self.engines.split(",") if e.strip()]

@@ -41,6 +41,8 @@ def render_summary(result: dict[str, Any]) -> None:
                       f"{t['mean_optimal_ratio']:.3f} over {t['states']} start states")
     if result.get("curve_png"):
         console.print(f"learning curve: {result['curve_png']}")
+    if result.get("adapter") and result.get("run_id"):
+        console.print(f"trained adapter: {result['adapter']} (lactchain evaluate --adapter {result['run_id']})")
 
 
 def render_compare(result: dict[str, Any]) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 from lactchain.config import Config, option
 from lactchain.envs.catalog import env_field, normalize_env_field
 from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs, world_params
+from lactchain.train.actor_config import ADAPTER_CHECK, ADAPTER_HELP
 
 ACTOR_HELP = "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id."
-ADAPTER_HELP = "LoRA adapter: a train-actor run id or an adapter folder."
 STRATEGY_HELP = ("Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) or a text file. "
                  "Recorded in the run's params. Default: the built-in strategy.")
 SEED_MAX = 2**32 - 1
@@ -22,7 +22,7 @@ class ActorPart(Config):
     """The actor model and the adapter it starts from."""
 
     actor: str = option("smollm2-135m", ACTOR_HELP, form="Actor")
-    adapter: str | None = option(None, ADAPTER_HELP, check="run:actor", form="Adapter run")
+    adapter: str | None = option(None, ADAPTER_HELP, check=ADAPTER_CHECK, form="Adapter run")
 
 
 @dataclass

@@ -155,6 +155,18 @@ def save_state(handle: RunHandle, state: dict[str, Any]) -> None:
         handle.registry.add_artifact(handle.run_id, STATE_KIND, path, meta={"what": "resume state"})
 
 
+def record_adapter(handle: RunHandle, adapter: str | None, iteration: int) -> None:
+    """Name the actor's adapter as of now on the pipeline run itself (an `adapter` artifact,
+    added when it changes): `--adapter PIPELINE_RUN` then means the pipeline's trained actor,
+    and the train-actor phase holding it is a run the pipeline reads (`runs delete` asks)."""
+    if not adapter:
+        return
+    latest = handle.registry.latest_artifact(handle.run_id, "adapter")
+    if latest is None or latest["path"] != adapter:
+        handle.registry.add_artifact(handle.run_id, "adapter", adapter, step=iteration,
+                                     meta={"what": f"the actor's adapter after iteration {iteration}"})
+
+
 # ---- results ------------------------------------------------------------------------------
 
 @dataclass

@@ -17,6 +17,7 @@ from lactchain.machine import device_type_here, native_bf16_here
 from lactchain.loop.labelers import LABELERS
 from lactchain.train.compiled import compile_unavailable
 from lactchain.train.actor_config import (
+    ADAPTER_HELP,
     BATCH_TOKENS_RANGE,
     GRPO_PLAIN,
     LOSS_SETTINGS,
@@ -115,7 +116,7 @@ class PipelineConfig(Config):
     state_text: str = state_text_field()
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
                        "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
-    adapter: str | None = _help("LoRA adapter folder to start from.", None)
+    adapter: str | None = _help(ADAPTER_HELP + " The loop starts from it.", None)
     critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6", form="Critic")
     labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
                          "captions, Motif-style), or oracle (diagnostic only).", "critic", suggest=LABELERS,

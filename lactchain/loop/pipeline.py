@@ -50,8 +50,8 @@ from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.loop.labelers import (Group, OracleLabeler, execute_candidate, make_labeler, ranking_accuracy,
                                      sampled_groups)
 from lactchain.loop.config import COLLAPSE_SHARE, WIN_REWARDS, PipelineConfig, loss_settings, trainer_config
-from lactchain.loop.bookkeeping import (EliteBuffer, PhaseProgress, PipelineResult, numeric_metrics, save_state,
-                                        seed_phase, transitions_from_json, transitions_json)
+from lactchain.loop.bookkeeping import (EliteBuffer, PhaseProgress, PipelineResult, numeric_metrics, record_adapter,
+                                        save_state, seed_phase, transitions_from_json, transitions_json)
 
 
 def run_pipeline(
@@ -161,9 +161,15 @@ class LoopState:
             within = min(0.75, sum(p["iteration"] == latest for p in phases) / 4)
         return max(by_time, min(1.0, (ended + within) / cfg.iterations))
 
+    @property
+    def adapter(self) -> str | None:
+        """The training actor's adapter folder now (None: the bare model)."""
+        return str(self.actor.adapter) if getattr(self.actor, "adapter", None) else None
+
     def save(self) -> None:
         save_state(self.handle, {"phases": self.result.phases, "elites": self.elites.to_json(), **self.saved,
-                                  "adapter": str(self.actor.adapter) if getattr(self.actor, "adapter", None) else None})
+                                  "adapter": self.adapter})
+        record_adapter(self.handle, self.adapter, max((p["iteration"] for p in self.result.phases), default=0))
 
     def starts(self, it: int) -> list[Any]:
         """Iteration `it`'s states to collect from and train on: every state the actor acts
@@ -270,7 +276,7 @@ def evaluate(state: LoopState, iteration: int) -> None:
 
     t0 = time.time()
     run_phase(state, iteration, "evaluate", "eval",  # its world too: read alone (leaderboard) it names it
-              {"states": cfg.eval_states, "adapter": str(state.actor.adapter or ""), "max_actions": cfg.eval_max_actions,
+              {"states": cfg.eval_states, "adapter": state.adapter or "", "max_actions": cfg.eval_max_actions,
                **world_params(cfg.env, cfg.scene, cfg.state_text)}, body)
     state.evaluate_s = max(state.evaluate_s, time.time() - t0)
 
@@ -505,7 +511,7 @@ def _loop(handle: RunHandle, cfg: PipelineConfig, actor: Any, generator: Any, li
             train_actor_phase(state, it, rows)
             evaluate(state, it)
         longest_iteration = max(longest_iteration, time.time() - it_start)
-    return state.result.summary()
+    return {**state.result.summary(), "adapter": state.adapter}
 
 
 def _is_optimal(oracle: Any, row: dict[str, Any]) -> bool:

@@ -41,6 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from lactchain.config import Config, ConfigError, default_of, flat_names, option
 
+ADAPTER_HELP = ("LoRA adapter: an adapter folder, a train-actor run id, or a pipeline run id (the adapter its "
+                "actor had after its last finished phase).")
+ADAPTER_CHECK = "run:actor,pipeline"  # the runs whose ids --adapter takes (a console form checks)
+
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
 PREFERENCE_LOSSES = ("simpo", "dpo", "kto")  # rft is supervised: best-of-K targets, no rejected side
 PAIR_JOB_LOSSES = ("simpo", "dpo", "kto", "rft")  # `train-actor` trains on stored pairs; grpo samples as it trains
@@ -379,7 +383,7 @@ class TrainActorJobConfig(TrainActorConfig):
                           choices=JOB_LABELERS, form="Labeler")
     actor: str = option("smollm2-135m", "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id.",
                         form="Actor")
-    adapter: str | None = option(None, "LoRA adapter: a train-actor run id or an adapter folder.", check="run:actor",
+    adapter: str | None = option(None, ADAPTER_HELP, check=ADAPTER_CHECK,
                                  form="Adapter run")
     resume: str | None = option(None, "Continue from a checkpoint folder, or a train-actor run id's latest checkpoint "
                                 "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from", short="--resume",

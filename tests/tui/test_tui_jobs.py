@@ -289,13 +289,28 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
         await pilot.press("ctrl+l")
         await settle(app, pilot)
         shown = str(screen.query_one("#job-error").render())
-        assert f"Adapter run: {play} is a play run, not actor" in shown
+        assert f"Adapter run: {play} is a play run, not actor or pipeline" in shown
         assert "Episodes: --episodes 'x': must be a whole number" in shown and "no strategy version 9" in shown
         assert screen.query_one("#play--episodes", Input).has_class("-invalid")
         assert launched == []  # nothing started
         screen.query_one("#job-command", Select).value = "evaluate"  # another form: the error is not about it
         await settle(app, pilot)
         assert str(screen.query_one("#job-error").render()).strip() == ""
+
+
+def test_an_adapter_field_takes_a_train_actor_or_a_pipeline_run(registry):
+    """A pipeline's id names its trained adapter (`--adapter PIPELINE_RUN`), so the console's
+    adapter fields accept and complete it beside train-actor runs, and nothing else."""
+    from tui.jobs_bridge import check_form, run_choices
+    from lactchain.train.actor_config import ADAPTER_CHECK
+
+    ids = {kind: registry.create_run(kind, cmd=["lactchain", kind]) for kind in ("actor", "pipeline", "play")}
+    assert check_form(registry, "play", {"adapter": ids["pipeline"]}) == []
+    assert check_form(registry, "evaluate", {"adapter": ids["actor"]}) == []
+    assert check_form(registry, "play", {"adapter": ids["play"]}) == [
+        ("adapter", f"Adapter run: {ids['play']} is a play run, not actor or pipeline")]
+    assert sorted(run_choices(registry, ADAPTER_CHECK)) == sorted([ids["actor"], ids["pipeline"]])
+    assert len(run_choices(registry, "run:")) == 3  # no kind: any run
 
 
 def test_engine_field_launches_the_engine_and_refuses_vllm_where_it_is_missing(registry, monkeypatch):

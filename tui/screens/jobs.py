@@ -268,7 +268,7 @@ class JobsScreen(RunControls, BaseScreen):
         for field in form.fields:
             if not field.check.startswith("run:"):
                 continue
-            ids = await self.app.registry.call(run_choices, field.check[4:])
+            ids = await self.app.registry.call(run_choices, field.check)
             found = self.query(f"#{field_id(form.command, field.name)}")
             if found:
                 found.first().suggester = SuggestFromList(ids, case_sensitive=False)
