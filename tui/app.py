@@ -250,7 +250,7 @@ class LactChainApp(App):
     def _load_actor_worker(self, spec: str, adapter: str | None) -> None:
         t0 = time.perf_counter()
         try:
-            path = resolve_adapter(adapter, self._registry_or_none()) if adapter else None
+            path = resolve_adapter(adapter, self._registry_or_none(), base=spec) if adapter else None
             with self._load_lock:
                 actor = load_actor(spec, path, progress=lambda text, frac: self.post_message(
                     ModelProgress("actor", text, frac)))

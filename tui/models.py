@@ -165,19 +165,19 @@ UNTRAINED_NOTE = ("its value head is untrained, so its values rank nothing yet: 
                   "(on a play run's episodes), then press c on that run in Runs")
 
 
-def resolve_adapter(value: str | None, registry: Any | None) -> str | None:
-    """`--adapter` is a folder or a run id; a run id resolves to its newest adapter artifact."""
+def resolve_adapter(value: str | None, registry: Any | None, base: str | None = None) -> str | None:
+    """`--adapter` is a folder or a run id (a train-actor run's adapter, a pipeline's latest),
+    checked as the CLI checks it: it loads, and (given `base`) was trained on that actor."""
+    from lactchain.jobs.checks import resolve_adapter as checked_adapter
+
     if not value:
         return None
-    if Path(value).expanduser().is_dir():
-        return str(Path(value).expanduser())
-    if registry is None:
+    folder = Path(value).expanduser()
+    if folder.is_dir():
+        value = str(folder)
+    elif registry is None:
         raise ValueError(f"adapter {value!r} is not a folder and there is no registry to look it up in")
-    run = registry.get_run(value)  # raises RunNotFound with a clear message
-    art = registry.latest_artifact(run["id"], "adapter")
-    if art is None:
-        raise ValueError(f"run {run['id']} has no adapter artifact")
-    return str(art["path"])
+    return checked_adapter(registry, value, base=base)
 
 
 def sample_fields(sample: Any, allowed: Sequence[str]) -> tuple[str, list[str], str, float | None, int | None]:

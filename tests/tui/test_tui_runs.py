@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Input, TabbedContent
@@ -154,6 +155,31 @@ async def test_overlay_and_load_adapter(make_app, registry):
         await settle(app, pilot)
         assert app.current_mode == "lab"
         assert calls == [("tiny", a)]
+
+
+def test_the_console_takes_an_adapter_as_the_cli_does(registry):
+    """The console's --adapter (and `a` on Runs) goes through the CLI's check: a pipeline's id
+    gives its latest adapter, a run without one and an adapter trained on another actor are
+    one-line refusals before any model loads."""
+    import json
+
+    from lactchain.artifact_checks import ADAPTER_META
+    from lactchain.bench.rollout import random_adapter
+    from tui.models import resolve_adapter
+
+    pipeline = registry.create_run("pipeline", cmd=["lactchain", "pipeline"])
+    folder = random_adapter("tiny", registry.run_dir(pipeline) / "adapter")
+    registry.add_artifact(pipeline, "adapter", folder)
+    assert resolve_adapter(pipeline, registry, base="tiny") == folder
+    assert resolve_adapter(folder, None) == folder  # a folder needs no registry
+    bare = registry.create_run("actor", cmd=["lactchain", "train-actor"])
+    with pytest.raises(ValueError, match=f"run {bare} \\(actor\\) has no saved adapter"):
+        resolve_adapter(bare, registry)
+    with pytest.raises(ValueError, match="no registry to look it up in"):
+        resolve_adapter(pipeline, None)
+    (Path(folder) / ADAPTER_META).write_text(json.dumps({"base": "smollm2-135m"}))
+    with pytest.raises(ValueError, match="was trained on smollm2-135m, not tiny"):
+        resolve_adapter(pipeline, registry, base="tiny")
 
 
 async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
