@@ -162,3 +162,24 @@ def test_du_lists_the_biggest_run_folders_first_with_the_total(tmp_path, capsys)
     assert [r["bytes"] for r in usage["runs"]] == [6000, 1000]
     code, out, err = _cli(capsys, "runs", "du", "--db", db)
     assert code == 0 and ids["critic"] in out and "5 runs, 9.8 KB in their folders" in out
+
+
+def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
+    """A killed pipeline goes on from its finished phases (`runs resume`: their critic
+    checkpoint, adapter, elites): deleting one alone would break that resume, so it asks for
+    --force; a finished pipeline's phases are history, deleted when asked."""
+    db = tmp_path / "registry.db"
+    ids = _tree(db)
+    with Registry(db) as reg:
+        stopped = reg.create_run("pipeline", name="stopped", cmd=["lactchain", "pipeline"])
+        phase = reg.create_run("critic", parent_id=stopped)
+        reg.end_run(phase, "FINISHED")
+        reg.end_run(stopped, "KILLED")
+    code, _, err = _cli(capsys, "runs", "delete", phase, "--yes", "--db", db)
+    assert code == 2 and f"{stopped} reads {phase}" in err and "add --force" in err
+    assert phase in _ids(db)
+    code, _, err = _cli(capsys, "runs", "delete", ids["critic"], "--yes", "--db", db)  # the finished pipeline's
+    assert code == 0, err
+    code, _, err = _cli(capsys, "runs", "delete", phase, "--force", "--yes", "--db", db)
+    assert code == 0, err
+    assert phase not in _ids(db) and stopped in _ids(db)

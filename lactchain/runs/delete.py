@@ -4,7 +4,8 @@ What would go and what would break is worked out first, in one `DeletePlan`, so 
 (`lactchain runs delete`) and the console (Runs: D) ask the same question and refuse for
 the same reasons: a run still running (stop it first), child runs not asked for (a
 pipeline's phases, a run resumed from it), and kept runs that read a run being deleted
-(its critic, adapter, pairs or archive). Rows go first, in one transaction; then the
+(its critic, adapter, pairs or archive; a stopped pipeline its phases, which its resume
+goes on from). Rows go first, in one transaction; then the
 folders -- a crash between leaves a folder without a run, never a run without its files.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lactchain.runs.lifecycle import ACTIVE, reap_dead_runs
+from lactchain.runs.resume import NotResumable, check_resumable
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
                 runs[str(child["id"])] = child
                 frontier.append(str(child["id"]))
     used_by: dict[str, list[str]] = {}
-    for run_id in runs:
-        for reader in registry.runs_naming(run_id):
+    for run_id, run in runs.items():
+        for reader in registry.runs_naming(run_id) + _resumed_parent(registry, run):
             if reader not in runs:
                 used_by.setdefault(reader, []).append(run_id)
     folders = tuple(folder for folder in (_folder(registry, run) for run in runs.values()) if folder is not None)
@@ -86,6 +88,19 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
         size_bytes=sum(_size(folder) for folder in folders),
         human_labels=len(registry.pairs(list(runs), labeler="human", status=("labeled", "tie"))) if runs else 0,
     )
+
+
+def _resumed_parent(registry: Any, run: dict[str, Any]) -> list[str]:
+    """[the parent] when `runs resume` could continue it: a stopped pipeline goes on from
+    its finished phases (their critic checkpoint, adapter, elites), so it reads them."""
+    if not run.get("parent_id"):
+        return []
+    parent = registry.get_run(run["parent_id"])
+    try:
+        check_resumable(registry, parent)
+    except NotResumable:
+        return []
+    return [str(parent["id"])]
 
 
 def delete_runs(registry: Any, plan: DeletePlan) -> list[str]:
