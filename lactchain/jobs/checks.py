@@ -52,13 +52,22 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
         art = registry.latest_artifact(run["id"], "adapter")
         if art is None:
             raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved "
-                              "adapter")
+                              f"adapter{_children_with_adapters(registry, run['id'])}")
         path = art["path"]
     try:
         check_adapter(path, base=base)
     except ValueError as exc:
         raise ConfigError(f"--adapter {spec}: {exc}") from None
     return path
+
+
+def _children_with_adapters(registry: Any, run_id: str, shown: int = 3) -> str:
+    """"; its child runs that have one: ..." (a comparison's cells, a pipeline's phases), or ""."""
+    have = [c["id"] for c in registry.list_runs(parent_id=run_id) if registry.latest_artifact(c["id"], "adapter")]
+    if not have:
+        return ""
+    more = f" and {len(have) - shown} more" if len(have) > shown else ""
+    return f"; child runs that have one: {', '.join(have[:shown])}{more} (lactchain runs list --parent {run_id})"
 
 
 def check_references(registry: Any, params: Mapping[str, Any], kind: str | None = None) -> Any:

@@ -159,8 +159,8 @@ async def test_overlay_and_load_adapter(make_app, registry):
 
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
     """The console's --adapter (and `a` on Runs) goes through the CLI's check: a pipeline's id
-    gives its latest adapter, a run without one and an adapter trained on another actor are
-    one-line refusals before any model loads."""
+    gives its latest adapter, a run without one (naming its children that have one) and an
+    adapter trained on another actor are one-line refusals before any model loads."""
     import json
 
     from lactchain.artifact_checks import ADAPTER_META
@@ -177,6 +177,11 @@ def test_the_console_takes_an_adapter_as_the_cli_does(registry):
         resolve_adapter(bare, registry)
     with pytest.raises(ValueError, match="no registry to look it up in"):
         resolve_adapter(pipeline, None)
+    comparison = registry.create_run("pipeline", cmd=["lactchain", "bench", "learn", "--compare", "rft,dpo"])
+    cell = registry.create_run("pipeline", parent_id=comparison)
+    registry.add_artifact(cell, "adapter", folder)
+    with pytest.raises(ValueError, match=f"has no saved adapter; child runs that have one: {cell} "):
+        resolve_adapter(comparison, registry)  # a comparison's adapters are its cells'
     (Path(folder) / ADAPTER_META).write_text(json.dumps({"base": "smollm2-135m"}))
     with pytest.raises(ValueError, match="was trained on smollm2-135m, not tiny"):
         resolve_adapter(pipeline, registry, base="tiny")
