@@ -5,8 +5,8 @@ What would go and what would break is worked out first, in one `DeletePlan`, so 
 the same reasons: a run still running (stop it first), child runs not asked for (a
 pipeline's phases, a run resumed from it), and kept runs that read a run being deleted
 (its critic, adapter, pairs or archive; a stopped pipeline its phases, which its resume
-goes on from). Rows go first, in one transaction; then the
-folders -- a crash between leaves a folder without a run, never a run without its files.
+goes on from). Rows go first, in one transaction; then the folders -- a crash between
+leaves a folder without a run, never a run without its files.
 """
 
 from __future__ import annotations
