@@ -72,8 +72,13 @@ def fmt_value(value: Any, width: int | None = None) -> str:
         text = "-"
     else:
         text = printable(value, keep_newlines=False)
+    return clip(text, width)
+
+
+def clip(text: str, width: int | None) -> str:
+    """`text` cut to `width` characters, the last one an ellipsis when it was cut."""
     if width is not None and len(text) > width:
-        text = text[: max(1, width - 1)] + "…"
+        return text[: max(1, width - 1)] + "…"
     return text
 
 
@@ -90,8 +95,10 @@ def fmt_progress(metrics: Mapping[str, Any] | None, status: str, width: int = 6)
     return "▇" * filled + "░" * (width - filled) + f" {fraction:4.0%}"
 
 
-def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = None, limit: int = 3) -> str:
-    """'loss=0.231 success=0.75' from a latest-metrics mapping (key -> value or row)."""
+def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = None, limit: int = 3,
+                width: int | None = None) -> str:
+    """'loss=0.231 success=0.75' from a latest-metrics mapping (key -> value or row), cut to
+    `width` characters (a table's cell: one long row must not push every row's other columns off)."""
     if not metrics:
         return ""
     items = []
@@ -105,7 +112,7 @@ def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = 
         items.append(f"{key}={fmt_value(value)}")
         if len(items) >= limit:
             break
-    return " ".join(items)
+    return clip(" ".join(items), width)
 
 
 

@@ -187,6 +187,25 @@ def test_the_console_takes_an_adapter_as_the_cli_does(registry):
         resolve_adapter(pipeline, registry, base="tiny")
 
 
+async def test_a_long_key_metrics_cell_is_cut_so_every_column_stays_in_view(make_app, registry):
+    """A comparison's key metrics (three cells' success rates) run to ~120 characters; cut to
+    METRICS_WIDTH, kind, duration and created stay on a 160-column terminal over SSH."""
+    from tui.screens.runs import METRICS_WIDTH
+
+    long = add_run(registry, "pipeline", metrics={f"grpo-explore256-seed{i}/success_rate": [0.5] for i in range(3)})
+    short = add_run(registry, "eval", metrics={"success_rate": [0.25]}, offset_s=10)
+    app = make_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.screen.query_one("#runs-table", DataTable)
+        cut = str(table.get_row(long)[3])
+        assert len(cut) == METRICS_WIDTH and cut.endswith("…")
+        assert cut.startswith("grpo-explore256-seed0/success_rate=0.5 grpo-explore256-seed1/")
+        assert str(table.get_row(short)[3]) == "success_rate=0.25"  # a short one as it is
+        assert sum(column.get_render_width(table) for column in table.columns.values()) <= 160 - 4  # borders
+
+
 async def test_kill_asks_first_and_resume_says_why_not(make_app, registry):
     from tui.widgets.confirm import ConfirmScreen
     from tui_helpers import live_job

@@ -36,6 +36,7 @@ STATUS_STYLE = {"RUNNING": "bold yellow", "FINISHED": "green", "FAILED": "bold r
 # What matters first (an 80-column terminal shows these; the table scrolls for the rest).
 COLUMNS = (("mark", "✓"), ("id", "id"), ("status", "status"), ("metrics", "key metrics"), ("kind", "kind"),
            ("duration", "dur"), ("created", "created"))
+METRICS_WIDTH = 64  # a comparison's three cells run to ~120 characters: Info shows them all
 SORTS = ("created", "kind", "status", "duration", "id", "metrics")  # metrics: each run's key metric
 SORT_KEYS = {"created": "c", "kind": "k", "status": "s", "duration": "d", "id": "i", "metrics": "m"}  # O, then one
 REFRESH_S = 2.0
@@ -264,7 +265,7 @@ class RunsScreen(RunControls, BaseScreen):
                 rid,
                 Text(status, style=STATUS_STYLE.get(status.upper(), "")),
                 fmt_metrics(run.get("_metrics"), keys=key_metrics_first(str(run.get("kind")), run.get("_metrics")),
-                            limit=3),
+                            limit=3, width=METRICS_WIDTH),
                 "  " * (run.get("_depth", 1) - 1) + "└ " + str(run.get("kind") or "") if run.get("_depth")
                 else str(run.get("kind") or ""),
                 fmt_duration(run_duration(run, now)),
