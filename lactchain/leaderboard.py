@@ -5,8 +5,9 @@ Rows, all greedy from every start state of the env (the grid's 60 poses, Blackja
 - `random` and the `optimum` (the env's exact solver: an oracle, the upper bound), played now;
 - classic agents: each finished `baseline` run's own evaluation (`lactchain baselines train`);
 - LLM actors: each finished `eval` run over all start states (`lactchain evaluate`, and the
-  evaluations inside `pipeline` runs, zero-shot or with the adapter trained so far; their
-  env steps: the critic's random transitions plus every candidate the collects executed).
+  evaluations inside `pipeline` runs), zero-shot or named by the loss that trained their
+  adapter; a pipeline's env steps: the critic's random transitions plus every candidate
+  its collects executed and every action GRPO's rollouts executed.
 Columns: success, mean return, optimal-move ratio (shortest / used moves, where the env
 has shortest paths), the exact expected return of the greedy answers (where the solver
 values a whole policy: Blackjack), and the env steps spent on training.
@@ -41,25 +42,56 @@ def _row(agent: str, kind: str, metrics: dict[str, Any], run_id: str | None, tra
             "train_env_steps": train_env_steps, "max_actions": max_actions, "states": metrics.get("states")}
 
 
-def _llm_label(params: dict[str, Any], parent: dict[str, Any] | None) -> str:
-    """The actor, trained or not, and the state text it read where not the default (the
-    same world read as coordinates is another agent)."""
+def _llm_label(registry: Any, params: dict[str, Any], parent: dict[str, Any] | None) -> str:
+    """The actor, zero-shot or with the loss that trained its adapter (one board compares
+    methods), and the state text it read where not the default (the same world read as
+    coordinates is another agent)."""
     actor = params.get("actor") or (parent or {}).get("actor") or "?"
-    label = f"{actor} + adapter" if params.get("adapter") else f"{actor} zero-shot"
+    if params.get("adapter"):
+        loss = (parent or {}).get("loss") or _adapter_loss(registry, str(params["adapter"]))
+        label = f"{actor} + {loss} adapter" if loss else f"{actor} + adapter"
+    else:
+        label = f"{actor} zero-shot"
     text = params.get("state_text") or (parent or {}).get("state_text")
     return f"{label} ({text} text)" if text and text != STATE_TEXT_DEFAULT else label
 
 
+def _adapter_loss(registry: Any, adapter: str) -> str | None:
+    """The loss an adapter was trained with, from its folder's lab metadata (`adapter`: a
+    folder, or a run id whose newest adapter it is); None where nothing says."""
+    import json
+    from pathlib import Path
+
+    from lactchain.artifact_checks import ADAPTER_META
+
+    folder = Path(adapter)
+    if not folder.is_dir():
+        try:
+            art = registry.latest_artifact(registry.resolve_run_id(adapter), "adapter")
+        except (KeyError, ValueError):
+            return None
+        if art is None:
+            return None
+        folder = Path(art["path"])
+    try:
+        loss = json.loads((folder / ADAPTER_META).read_text(encoding="utf-8")).get("loss")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return loss if isinstance(loss, str) and loss else None
+
+
 def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) -> int | None:
     """Env steps a pipeline spent before this evaluation: the critic's random transitions
-    (iteration 0) plus every candidate executed in the collects so far (x deals)."""
+    (iteration 0) plus every candidate executed in the collects so far and every action
+    GRPO's rollouts executed (x deals: GRPO rewarded by the env has no collect at all)."""
     match = re.search(r"iteration (\d+)", run.get("name") or "")
     if match is None:
         return None
     iteration = int(match.group(1))
     if iteration == 0:  # the baseline evaluation: nothing learnt yet
         return 0
-    candidates = sum(m["value"] for m in registry.metric_history(run["parent_id"], "collect/candidates")
+    candidates = sum(m["value"] for key in ("collect/candidates", "train-actor/samples_scored")
+                     for m in registry.metric_history(run["parent_id"], key)
                      if m["step"] is not None and m["step"] <= iteration)
     deals = int(parent.get("deals") or 1) if env_class(parent.get("env") or DEFAULT_ENV).stochastic else 1
     random_lists = next((m["value"] for m in registry.metric_history(run["parent_id"], "train-critic/transitions")
@@ -90,7 +122,7 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
         if (params.get("scene") or (parent or {}).get("scene")) not in (None, "empty"):
             continue
         metrics = registry.latest_metrics(run["id"])
-        label = _llm_label(params, parent)
+        label = _llm_label(registry, params, parent)
         source = f"{run.get('name') or ''} of {run['parent_id']}" if run.get("parent_id") else (run.get("name") or "")
         steps = _loop_env_steps(registry, run, parent) if parent is not None else None
         rows.append(_row(label, "llm", metrics, run["id"], steps,

@@ -80,3 +80,40 @@ def test_a_pipelines_evaluations_on_another_scene_stay_off_the_grids_board(tmp_p
     # the same grid read as coordinates stays, named by its text
     assert [(r["agent"], r["success_rate"]) for r in rows] == [("tiny zero-shot", 0.5),
                                                                 ("tiny zero-shot (coords text)", 0.25)]
+
+
+def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_its_rollouts(tmp_path):
+    """One board compares methods: a pipeline's evaluation is named by its loss, a lone
+    `lactchain evaluate --adapter` by its adapter folder's lab metadata (a folder or a run
+    id); GRPO rewarded by the env collects nothing, so its env steps are its rollouts'."""
+    from lactchain.artifact_checks import ADAPTER_META
+    from lactchain.leaderboard import leaderboard
+
+    reg = Registry(tmp_path / "registry.db")
+
+    def adapter(name: str, meta: dict | None) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        if meta is not None:
+            (folder / ADAPTER_META).write_text(json.dumps(meta))
+        return str(folder)
+
+    def evaluation(success: float, params: dict, parent: str | None = None) -> str:
+        run = reg.create_run("eval", name="evaluate (iteration 1)" if parent else "evaluate", parent_id=parent,
+                             params={"states": "all", "actor": "tiny", **params})
+        reg.log_metrics(run, {"success_rate": success, "mean_return": 10 * success, "states": 60})
+        reg.end_run(run, "FINISHED")
+        return run
+
+    grpo = reg.create_run("pipeline", params={"env": "grid", "actor": "tiny", "loss": "grpo", "eval_max_actions": 5})
+    reg.log_metrics(grpo, {"train-actor/samples_scored": 3584}, step=1)
+    evaluation(0.9, {"adapter": adapter("a", {"loss": "rft"})}, parent=grpo)  # the pipeline's loss wins
+    trained = reg.create_run("actor", params={"loss": "simpo"})
+    reg.add_artifact(trained, "adapter", adapter("b", {"loss": "simpo", "base": "tiny"}))
+    evaluation(0.8, {"adapter": trained})
+    evaluation(0.7, {"adapter": adapter("c", {"loss": "kto"})})
+    evaluation(0.6, {"adapter": adapter("d", None)})  # nothing says how it was trained
+    rows = [r for r in leaderboard(reg, "grid") if r["kind"] == "llm"]
+    assert [r["agent"] for r in rows] == ["tiny + grpo adapter", "tiny + simpo adapter", "tiny + kto adapter",
+                                          "tiny + adapter"]
+    assert rows[0]["train_env_steps"] == 3584 and rows[1]["train_env_steps"] is None
