@@ -183,3 +183,35 @@ def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
     code, _, err = _cli(capsys, "runs", "delete", phase, "--force", "--yes", "--db", db)
     assert code == 0, err
     assert phase not in _ids(db) and stopped in _ids(db)
+
+
+def test_a_pipeline_whose_phase_was_deleted_by_force_is_refused_on_resume_before_any_run(tmp_path, capsys):
+    """The phase's folder held the adapter the stopped pipeline goes on from: `runs resume`
+    says so in one line and starts nothing (it used to start a run that failed on loading)."""
+    from lactchain.jobs import launch
+    from lactchain.jobs.table import BY_COMMAND
+    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
+
+    db = tmp_path / "registry.db"
+    job = BY_COMMAND["pipeline"]
+    with Registry(db) as reg:
+        config, params = launch.checked_config(reg, job, {"actor": "tiny", "critic": "tiny"})
+        stopped = reg.create_run("pipeline", params=params, cmd=["lactchain", "pipeline"])
+        phase = reg.create_run("actor", parent_id=stopped)
+        adapter = reg.run_dir(phase) / "adapter"
+        adapter.mkdir()
+        reg.add_artifact(phase, "adapter", adapter)
+        reg.end_run(phase, "FINISHED")
+        launch.save_config(reg.run_dir(stopped), job, config)
+        state = reg.run_dir(stopped) / STATE_FILE
+        state.write_text(json.dumps({"phases": [], "adapter": str(adapter)}))
+        reg.add_artifact(stopped, STATE_KIND, state)
+        reg.add_artifact(stopped, "adapter", adapter)  # as the loop names its adapter
+        reg.end_run(stopped, "KILLED")
+        assert plan_delete(reg, [phase]).used_by == {stopped: (phase,)}  # two reasons, named once
+    code, _, err = _cli(capsys, "runs", "delete", phase, "--force", "--yes", "--db", db)
+    assert code == 0, err
+    code, _, err = _cli(capsys, "runs", "resume", stopped, "--db", db)
+    assert code == 2 and f"its actor adapter {adapter} is gone" in " ".join(err.split())
+    assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err
+    assert _ids(db) == {stopped}  # no resume run was made

@@ -322,6 +322,7 @@ def resume(
 ) -> None:
     """Continue a killed or failed training run from its last checkpoint, as a new
     background run (child of the old one) with the same parameters."""
+    from lactchain.config import ConfigError
     from lactchain.jobs.control import resume_run
     from lactchain.runs.resume import NotResumable
 
@@ -329,7 +330,7 @@ def resume(
         run = _get_run(reg, run_id)
         try:
             new_id = resume_run(reg, run["id"])
-        except NotResumable as exc:
+        except (NotResumable, ConfigError) as exc:  # ConfigError: what its config names is gone
             fail(str(exc))
     if as_json:
         print_json({"run_id": new_id, "resumes": run["id"]})

@@ -45,9 +45,27 @@ def _precheck(config: PipelineJobConfig) -> None:
 
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
-    """The starting adapter, servable by that engine; the engine recorded."""
+    """The starting adapter, servable by that engine; the engine recorded. A resume first
+    finds the files its saved state goes on from."""
+    if config.resume_from:
+        _check_resume_state(registry, config.resume_from)
     check_engine_adapter(config.engine.engine, resolve_adapter(registry, config.adapter), config.engine)
     return config.engine.params()
+
+
+def _check_resume_state(registry: Any, run_id: str) -> None:
+    """The adapter and critic checkpoint a stopped pipeline goes on from must still be
+    there (a phase run deleted with `runs delete --force` takes them): a ConfigError
+    before any run exists, not a resume that fails on loading."""
+    try:
+        state = load_state(registry, run_id) or {}
+    except ValueError as exc:
+        raise ConfigError(f"--resume-from {run_id}: {exc}") from None
+    for key, what in (("adapter", "actor adapter"), ("critic", "critic checkpoint")):
+        path = state.get(key)
+        if path and not Path(path).exists():
+            raise ConfigError(f"--resume-from {run_id}: its {what} {path} is gone (its phase run was deleted?); "
+                              "start the pipeline again")
 
 
 def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
     used_by: dict[str, list[str]] = {}
     for run_id, run in runs.items():
         for reader in registry.runs_naming(run_id) + _resumed_parent(registry, run):
-            if reader not in runs:
+            if reader not in runs and run_id not in used_by.get(reader, []):
                 used_by.setdefault(reader, []).append(run_id)
     folders = tuple(folder for folder in (_folder(registry, run) for run in runs.values()) if folder is not None)
     return DeletePlan(
