@@ -209,3 +209,31 @@ async def test_at_80x24_the_editor_has_lines_to_type_in_and_the_actor_comes_back
         app.screen.query_one("#lab-tabs", TabbedContent).active = "tab-episode"
         await settle(app, pilot)
         assert app.screen.query_one("#actor-pane").display
+
+
+async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make_app, registry):
+    """Typed, neither saved nor applied, then the console ends (quit, crash, a dropped SSH
+    connection): the next session's editor holds that text again, not applied; once it is
+    saved there is no draft to bring back."""
+    from tui.screens.lab import DRAFT_SAVE_S
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_editor(app, pilot)
+        await pilot.press(*"Hug the wall. ")  # typed at the top of the default strategy
+        await pilot.pause(DRAFT_SAVE_S + 0.5)  # a second after the last key it is kept
+    typed = "Hug the wall. " + DEFAULT_STRATEGY
+    again = make_app()
+    async with again.run_test(size=(120, 40)) as pilot:
+        await settle(again, pilot)
+        editor = again.screen.query_one(StrategyEditor)
+        assert editor.text == typed and "unsaved text from the last session" in _message(editor)
+        assert again.lab_session.strategy == DEFAULT_STRATEGY  # not applied: the user decides
+        await _open_editor(again, pilot)
+        await pilot.press("ctrl+s")
+        await settle(again, pilot)
+        assert [v["text"] for v in registry.prompts()] == [typed]
+    third = make_app()
+    async with third.run_test(size=(120, 40)) as pilot:
+        await settle(third, pilot)
+        assert not third.screen.query(StrategyEditor) or third.screen.query_one(StrategyEditor).text == DEFAULT_STRATEGY

@@ -52,6 +52,10 @@ class StrategyEditor(Vertical):
         text: str
         version: Any | None
 
+    @dataclass
+    class Saved(Message):
+        version: int
+
     def __init__(self, text: str, **kwargs) -> None:  # noqa: ANN003
         super().__init__(**kwargs)
         self._initial = text
@@ -107,7 +111,7 @@ class StrategyEditor(Vertical):
         if text is not None:
             self.say(f"✓ valid strategy ({len(text)} characters)", "ok")
 
-    def _same_as_saved(self, text: str) -> int | None:
+    def saved_version_of(self, text: str) -> int | None:
         """The saved version whose text this is (saving it again would add a duplicate)."""
         return next((v["version"] for v in self.versions if (v.get("text") or "").strip() == text.strip()), None)
 
@@ -115,7 +119,7 @@ class StrategyEditor(Vertical):
         text = self._validated()
         if text is None:
             return None
-        same = self._same_as_saved(text)
+        same = self.saved_version_of(text)
         if same is not None:
             self.loaded_version = same
             self.say(f"= identical to version {same}: nothing new to save", "ok")
@@ -134,6 +138,7 @@ class StrategyEditor(Vertical):
         self.say(f"✓ saved as version {version} (ctrl+g applies it to the actor)", "ok")
         self.versions.insert(0, {"version": version, "text": text, "note": note})
         self.refresh_versions()
+        self.post_message(self.Saved(version))
         return version
 
     async def action_evaluate(self) -> None:
