@@ -183,6 +183,15 @@ def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
     code, _, err = _cli(capsys, "runs", "delete", phase, "--force", "--yes", "--db", db)
     assert code == 0, err
     assert phase not in _ids(db) and stopped in _ids(db)
+    with Registry(db) as reg:  # what a resume does not go on from: a resume of it, a comparison's cell
+        resume = reg.create_run("pipeline", parent_id=stopped, cmd=["lactchain", "pipeline"])
+        reg.set_tag(resume, "resumes", stopped)
+        comparison = reg.create_run("pipeline", params={"compare": "rft,dpo"},
+                                    cmd=["lactchain", "bench", "learn", "--compare", "rft,dpo"])
+        cell = reg.create_run("pipeline", parent_id=comparison)
+        for run_id, status in ((resume, "FAILED"), (cell, "FINISHED"), (comparison, "KILLED")):
+            reg.end_run(run_id, status)
+        assert plan_delete(reg, [resume, cell]).used_by == {}
 
 
 def test_a_pipeline_whose_phase_was_deleted_by_force_is_refused_on_resume_before_any_run(tmp_path, capsys):

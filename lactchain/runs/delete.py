@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lactchain.runs.lifecycle import ACTIVE, reap_dead_runs
-from lactchain.runs.resume import NotResumable, check_resumable
+from lactchain.runs.resume import RESUMES_TAG, NotResumable, check_resumable
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,14 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
 
 
 def _resumed_parent(registry: Any, run: dict[str, Any]) -> list[str]:
-    """[the parent] when `runs resume` could continue it: a stopped pipeline goes on from
-    its finished phases (their critic checkpoint, adapter, elites), so it reads them."""
-    if not run.get("parent_id"):
+    """[the parent] when `runs resume` could continue it from this run: a stopped pipeline
+    goes on from its finished phases (their critic checkpoint, adapter, elites). Not a
+    comparison (it keeps its cells as files), nor a run that is itself a resume of it."""
+    if not run.get("parent_id") or registry.tags(run["id"]).get(RESUMES_TAG) == run["parent_id"]:
         return []
     parent = registry.get_run(run["parent_id"])
+    if parent["kind"] != "pipeline" or registry.params(parent["id"]).get("compare"):
+        return []
     try:
         check_resumable(registry, parent)
     except NotResumable:
