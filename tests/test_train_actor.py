@@ -536,7 +536,8 @@ def test_detector_is_quiet_on_a_healthy_run_and_knows_simpos_no_signal_loss():
 
 def test_checkpoints_the_trainer_rotated_away_leave_no_artifact_rows(registry):
     """save_total_limit=2 deletes older checkpoint folders: their registry rows go too,
-    so `runs show` and resume never point at a folder that is gone."""
+    so `runs show` and resume never point at a folder that is gone; `runs prune` of the
+    finished run takes the rest and keeps its adapter."""
     actor = tiny()
     handle = make_handle(registry)
     train_actor(actor, small_pairs(actor, 8), cfg(loss="simpo", max_steps=6, lr=1e-3, batch_size=4, save_steps=2),
@@ -544,6 +545,15 @@ def test_checkpoints_the_trainer_rotated_away_leave_no_artifact_rows(registry):
     ckpts = registry.artifacts(handle.run_id, "checkpoint")
     assert [c["step"] for c in ckpts] == [4, 6] and all(Path(c["path"]).is_dir() for c in ckpts)
     assert not (handle.dir / "checkpoint-2").exists()
+    # finished, `runs prune` takes what the trainer wrote to resume it, and keeps its adapter
+    from lactchain.runs.prune import plan_prune, prune_checkpoints
+
+    registry.end_run(handle.run_id, "FINISHED")
+    plan = plan_prune(registry, [handle.run_id])
+    assert plan.folders == (handle.dir / "checkpoints",) and plan.size_bytes > 0
+    assert prune_checkpoints(registry, plan) == []
+    assert registry.artifacts(handle.run_id, "checkpoint") == [] and not (handle.dir / "checkpoints").exists()
+    assert Path(registry.latest_artifact(handle.run_id, "adapter")["path"]).is_dir()
 
 
 def test_resume_from_checkpoint_continues_at_its_step(registry, tmp_path):

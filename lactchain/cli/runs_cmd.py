@@ -400,12 +400,15 @@ def disk_usage(
     first, and the total: what `runs delete` would free."""
     from lactchain.runs.delete import human_bytes, run_sizes
 
+    from lactchain.runs.prune import prunable
+
     with _open_existing(db, reading=True) as reg:
         sized = run_sizes(reg)
         folder = reg.runs_dir
+        checkpoints = prunable(reg, [run for run, _ in sized if run["status"] == "FINISHED"]).size_bytes
     total = sum(size for _, size in sized)
     if as_json:
-        print_json({"runs_dir": str(folder), "total_bytes": total,
+        print_json({"runs_dir": str(folder), "total_bytes": total, "prunable_checkpoint_bytes": checkpoints,
                     "runs": [{"id": run["id"], "kind": run["kind"], "status": run["status"], "bytes": size}
                              for run, size in sized[:top]]})
         return
@@ -413,6 +416,9 @@ def disk_usage(
                              title=f"biggest run folders in {shown(folder)}"))
     console.print(f"{len(sized)} runs, {human_bytes(total)} in their folders; free some with "
                   "[cyan]lactchain runs delete RUN[/] (or --status FAILED)")
+    if checkpoints:
+        console.print(f"{human_bytes(checkpoints)} of it are finished runs' trainer checkpoints (resume state, "
+                      "not results): [cyan]lactchain runs prune[/] frees it and keeps their adapters")
 
 
 @app.command("delete")
@@ -435,8 +441,6 @@ def delete(
     """Delete runs: their registry rows (params, metrics, steps, pairs, artifacts) and
     their folders under runs/ (checkpoints, adapters, logs). Asks first; refuses running
     runs, child runs not asked for (--children) and runs other kept runs read (--force)."""
-    import sys
-
     from lactchain.runs.delete import delete_runs, human_bytes, plan_delete
 
     if status is not None and status.upper() not in RUN_STATUSES:
@@ -469,12 +473,7 @@ def delete(
             else:
                 console.print(f"would delete {plan.summary()} (--dry-run: nothing deleted)")
             return
-        if not yes:
-            if not sys.stdin.isatty():
-                fail(f"deleting {plan.summary()} needs a yes: add --yes (or look first with --dry-run)")
-            if not typer.confirm(f"delete {plan.summary()}?", default=False):
-                console.print("nothing deleted")
-                raise typer.Exit(1)
+        _ask_or_fail(yes, f"delete {plan.summary()}?", f"deleting {plan.summary()}", "deleted")
         try:
             left = delete_runs(reg, plan)
         except (ValueError, RunNotFound) as exc:  # started, or deleted by someone else, since the plan
@@ -484,6 +483,68 @@ def delete(
         return
     runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
     console.print(f"deleted {runs}, freed {human_bytes(plan.size_bytes)}" if not left else f"deleted {runs}")
+    for line in left:
+        console.print(f"[yellow]could not remove {escape(line)}[/]")
+
+
+def _ask_or_fail(yes: bool, question: str, doing: str, done: str) -> None:
+    """Ask `question` where someone can answer (a no changes nothing: "nothing `done`", exit
+    1); --yes skips it; where nobody can answer, fail ("`doing` needs a yes")."""
+    import sys
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{doing} needs a yes: add --yes (or look first with --dry-run)")
+    if not typer.confirm(question, default=False):
+        console.print(f"nothing {done}")
+        raise typer.Exit(1)
+
+
+@app.command("prune")
+def prune(
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Finished runs to prune: ids or unique prefixes "
+                                                           "(default: every finished run).", metavar="RUN",
+                                                           show_default=False)] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed where nobody can answer).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove the trainer checkpoints of finished runs (`checkpoints/`: the adapter again with
+    optimizer, scheduler and RNG state, kept to resume a stopped run) and keep everything else:
+    adapters, critics, logs, metrics. A KILLED or FAILED run keeps them: it resumes from them."""
+    from lactchain.runs.delete import human_bytes
+    from lactchain.runs.prune import plan_prune, prune_checkpoints
+
+    with _open_existing(db) as reg:
+        try:
+            plan = plan_prune(reg, run_ids or [])
+        except (ValueError, RunNotFound) as exc:
+            fail(str(exc.args[0]) if isinstance(exc, RunNotFound) else str(exc))
+        if not plan.runs:
+            if as_json:
+                print_json({"dry_run": dry_run, "runs": [], "bytes": 0})
+            else:
+                console.print("no finished run keeps trainer checkpoints: nothing to prune")
+            return
+        summary = f"the checkpoints of {len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}, " \
+                  f"{human_bytes(plan.size_bytes)}"
+        if not as_json:
+            console.print(_run_lines(list(plan.runs), sizes=[human_bytes(size) for size in plan.sizes]))
+        if dry_run:
+            if as_json:
+                print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})
+            else:
+                console.print(f"would remove {summary} (--dry-run: nothing removed)")
+            return
+        _ask_or_fail(yes, f"remove {summary}?", f"removing {summary}", "removed")
+        left = prune_checkpoints(reg, plan)
+    if as_json:
+        print_json({"dry_run": False, "runs": plan.ids, "bytes": plan.size_bytes, "folders_left": left})
+        return
+    console.print(f"removed {summary}; their adapters stay" if not left else f"removed the checkpoints' rows of "
+                  f"{len(plan.runs)} runs")
     for line in left:
         console.print(f"[yellow]could not remove {escape(line)}[/]")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
+TRAINER_CHECKPOINTS = "checkpoints"  # a train-actor run's trainer checkpoints: `<run folder>/checkpoints/checkpoint-N`
 
 
 class DamagedCheckpoint(ValueError):

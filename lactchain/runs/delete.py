@@ -78,14 +78,14 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
         for reader in registry.runs_naming(run_id) + _resumed_parent(registry, run):
             if reader not in runs and run_id not in used_by.get(reader, []):
                 used_by.setdefault(reader, []).append(run_id)
-    folders = tuple(folder for folder in (_folder(registry, run) for run in runs.values()) if folder is not None)
+    folders = tuple(folder for folder in (run_folder(registry, run) for run in runs.values()) if folder is not None)
     return DeletePlan(
         runs=tuple(runs.values()),
         children=tuple(run_id for run_id in runs if run_id not in asked),
         active=tuple(run_id for run_id, run in runs.items() if run["status"] in ACTIVE),
         used_by={reader: tuple(gone) for reader, gone in sorted(used_by.items())},
         folders=folders,
-        size_bytes=sum(_size(folder) for folder in folders),
+        size_bytes=sum(folder_size(folder) for folder in folders),
         human_labels=len(registry.pairs(list(runs), labeler="human", status=("labeled", "tie"))) if runs else 0,
     )
 
@@ -115,8 +115,14 @@ def delete_runs(registry: Any, plan: DeletePlan) -> list[str]:
     with registry.transaction():
         for run_id in reversed(plan.ids):  # descendants first: no child is ever orphaned mid-way
             registry.delete_run(run_id)
+    return remove_folders(plan.folders)
+
+
+def remove_folders(folders: Iterable[Path]) -> list[str]:
+    """Remove each folder (a link: the link only, never what it points at); the ones that
+    could not be removed, each with the reason."""
     left: list[str] = []
-    for folder in plan.folders:
+    for folder in folders:
         errors: list[str] = []
         if folder.is_symlink():  # a link a user made: drop the link, never what it points at
             folder.unlink()
@@ -131,8 +137,8 @@ def run_sizes(registry: Any) -> list[tuple[dict[str, Any], int]]:
     """Every run with the bytes its folder holds, biggest first (`runs du`: what to delete)."""
     sized = []
     for run in registry.list_runs():
-        folder = _folder(registry, run)
-        sized.append((run, _size(folder) if folder is not None else 0))
+        folder = run_folder(registry, run)
+        sized.append((run, folder_size(folder) if folder is not None else 0))
     return sorted(sized, key=lambda pair: -pair[1])
 
 
@@ -144,7 +150,7 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def _folder(registry: Any, run: dict[str, Any]) -> Path | None:
+def run_folder(registry: Any, run: dict[str, Any]) -> Path | None:
     """The run's own folder, `<runs_dir>/<kind>-<8 hex>`, when it is there: only a folder
     named as the registry names runs (an id read from a hostile file -- `..`, the registry's
     own file name -- never points the delete anywhere else)."""
@@ -155,7 +161,8 @@ def _folder(registry: Any, run: dict[str, Any]) -> Path | None:
     return folder if folder.is_symlink() or folder.is_dir() else None
 
 
-def _size(folder: Path) -> int:
+def folder_size(folder: Path) -> int:
+    """Bytes of the files under `folder` (a link counts nothing: it is not the run's)."""
     if folder.is_symlink():
         return 0
     total = 0

@@ -684,6 +684,11 @@ class Registry:
                           [run_id, kind])
         return decode_row("artifacts", rows[0]) if rows else None
 
+    def delete_artifacts(self, run_id: str, kind: str) -> int:
+        """Delete the rows of a run's `kind` artifacts (their files are the caller's); how many went."""
+        with self._write() as db:
+            return db.execute("DELETE FROM artifacts WHERE run_id = ? AND kind = ?", [run_id, kind]).rowcount
+
     def prune_artifacts(self, run_id: str, kind: str) -> int:
         """Delete the rows of `kind` artifacts whose files are gone (a trainer rotated its
         old checkpoints away), so no row points at nothing. Returns how many went."""

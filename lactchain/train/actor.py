@@ -58,7 +58,7 @@ from transformers import TrainerCallback  # noqa: E402  (after the env var TRL r
 
 from lactchain.machine import native_bf16  # noqa: E402
 from lactchain.models.actor import ensure_distinct_pad
-from lactchain.runs.checkpoints import seal
+from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS, seal
 from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
     DEFAULT_BETA,
     KL_BETA_RECOMMENDED,
@@ -803,7 +803,7 @@ def train_actor(
             raise ValueError("train_actor needs output_dir= or a run handle")
         output_dir = handle.dir
     out = Path(output_dir)
-    ckpt_dir = out / "checkpoints"
+    ckpt_dir = out / TRAINER_CHECKPOINTS
     if resume_from_checkpoint not in (None, False, True):
         resume_from_checkpoint = str(Path(resume_from_checkpoint))
         if not Path(resume_from_checkpoint).is_dir():

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
 from lactchain.train.actor import (
     ActorTrainingCallback,
     autocast_bf16,
@@ -343,7 +344,7 @@ def _grpo_args(config: TrainActorConfig, task: GRPOTask, out: Path, per_pass: in
 
     k = task.generations
     return GRPOConfig(
-        output_dir=str(out / "checkpoints"), learning_rate=float(config.lr), num_generations=k,
+        output_dir=str(out / TRAINER_CHECKPOINTS), learning_rate=float(config.lr), num_generations=k,
         per_device_train_batch_size=per_pass, gradient_accumulation_steps=passes,
         num_train_epochs=float(config.epochs), max_steps=int(config.max_steps) if config.max_steps else -1,
         num_iterations=int(config.grpo.updates_per_generation),

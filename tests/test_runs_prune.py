@@ -1,0 +1,70 @@
+"""`lactchain runs prune`: a finished run's trainer checkpoints (resume state, not results)
+go, its adapter and everything else stay; a stopped run keeps them (it resumes from them);
+a refusal is one line that removes nothing. Real registry files; the folders as the
+trainers lay them out (tests/test_train_actor.py prunes a real trainer's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import run_cli
+from lactchain.runs.registry import Registry
+
+
+def _actor_run(reg: Registry, status: str) -> str:
+    """A train-actor run with its adapter and two recorded trainer checkpoints, 1000 bytes each."""
+    run_id = reg.create_run("actor", name=f"a {status.lower()} one")
+    folder = reg.run_dir(run_id)
+    (folder / "adapter").mkdir(parents=True)
+    (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"a" * 500)
+    reg.add_artifact(run_id, "adapter", folder / "adapter")
+    for step in (4, 6):
+        checkpoint = folder / "checkpoints" / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "optimizer.pt").write_bytes(b"o" * 1000)
+        reg.add_artifact(run_id, "checkpoint", checkpoint, step=step)
+    reg.end_run(run_id, status)
+    return run_id
+
+
+def test_prune_takes_finished_runs_checkpoints_and_keeps_their_adapters(tmp_path, capsys):
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        done, killed = _actor_run(reg, "FINISHED"), _actor_run(reg, "KILLED")
+    code, out, err = run_cli(["runs", "du", "--db", db], capsys)
+    assert code == 0 and "2.0 KB of it are finished runs' trainer checkpoints" in " ".join(out.split())
+
+    code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert json.loads(out) == {"dry_run": True, "runs": [done], "bytes": 2000}
+    assert (tmp_path / done / "checkpoints").is_dir()  # a dry run removes nothing
+    code, _, err = run_cli(["runs", "prune", "--db", db], capsys)
+    assert code == 2 and "needs a yes: add --yes" in err  # nobody to ask here
+    code, out, err = run_cli(["runs", "prune", "--yes", "--db", db], capsys)
+    assert code == 0, err
+    assert "removed the checkpoints of 1 run, 2.0 KB; their adapters stay" in " ".join(out.split())
+    with Registry(db) as reg:
+        assert reg.artifacts(done, "checkpoint") == [] and reg.latest_artifact(done, "adapter") is not None
+        assert len(reg.artifacts(killed, "checkpoint")) == 2  # the stopped run resumes from them
+    assert not (tmp_path / done / "checkpoints").exists() and (tmp_path / done / "adapter").is_dir()
+    assert (tmp_path / killed / "checkpoints" / "checkpoint-6").is_dir()
+
+    code, out, _ = run_cli(["runs", "prune", "--yes", "--db", db], capsys)
+    assert code == 0 and "nothing to prune" in out
+
+
+def test_a_stopped_run_named_is_refused_and_a_linked_folder_loses_only_its_link(tmp_path, capsys):
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        done, killed = _actor_run(reg, "FINISHED"), _actor_run(reg, "KILLED")
+    code, _, err = run_cli(["runs", "prune", killed, "--yes", "--db", db], capsys)
+    assert code == 2 and f"{killed} is KILLED: its checkpoints are what `lactchain runs resume`" in " ".join(
+        err.split())
+    assert (tmp_path / killed / "checkpoints").is_dir()
+    elsewhere = tmp_path / "kept-elsewhere"
+    (tmp_path / done / "checkpoints").rename(elsewhere)
+    (tmp_path / done / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    code, _, err = run_cli(["runs", "prune", done, "--yes", "--db", db], capsys)
+    assert code == 0, err
+    assert not (tmp_path / done / "checkpoints").exists() and (elsewhere / "checkpoint-6" / "optimizer.pt").is_file()
