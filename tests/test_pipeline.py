@@ -196,6 +196,13 @@ def test_the_loops_per_loss_settings_are_the_trainers_own_parts():
         .preference.rpo_alpha == 0.0  # plain DPO when asked
     older = PipelineConfig.from_params({**base, "loss": "rft", "cpo_alpha": 0.0, "rpo_alpha": 0.0})
     assert older.simpo.cpo_alpha is None and older.preference.rpo_alpha is None
+    # no periodic trainer checkpoints in a phase: a stopped pipeline redoes the phase, never reads them
+    from lactchain.loop.config import LOOP_SAVE_STEPS
+
+    for loss in ("simpo", "dpo", "kto", "grpo"):
+        assert trainer_config(PipelineConfig.from_params({**base, "loss": loss}), seed=0).save_steps == LOOP_SAVE_STEPS
+    rft = trainer_config(PipelineConfig.from_params({**base, "loss": "rft"}), seed=0)
+    assert rft.save_steps == type(rft)().save_steps  # rft reads no save_steps: left at its default
 
 
 def test_the_loop_trains_in_bf16_only_where_bf16_is_native():

@@ -344,12 +344,19 @@ def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:
     return {name: value for name, value in parts.items() if name in LOSS_SETTINGS[cfg.loss]}
 
 
+# The loop's train-actor phases save no trainer checkpoints: a stopped pipeline redoes its
+# unfinished phase from its seeds, so they were never read (73 MB a phase on SmolLM2, written
+# every 25 steps with their SHA-256 manifest).
+LOOP_SAVE_STEPS = 10**9
+
+
 def trainer_config(cfg: PipelineConfig, seed: int) -> TrainActorConfig:
     """train-actor's config in the loop: the loop's per-loss parts as they are (its check
-    left another loss's settings at their defaults), its epochs, lr and batch size; rft
-    trains fp32."""
+    left another loss's settings at their defaults), its epochs, lr and batch size, no
+    periodic checkpoints; rft trains fp32 (and never checkpoints)."""
     return TrainActorConfig(loss=cfg.loss, epochs=cfg.actor_epochs, lr=cfg.actor_lr, batch_size=cfg.actor_batch_size,
                             batch_tokens=cfg.actor_batch_tokens,
                             seed=seed, bf16=None if cfg.loss == "rft" else cfg.train_bf16,
                             torch_compile=None if cfg.loss == "grpo" else cfg.train_compile,
+                            **({} if cfg.loss == "rft" else {"save_steps": LOOP_SAVE_STEPS}),
                             preference=cfg.preference.replace(), simpo=cfg.simpo.replace(), grpo=cfg.grpo.replace())
