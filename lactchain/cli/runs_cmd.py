@@ -465,40 +465,51 @@ def delete(
         problem = plan.problem(children=children, force=force)
         if problem:
             fail(problem)
-        if not as_json:
-            console.print(_run_lines(list(plan.runs)))
-        if dry_run:
-            if as_json:
-                print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})
-            else:
-                console.print(f"would delete {plan.summary()} (--dry-run: nothing deleted)")
+        if not _go_ahead(plan, plan.summary(), None, ("delete", "deleting", "deleted"), yes, dry_run, as_json):
             return
-        _ask_or_fail(yes, f"delete {plan.summary()}?", f"deleting {plan.summary()}", "deleted")
         try:
             left = delete_runs(reg, plan)
         except (ValueError, RunNotFound) as exc:  # started, or deleted by someone else, since the plan
             fail(str(exc))
+    runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
+    _report(plan, left, f"deleted {runs}, freed {human_bytes(plan.size_bytes)}" if not left else f"deleted {runs}",
+            as_json)
+
+
+def _go_ahead(plan: Any, summary: str, sizes: list[str] | None, verbs: tuple[str, str, str], yes: bool,
+              dry_run: bool, as_json: bool) -> bool:
+    """List the plan's runs; then a dry run says what would go (False), else ask where
+    someone can answer (a no: "nothing deleted", exit 1) or fail where nobody can, unless
+    --yes (True: go ahead). `verbs`: ("delete", "deleting", "deleted")."""
+    import sys
+
+    verb, doing, done = verbs
+    if not as_json:
+        console.print(_run_lines(list(plan.runs), sizes=sizes))
+    if dry_run:
+        if as_json:
+            print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})
+        else:
+            console.print(f"would {verb} {summary} (--dry-run: nothing {done})")
+        return False
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        fail(f"{doing} {summary} needs a yes: add --yes (or look first with --dry-run)")
+    if not typer.confirm(f"{verb} {summary}?", default=False):
+        console.print(f"nothing {done}")
+        raise typer.Exit(1)
+    return True
+
+
+def _report(plan: Any, left: list[str], done_line: str, as_json: bool) -> None:
+    """What a delete or a prune did: JSON, or `done_line` and the folders it could not remove."""
     if as_json:
         print_json({"dry_run": False, "runs": plan.ids, "bytes": plan.size_bytes, "folders_left": left})
         return
-    runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
-    console.print(f"deleted {runs}, freed {human_bytes(plan.size_bytes)}" if not left else f"deleted {runs}")
+    console.print(done_line)
     for line in left:
         console.print(f"[yellow]could not remove {escape(line)}[/]")
-
-
-def _ask_or_fail(yes: bool, question: str, doing: str, done: str) -> None:
-    """Ask `question` where someone can answer (a no changes nothing: "nothing `done`", exit
-    1); --yes skips it; where nobody can answer, fail ("`doing` needs a yes")."""
-    import sys
-
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        fail(f"{doing} needs a yes: add --yes (or look first with --dry-run)")
-    if not typer.confirm(question, default=False):
-        console.print(f"nothing {done}")
-        raise typer.Exit(1)
 
 
 @app.command("prune")
@@ -530,23 +541,12 @@ def prune(
             return
         summary = f"the checkpoints of {len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}, " \
                   f"{human_bytes(plan.size_bytes)}"
-        if not as_json:
-            console.print(_run_lines(list(plan.runs), sizes=[human_bytes(size) for size in plan.sizes]))
-        if dry_run:
-            if as_json:
-                print_json({"dry_run": True, "runs": plan.ids, "bytes": plan.size_bytes})
-            else:
-                console.print(f"would remove {summary} (--dry-run: nothing removed)")
+        sizes = [human_bytes(size) for size in plan.sizes]
+        if not _go_ahead(plan, summary, sizes, ("remove", "removing", "removed"), yes, dry_run, as_json):
             return
-        _ask_or_fail(yes, f"remove {summary}?", f"removing {summary}", "removed")
         left = prune_checkpoints(reg, plan)
-    if as_json:
-        print_json({"dry_run": False, "runs": plan.ids, "bytes": plan.size_bytes, "folders_left": left})
-        return
-    console.print(f"removed {summary}; their adapters stay" if not left else f"removed the checkpoints' rows of "
-                  f"{len(plan.runs)} runs")
-    for line in left:
-        console.print(f"[yellow]could not remove {escape(line)}[/]")
+    _report(plan, left, f"removed {summary}; their adapters stay" if not left else
+            f"removed the checkpoints' rows of {len(plan.runs)} runs", as_json)
 
 
 @app.command("export")
