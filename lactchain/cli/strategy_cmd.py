@@ -3,12 +3,12 @@ the saved versions ranked by the score a search gave them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from lactchain.cli.common import DbOption, JsonOption, console, open_registry, print_json, shown
+from lactchain.cli.common import DbOption, JsonOption, console, fail, open_registry, print_json, shown
 
 app = typer.Typer(help="The strategy prompt: search it, list its versions.", no_args_is_help=True)
 
@@ -28,24 +28,48 @@ def render_search(result: dict[str, Any]) -> None:
 
 def versions_cmd(
     db: DbOption = None,
+    source: Optional[str] = typer.Option(None, "--from", metavar="RUN", help="Only the versions this strategy search "
+                                         "saved (a benchmark: its cells' too). A score is a search's own: its world "
+                                         "and training states."),
     limit: int = typer.Option(20, "--limit", min=1, max=10_000, help="Versions to show."),
     as_json: JsonOption = False,
 ) -> None:
-    """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first."""
+    """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first
+    (each with the world its search scored it on)."""
+    from lactchain.runs.registry import RunNotFound
     from lactchain.strategy.strategies import ranked_versions
 
     with open_registry(db) as registry:
-        rows = ranked_versions(registry.prompts())[:limit]
+        rows = registry.prompts()
+        if source is not None:
+            try:
+                run = registry.get_run(source)
+            except RunNotFound as exc:
+                fail(f"--from {source}: {exc.args[0]}")
+            searches = {run["id"], *(child["id"] for child in registry.descendants([run["id"]]))}
+            rows = [r for r in rows if r.get("run_id") in searches]
+            if not rows:
+                fail(f"--from {source}: run {run['id']} ({run['kind']}) saved no strategy version")
+        rows = ranked_versions(rows)[:limit]
+        worlds = {run_id: _world(registry.params(run_id)) for run_id in {r["run_id"] for r in rows if r.get("run_id")}}
     if as_json:
-        print_json([{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")} for r in rows])
+        print_json([{**{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")},
+                     "world": worlds.get(r.get("run_id"))} for r in rows])
         return
     table = Table(title="strategy versions (--strategy VERSION)")
-    for column in ("ver", "score", "from", "note", "text"):
+    for column in ("ver", "score", "on", "from", "note", "text"):
         table.add_column(column)
     for r in rows:
-        table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}", shown(r.get("run_id") or ""),
+        table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}",
+                      shown(worlds.get(r.get("run_id")) or ""), shown(r.get("run_id") or ""),
                       shown(r.get("note") or ""), shown(" ".join((r.get("text") or "").split())[:60]))
     console.print(table)
+
+
+def _world(params: dict[str, Any]) -> str:
+    """Where a search scored its versions: the env, and its scene where it has one ('grid flat')."""
+    env = str(params.get("env") or "grid")
+    return f"{env} {params['scene']}" if params.get("scene") else env
 
 
 def _register() -> None:

@@ -65,14 +65,7 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
     for run_id in run_ids:
         run = registry.get_run(run_id)
         asked.setdefault(str(run["id"]), run)
-    runs = dict(asked)
-    frontier = list(asked)
-    while frontier:  # descendants, breadth first
-        child_rows = registry.list_runs(parent_id=frontier.pop(0))
-        for child in child_rows:
-            if str(child["id"]) not in runs:
-                runs[str(child["id"])] = child
-                frontier.append(str(child["id"]))
+    runs = {**asked, **{str(child["id"]): child for child in registry.descendants(asked)}}
     used_by: dict[str, list[str]] = {}
     for run_id, run in runs.items():
         for reader in registry.runs_naming(run_id) + _resumed_parent(registry, run):

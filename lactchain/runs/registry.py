@@ -539,6 +539,19 @@ class Registry:
             self._require_run(db, run_id)
             db.execute("DELETE FROM runs WHERE id = ?", [run_id])
 
+    def descendants(self, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """Every run below `run_ids` (their children, theirs, ...), breadth first, each once
+        (a pipeline's phases, a benchmark's cells, the runs resumed from them)."""
+        seen, out = set(run_ids), []
+        frontier = list(seen)
+        while frontier:
+            for child in self.list_runs(parent_id=frontier.pop(0)):
+                if child["id"] not in seen:
+                    seen.add(child["id"])
+                    out.append(child)
+                    frontier.append(child["id"])
+        return out
+
     def runs_naming(self, text: str) -> list[str]:
         """Ids of the runs whose params or artifact paths contain `text` -- given a run id,
         the runs that read that run (its critic, adapter, pairs, archive, checkpoint)."""
