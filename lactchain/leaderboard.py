@@ -30,12 +30,14 @@ from lactchain.envs.world import STATE_TEXT_DEFAULT
 # (column title, row key): the CLI's table and the console's Board tab.
 COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
            ("optimal ratio", "mean_optimal_ratio"), ("exact E(return)", "greedy_expected_return"),
-           ("train env steps", "train_env_steps"), ("actions", "max_actions"), ("run", "run_id"))
+           ("train env steps", "train_env_steps"), ("actions", "max_actions"), ("run", "run_id"),
+           ("evals", "evaluations"))
+MEASURED = ("success_rate", "mean_return", "mean_optimal_ratio", "greedy_expected_return", "states")
 
 
 def _row(agent: str, kind: str, metrics: dict[str, Any], run_id: str | None, train_env_steps: Any,
          max_actions: Any, source: str = "") -> dict[str, Any]:
-    return {"agent": agent, "kind": kind, "run_id": run_id, "source": source,
+    return {"agent": agent, "kind": kind, "run_id": run_id, "source": source, "evaluations": None,
             "success_rate": metrics.get("success_rate"), "mean_return": metrics.get("mean_return"),
             "mean_optimal_ratio": metrics.get("mean_optimal_ratio"),
             "greedy_expected_return": metrics.get("greedy_expected_return"),
@@ -127,6 +129,7 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
         steps = _loop_env_steps(registry, run, parent) if parent is not None else None
         rows.append(_row(label, "llm", metrics, run["id"], steps,
                          params.get("max_actions") or (parent or {}).get("eval_max_actions"), source))
+    rows = _merge_repeats(rows)
     if not rows:
         raise ValueError(f"no agents evaluated on {name} in this registry: train one with "
                          f"`lactchain baselines train --env {name}` or evaluate an actor with "
@@ -136,6 +139,26 @@ def leaderboard(registry: Any, env: str) -> list[dict[str, Any]]:
     rows.append(_row("optimum (oracle)", "reference", evaluate_agent(table, SolverAgent(table)), None,
                      None, table.max_actions))
     return sorted(rows, key=_rank, reverse=True)
+
+
+def _merge_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row for an untrained actor measured again and again with the same numbers (every
+    pipeline's baseline evaluation: the same greedy answers), counting its evaluations;
+    trained actors stay a row each, however alike."""
+    kept: dict[tuple[Any, ...], dict[str, Any]] = {}
+    out = []
+    for row in rows:
+        zero_shot = row["kind"] == "llm" and "zero-shot" in row["agent"] and not row["train_env_steps"]
+        key = (row["agent"], row["max_actions"], *(row.get(k) for k in MEASURED))
+        if zero_shot and key in kept:
+            kept[key]["evaluations"] += 1
+            continue
+        if row["kind"] == "llm":
+            row["evaluations"] = 1
+            if zero_shot:
+                kept[key] = row
+        out.append(row)
+    return out
 
 
 def _rank(row: dict[str, Any]) -> float:

@@ -85,7 +85,8 @@ def test_a_pipelines_evaluations_on_another_scene_stay_off_the_grids_board(tmp_p
 def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_its_rollouts(tmp_path):
     """One board compares methods: a pipeline's evaluation is named by its loss, a lone
     `lactchain evaluate --adapter` by its adapter folder's lab metadata (a folder or a run
-    id); GRPO rewarded by the env collects nothing, so its env steps are its rollouts'."""
+    id); GRPO rewarded by the env collects nothing, so its env steps are its rollouts'; the
+    untrained actor's repeated baseline is one row that counts its evaluations."""
     from lactchain.artifact_checks import ADAPTER_META
     from lactchain.leaderboard import leaderboard
 
@@ -113,7 +114,12 @@ def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_it
     evaluation(0.8, {"adapter": trained})
     evaluation(0.7, {"adapter": adapter("c", {"loss": "kto"})})
     evaluation(0.6, {"adapter": adapter("d", None)})  # nothing says how it was trained
+    evaluation(0.6, {"adapter": adapter("e", None)})  # a trained actor as good as another: its own row
+    for _ in range(3):  # every pipeline's baseline: the untrained actor's same greedy answers again
+        evaluation(0.1, {"adapter": None}, parent=reg.create_run("pipeline", params={"env": "grid", "actor": "tiny"}))
+    evaluation(0.2, {"adapter": None})  # measured otherwise (another --max-actions, say): its own row
     rows = [r for r in leaderboard(reg, "grid") if r["kind"] == "llm"]
-    assert [r["agent"] for r in rows] == ["tiny + grpo adapter", "tiny + simpo adapter", "tiny + kto adapter",
-                                          "tiny + adapter"]
+    assert [(r["agent"], r["evaluations"]) for r in rows] == [
+        ("tiny + grpo adapter", 1), ("tiny + simpo adapter", 1), ("tiny + kto adapter", 1), ("tiny + adapter", 1),
+        ("tiny + adapter", 1), ("tiny zero-shot", 1), ("tiny zero-shot", 3)]
     assert rows[0]["train_env_steps"] == 3584 and rows[1]["train_env_steps"] is None
