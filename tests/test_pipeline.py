@@ -68,6 +68,25 @@ def test_a_pipeline_run_id_names_its_trained_adapter(pipeline_run):
     assert plan.problem(children=False, force=True) is None
 
 
+def test_a_pipeline_from_before_pipelines_named_their_adapter_resolves_by_its_saved_state(pipeline_run, tmp_path):
+    """Registries hold pipelines made before the `adapter` artifact: their id still gives the
+    adapter their saved loop state goes on from (while its folder is there)."""
+    from lactchain.jobs.checks import resolve_adapter
+    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
+
+    _, out, _ = pipeline_run
+    reg = Registry(tmp_path / "registry.db")
+    older = reg.create_run("pipeline", name="made before", params={"actor": "tiny"})
+    state = reg.run_dir(older) / STATE_FILE
+    state.write_text(json.dumps({"phases": [], "adapter": out["adapter"]}))
+    reg.add_artifact(older, STATE_KIND, state)
+    reg.end_run(older, "FINISHED")
+    assert resolve_adapter(reg, older, base="tiny") == out["adapter"]
+    state.write_text(json.dumps({"phases": [], "adapter": str(tmp_path / "gone")}))
+    with pytest.raises(ValueError, match="has no saved adapter"):
+        resolve_adapter(reg, older)
+
+
 def test_the_pipelines_table_ends_with_how_to_use_its_adapter(pipeline_run):
     from lactchain.cli.common import console
     from lactchain.cli.pipeline_cmd import render_pipeline

@@ -49,7 +49,7 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
         path = str(Path(spec))
     else:
         run = run_of_kind(registry, "--adapter", spec)
-        art = registry.latest_artifact(run["id"], "adapter")
+        art = registry.latest_artifact(run["id"], "adapter") or _saved_state_adapter(registry, run)
         if art is None:
             raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved "
                               f"adapter{_children_with_adapters(registry, run['id'])}")
@@ -61,9 +61,24 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     return path
 
 
+def _saved_state_adapter(registry: Any, run: dict[str, Any]) -> dict[str, Any] | None:
+    """A pipeline run made before pipelines named their adapter (an `adapter` artifact): the
+    adapter its saved loop state goes on from, where that folder is still there."""
+    if run["kind"] != "pipeline":
+        return None
+    from lactchain.loop.bookkeeping import load_state
+
+    try:
+        adapter = (load_state(registry, run["id"]) or {}).get("adapter")
+    except ValueError:  # an unreadable state file: as if it named none
+        return None
+    return {"path": adapter} if adapter and Path(adapter).is_dir() else None
+
+
 def _children_with_adapters(registry: Any, run_id: str, shown: int = 3) -> str:
     """"; its child runs that have one: ..." (a comparison's cells, a pipeline's phases), or ""."""
-    have = [c["id"] for c in registry.list_runs(parent_id=run_id) if registry.latest_artifact(c["id"], "adapter")]
+    have = [c["id"] for c in registry.list_runs(parent_id=run_id)
+            if registry.latest_artifact(c["id"], "adapter") or _saved_state_adapter(registry, c)]
     if not have:
         return ""
     more = f" and {len(have) - shown} more" if len(have) > shown else ""
