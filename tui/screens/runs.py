@@ -637,7 +637,7 @@ class RunsScreen(RunControls, BaseScreen):
             self.notify("select a run first", severity="warning")
             return
         arts = [a for a in self.detail["artifacts"] if a.get("kind") == "adapter"]
-        if not arts:
+        if not arts and self.detail["run"].get("kind") != "pipeline":  # an older pipeline: its saved state's
             self.notify(f"run {self.selected_id} has no adapter artifact", severity="warning")
             return
         base = self.detail["params"].get("actor") or self.app.actor_spec
