@@ -157,6 +157,25 @@ async def test_overlay_and_load_adapter(make_app, registry):
         assert calls == [("tiny", a)]
 
 
+async def test_a_on_a_pipeline_loads_its_actor_even_one_made_before_the_adapter_artifact(make_app, registry):
+    """A pipeline's adapter may be named only by its saved loop state (made before pipelines
+    recorded an `adapter` artifact): `a` hands its id to the loader, which resolves it."""
+    pipeline = add_run(registry, "pipeline", params={"actor": "tiny"})
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        screen = app.screen
+        screen.query_one("#runs-table", DataTable).focus()
+        await settle(app, pilot)
+        assert screen.selected_id == pipeline
+        calls = []
+        app.load_actor = lambda spec, adapter=None: calls.append((spec, adapter))
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert calls == [("tiny", pipeline)] and app.current_mode == "lab"
+
+
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
     """The console's --adapter (and `a` on Runs) goes through the CLI's check: a pipeline's id
     gives its latest adapter, a run without one (naming its children that have one) and an
