@@ -37,7 +37,7 @@ def versions_cmd(
     """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first
     (each with the world its search scored it on)."""
     from lactchain.runs.registry import RunNotFound
-    from lactchain.strategy.strategies import ranked_versions
+    from lactchain.strategy.strategies import ranked_versions, search_worlds
 
     with open_registry(db) as registry:
         rows = registry.prompts()
@@ -51,7 +51,7 @@ def versions_cmd(
             if not rows:
                 fail(f"--from {source}: run {run['id']} ({run['kind']}) saved no strategy version")
         rows = ranked_versions(rows)[:limit]
-        worlds = {run_id: _world(registry.params(run_id)) for run_id in {r["run_id"] for r in rows if r.get("run_id")}}
+        worlds = search_worlds(registry, rows)
     if as_json:
         print_json([{**{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")},
                      "world": worlds.get(r.get("run_id"))} for r in rows])
@@ -64,12 +64,6 @@ def versions_cmd(
                       shown(worlds.get(r.get("run_id")) or ""), shown(r.get("run_id") or ""),
                       shown(r.get("note") or ""), shown(" ".join((r.get("text") or "").split())[:60]))
     console.print(table)
-
-
-def _world(params: dict[str, Any]) -> str:
-    """Where a search scored its versions: the env, and its scene where it has one ('grid flat')."""
-    env = str(params.get("env") or "grid")
-    return f"{env} {params['scene']}" if params.get("scene") else env
 
 
 def _register() -> None:

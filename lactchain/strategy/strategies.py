@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lactchain.envs.catalog import make_env
+from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.prompts import DEFAULT_STRATEGY, PromptError, PromptSpec, validate_strategy
 
 MAX_FILE_BYTES = 1_000_000
@@ -94,6 +94,19 @@ def evaluated_scores(registry: Any) -> dict[int, tuple[float, int]]:
         if isinstance(rate, (int, float)):
             out[version] = (float(rate), int(states or 0))
     return out
+
+
+def search_worlds(registry: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Where each search among `rows` scored its versions: run id -> its env, and its scene
+    where it has one ('grid flat'). Scores of different worlds do not compare."""
+    worlds = {}
+    for run_id in {r["run_id"] for r in rows if r.get("run_id")}:
+        params = registry.params(run_id)
+        if not params:  # the search run was deleted: its versions stay, their world unknown
+            continue
+        env = str(params.get("env") or DEFAULT_ENV)
+        worlds[run_id] = f"{env} {params['scene']}" if params.get("scene") else env
+    return worlds
 
 
 def ranked_versions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -170,6 +170,24 @@ async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, 
         assert [str(r[1]) for r in rows] == ["", "0.75", "0.25"]
 
 
+async def test_the_editor_lists_the_searches_of_the_env_it_plays_and_names_their_scene(make_app, registry):
+    """A score is a search's own world: on the grid the editor lists the grid searches'
+    versions (a scene's named in its note) and hand-saved ones, never a Blackjack search's."""
+    flat = registry.create_run("strategy", params={"env": "grid", "scene": "flat"})
+    cards = registry.create_run("strategy", params={"env": "blackjack"})
+    mine = registry.save_prompt("Mine, saved by hand.")
+    on_flat = registry.save_prompt("Searched on flat.", score=0.5, run_id=flat, note="edits, round 1")
+    registry.save_prompt("Searched on Blackjack.", score=0.9, run_id=cards)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        await settle(app, pilot)
+        table = editor.query_one("#strategy-versions", DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert [str(r[0]).strip() for r in rows] == [str(mine), str(on_flat)]
+        assert str(rows[1][3]) == "flat: edits, round 1"
+
+
 async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
     """The Strategy search form (a command of the `strategy` group) mounts, previews and
     launches `lactchain strategy search ...`."""

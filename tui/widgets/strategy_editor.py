@@ -15,7 +15,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from lactchain.prompts import PromptError, validate_strategy
-from lactchain.strategy.strategies import evaluated_scores, ranked_versions
+from lactchain.strategy.strategies import evaluated_scores, ranked_versions, search_worlds
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 from tui.widgets.tables import plain_cells
@@ -237,17 +237,22 @@ class StrategyEditor(Vertical):
     @work(exclusive=True, group="strategy-versions")
     async def refresh_versions(self) -> None:
         try:
-            rows, evaluated = await self.app.registry.call(lambda reg: (list(reg.prompts()), evaluated_scores(reg)))
+            rows, evaluated, worlds = await self.app.registry.call(
+                lambda reg: (rows := list(reg.prompts()), evaluated_scores(reg), search_worlds(reg, rows)))
         except Exception as exc:  # noqa: BLE001
             self.say(f"versions unavailable: {exc}", "error")
             return
-        self.versions = ranked_versions([dict(r) for r in rows])  # hand-saved newest first, then a search's best first
+        env = self.app.lab_session.env_name  # a search on another env scored its versions for that env only
+        rows = [dict(r) for r in rows if worlds.get(r.get("run_id") or "", env).split()[0] == env]
+        self.versions = ranked_versions(rows)  # hand-saved newest first, then a search's best first
         table = self.query_one("#strategy-versions", DataTable)
         table.clear()
         for r in self.versions:
             mark = "●" if r["version"] == self.live_version else " "
             first_line = (r.get("text") or "").strip().splitlines()[:1]
             note = r.get("note") or (first_line[0] if first_line else "")
+            world = worlds.get(r.get("run_id") or "", env).split()
+            note = f"{world[1]}: {note}" if len(world) > 1 else note  # scored on a scene: say which
             score = "" if r.get("score") is None else f"{r['score']:.2f}"
             if not score and r["version"] in evaluated:  # a hand-saved version: its newest evaluation
                 rate, n = evaluated[r["version"]]
