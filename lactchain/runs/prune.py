@@ -19,8 +19,9 @@ from typing import Any, Iterable
 from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
 from lactchain.runs.delete import folder_size, remove_folders, run_folder
 from lactchain.runs.lifecycle import reap_dead_runs
+from lactchain.runs.resume import CHECKPOINTS
 
-CHECKPOINT_KIND = "checkpoint"  # the artifact kind a trainer's checkpoints are recorded as
+CHECKPOINT_KIND = CHECKPOINTS["actor"]  # the artifact kind a trainer's checkpoints are recorded as
 
 
 @dataclass(frozen=True)
