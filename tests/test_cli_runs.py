@@ -389,3 +389,20 @@ def test_every_tag_lactchain_writes_is_one_a_user_cannot_overwrite():
 
     assert all(is_system_tag(key) for key in (GENERATION_TAG, REPLICAS_TAG, RESUMES_TAG, "warning", *code_tags()))
     assert not is_system_tag(NOTE_TAG)
+
+
+def test_every_kind_of_run_a_job_makes_is_one_runs_list_and_delete_take(tmp_path, capsys):
+    """`--kind` checks against the schema's list: a job's kind missing there (strategy was)
+    made `runs list --kind strategy` refuse runs the registry holds."""
+    from cli_helpers import run_cli
+
+    from lactchain.jobs.table import JOBS
+    from lactchain.runs.schema import RUN_KINDS
+
+    assert {job.kind for job in JOBS.values()} <= set(RUN_KINDS)
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        search = reg.create_run("strategy", name="a search")
+    code, out, err = run_cli(["runs", "list", "--kind", "strategy", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert [r["id"] for r in json.loads(out)] == [search]

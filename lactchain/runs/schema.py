@@ -27,7 +27,7 @@ LABELERS = ("critic", "rollout", "oracle", "human", "llm", "episodes")
 PAIR_STATUSES = ("pending", "labeled", "skipped", "tie")
 # Not enforced (new kinds need no migration); listed so callers share spellings.
 RUN_KINDS = ("play", "critic", "pairs", "actor", "eval", "pipeline", "labels", "rollout", "collect", "judge", "reward", "agents",
-             "baseline", "archive", "dt", "dt-eval", "bench")
+             "baseline", "archive", "dt", "dt-eval", "bench", "strategy")
 ARTIFACT_KINDS = ("checkpoint", "adapter", "dataset", "critic", "dt")
 # Tags lactchain writes itself (engine.GENERATION_TAG / REPLICAS_TAG, runs.resume.RESUMES_TAG,
 # a trainer's warning, machine.code_tags' code.*): a user's own tags (`runs tag`, the console's
