@@ -406,3 +406,22 @@ def test_every_kind_of_run_a_job_makes_is_one_runs_list_and_delete_take(tmp_path
     code, out, err = run_cli(["runs", "list", "--kind", "strategy", "--json", "--db", db], capsys)
     assert code == 0, err
     assert [r["id"] for r in json.loads(out)] == [search]
+
+
+def test_logs_of_a_run_that_logged_into_its_parents_log_names_that_log(tmp_path, capsys):
+    """A benchmark's cells and a pipeline's phases write into the detached parent's log."""
+    from cli_helpers import run_cli
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        bench = reg.create_run("strategy", name="bench strategy")
+        (reg.run_dir(bench) / "log.txt").write_text("cell 1/9 edits-seed0: held-out 0.018 -> 0.018\n")
+        cell = reg.create_run("strategy", name="cell", parent_id=bench)
+        alone = reg.create_run("eval", name="in the foreground")
+    code, _, err = run_cli(["runs", "logs", cell, "--db", db], capsys)
+    assert code == 2 and f"it ran inside {bench}, whose log holds its lines: lactchain runs logs {bench}" in " ".join(
+        err.split())
+    code, out, _ = run_cli(["runs", "logs", bench, "--db", db], capsys)
+    assert code == 0 and "cell 1/9 edits-seed0" in out
+    code, _, err = run_cli(["runs", "logs", alone, "--db", db], capsys)
+    assert code == 2 and "only detached runs write one" in err and "ran inside" not in err

@@ -295,7 +295,11 @@ def logs(
         run = _get_run(reg, run_id)
         log_path = Path(run.get("log_path") or reg.run_dir(run["id"]) / "log.txt")
         if not log_path.exists():
-            fail(f"run {run['id']} has no log at {log_path} (only detached runs write one)")
+            parent = reg.get_run(run["parent_id"]) if run.get("parent_id") else None
+            parent_log = parent and Path(parent.get("log_path") or reg.run_dir(parent["id"]) / "log.txt")
+            inside = (f"; it ran inside {parent['id']}, whose log holds its lines: lactchain runs logs {parent['id']}"
+                      if parent_log and parent_log.exists() else "")
+            fail(f"run {run['id']} has no log at {log_path} (only detached runs write one){inside}")
         with open(log_path, "r", errors="replace") as fh:
             lines = fh.readlines()
             # A log holds what the job printed, stored text included: escapes are shown, not obeyed.
