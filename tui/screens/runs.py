@@ -368,7 +368,10 @@ class RunsScreen(RunControls, BaseScreen):
             select.set_options([(k, k) for k in keys])
             if current is not Select.NULL:
                 select.value = current
-        self.query_one("#run-log", LogTail).follow(run.get("log_path"), placeholder="(this run has no log)")
+        parent = run.get("parent_id")
+        self.query_one("#run-log", LogTail).follow(run.get("log_path"), placeholder=(
+            f"(this run has no log of its own: it ran inside {parent}, whose log holds its lines)" if parent
+            else "(this run has no log)"))
 
     @on(TabbedContent.TabActivated, "#runs-tabs")
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
