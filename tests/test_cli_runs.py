@@ -425,3 +425,29 @@ def test_logs_of_a_run_that_logged_into_its_parents_log_names_that_log(tmp_path,
     assert code == 0 and "cell 1/9 edits-seed0" in out
     code, _, err = run_cli(["runs", "logs", alone, "--db", db], capsys)
     assert code == 2 and "only detached runs write one" in err and "ran inside" not in err
+
+
+@pytest.mark.parametrize("process", ["detached", "foreground"])
+def test_resuming_a_benchmarks_cell_on_its_own_is_refused_naming_the_benchmark(tmp_path, capsys, process):
+    """A cell runs inside its benchmark's process and records that command line: resumed
+    alone it would rerun the whole benchmark under the cell's id (it once started a job that
+    failed at once). The refusal names the run to resume instead, and starts nothing."""
+    from cli_helpers import run_cli
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        bench = reg.create_run("strategy", name="bench strategy")
+        cmd = (["python", "-m", "lactchain.jobs", "bench strategy", "config.json", "--run-id", bench]
+               if process == "detached" else ["lactchain", "bench", "strategy", "--seeds", "0,1"])
+        reg.update_run(bench, cmd=cmd)
+        cell = reg.create_run("strategy", name="bench strategy cell edits-seed1", parent_id=bench, cmd=cmd)
+        search = reg.run_dir(cell) / "search.json"
+        search.write_text("{}")
+        reg.add_artifact(cell, "strategy-search", search)
+        for run_id in (cell, bench):
+            reg.end_run(run_id, "FAILED")
+    code, _, err = run_cli(["runs", "resume", cell, "--db", db], capsys)
+    assert code == 2 and f"ran inside {bench}, as a part of it: resume that (`lactchain runs resume {bench}`)" in \
+        " ".join(err.split())
+    with Registry(db) as reg:
+        assert len(reg.list_runs()) == 2  # nothing started
