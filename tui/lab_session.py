@@ -135,6 +135,11 @@ class LabSession:
         self._info: dict[str, Any] = {}
         self.reset()
 
+    def console_key(self, name: str) -> str:
+        """Where the console remembers `name` for this env (a strategy for the grid means
+        nothing to Blackjack): `name` on the grid, `name_<env>` elsewhere."""
+        return name if self.is_grid else f"{name}_{self.env_name}"
+
     def critic_fits(self, critic: Any) -> bool:
         """A critic gives values only for the env it was trained on (its `env_name`)."""
         return critic is not None and getattr(critic, "env_name", DEFAULT_ENV) == self.env_name

@@ -233,7 +233,7 @@ async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make
     """Typed, neither saved nor applied, then the console ends (quit, crash, a dropped SSH
     connection): the next session's editor holds that text again, not applied; once it is
     saved there is no draft to bring back."""
-    from tui.screens.lab import DRAFT_SAVE_S
+    from tui.widgets.strategy_editor import DRAFT_SAVE_S
 
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -21,7 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, ProgressBar, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import DataTable, ProgressBar, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from lactchain.envs.catalog import EnvState
@@ -35,13 +35,10 @@ from tui.widgets.critic_pane import CriticPane
 from tui.widgets.env_view import append_decoding, append_progress, deal_status, view_for
 from tui.widgets.grid import GridModel, GridView, fit_cell_width, grid_values
 from tui import console_state
-from tui.widgets.strategy_editor import StrategyEditor
+from tui.widgets.strategy_editor import DRAFT_KEY, StrategyEditor
 from tui.widgets.tables import plain_cells
 from tui.widgets.topbar import TopBar
 from tui.widgets.footer import FittedFooter
-
-
-DRAFT_SAVE_S = 1.0  # the editor's unsaved text is kept this long after the last keystroke
 
 
 class LabScreen(BaseScreen):
@@ -55,8 +52,6 @@ class LabScreen(BaseScreen):
         self._sampling = False  # a candidates worker is generating
         self._critic_values: dict | None = None
         self._tab_restored = False  # the last session's tab is shown before tab changes are remembered
-        self._draft_timer: Any = None  # the pending save of the editor's unsaved text ...
-        self._draft_pending: Any = None  # ... and what it saves
 
     @property
     def session(self):  # noqa: ANN201
@@ -128,7 +123,8 @@ class LabScreen(BaseScreen):
 
     async def env_changed(self) -> None:
         """The app switched the Lab's env (a new `LabSession`): swap the env pane, start over."""
-        self.flush_draft()  # the last env's text, typed under a second ago
+        for editor in self.query(StrategyEditor):
+            editor.flush_draft()  # the last env's text, typed under a second ago
         self._stop_worker()
         self._sampling, self._critic_values, self.show_values = False, None, False
         await self.query_one("#lab-left").query_children("#lab-grid, #lab-env").remove()
@@ -148,13 +144,8 @@ class LabScreen(BaseScreen):
         self.restore_strategy()
 
     def _strategy_key(self) -> str:
-        """Where the applied strategy version is remembered: one per env (a grid strategy
-        means nothing to Blackjack)."""
-        return "strategy_version" if self.session.is_grid else f"strategy_version_{self.session.env_name}"
-
-    def _draft_key(self) -> str:
-        """Where the editor's unsaved text is kept between sessions, one per env."""
-        return self._strategy_key().replace("strategy_version", "strategy_draft", 1)
+        """Where the applied strategy version is remembered: one per env."""
+        return self.session.console_key("strategy_version")
 
     @work(exclusive=True, group="restore-strategy", exit_on_error=False)
     async def restore_strategy(self) -> None:
@@ -165,7 +156,7 @@ class LabScreen(BaseScreen):
         version = saved.get(self._strategy_key())
         if isinstance(version, int):
             await self._restore_version(version)
-        draft = saved.get(self._draft_key())
+        draft = saved.get(self.session.console_key(DRAFT_KEY))
         if isinstance(draft, str) and draft.strip() and draft.strip() != self.session.strategy.strip():
             editor = await self.ensure_editor()
             editor.set_text(draft)
@@ -188,40 +179,6 @@ class LabScreen(BaseScreen):
         editor.say(f"strategy version {version} (applied last session) is live", "ok")
         editor.refresh_versions()
         self.query_one(ActorPane).show_message(f"strategy version {version} restored from the last session")
-
-    @on(TextArea.Changed, "#strategy-text")
-    def _strategy_edited(self) -> None:
-        """Keep the editor's text a second after the last keystroke (not on every one),
-        under the env it was typed for."""
-        key, live = self._draft_key(), self.session.strategy
-        if self._draft_timer is not None:
-            self._draft_timer.stop()
-        self._draft_pending = lambda: self._keep_draft(key, live)
-        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self.flush_draft)
-
-    def flush_draft(self) -> None:
-        """Keep the pending draft now (the env is about to change, or its second is up)."""
-        pending, self._draft_pending = self._draft_pending, None
-        if self._draft_timer is not None:
-            self._draft_timer.stop()
-            self._draft_timer = None
-        if pending is not None:
-            pending()
-
-    @on(StrategyEditor.Saved)
-    def _strategy_saved(self) -> None:
-        self._keep_draft(self._draft_key(), self.session.strategy)  # saved: no draft
-
-    def _keep_draft(self, key: str, live: str) -> None:
-        """The editor's text as the draft under `key`, or no draft where it is the live
-        strategy (`live`) or a saved version."""
-        found = self.query(StrategyEditor)
-        if not found:
-            return
-        editor = found.first()
-        text = editor.text
-        unsaved = text.strip() != live.strip() and editor.saved_version_of(text) is None
-        console_state.save(self.app.db_path, **{key: text if unsaved and text.strip() else None})
 
     async def ensure_editor(self) -> StrategyEditor:
         """The strategy editor, mounted on first need (it is the costliest widget to build)."""
@@ -613,11 +570,11 @@ class LabScreen(BaseScreen):
             self.app.report_error("strategy rejected", exc)
             return
         console_state.save(self.app.db_path, **{self._strategy_key(): event.version})  # reopened on it next time
-        self._keep_draft(self._draft_key(), self.session.strategy)  # the applied text is live: no draft
+        editor = self.query_one(StrategyEditor)
+        editor.keep_draft()  # the applied text is live: no draft
         prompt = self.session.user_prompt()
         self.query_one(ActorPane).show_prompt(prompt, "next prompt (strategy applied)")
         self.query_one(ActorPane).show_message("strategy applied: the next step uses it")
-        editor = self.query_one(StrategyEditor)
         editor.refresh_versions()
 
     def _tell_critic_pane(self) -> None:

@@ -21,6 +21,8 @@ from tui.format import fmt_ts
 from tui.widgets.tables import plain_cells
 
 
+DRAFT_KEY = "strategy_draft"  # the console state's key (per env: LabSession.console_key) for unsaved text
+DRAFT_SAVE_S = 1.0  # the editor's unsaved text is kept this long after the last keystroke
 QUICK_EVAL_STATES = "8"  # ctrl+o's default: a quick check (all start states take minutes on the default actor)
 FOLLOW_EVAL_S = 2.0  # how often a launched evaluation is looked at until it ends
 
@@ -52,16 +54,14 @@ class StrategyEditor(Vertical):
         text: str
         version: Any | None
 
-    @dataclass
-    class Saved(Message):
-        version: int
-
     def __init__(self, text: str, **kwargs) -> None:  # noqa: ANN003
         super().__init__(**kwargs)
         self._initial = text
         self.live_version: Any | None = None  # the version the live actor uses (None: unsaved text)
         self.loaded_version: Any | None = None  # the version the editor text came from
         self.versions: list[dict] = []
+        self._draft_timer: Any = None  # the pending keep of the unsaved text ...
+        self._draft_pending: Any = None  # ... and what it keeps (under the env it was typed for)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="strategy-row"):
@@ -138,7 +138,7 @@ class StrategyEditor(Vertical):
         self.say(f"✓ saved as version {version} (ctrl+g applies it to the actor)", "ok")
         self.versions.insert(0, {"version": version, "text": text, "note": note})
         self.refresh_versions()
-        self.post_message(self.Saved(version))
+        self.keep_draft()  # saved: no draft
         return version
 
     async def action_evaluate(self) -> None:
@@ -232,6 +232,34 @@ class StrategyEditor(Vertical):
         loaded = next((v for v in self.versions if v["version"] == self.loaded_version), None)
         if loaded is not None and loaded["text"].strip() != self.text.strip():
             self.loaded_version = None
+        # kept a second after the last keystroke (not on every one), under the env it was typed for
+        session = self.app.lab_session
+        key, live = session.console_key(DRAFT_KEY), session.strategy
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+        self._draft_pending = lambda: self.keep_draft(key, live)
+        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self.flush_draft)
+
+    def flush_draft(self) -> None:
+        """Keep the pending draft now (the env is about to change, or its second is up)."""
+        pending, self._draft_pending = self._draft_pending, None
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+            self._draft_timer = None
+        if pending is not None:
+            pending()
+
+    def keep_draft(self, key: str | None = None, live: str | None = None) -> None:
+        """The text as the env's draft (console state: a quit, a crash or a dropped SSH
+        connection loses no edit), or no draft where it is the live strategy or saved."""
+        from tui import console_state
+
+        session = self.app.lab_session
+        key = key or session.console_key(DRAFT_KEY)
+        live = session.strategy if live is None else live
+        text = self.text
+        unsaved = text.strip() != live.strip() and self.saved_version_of(text) is None
+        console_state.save(self.app.db_path, **{key: text if unsaved and text.strip() else None})
 
     # ---- versions -----------------------------------------------------------------
     @work(exclusive=True, group="strategy-versions")
