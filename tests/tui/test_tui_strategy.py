@@ -17,6 +17,15 @@ async def _open_editor(app, pilot):  # noqa: ANN001, ANN202
     return editor
 
 
+async def _listed_versions(app) -> list:  # noqa: ANN001
+    """The rows of the editor's versions table, opened on the Lab's grid."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        await settle(app, pilot)
+        table = editor.query_one("#strategy-versions", DataTable)
+        return [table.get_row_at(i) for i in range(table.row_count)]
+
+
 def _message(editor: StrategyEditor) -> str:
     return str(editor.query_one("#strategy-message").render())
 
@@ -160,14 +169,9 @@ async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, 
     mine = registry.save_prompt("Mine, saved by hand.")
     low = registry.save_prompt("Searched, low.", score=0.25, run_id="strategy-1")
     high = registry.save_prompt("Searched, high.", score=0.75, run_id="strategy-1")
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = await _open_editor(app, pilot)
-        await settle(app, pilot)
-        table = editor.query_one("#strategy-versions", DataTable)
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
-        assert [str(r[0]).strip() for r in rows] == [str(mine), str(high), str(low)]
-        assert [str(r[1]) for r in rows] == ["", "0.75", "0.25"]
+    rows = await _listed_versions(make_app())
+    assert [str(r[0]).strip() for r in rows] == [str(mine), str(high), str(low)]
+    assert [str(r[1]) for r in rows] == ["", "0.75", "0.25"]
 
 
 async def test_the_editor_lists_the_searches_of_the_env_it_plays_and_names_their_scene(make_app, registry):
@@ -178,14 +182,9 @@ async def test_the_editor_lists_the_searches_of_the_env_it_plays_and_names_their
     mine = registry.save_prompt("Mine, saved by hand.")
     on_flat = registry.save_prompt("Searched on flat.", score=0.5, run_id=flat, note="edits, round 1")
     registry.save_prompt("Searched on Blackjack.", score=0.9, run_id=cards)
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = await _open_editor(app, pilot)
-        await settle(app, pilot)
-        table = editor.query_one("#strategy-versions", DataTable)
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
-        assert [str(r[0]).strip() for r in rows] == [str(mine), str(on_flat)]
-        assert str(rows[1][3]) == "flat: edits, round 1"
+    rows = await _listed_versions(make_app())
+    assert [str(r[0]).strip() for r in rows] == [str(mine), str(on_flat)]
+    assert str(rows[1][3]) == "flat: edits, round 1"
 
 
 async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):
