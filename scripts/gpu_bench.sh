@@ -15,6 +15,8 @@
 #   ... stage 2, 3, 4 ...
 #   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh bench", carry=[".gpu/part5"],
 #       timeout_s=480)
+# Since 2026-12-01 (182c85c) the loop's train-actor phases save no trainer checkpoints (they
+# were never read): a `learn` time below the earlier figures may be that, not a faster engine.
 # The next session's first call (issue 46's open questions in order, one call, ~585 s):
 #   run(command="bash scripts/gpu_bench.sh stage 5 && bash scripts/gpu_bench.sh next", carry=[".gpu/part5"],
 #       timeout_s=600)
