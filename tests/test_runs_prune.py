@@ -1,12 +1,11 @@
 """`lactchain runs prune`: a finished run's trainer checkpoints (resume state, not results)
-go, its adapter and everything else stay; a stopped run keeps them (it resumes from them);
-a refusal is one line that removes nothing. Real registry files; the folders as the
+go, its adapter and everything else stay; a stopped run keeps them (it resumes from them)
+until a resume of it finished; a refusal is one line that removes nothing. Real registry files; the folders as the
 trainers lay them out (tests/test_train_actor.py prunes a real trainer's)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from cli_helpers import run_cli
 from lactchain.runs.registry import Registry
@@ -33,7 +32,7 @@ def test_prune_takes_finished_runs_checkpoints_and_keeps_their_adapters(tmp_path
     with Registry(db) as reg:
         done, killed = _actor_run(reg, "FINISHED"), _actor_run(reg, "KILLED")
     code, out, err = run_cli(["runs", "du", "--db", db], capsys)
-    assert code == 0 and "2.0 KB of it are finished runs' trainer checkpoints" in " ".join(out.split())
+    assert code == 0 and "2.0 KB of it are trainer checkpoints no run resumes from" in " ".join(out.split())
 
     code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
     assert code == 0, err
@@ -68,3 +67,26 @@ def test_a_stopped_run_named_is_refused_and_a_linked_folder_loses_only_its_link(
     code, _, err = run_cli(["runs", "prune", done, "--yes", "--db", db], capsys)
     assert code == 0, err
     assert not (tmp_path / done / "checkpoints").exists() and (elsewhere / "checkpoint-6" / "optimizer.pt").is_file()
+
+
+def test_a_stopped_run_whose_resume_finished_is_pruned_and_one_still_resuming_is_kept(tmp_path, capsys):
+    """`runs resume` chains (KILLED -> FAILED -> FINISHED): once the last finished, nothing will
+    resume from the earlier runs' checkpoints, so they go with the finished run's. A chain
+    whose newest resume stopped too keeps every checkpoint in it."""
+    from lactchain.runs.resume import RESUMES_TAG
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        first, second, last = (_actor_run(reg, status) for status in ("KILLED", "FAILED", "FINISHED"))
+        reg.set_tag(second, RESUMES_TAG, first)
+        reg.set_tag(last, RESUMES_TAG, second)
+        stopped, still = _actor_run(reg, "KILLED"), _actor_run(reg, "KILLED")
+        reg.set_tag(still, RESUMES_TAG, stopped)
+    code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert sorted(json.loads(out)["runs"]) == sorted([first, second, last])
+    code, _, err = run_cli(["runs", "prune", first, "--yes", "--db", db], capsys)
+    assert code == 0, err
+    assert not (tmp_path / first / "checkpoints").exists() and (tmp_path / second / "checkpoints").is_dir()
+    code, _, err = run_cli(["runs", "prune", stopped, "--yes", "--db", db], capsys)
+    assert code == 2 and f"{stopped} is KILLED" in err and (tmp_path / stopped / "checkpoints").is_dir()

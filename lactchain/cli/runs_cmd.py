@@ -409,12 +409,12 @@ def disk_usage(
     first, and the total: what `runs delete` would free."""
     from lactchain.runs.delete import human_bytes, run_sizes
 
-    from lactchain.runs.prune import prunable
+    from lactchain.runs.prune import done_runs, prunable
 
     with _open_existing(db, reading=True) as reg:
         sized = run_sizes(reg)
         folder = reg.runs_dir
-        checkpoints = prunable(reg, [run for run, _ in sized if run["status"] == "FINISHED"]).size_bytes
+        checkpoints = prunable(reg, done_runs(reg)).size_bytes
     total = sum(size for _, size in sized)
     if as_json:
         print_json({"runs_dir": str(folder), "total_bytes": total, "prunable_checkpoint_bytes": checkpoints,
@@ -426,7 +426,7 @@ def disk_usage(
     console.print(f"{len(sized)} runs, {human_bytes(total)} in their folders; free some with "
                   "[cyan]lactchain runs delete RUN[/] (or --status FAILED)")
     if checkpoints:
-        console.print(f"{human_bytes(checkpoints)} of it are finished runs' trainer checkpoints (resume state, "
+        console.print(f"{human_bytes(checkpoints)} of it are trainer checkpoints no run resumes from (resume state, "
                       "not results): [cyan]lactchain runs prune[/] frees it and keeps their adapters")
 
 
@@ -524,7 +524,8 @@ def _report(plan: Any, left: list[str], done_line: str, as_json: bool) -> None:
 @app.command("prune")
 def prune(
     run_ids: Annotated[Optional[list[str]], typer.Argument(help="Finished runs to prune: ids or unique prefixes "
-                                                           "(default: every finished run).", metavar="RUN",
+                                                           "(default: every finished run, and every stopped run "
+                                                           "whose resume finished).", metavar="RUN",
                                                            show_default=False)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed where nobody can answer).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
@@ -533,7 +534,8 @@ def prune(
 ) -> None:
     """Remove the trainer checkpoints of finished runs (`checkpoints/`: the adapter again with
     optimizer, scheduler and RNG state, kept to resume a stopped run) and keep everything else:
-    adapters, critics, logs, metrics. A KILLED or FAILED run keeps them: it resumes from them."""
+    adapters, critics, logs, metrics. A KILLED or FAILED run keeps them (it resumes from them)
+    until a `runs resume` of it finished."""
     from lactchain.runs.delete import human_bytes
     from lactchain.runs.prune import plan_prune, prune_checkpoints
 
@@ -546,7 +548,8 @@ def prune(
             if as_json:
                 print_json({"dry_run": dry_run, "runs": [], "bytes": 0})
             else:
-                console.print("no finished run keeps trainer checkpoints: nothing to prune")
+                console.print("no finished run (nor stopped run whose resume finished) keeps trainer checkpoints: "
+                              "nothing to prune")
             return
         summary = f"the checkpoints of {len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}, " \
                   f"{human_bytes(plan.size_bytes)}"

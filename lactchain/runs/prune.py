@@ -4,8 +4,8 @@ A finished run's result is its adapter (`--adapter RUN` starts from it; evaluate
 the console load it). The trainer checkpoints beside it (`checkpoints/checkpoint-N`: the
 adapter again with the optimizer, scheduler and RNG state) exist to resume a stopped run,
 and in a registry of benchmarks they are close to half the disk. `lactchain runs prune`
-removes them from FINISHED runs only -- a KILLED or FAILED run resumes from them -- and
-touches nothing else: the adapter, the critic, logs and every row but the checkpoints'.
+removes them from FINISHED runs, and from KILLED or FAILED runs only once a `runs resume`
+of them finished (until then they are what it resumes from); it touches nothing else: the adapter, the critic, logs and every row but the checkpoints'.
 As with `runs delete`, rows go first, then folders, and only a `checkpoints` folder
 directly in a run's own folder is ever removed.
 """
@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
 from lactchain.runs.delete import folder_size, remove_folders, run_folder
 from lactchain.runs.lifecycle import reap_dead_runs
-from lactchain.runs.resume import CHECKPOINTS
+from lactchain.runs.resume import CHECKPOINTS, RESUMES_TAG
 
 CHECKPOINT_KIND = CHECKPOINTS["actor"]  # the artifact kind a trainer's checkpoints are recorded as
 
@@ -42,15 +42,35 @@ class PrunePlan:
 
 
 def plan_prune(registry: Any, run_ids: Iterable[str] = ()) -> PrunePlan:
-    """The checkpoints of `run_ids` (every FINISHED run when none is named). A named run
-    that is not FINISHED is refused (ValueError, one line): it resumes from them."""
+    """The checkpoints of `run_ids` (every run `done_runs` lists when none is named). A named
+    run that still resumes from them is refused (ValueError, one line)."""
     reap_dead_runs(registry)
     named = [registry.get_run(run_id) for run_id in run_ids]
+    done = {run["id"] for run in done_runs(registry)} if named else set()
     for run in named:
-        if run["status"] != "FINISHED":
+        if run["id"] not in done:
             raise ValueError(f"{run['id']} is {run['status']}: its checkpoints are what `lactchain runs resume` "
-                             "continues from; prune finished runs only")
-    return prunable(registry, named or registry.list_runs(status="FINISHED"))
+                             "continues from; prune finished runs (or stopped ones whose resume finished) only")
+    return prunable(registry, named or done_runs(registry))
+
+
+def done_runs(registry: Any) -> list[dict[str, Any]]:
+    """The runs whose checkpoints nothing will resume from: the FINISHED ones, and the KILLED
+    or FAILED runs a finished `runs resume` continued (through a chain of resumes)."""
+    finished = registry.list_runs(status="FINISHED")
+    done = {run["id"]: run for run in finished}
+    for run in finished:
+        before = registry.tags(run["id"]).get(RESUMES_TAG)
+        while before and before not in done:
+            try:
+                earlier = registry.get_run(before)
+            except (KeyError, ValueError):  # the resumed run was deleted
+                break
+            if earlier["status"] not in ("KILLED", "FAILED"):
+                break
+            done[earlier["id"]] = earlier
+            before = registry.tags(earlier["id"]).get(RESUMES_TAG)
+    return list(done.values())
 
 
 def prunable(registry: Any, runs: Iterable[dict[str, Any]]) -> PrunePlan:
