@@ -256,3 +256,31 @@ def test_lactchain_cpu_bf16_0_gives_fp32_defaults_on_any_cpu(monkeypatch):
     finally:
         monkeypatch.delenv("LACTCHAIN_CPU_BF16")
         cpu_has_bf16.cache_clear()
+
+
+def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(pipeline_run):
+    """`evaluate --adapter PIPELINE` on another scene than the pipeline's plays it (transfer is
+    a fair experiment) and says in one line where the actor learned and the options that play
+    there; where it learned, nothing is said. A phase's run and the adapter's folder name
+    the same world (the phase's from its pipeline)."""
+    from cli_helpers import run_cli_uncaptured
+
+    from lactchain.jobs.checks import adapter_world, world_note
+
+    reg, out, _ = pipeline_run
+    db = str(reg.path)
+    code, _, err = run_cli_uncaptured(["evaluate", "--actor", "tiny", "--adapter", out["run_id"], "--scene", "maze",
+                                       "--states", "2", "--db", db, "--json"])
+    assert code == 0, err
+    note = next(line for line in err.splitlines() if line.startswith("note: adapter"))
+    assert f"note: adapter {out['run_id']} learned on grid (run {out['run_id']}); this run plays grid maze" in note
+    assert "pass --env grid without --scene to play where it learned" in note
+    code, _, err = run_cli_uncaptured(["evaluate", "--actor", "tiny", "--adapter", out["run_id"], "--states", "2",
+                                       "--db", db, "--json"])
+    assert code == 0 and "note: adapter" not in err
+    actor_run = next(c for c in reg.list_runs(parent_id=out["run_id"]) if c["kind"] == "actor")
+    assert adapter_world(reg, actor_run["id"]) == (out["run_id"], {"env": "grid"})
+    assert adapter_world(reg, out["adapter"]) == (out["run_id"], {"env": "grid"})
+    assert world_note(reg, out["adapter"], {"env": "grid", "state_text": "coords"}).endswith(
+        "this run plays grid, coords text: pass --env grid --state-text egocentric to play where it learned")
+    assert world_note(reg, "/not/a/run/folder", {"env": "taxi"}) == ""

@@ -60,6 +60,27 @@ def test_schema_version_wal_and_reopen(tmp_path):
         assert again.params(run_id) == {"lr": 1e-4}
 
 
+def test_a_registry_of_an_older_schema_is_upgraded_in_place_keeping_its_rows(tmp_path):
+    """A registry written by an older lactchain (schema 2: strategy versions without an env)
+    opens with every row kept and the new column empty (such a version belongs to no env)."""
+    import sqlite_utils
+
+    from lactchain.runs.schema import MIGRATIONS
+
+    path = tmp_path / "reg.db"
+    old = sqlite_utils.Database(path)
+    for version in (1, 2):
+        MIGRATIONS[version](old)
+    old.execute("PRAGMA user_version = 2")
+    old.execute("INSERT INTO prompts (version, text, created_ms, score) VALUES (1, 'Go east.', 1, 0.5)")
+    old.conn.commit()
+    old.close()
+    with Registry(path) as reg:
+        assert reg.schema_version == SCHEMA_VERSION
+        assert [(p["version"], p["text"], p["score"], p["env"]) for p in reg.prompts()] == [(1, "Go east.", 0.5, None)]
+        assert reg.get_prompt(reg.save_prompt("Go north.", env="taxi"))["env"] == "taxi"
+
+
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "reg.db"
     Registry(path).close()

@@ -61,15 +61,17 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
     assert listed[0]["score"] == best["score"] and [r["score"] for r in listed] == sorted(  # no hand-saved ones here
         (r["score"] for r in listed), reverse=True)
     assert {r["world"] for r in listed} == {"grid"}  # what each score was measured on
+    assert {v["env"] for v in versions} == {"grid"}  # and the env each version was written for
     # --from picks one search's versions out of a registry where others, and hand-saved ones, are too
     reg.save_prompt("by hand")
+    reg.save_prompt("by hand in the console, for Taxi", env="taxi")
     other = reg.create_run("strategy", params={"env": "grid", "scene": "flat"})
     reg.save_prompt("another search's", score=0.9, run_id=other)
     code, stdout, err = lc("strategy", "versions", "--from", out["run_id"], "--limit", "1000", "--db", db, "--json")
     assert code == 0, err
     assert sorted(r["version"] for r in json.loads(stdout)) == sorted(v["version"] for v in versions)
     code, stdout, _ = lc("strategy", "versions", "--db", db, "--json")
-    assert {r["world"] for r in json.loads(stdout)} == {None, "grid", "grid flat"}
+    assert {r["world"] for r in json.loads(stdout)} == {None, "taxi", "grid", "grid flat"}
     code, _, err = lc("strategy", "versions", "--from", other[:-1] + "z", "--db", db)
     assert code == 2 and "no run" in err
 

@@ -26,6 +26,7 @@ from textual.widget import AwaitMount
 
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS, env_class, env_name
 from lactchain.envs.scenes import get_scene, is_scene_file
+from lactchain.jobs.checks import world_note
 from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry
 from tui import console_state
@@ -249,8 +250,9 @@ class LactChainApp(App):
     @work(thread=True, exclusive=True, group="load-actor", exit_on_error=False, name="load actor")
     def _load_actor_worker(self, spec: str, adapter: str | None) -> None:
         t0 = time.perf_counter()
+        registry = self._registry_or_none()
         try:
-            path = resolve_adapter(adapter, self._registry_or_none(), base=spec) if adapter else None
+            path = resolve_adapter(adapter, registry, base=spec) if adapter else None
             with self._load_lock:
                 actor = load_actor(spec, path, progress=lambda text, frac: self.post_message(
                     ModelProgress("actor", text, frac)))
@@ -259,6 +261,10 @@ class LactChainApp(App):
             return
         label = spec + (f" + {adapter}" if adapter else "")
         self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0))
+        note = world_note(registry, adapter, self.lab_session.world, here="the Lab plays") \
+            if adapter and registry is not None else ""
+        if note:  # played elsewhere than it learned: a fair experiment, rarely the one meant
+            self.call_from_thread(self.notify, note, severity="warning", timeout=12)
 
     @work(thread=True, exclusive=True, group="load-critic", exit_on_error=False, name="load critic")
     def _load_critic_worker(self, spec: str) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from lactchain.envs.catalog import DEFAULT_ENV, EnvState, env_name, make_env
+from lactchain.envs.world import STATE_TEXT_DEFAULT, world_params
 from lactchain.prompts import PromptSpec
 
 from tui.models import sample_fields
@@ -134,6 +135,15 @@ class LabSession:
         self.caption = ""
         self._info: dict[str, Any] = {}
         self.reset()
+
+    @property
+    def world(self) -> dict[str, str]:
+        """The world the Lab plays, as a run records one (`world_params`): an adapter whose
+        actor learned in another gets a note."""
+        scene = self.env_kwargs.get("scene")
+        name = scene if isinstance(scene, str) else getattr(getattr(self.env, "scene", None), "name", None)
+        return world_params(self.env_name, name if scene else None,
+                            str(self.env_kwargs.get("state_text") or STATE_TEXT_DEFAULT))
 
     def console_key(self, name: str) -> str:
         """Where the console remembers `name` for this env (a strategy for the grid means

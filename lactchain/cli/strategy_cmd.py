@@ -35,7 +35,8 @@ def versions_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Saved strategy versions: hand-saved ones newest first, then a search's scored versions best first
-    (each with the world its search scored it on)."""
+    (each with the world its search scored it on, or the env it was written for)."""
+    from lactchain.envs.world import world_label
     from lactchain.runs.registry import RunNotFound
     from lactchain.strategy.strategies import ranked_versions, search_worlds
 
@@ -51,17 +52,18 @@ def versions_cmd(
             if not rows:
                 fail(f"--from {source}: run {run['id']} ({run['kind']}) saved no strategy version")
         rows = ranked_versions(rows)[:limit]
-        worlds = search_worlds(registry, rows)
+        searched = {run_id: world_label(world) for run_id, world in search_worlds(registry, rows).items()}
+        worlds = {r["version"]: searched.get(r.get("run_id") or "") or r.get("env") for r in rows}
     if as_json:
         print_json([{**{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")},
-                     "world": worlds.get(r.get("run_id"))} for r in rows])
+                     "world": worlds[r["version"]]} for r in rows])
         return
     table = Table(title="strategy versions (--strategy VERSION)")
     for column in ("ver", "score", "on", "from", "note", "text"):
         table.add_column(column)
     for r in rows:
         table.add_row(str(r["version"]), "" if r.get("score") is None else f"{r['score']:.3f}",
-                      shown(worlds.get(r.get("run_id")) or ""), shown(r.get("run_id") or ""),
+                      shown(worlds[r["version"]] or ""), shown(r.get("run_id") or ""),
                       shown(r.get("note") or ""), shown(" ".join((r.get("text") or "").split())[:60]))
     console.print(table)
 

@@ -6,7 +6,7 @@ agree on names, help and refusals."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from lactchain.config import option
 from lactchain.envs.catalog import env_class
@@ -63,6 +63,21 @@ def world_params(env: str, scene: str | None, state_text: str = STATE_TEXT_DEFAU
     if state_text != STATE_TEXT_DEFAULT:
         params["state_text"] = state_text
     return params
+
+
+def recorded_world(params: Mapping[str, Any]) -> dict[str, str] | None:
+    """The world a run's params record (as `world_params` words it), or None for a run that
+    played no env of its own (a train-actor phase, a critic fit from stored steps)."""
+    if not params.get("env"):
+        return None
+    return world_params(str(params["env"]), params.get("scene") or None,
+                        str(params.get("state_text") or STATE_TEXT_DEFAULT))
+
+
+def world_label(world: Mapping[str, str]) -> str:
+    """'grid', 'grid flat', 'grid flat, coords text': a world in a few words."""
+    text = f"{world['env']} {world['scene']}" if world.get("scene") else str(world["env"])
+    return f"{text}, {world['state_text']} text" if world.get("state_text") else text
 
 
 def world_kwargs(scene: str | None, state_text: str = STATE_TEXT_DEFAULT) -> dict[str, Any]:

@@ -61,6 +61,78 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     return path
 
 
+def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]] | None:
+    """(run id, world) of the run whose actor learned the adapter `spec` names (a run id, or
+    a folder under the runs folder): the run's own world, else the nearest ancestor's (a
+    pipeline's train-actor phase), else its --pairs-from runs' when they agree. None where
+    no run says (a folder from elsewhere, a deleted run)."""
+    from lactchain.envs.world import recorded_world
+
+    if not spec:
+        return None
+    run_id = _run_of_folder(registry, Path(spec)) if Path(spec).is_dir() else spec
+    seen: set[str] = set()
+    while run_id and run_id not in seen:
+        seen.add(run_id)
+        try:
+            run = registry.get_run(run_id)
+        except (KeyError, ValueError):  # a deleted run, an ambiguous prefix: nothing to say
+            return None
+        params = registry.params(run["id"])
+        world = recorded_world(params)
+        if world is None:
+            sources = [recorded_world(_params_or_empty(registry, s)) for s in params.get("pairs_from") or []]
+            if sources and sources[0] is not None and all(w == sources[0] for w in sources):
+                world = sources[0]
+        if world is not None:
+            return run["id"], world
+        run_id = run.get("parent_id")
+    return None
+
+
+def world_note(registry: Any, adapter: str | None, world: dict[str, str], here: str = "this run plays") -> str:
+    """One line when the adapter's actor learned in another world than `world` (transfer is a
+    fair experiment, but rarely the one meant): which world, and the options that play it
+    (`here` words who plays `world`: a job, the console's Lab)."""
+    from lactchain.envs.world import world_label
+
+    found = adapter_world(registry, adapter)
+    if found is None or found[1] == world:
+        return ""
+    run_id, learned = found
+    return (f"note: adapter {adapter} learned on {world_label(learned)} (run {run_id}); {here} "
+            f"{world_label(world)}: {_world_options(learned, world)} to play where it learned")
+
+
+def _world_options(learned: Mapping[str, str], world: Mapping[str, str]) -> str:
+    """'pass --env grid --scene flat', '... without --scene': the options that turn `world`
+    into `learned` (a default the learned world leaves out is named where `world` differs)."""
+    from lactchain.envs.world import STATE_TEXT_DEFAULT
+
+    options = [f"--env {learned['env']}"] + ([f"--scene {learned['scene']}"] if learned.get("scene") else [])
+    text = learned.get("state_text", STATE_TEXT_DEFAULT)
+    if text != world.get("state_text", STATE_TEXT_DEFAULT):
+        options.append(f"--state-text {text}")
+    without = " without --scene" if world.get("scene") and not learned.get("scene") else ""
+    return f"pass {' '.join(options)}{without}"
+
+
+def _run_of_folder(registry: Any, folder: Path) -> str | None:
+    """The run id a folder under the registry's runs folder belongs to (runs/<id>/...)."""
+    try:
+        parts = folder.resolve().relative_to(Path(registry.runs_dir).resolve()).parts
+    except ValueError:
+        return None
+    return parts[0] if parts else None
+
+
+def _params_or_empty(registry: Any, run_id: str) -> dict[str, Any]:
+    try:
+        return registry.params(registry.resolve_run_id(run_id))
+    except (KeyError, ValueError):
+        return {}
+
+
 def _saved_state_adapter(registry: Any, run: dict[str, Any]) -> dict[str, Any] | None:
     """A pipeline run made before pipelines named their adapter (an `adapter` artifact): the
     adapter its saved loop state goes on from, where that folder is still there."""

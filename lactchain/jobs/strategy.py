@@ -223,7 +223,7 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
                 writer = model if config.proposer_actor in (None, config.model.actor) else \
                     Actor.load(config.proposer_actor, moves=model.moves)
                 proposers.append(LLMProposer(writer, text_env.judge_description))
-        save = _saver(handle, search)
+        save = _saver(handle, search, env)
         # search.json as of now (the start strategy scored: a resume need not score it again); the
         # start becomes a version too unless it is one (the saver skips saved ones), so `best_version`
         # names a version even when nothing beat it, and `--strategy VERSION` always has one
@@ -266,9 +266,9 @@ def run_strategy_search(handle: Any, config: StrategySearchConfig) -> dict[str, 
                 "curve": search.curve, "search_file": str(handle.dir / SEARCH_FILE)}
 
 
-def _saver(handle: Any, search: Any) -> Any:
-    """Saves a round's new candidates as strategy versions (with their training score),
-    then the whole search to the run folder."""
+def _saver(handle: Any, search: Any, env: str) -> Any:
+    """Saves a round's new candidates as strategy versions of `env` (with their training
+    score), then the whole search to the run folder."""
 
     def save(new: Sequence[Any]) -> None:
         for c in new:
@@ -276,7 +276,8 @@ def _saver(handle: Any, search: Any) -> Any:
                 parent = search.candidates[c.parent].version if c.parent is not None else None
                 c.version = handle.registry.save_prompt(
                     c.text, name=f"search {handle.run_id}", note=f"{c.proposer}, round {c.round}: {c.mean:.0%} of "
-                    f"{len(c.scores)} training states", parent_version=parent, score=c.mean, run_id=handle.run_id)
+                    f"{len(c.scores)} training states", parent_version=parent, score=c.mean, run_id=handle.run_id,
+                    env=env)
         path = handle.dir / SEARCH_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(search.to_json()))

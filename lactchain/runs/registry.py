@@ -811,9 +811,10 @@ class Registry:
 
     def save_prompt(self, text: str, template: str | None = None, name: str | None = None,
                     note: str | None = None, parent_version: int | None = None, score: float | None = None,
-                    run_id: str | None = None) -> int:
+                    run_id: str | None = None, env: str | None = None) -> int:
         """Store a new strategy-prompt version (always a new one, even for identical text);
-        `score` and `run_id`: what a strategy search measured it at, and the search's run."""
+        `score` and `run_id`: what a strategy search measured it at, and the search's run;
+        `env`: the env it was written for."""
         if score is not None and not math.isfinite(float(score)):
             raise ValueError(f"a strategy's score must be a finite number, got {score!r}")
         with self._write() as db:
@@ -821,7 +822,8 @@ class Registry:
             version = 1 if last is None else last + 1
             db.table("prompts").insert({"version": version, "name": name, "text": text, "template": template,
                                   "note": note, "parent_version": parent_version, "created_ms": now_ms(),
-                                  "score": None if score is None else float(score), "run_id": run_id})
+                                  "score": None if score is None else float(score), "run_id": run_id,
+                                  "env": env})
         return version
 
     def prompts(self) -> list[dict[str, Any]]:

@@ -212,9 +212,15 @@ def _migrate_v2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE prompts ADD COLUMN run_id TEXT")
 
 
+def _migrate_v3(db: sqlite_utils.Database) -> None:
+    """A strategy version names the env it was written for (a hand-saved one too), so the
+    console lists each env's own; versions saved before say none (listed for every env)."""
+    db.execute("ALTER TABLE prompts ADD COLUMN env TEXT")
+
+
 # version -> step that brings the schema from version-1 to version. Append only:
 # a later change adds the next (ALTER TABLE ..., new indexes, backfills).
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1, 2: _migrate_v2}
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 TABLES = ("runs", "params", "tags", "metrics", "latest_metrics", "artifacts", "episodes", "steps", "pairs", "prompts")

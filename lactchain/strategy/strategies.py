@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
+from lactchain.envs.world import recorded_world
 from lactchain.prompts import DEFAULT_STRATEGY, PromptError, PromptSpec, validate_strategy
 
 MAX_FILE_BYTES = 1_000_000
@@ -96,17 +97,22 @@ def evaluated_scores(registry: Any) -> dict[int, tuple[float, int]]:
     return out
 
 
-def search_worlds(registry: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Where each search among `rows` scored its versions: run id -> its env, and its scene
-    where it has one ('grid flat'). Scores of different worlds do not compare."""
+def search_worlds(registry: Any, rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Where each search among `rows` scored its versions: run id -> its world (`world_params`'
+    shape; `world_label` words it). Scores of different worlds do not compare."""
     worlds = {}
     for run_id in {r["run_id"] for r in rows if r.get("run_id")}:
         params = registry.params(run_id)
         if not params:  # the search run was deleted: its versions stay, their world unknown
             continue
-        env = str(params.get("env") or DEFAULT_ENV)
-        worlds[run_id] = f"{env} {params['scene']}" if params.get("scene") else env
+        worlds[run_id] = recorded_world({**params, "env": params.get("env") or DEFAULT_ENV}) or {"env": DEFAULT_ENV}
     return worlds
+
+
+def version_env(row: dict[str, Any], worlds: dict[str, dict[str, str]], default: str) -> str:
+    """The env a strategy version was written for: as saved, else its search's (`worlds`),
+    else `default` (a version saved before versions named their env: every env's)."""
+    return row.get("env") or worlds.get(row.get("run_id") or "", {}).get("env") or default
 
 
 def ranked_versions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

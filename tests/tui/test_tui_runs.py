@@ -176,6 +176,27 @@ async def test_a_on_a_pipeline_loads_its_actor_even_one_made_before_the_adapter_
         assert calls == [("tiny", pipeline)] and app.current_mode == "lab"
 
 
+async def test_an_adapter_learned_in_another_world_loads_with_a_note_saying_where(make_app, registry):
+    """`a` on a Taxi pipeline while the Lab plays the grid loads its actor (transfer is a fair
+    experiment) and a warning toast says where it learned and the options that play there;
+    one learned on the grid loads without a word."""
+    from lactchain.bench.rollout import random_adapter
+
+    runs = {}
+    for env in ("taxi", "grid"):
+        runs[env] = registry.create_run("pipeline", params={"actor": "tiny", "env": env})
+        registry.add_artifact(runs[env], "adapter", random_adapter("tiny", registry.run_dir(runs[env]) / "adapter"))
+    app = make_app(actor=None, actor_spec="tiny")
+    async with app.run_test(size=(120, 40)) as pilot:
+        for env, run_id in runs.items():
+            app.load_actor("tiny", run_id)
+            await settle(app, pilot)
+            assert app.actor_status == f"tiny + {run_id} ✓", app.actor_status
+        notes = [n.message for n in app._notifications if "learned on" in n.message]
+        assert notes == [f"note: adapter {runs['taxi']} learned on taxi (run {runs['taxi']}); the Lab plays grid: "
+                         "pass --env taxi to play where it learned"]
+
+
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
     """The console's --adapter (and `a` on Runs) goes through the CLI's check: a pipeline's id
     gives its latest adapter, a run without one (naming its children that have one) and an

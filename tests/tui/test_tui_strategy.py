@@ -39,6 +39,7 @@ async def test_saved_prompt_version_is_in_the_registry(make_app, registry):
         await settle(app, pilot)
         versions = registry.prompts()
         assert [v["text"] for v in versions] == ["Go east until the wall, then north."]
+        assert versions[0]["env"] == "grid"  # written for the env the Lab plays: listed under it
         assert "saved as version 1" in _message(editor)
         assert editor.query_one("#strategy-versions", DataTable).row_count == 1
         # Not live until applied.
@@ -176,15 +177,19 @@ async def test_a_searchs_versions_are_listed_ranked_with_their_scores(make_app, 
 
 async def test_the_editor_lists_the_searches_of_the_env_it_plays_and_names_their_scene(make_app, registry):
     """A score is a search's own world: on the grid the editor lists the grid searches'
-    versions (a scene's named in its note) and hand-saved ones, never a Blackjack search's."""
-    flat = registry.create_run("strategy", params={"env": "grid", "scene": "flat"})
+    versions (a scene's or a state text's named in its note) and the grid's hand-saved ones
+    (and those saved before versions named an env), never a Blackjack search's or a version
+    saved by hand for Taxi."""
+    flat = registry.create_run("strategy", params={"env": "grid", "scene": "flat", "state_text": "coords"})
     cards = registry.create_run("strategy", params={"env": "blackjack"})
-    mine = registry.save_prompt("Mine, saved by hand.")
+    older = registry.save_prompt("Saved before versions named an env.")
+    registry.save_prompt("Mine, for Taxi.", env="taxi")
+    mine = registry.save_prompt("Mine, saved by hand.", env="grid")
     on_flat = registry.save_prompt("Searched on flat.", score=0.5, run_id=flat, note="edits, round 1")
     registry.save_prompt("Searched on Blackjack.", score=0.9, run_id=cards)
     rows = await _listed_versions(make_app())
-    assert [str(r[0]).strip() for r in rows] == [str(mine), str(on_flat)]
-    assert str(rows[1][3]) == "flat: edits, round 1"
+    assert [str(r[0]).strip() for r in rows] == [str(mine), str(older), str(on_flat)]
+    assert str(rows[2][3]) == "flat, coords text: edits, round 1"
 
 
 async def test_the_jobs_screen_launches_a_strategy_search(make_app, registry):

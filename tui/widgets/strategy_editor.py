@@ -14,8 +14,9 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
+from lactchain.envs.world import world_label
 from lactchain.prompts import PromptError, validate_strategy
-from lactchain.strategy.strategies import evaluated_scores, ranked_versions, search_worlds
+from lactchain.strategy.strategies import evaluated_scores, ranked_versions, search_worlds, version_env
 from tui.commands import bindings_for
 from tui.format import fmt_ts
 from tui.widgets.tables import plain_cells
@@ -126,9 +127,10 @@ class StrategyEditor(Vertical):
             return same
         note = self.query_one("#strategy-note", Input).value.strip() or None
         parent = self.loaded_version if self.loaded_version is not None else self.live_version
+        env = self.app.lab_session.env_name  # written for the env the Lab plays: listed under it
         try:
             version = await self.app.registry.call(
-                lambda reg: reg.save_prompt(text, note=note, parent_version=parent)
+                lambda reg: reg.save_prompt(text, note=note, parent_version=parent, env=env)
             )
         except Exception as exc:  # noqa: BLE001
             self.say(f"✗ could not save: {exc}", "error")
@@ -136,7 +138,7 @@ class StrategyEditor(Vertical):
         self.loaded_version = version
         self.query_one("#strategy-note", Input).value = ""
         self.say(f"✓ saved as version {version} (ctrl+g applies it to the actor)", "ok")
-        self.versions.insert(0, {"version": version, "text": text, "note": note})
+        self.versions.insert(0, {"version": version, "text": text, "note": note, "env": env})
         self.refresh_versions()
         self.keep_draft()  # saved: no draft
         return version
@@ -271,7 +273,7 @@ class StrategyEditor(Vertical):
             self.say(f"versions unavailable: {exc}", "error")
             return
         env = self.app.lab_session.env_name  # a search on another env scored its versions for that env only
-        rows = [dict(r) for r in rows if worlds.get(r.get("run_id") or "", env).split()[0] == env]
+        rows = [dict(r) for r in rows if version_env(r, worlds, env) == env]
         self.versions = ranked_versions(rows)  # hand-saved newest first, then a search's best first
         table = self.query_one("#strategy-versions", DataTable)
         table.clear()
@@ -279,8 +281,8 @@ class StrategyEditor(Vertical):
             mark = "●" if r["version"] == self.live_version else " "
             first_line = (r.get("text") or "").strip().splitlines()[:1]
             note = r.get("note") or (first_line[0] if first_line else "")
-            world = worlds.get(r.get("run_id") or "", env).split()
-            note = f"{world[1]}: {note}" if len(world) > 1 else note  # scored on a scene: say which
+            where = world_label(worlds.get(r.get("run_id") or "", {"env": env})).removeprefix(env).strip(" ,")
+            note = f"{where}: {note}" if where else note  # scored on a scene (or another state text): say which
             score = "" if r.get("score") is None else f"{r['score']:.2f}"
             if not score and r["version"] in evaluated:  # a hand-saved version: its newest evaluation
                 rate, n = evaluated[r["version"]]
