@@ -65,18 +65,13 @@ def _adapter_loss(registry: Any, adapter: str) -> str | None:
     from pathlib import Path
 
     from lactchain.artifact_checks import ADAPTER_META
+    from lactchain.jobs.checks import adapter_path
 
-    folder = Path(adapter)
-    if not folder.is_dir():
-        try:
-            art = registry.latest_artifact(registry.resolve_run_id(adapter), "adapter")
-        except (KeyError, ValueError):
-            return None
-        if art is None:
-            return None
-        folder = Path(art["path"])
+    folder = adapter_path(registry, adapter)
+    if folder is None:
+        return None
     try:
-        loss = json.loads((folder / ADAPTER_META).read_text(encoding="utf-8")).get("loss")
+        loss = json.loads((Path(folder) / ADAPTER_META).read_text(encoding="utf-8")).get("loss")
     except (OSError, ValueError, AttributeError):
         return None
     return loss if isinstance(loss, str) and loss else None

@@ -46,19 +46,35 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     if not spec:
         return None
     if Path(spec).is_dir():
-        path = str(Path(spec))
+        path: str | None = str(Path(spec))
     else:
         run = run_of_kind(registry, "--adapter", spec)
-        art = registry.latest_artifact(run["id"], "adapter") or _saved_state_adapter(registry, run)
-        if art is None:
+        path = _run_adapter(registry, run)
+        if path is None:
             raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved "
                               f"adapter{_children_with_adapters(registry, run['id'])}")
-        path = art["path"]
     try:
         check_adapter(path, base=base)
     except ValueError as exc:
         raise ConfigError(f"--adapter {spec}: {exc}") from None
     return path
+
+
+def adapter_path(registry: Any, spec: str) -> str | None:
+    """The folder `spec` names as an adapter, unchecked (a list row's label, not a load): a
+    folder as given, or a run's newest adapter; None where neither is."""
+    if Path(spec).is_dir():
+        return str(Path(spec))
+    try:
+        return _run_adapter(registry, registry.get_run(spec))
+    except (KeyError, ValueError):  # no such run, an ambiguous prefix
+        return None
+
+
+def _run_adapter(registry: Any, run: dict[str, Any]) -> str | None:
+    """A run's newest `adapter` artifact (an old pipeline's: its saved state's)."""
+    art = registry.latest_artifact(run["id"], "adapter") or _saved_state_adapter(registry, run)
+    return art["path"] if art else None
 
 
 def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]] | None:
@@ -149,8 +165,7 @@ def _saved_state_adapter(registry: Any, run: dict[str, Any]) -> dict[str, Any] |
 
 def _children_with_adapters(registry: Any, run_id: str, shown: int = 3) -> str:
     """"; its child runs that have one: ..." (a comparison's cells, a pipeline's phases), or ""."""
-    have = [c["id"] for c in registry.list_runs(parent_id=run_id)
-            if registry.latest_artifact(c["id"], "adapter") or _saved_state_adapter(registry, c)]
+    have = [c["id"] for c in registry.list_runs(parent_id=run_id) if _run_adapter(registry, c)]
     if not have:
         return ""
     more = f" and {len(have) - shown} more" if len(have) > shown else ""
