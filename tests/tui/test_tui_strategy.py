@@ -259,3 +259,26 @@ async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make
     async with third.run_test(size=(120, 40)) as pilot:
         await settle(third, pilot)
         assert not third.screen.query(StrategyEditor) or third.screen.query_one(StrategyEditor).text == DEFAULT_STRATEGY
+
+
+async def test_switching_env_shows_that_envs_versions_and_no_word_from_the_last_one(make_app, registry):
+    """A version saved on the grid is the grid's: on Blackjack the editor lists none and its
+    message is about Blackjack's strategy, not the grid's last save; back on the grid it is there."""
+    from tui_helpers import palette
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = await _open_editor(app, pilot)
+        editor.set_text("Go east until the wall, then north.")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert "saved as version 1" in _message(editor)
+        await pilot.press("escape")
+        await palette(app, pilot, "play blackjack", "Lab: play blackjack")
+        await settle(app, pilot)
+        editor = app.screen.query_one(StrategyEditor)
+        assert editor.query_one("#strategy-versions", DataTable).row_count == 0
+        assert _message(editor).startswith("blackjack's built-in strategy")
+        await palette(app, pilot, "play grid", "Lab: play grid")
+        await settle(app, pilot)
+        assert editor.query_one("#strategy-versions", DataTable).row_count == 1

@@ -136,6 +136,7 @@ class LabScreen(BaseScreen):
             editor = found.first()
             editor.set_text(self.session.strategy)
             editor.loaded_version = editor.live_version = None
+            editor.say(f"{self.session.env_name}'s built-in strategy (its saved versions are listed)")  # not the last env's
             editor.refresh_versions()
         snap = self.session.snapshot()
         self._show_next_prompt(snap)  # not the last env's prompt
