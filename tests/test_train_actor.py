@@ -591,6 +591,25 @@ def test_cancellation_saves_a_checkpoint_and_stops(registry):
     assert registry.latest_artifact(handle.run_id, "adapter")["meta"]["complete"] is False
 
 
+def test_told_to_keep_no_checkpoints_a_cancelled_run_saves_none_but_its_adapter(registry):
+    """The loop's phases (save_steps NO_CHECKPOINTS): a stopped pipeline redoes the phase, so
+    SIGTERM writes no trainer checkpoint (73 MB on SmolLM2, never read), only the adapter."""
+    from lactchain.train.actor_config import NO_CHECKPOINTS
+
+    handle = make_handle(registry)
+
+    def on_log(step, total, metrics):
+        if step == 2:
+            handle.cancelled.set()
+
+    res = train_actor(tiny(), small_pairs(tiny(), 8), cfg(loss="simpo", max_steps=20, lr=1e-3, batch_size=4,
+                                                          save_steps=NO_CHECKPOINTS), handle=handle, on_log=on_log)
+    assert res["cancelled"] and res["steps"] == 3 and res["checkpoints"] == []
+    assert registry.artifacts(handle.run_id, "checkpoint") == []
+    assert not list((registry.run_dir(handle.run_id) / "checkpoints").glob("checkpoint-*"))
+    assert registry.latest_artifact(handle.run_id, "adapter")["meta"]["complete"] is False
+
+
 # ---- the learning test --------------------------------------------------------------
 
 def test_simpo_makes_the_tiny_actor_follow_the_optimal_moves(tmp_path):

@@ -21,6 +21,7 @@ from lactchain.train.actor_config import (
     BATCH_TOKENS_RANGE,
     GRPO_PLAIN,
     LOSS_SETTINGS,
+    NO_CHECKPOINTS,
     GRPOSettings,
     PreferenceSettings,
     SimPOSettings,
@@ -344,10 +345,10 @@ def loss_settings(cfg: PipelineConfig) -> dict[str, Any]:
     return {name: value for name, value in parts.items() if name in LOSS_SETTINGS[cfg.loss]}
 
 
-# The loop's train-actor phases save no trainer checkpoints: a stopped pipeline redoes its
-# unfinished phase from its seeds, so they were never read (73 MB a phase on SmolLM2, written
-# every 25 steps with their SHA-256 manifest).
-LOOP_SAVE_STEPS = 10**9
+# The loop's train-actor phases save no trainer checkpoints, periodic or on SIGTERM: a stopped
+# pipeline redoes its unfinished phase from its seeds, so they were never read (73 MB a phase
+# on SmolLM2, written every 25 steps with their SHA-256 manifest).
+LOOP_SAVE_STEPS = NO_CHECKPOINTS
 
 
 def trainer_config(cfg: PipelineConfig, seed: int) -> TrainActorConfig:

@@ -64,6 +64,7 @@ from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the
     KL_BETA_RECOMMENDED,
     LOSSES,
     LOSS_SETTINGS,
+    NO_CHECKPOINTS,
     PREFERENCE_LOSSES,
     SIMPO_BETA_ALLOWED,
     SIMPO_BETA_RECOMMENDED,
@@ -493,9 +494,9 @@ class ActorTrainingCallback(TrainerCallback):
             return control
         cancelled, out_of_time = any_rank(self.handle.cancelled.is_set(), self.handle.out_of_time())  # all ranks alike
         if cancelled:
-            # SIGTERM: checkpoint now, then stop; the jobs layer marks the run KILLED.
+            # SIGTERM: checkpoint now (unless told to keep none), then stop; the jobs layer marks the run KILLED.
             self.cancelled = True
-            control.should_save = True
+            control.should_save = args.save_steps < NO_CHECKPOINTS
             control.should_training_stop = True
         elif out_of_time:
             self.out_of_time = True  # the budget's deadline: stop and keep the adapter as it is

@@ -43,6 +43,9 @@ from lactchain.config import Config, ConfigError, default_of, flat_names, option
 
 ADAPTER_HELP = ("LoRA adapter: an adapter folder, a train-actor run id, or a pipeline run id (the adapter its "
                 "actor had after its last finished phase).")
+# save_steps at or above it: no trainer checkpoint at all, not even on SIGTERM (the loop's
+# phases: a stopped pipeline redoes its unfinished phase from its seeds, never reading one).
+NO_CHECKPOINTS = 10**9
 ADAPTER_CHECK = "run:actor,pipeline"  # the runs whose ids --adapter takes (a console form checks)
 
 LOSSES = ("simpo", "dpo", "kto", "rft", "grpo")
@@ -299,7 +302,7 @@ class TrainActorConfig(Config):
     lora_r: int = option(8, "LoRA rank.", min=1, max=1024)
     lora_alpha: int = option(16, "LoRA alpha.", min=1, max=4096)
     save_steps: int = option(25, "Checkpoint every N steps (and on SIGTERM). simpo, dpo, kto; rft runs are short "
-                             "and do not checkpoint.", min=1)
+                             f"and do not checkpoint. {NO_CHECKPOINTS} or more: none at all.", min=1)
     seed: int = option(0, "Seed for LoRA init, data order and dropout.", min=0, max=2**32 - 1)
     # Not command-line options today (library callers and the pipeline set them).
     grad_accum: int = option(1, "Gradient accumulation steps (simpo, dpo, kto).", min=1, cli=False)
