@@ -645,11 +645,14 @@ class Actor(ScoringTokens):
         replaces any adapter already loaded."""
         from peft import PeftModel
 
+        from lactchain.models.quiet import quiet_checkpointing_deprecation
+
         path = Path(path).expanduser()
         if not (path / "adapter_config.json").is_file():
             raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json)")
         self.unload_adapter()
-        self.model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False).to(self.device).eval()
+        with quiet_checkpointing_deprecation():
+            self.model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False).to(self.device).eval()
         self.adapter = path
         self.clear_prefix_cache()
 

@@ -250,12 +250,11 @@ class Critic(nn.Module):
         if checkpoint is None:
             backbone = _lora(base, lora_r)
         else:
-            import warnings
-
             from peft import PeftModel
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
+            from lactchain.models.quiet import quiet_checkpointing_deprecation
+
+            with quiet_checkpointing_deprecation():
                 backbone = PeftModel.from_pretrained(base, str(Path(checkpoint) / ADAPTER_DIR), is_trainable=True)
         critic = cls(backbone, tok, spec=spec, source=source, pooling=pooling, causal=causal, lora_r=lora_r,
                      device=device, env_kwargs=env_kwargs, env=env)

@@ -313,9 +313,12 @@ def merge_adapter(base_folder: str | Path, adapter: str | Path, out_dir: str | P
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from lactchain.models.quiet import quiet_checkpointing_deprecation
+
     out_dir = Path(out_dir)
     base = AutoModelForCausalLM.from_pretrained(str(base_folder), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter), is_trainable=False).merge_and_unload()
+    with quiet_checkpointing_deprecation():
+        merged = PeftModel.from_pretrained(base, str(adapter), is_trainable=False).merge_and_unload()
     out_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(out_dir, safe_serialization=True)
     for f in Path(base_folder).iterdir():  # tokenizer files, chat template, generation config

@@ -9,11 +9,10 @@ look alike and every loader reads them.
 from __future__ import annotations
 
 import json
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from lactchain.models.quiet import quiet_checkpointing_deprecation
 from lactchain.train.ddp import is_main_process
 
 ADAPTER_KIND = "adapter"
@@ -44,15 +43,6 @@ def lora_config(model: Any, config: Any) -> Any:
     targets = list(config.target_modules) if config.target_modules else lora_targets(model)
     return LoraConfig(r=int(config.lora_r), lora_alpha=int(config.lora_alpha), lora_dropout=float(config.lora_dropout),
                       bias="none", target_modules=targets, task_type="CAUSAL_LM")
-
-
-@contextmanager
-def quiet_checkpointing_deprecation() -> Iterator[None]:
-    """peft and TRL still read transformers' deprecated `is_gradient_checkpointing`: a
-    FutureWarning in every job log that is not ours to fix."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
 
 
 def add_lora(model: Any, config: Any) -> Any:
