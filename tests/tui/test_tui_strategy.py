@@ -6,7 +6,7 @@ from textual.widgets import DataTable, TextArea
 
 from lactchain.prompts import DEFAULT_STRATEGY
 from tui.widgets.strategy_editor import StrategyEditor
-from tui_helpers import settle
+from tui_helpers import palette, settle
 
 
 async def _open_editor(app, pilot):  # noqa: ANN001, ANN202
@@ -50,6 +50,15 @@ async def test_saved_prompt_version_is_in_the_registry(make_app, registry):
         await pilot.press("escape", "s")  # escape leaves the editor for the grid
         await settle(app, pilot)
         assert "Go east until the wall, then north." in app.lab_session.history[-1].prompt
+        # the version is the grid's: on Blackjack the editor lists none, and says whose strategy it
+        # now holds (not the grid's last save); back on the grid it is there
+        await palette(app, pilot, "play blackjack", "Lab: play blackjack")
+        await settle(app, pilot)
+        assert editor.query_one("#strategy-versions", DataTable).row_count == 0
+        assert _message(editor).startswith("blackjack's built-in strategy")
+        await palette(app, pilot, "play grid", "Lab: play grid")
+        await settle(app, pilot)
+        assert editor.query_one("#strategy-versions", DataTable).row_count == 1
 
 
 async def test_invalid_strategy_gives_a_clear_message_and_saves_nothing(make_app, registry):
@@ -260,25 +269,3 @@ async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make
         await settle(third, pilot)
         assert not third.screen.query(StrategyEditor) or third.screen.query_one(StrategyEditor).text == DEFAULT_STRATEGY
 
-
-async def test_switching_env_shows_that_envs_versions_and_no_word_from_the_last_one(make_app, registry):
-    """A version saved on the grid is the grid's: on Blackjack the editor lists none and its
-    message is about Blackjack's strategy, not the grid's last save; back on the grid it is there."""
-    from tui_helpers import palette
-
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = await _open_editor(app, pilot)
-        editor.set_text("Go east until the wall, then north.")
-        await pilot.press("ctrl+s")
-        await settle(app, pilot)
-        assert "saved as version 1" in _message(editor)
-        await pilot.press("escape")
-        await palette(app, pilot, "play blackjack", "Lab: play blackjack")
-        await settle(app, pilot)
-        editor = app.screen.query_one(StrategyEditor)
-        assert editor.query_one("#strategy-versions", DataTable).row_count == 0
-        assert _message(editor).startswith("blackjack's built-in strategy")
-        await palette(app, pilot, "play grid", "Lab: play grid")
-        await settle(app, pilot)
-        assert editor.query_one("#strategy-versions", DataTable).row_count == 1
