@@ -11,7 +11,8 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from lactchain.models.actor import Actor, _RowSampler
+from lactchain.models.actor import Actor
+from lactchain.models.decode_hooks import RowSampler
 from lactchain.models.move_automaton import AutomatonProcessor, automaton_for, build_token_automaton
 from lactchain.moves import ALL_MOVES, DEFAULT_MOVES, move_list_grammar
 
@@ -120,21 +121,21 @@ def test_an_unknown_grammar_engine_is_refused(actor):
 # ---- the per-row sampler -------------------------------------------------------------
 def test_each_row_draws_the_same_whatever_shares_its_batch():
     scores = torch.randn(6, 300)
-    together = _RowSampler(range(10, 16))
-    alone = [_RowSampler([seed]) for seed in range(10, 16)]
+    together = RowSampler(range(10, 16))
+    alone = [RowSampler([seed]) for seed in range(10, 16)]
     for _ in range(5):  # several steps: the draw depends on the step too
         batch = together(None, scores).argmax(dim=1).tolist()
         single = [s(None, scores[i:i + 1]).argmax(dim=1).item() for i, s in enumerate(alone)]
         assert batch == single
     flat = torch.zeros(1, 1000)
-    one, two = _RowSampler([1]), _RowSampler([2])
+    one, two = RowSampler([1]), RowSampler([2])
     assert [one(None, flat).argmax().item() for _ in range(5)] != [two(None, flat).argmax().item() for _ in range(5)]
 
 
 def test_the_sampler_follows_the_distribution_and_never_draws_a_masked_token():
     logits = torch.tensor([[0.0, 1.0, 2.0, float("-inf"), -1.0]])
     expected = torch.softmax(logits, dim=-1)[0]
-    sampler = _RowSampler([7])
+    sampler = RowSampler([7])
     counts = torch.zeros(5)
     draws = 20_000
     for _ in range(draws):
@@ -146,7 +147,7 @@ def test_the_sampler_follows_the_distribution_and_never_draws_a_masked_token():
 
 def test_a_row_without_finite_mass_falls_back_to_its_argmax():
     scores = torch.tensor([[float("nan"), 2.0, 1.0], [float("-inf")] * 3, [0.0, 5.0, 0.0]])
-    picks = _RowSampler([1, 2, 3])(None, scores).argmax(dim=1).tolist()
+    picks = RowSampler([1, 2, 3])(None, scores).argmax(dim=1).tolist()
     assert picks[0] == 1  # the NaN skipped
     assert picks[1] == 0  # nothing finite: still a token, no crash
 
