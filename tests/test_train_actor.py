@@ -28,14 +28,13 @@ from lactchain.runs.registry import Registry
 from lactchain.train.actor import (
     ActorTrainingCallback,
     FailureDetector,
-    NoUsablePairs,
     build_trainer,
     resolve_hparams,
-    select_pairs,
     tokenized_completions,
     train_actor,
 )
 from lactchain.train.actor_config import TrainActorConfig
+from lactchain.train.pair_selection import NoUsablePairs, select_pairs
 
 
 def cfg(**settings) -> TrainActorConfig:

@@ -241,7 +241,7 @@ def resolve_checkpoint(registry: Any, spec: str | None, check: bool = True) -> s
 
 def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]:
     """A resumable checkpoint and pairs (grpo: rollouts of one world) to train on, before a run exists."""
-    from lactchain.train.actor import NoUsablePairs, select_pairs
+    from lactchain.train.pair_selection import NoUsablePairs, select_pairs  # not TRL: a refusal comes fast
 
     resolve_checkpoint(registry, config.resume)
     if config.loss == "grpo":
@@ -309,7 +309,8 @@ def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: A
 
 
 def run_train_actor(handle: Any, config: TrainActorJobConfig) -> dict[str, Any]:
-    from lactchain.train.actor import select_pairs, train_actor
+    from lactchain.train.actor import train_actor
+    from lactchain.train.pair_selection import select_pairs
 
     if config.loss == "grpo":
         return run_train_actor_grpo(handle, config)

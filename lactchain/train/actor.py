@@ -2,8 +2,9 @@
 
 Read top to bottom:
 
-1. `select_pairs` takes labeled pairs from the registry (by run and labeler) and
-   drops what says nothing (chosen == rejected) or is not labeled, counting why.
+1. `select_pairs` (lactchain.train.pair_selection) takes labeled pairs from the registry
+   (by run and labeler) and drops what says nothing (chosen == rejected) or is not
+   labeled, counting why.
 2. `build_dataset` turns pairs into TRL's text formats. The prompt is the user
    message rendered with the model's chat template (`actor.chat_prompt`), the
    completions are the move-list text followed by the tokenizer's EOS exactly
@@ -21,7 +22,7 @@ Read top to bottom:
    CPU-friendly settings: fp32 on CPU (bf16 only on a CUDA GPU that has it),
    no gradient checkpointing, no reporting integrations, no worker processes,
    a checkpoint every `save_steps` (and on SIGTERM) so a run can resume.
-4. `ActorTrainingCallback` streams metrics to the registry at every log step
+4. `ActorTrainingCallback` (lactchain.train.monitor) streams metrics to the registry at every log step
    under stable names, records known failure signatures as warnings
    (`FailureDetector`), registers checkpoints as artifacts and turns a
    cancellation (SIGTERM) into "save a checkpoint, then stop".
@@ -37,14 +38,12 @@ in lactchain.train.lora.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import sys
 import time
 import warnings as pywarnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -54,11 +53,9 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 # so every GRPO run printed four copies of the same advisory.
 pywarnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
 
-from transformers import TrainerCallback  # noqa: E402  (after the env var TRL reads)
-
 from lactchain.machine import native_bf16  # noqa: E402
 from lactchain.models.actor import ensure_distinct_pad
-from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS, seal
+from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
 from lactchain.train.actor_config import (  # noqa: E402,F401  (re-exported: the names callers know)
     DEFAULT_BETA,
     KL_BETA_RECOMMENDED,
@@ -86,133 +83,18 @@ from lactchain.train.lora import (  # noqa: E402,F401
     save_adapter,
 )
 from lactchain.train.rft import train_rft  # noqa: E402
-from lactchain.train.ddp import any_rank, world_size  # noqa: E402
+from lactchain.train.pair_selection import (  # noqa: E402,F401  (re-exported: the names callers know)
+    LABELER_CHOICES, NoUsablePairs, PairSelection, filter_pairs, human_labels_of, select_pairs, usable_pair,
+)
+from lactchain.train.ddp import world_size  # noqa: E402
+from lactchain.train.monitor import (  # noqa: E402,F401  (re-exported: the names callers know)
+    CHECKPOINT_KIND, METRIC_NAMES, ActorTrainingCallback, FailureDetector, TrainingWarning, map_metrics,
+    no_signal_loss,
+)
 from lactchain.train.completion_scoring import completion_window_cpo, score_labelled_positions_only  # noqa: E402
 from lactchain.train.compiled import compiles, step_timing, trl_compile_kwargs  # noqa: E402
 from lactchain.train.batch_budget import plan_batch  # noqa: E402
 from lactchain.train.shared_prefix import share_prompt_prefix, shares_prefix, unshare_prompt_prefix  # noqa: E402
-
-LABELER_CHOICES = ("critic", "rollout", "oracle", "human", "llm", "episodes", "any")
-CHECKPOINT_KIND = "checkpoint"
-
-# TRL 1.16 log keys -> the stable names written to the registry.
-METRIC_NAMES = {
-    "loss": "loss",
-    "rewards/margins": "margin",
-    "rewards/accuracies": "accuracy",
-    "logps/chosen": "logp_chosen",
-    "logps/rejected": "logp_rejected",
-    "rewards/chosen": "reward_chosen",
-    "rewards/rejected": "reward_rejected",
-    "grad_norm": "grad_norm",
-    "learning_rate": "lr",
-    "kl": "kl",
-    "nll_loss": "nll_loss",  # the NLL on chosen: CPO-SimPO's, and KTO's with rpo_alpha (train.kto_nll)
-    "entropy": "entropy",
-    "epoch": "epoch",
-    "train_loss": "train_loss",
-    "train_runtime": "train_runtime_s",
-    # GRPO
-    "reward": "reward",
-    "reward_std": "reward_std",
-    "frac_reward_zero_std": "frac_reward_zero_std",
-    "completions/mean_length": "completion_length",
-    "clip_ratio/region_mean": "clip_ratio",
-    "clip_ratio/high_mean": "clip_ratio_high",
-    "clip_ratio/low_mean": "clip_ratio_low",
-    "policy_loss": "policy_loss",
-    "entropy_coef": "entropy_coef",  # the entropy bonus's weight (--entropy-coef; adaptive with --entropy-target)
-}
-
-
-class NoUsablePairs(ValueError):
-    """Nothing to train on: no pairs, or none that prefers one move list over another."""
-
-
-# ---- 1. pairs -----------------------------------------------------------------------
-
-@dataclass
-class PairSelection:
-    """The usable pairs and what was left out (and why)."""
-
-    pairs: list[dict[str, Any]]
-    found: int = 0
-    dropped_identical: int = 0
-    dropped_unlabeled: int = 0
-    dropped_malformed: int = 0
-
-    def stats(self) -> dict[str, int]:
-        return {"pairs": len(self.pairs), "found": self.found, "dropped_identical": self.dropped_identical,
-                "dropped_unlabeled": self.dropped_unlabeled, "dropped_malformed": self.dropped_malformed}
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-
-def usable_pair(p: Mapping[str, Any]) -> str | None:
-    """None if the pair can be trained on, else why not ("identical", "malformed")."""
-    chosen, rejected = p.get("chosen"), p.get("rejected")
-    if not isinstance(p.get("prompt"), str) or not p["prompt"].strip():
-        return "malformed"
-    if not isinstance(chosen, (list, tuple)) or not isinstance(rejected, (list, tuple)):
-        return "malformed"
-    if list(chosen) == list(rejected):
-        return "identical"
-    return None
-
-
-def filter_pairs(rows: Sequence[Mapping[str, Any]], *, require_labeled: bool = True) -> PairSelection:
-    sel = PairSelection(pairs=[], found=len(rows))
-    for p in rows:
-        if require_labeled and p.get("status", "labeled") != "labeled":
-            sel.dropped_unlabeled += 1
-            continue
-        why = usable_pair(p)
-        if why == "identical":
-            sel.dropped_identical += 1
-        elif why == "malformed":
-            sel.dropped_malformed += 1
-        else:
-            sel.pairs.append(dict(p))
-    return sel
-
-
-def human_labels_of(registry: Any, run_ids: Sequence[str], already: set[int] | None = None) -> list[dict[str, Any]]:
-    """The human labels of the pairs of `run_ids`, wherever they are stored: the console
-    writes a label of a critic's pair as a new row in its session's `labels` run (the
-    pair itself stays as the critic ranked it), so a label belongs to the run of the pair
-    it labels too, and `--pairs-from PAIRS --labeler human` finds it."""
-    labelled = {p["id"] for p in registry.pairs(run_ids=list(run_ids))}
-    out = []
-    for row in registry.pairs(labeler="human"):
-        meta = row.get("meta") if isinstance(row.get("meta"), dict) else {}
-        if row["id"] not in (already or set()) and meta.get("source_pair") in labelled and not meta.get("undone"):
-            out.append(row)
-    return out
-
-
-def select_pairs(registry: Any, run_ids: str | Sequence[str] | None = None, labeler: str = "any") -> PairSelection:
-    """Labeled pairs of `run_ids` (all runs when None/empty) from `labeler` ("critic",
-    "human", "llm", "episodes" or "any"). Raises NoUsablePairs, saying what was found
-    and dropped, when nothing is left to train on."""
-    if labeler not in LABELER_CHOICES:
-        raise ValueError(f"labeler must be one of {', '.join(LABELER_CHOICES)}, not {labeler!r}")
-    if isinstance(run_ids, str):
-        run_ids = [run_ids]
-    ids = [registry.resolve_run_id(r) if hasattr(registry, "resolve_run_id") else r for r in (run_ids or [])]
-    rows = registry.pairs(run_ids=ids or None, labeler=None if labeler == "any" else labeler)
-    if ids and labeler == "human":
-        rows += human_labels_of(registry, ids, already={r["id"] for r in rows})
-    sel = filter_pairs(rows)
-    if not sel.pairs:
-        where = f"run(s) {', '.join(ids)}" if ids else "the registry"
-        who = "any labeler" if labeler == "any" else f"labeler {labeler!r}"
-        detail = (f"{sel.found} pair(s) found, {sel.dropped_identical} dropped because chosen == rejected, "
-                  f"{sel.dropped_unlabeled} not labeled (pending/skipped/tie), {sel.dropped_malformed} malformed")
-        raise NoUsablePairs(f"no usable preference pairs from {who} in {where}: {detail}. "
-                            "Build pairs first (`lactchain collect-pairs ...`) or label the pending ones in the TUI.")
-    return sel
-
 
 # ---- 2. dataset ---------------------------------------------------------------------
 
@@ -333,221 +215,6 @@ def check_eos(trainer: Any, eos_id: int) -> dict[str, int]:
         raise ValueError(f"{len(bad)} of {len(comps)} tokenized completions do not end with exactly one EOS "
                          f"(id {eos_id}); first: {bad[0]}")
     return {"completions": len(comps)}
-
-
-# ---- hyper-parameters ---------------------------------------------------------------
-
-def no_signal_loss(loss: str, simpo_gamma: float | None = None) -> float:
-    """The loss value when the model does not separate chosen from rejected at all."""
-    if loss == "dpo":
-        return math.log(2.0)
-    if loss == "simpo":
-        return math.log1p(math.exp(simpo_gamma or 0.0))  # softplus(gamma); ln 2 when gamma = 0
-    if loss in ("rft", "grpo"):
-        return float("nan")  # a supervised or policy-gradient loss has no "no signal" value
-    return 0.5  # KTO: 1 - sigmoid(0) on every row
-
-
-# ---- 4. failure signatures and the callback -----------------------------------------
-
-@dataclass
-class TrainingWarning:
-    code: str
-    message: str
-    step: int
-
-
-@dataclass
-class FailureDetector:
-    """Known signatures of preference training that is not working, from the logged
-    metrics (stable names: loss, accuracy, margin, logp_chosen):
-
-    - loss_stuck: the last `window` losses all sit at the no-signal value (ln 2 for
-      DPO, softplus(gamma) for SimPO -- ln 2 again when gamma = 0 --, 0.5 for KTO):
-      the model does not separate chosen from rejected (identical pairs, pad = eos
-      masking the completions, a learning rate or beta far too small).
-    - pairs_too_easy: reward accuracy 1.0 in each of the first `easy_logs` logs that
-      carry a margin: the pairs are separable before any learning (a leak such as
-      a constant rejected answer, or chosen always shorter).
-    - logp_chosen_falling: the chosen log-prob fell at each of the last `window`
-      logs, by more than `fall_fraction` of its size: the loss is being won by
-      pushing everything down, likely degenerate output.
-    - loss_nan: the loss became NaN/inf.
-    - groups_flat (GRPO): >= `flat_share` of the groups scored alike in each of the last
-      `window` logs: zero advantages, nothing learned.
-    - samples_collapsed (GRPO): one move list was >= `flat_share` of the samples in each
-      of the last `window` logs.
-    """
-
-    loss_type: str
-    simpo_gamma: float | None = None
-    window: int = 6
-    easy_logs: int = 3
-    stuck_tol: float = 0.01
-    fall_fraction: float = 0.02
-    flat_share: float = 0.9  # GRPO: share of flat groups / of one sample that says the step has no signal
-    history: list[dict[str, float]] = field(default_factory=list)
-    fired: dict[str, TrainingWarning] = field(default_factory=dict)
-
-    def update(self, metrics: Mapping[str, float], step: int) -> list[TrainingWarning]:
-        """Add one log's metrics; return the warnings that fire for the first time."""
-        if "loss" not in metrics:
-            return []
-        self.history.append(dict(metrics))
-        new = []
-        for code, message in self._check():
-            if code not in self.fired:
-                w = TrainingWarning(code, message, step)
-                self.fired[code] = w
-                new.append(w)
-        return new
-
-    def _check(self) -> Iterator[tuple[str, str]]:
-        h = self.history
-        loss = h[-1].get("loss")
-        if loss is not None and not math.isfinite(loss):
-            yield "loss_nan", f"the loss is {loss}: training diverged (learning rate too high?)"
-        targets = {no_signal_loss(self.loss_type, self.simpo_gamma)}
-        if self.loss_type in ("dpo", "simpo"):
-            targets.add(math.log(2.0))
-        recent = [r.get("loss") for r in h[-self.window:]]
-        if len(h) >= self.window and all(v is not None for v in recent):
-            for t in sorted(targets):
-                if all(abs(v - t) <= self.stuck_tol for v in recent):
-                    name = "ln 2" if abs(t - math.log(2.0)) < 1e-9 else f"{t:.3f}"
-                    yield "loss_stuck", (
-                        f"loss stuck at {name} (~{t:.3f}, the no-signal value) for {self.window} logs: the model "
-                        "does not tell chosen from rejected (identical pairs? pad = eos? learning rate or beta too small?)")
-                    break
-        with_margin = [r for r in h if r.get("accuracy") is not None and r.get("margin") not in (None, 0.0)]
-        first = with_margin[: self.easy_logs]
-        if len(first) == self.easy_logs and all(r["accuracy"] >= 0.999 for r in first):
-            yield "pairs_too_easy", (
-                f"reward accuracy was 1.0 in each of the first {self.easy_logs} logs: the pairs are separable "
-                "before learning anything (a leak, e.g. a constant rejected answer or chosen always shorter)")
-        lp = [r.get("logp_chosen") for r in h[-self.window:]]
-        if len(h) >= self.window and all(v is not None and math.isfinite(v) for v in lp):
-            steps = [b - a for a, b in zip(lp, lp[1:])]
-            drop = lp[0] - lp[-1]
-            if all(d < 0 for d in steps) and drop > self.fall_fraction * max(abs(lp[0]), 1.0):
-                yield "logp_chosen_falling", (
-                    f"the chosen log-prob fell at each of the last {self.window} logs ({lp[0]:.3f} -> {lp[-1]:.3f}): "
-                    "the margin is being won by pushing chosen down too (lower the learning rate or raise beta)")
-        flat = [r.get("frac_reward_zero_std") for r in h[-self.window:]]
-        if len(h) >= self.window and all(v is not None and v >= self.flat_share for v in flat):
-            yield "groups_flat", (
-                f"at least {self.flat_share:.0%} of GRPO's groups scored alike in each of the last {self.window} logs: "
-                "their advantages are 0 and the steps learn nothing (more --samples, --group-filter, a higher "
-                "--temperature, or a reward that tells the samples apart)")
-        same = [r.get("top_sample_share") for r in h[-self.window:]]
-        if len(h) >= self.window and all(v is not None and v >= self.flat_share for v in same):
-            yield "samples_collapsed", (
-                f"one move list was at least {self.flat_share:.0%} of GRPO's samples in each of the last {self.window} "
-                "logs: the policy has collapsed to one answer (lower the learning rate, or --kl-beta)")
-
-
-def map_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
-    """TRL log keys -> stable registry names (numbers only; eval_ keys skipped)."""
-    if "train_runtime" in logs:  # the end-of-training summary: keep only its own numbers
-        logs = {k: logs[k] for k in ("train_loss", "train_runtime") if k in logs}
-    out = {}
-    for key, name in METRIC_NAMES.items():
-        value = logs.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = float(value)
-    return out
-
-
-class ActorTrainingCallback(TrainerCallback):
-    """Registry streaming, failure signatures, checkpoint artifacts and cancellation."""
-
-    def __init__(self, loss: str, handle: Any = None, simpo_gamma: float | None = None,
-                 on_log: Callable[[int, int, dict[str, float]], None] | None = None,
-                 on_warning: Callable[[TrainingWarning], None] | None = None,
-                 detector: FailureDetector | None = None,
-                 extra_metrics: Callable[[], Mapping[str, float]] | None = None) -> None:
-        self.handle = handle
-        self.extra_metrics = extra_metrics  # the trainer's own numbers of the last step (GRPO's rollout)
-        self.detector = detector or FailureDetector(loss, simpo_gamma)
-        self.on_log_fn = on_log
-        self.on_warning_fn = on_warning
-        self.last: dict[str, float] = {}
-        self.checkpoints: list[tuple[int, str]] = []
-        self.step_times: list[float] = []
-        self._t0: float | None = None
-        self.cancelled = False
-        self.out_of_time = False
-
-    @property
-    def warnings(self) -> list[TrainingWarning]:
-        return list(self.detector.fired.values())
-
-    # timing
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._t0 = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self._t0 is not None:
-            self.step_times.append(time.perf_counter() - self._t0)
-            self._t0 = None
-        if self.handle is None:
-            return control
-        cancelled, out_of_time = any_rank(self.handle.cancelled.is_set(), self.handle.out_of_time())  # all ranks alike
-        if cancelled:
-            # SIGTERM: checkpoint now (unless told to keep none), then stop; the jobs layer marks the run KILLED.
-            self.cancelled = True
-            control.should_save = args.save_steps < NO_CHECKPOINTS
-            control.should_training_stop = True
-        elif out_of_time:
-            self.out_of_time = True  # the budget's deadline: stop and keep the adapter as it is
-            control.should_training_stop = True
-        return control
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        metrics = map_metrics(logs or {})
-        if not metrics:
-            return
-        if self.extra_metrics is not None and "loss" in metrics:
-            metrics.update(self.extra_metrics())
-        step = int(state.global_step)
-        if "loss" in metrics and self.step_times:
-            recent = self.step_times[-max(int(args.logging_steps or 1), 1):]
-            metrics["step_time_s"] = sum(recent) / len(recent)
-        self.last.update(metrics)
-        if self.handle is not None:
-            try:
-                self.handle.log_metrics(metrics, step=step)
-            except Exception as exc:  # a busy registry must not kill training
-                print(f"warning: could not log metrics: {exc}", file=sys.stderr)
-        for w in self.detector.update(metrics, step):
-            self._record(w)
-        if self.on_log_fn is not None:
-            self.on_log_fn(step, int(state.max_steps or 0), metrics)
-
-    def _record(self, w: TrainingWarning) -> None:
-        print(f"warning [{w.code}] at step {w.step}: {w.message}", file=sys.stderr, flush=True)
-        if self.handle is not None:
-            try:
-                reg, rid = self.handle.registry, self.handle.run_id
-                reg.set_tag(rid, "warning", "; ".join(f"{x.code}: {x.message}" for x in self.warnings))
-                reg.log_metrics(rid, {f"warning_{w.code}": 1.0}, step=w.step)
-            except Exception as exc:
-                print(f"warning: could not record the warning: {exc}", file=sys.stderr)
-        if self.on_warning_fn is not None:
-            self.on_warning_fn(w)
-
-    def on_save(self, args, state, control, **kwargs):
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        self.checkpoints.append((int(state.global_step), str(path)))
-        if self.handle is not None:
-            try:
-                seal(path)  # last: resume passes over a checkpoint whose files no longer match
-                self.handle.registry.add_artifact(self.handle.run_id, CHECKPOINT_KIND, path, step=int(state.global_step),
-                                                  meta={"cancelled": self.cancelled})
-                # The Trainer has already rotated older checkpoints away (save_total_limit).
-                self.handle.registry.prune_artifacts(self.handle.run_id, CHECKPOINT_KIND)
-            except Exception as exc:
-                print(f"warning: could not register checkpoint {path}: {exc}", file=sys.stderr)
 
 
 # ---- 3. trainer ---------------------------------------------------------------------
