@@ -261,7 +261,7 @@ def test_lactchain_cpu_bf16_0_gives_fp32_defaults_on_any_cpu(monkeypatch):
 def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(pipeline_run):
     """`evaluate --adapter PIPELINE` on another scene than the pipeline's plays it (transfer is
     a fair experiment) and says in one line where the actor learned and the options that play
-    there; where it learned, nothing is said. A phase's run and the adapter's folder name
+    there (a strategy version written for another env, likewise); where it learned, nothing is said. A phase's run and the adapter's folder name
     the same world (the phase's from its pipeline)."""
     from cli_helpers import run_cli_uncaptured
 
@@ -269,12 +269,14 @@ def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(p
 
     reg, out, _ = pipeline_run
     db = str(reg.path)
+    for_taxi = reg.save_prompt("Pick up the passenger first.", env="taxi")  # saved in the console's Lab on Taxi
     code, _, err = run_cli_uncaptured(["evaluate", "--actor", "tiny", "--adapter", out["run_id"], "--scene", "maze",
-                                       "--states", "2", "--db", db, "--json"])
+                                       "--strategy", str(for_taxi), "--states", "2", "--db", db, "--json"])
     assert code == 0, err
     note = next(line for line in err.splitlines() if line.startswith("note: adapter"))
     assert f"note: adapter {out['run_id']} learned on grid (run {out['run_id']}); this run plays grid maze" in note
     assert "pass --env grid without --scene to play where it learned" in note
+    assert f"note: strategy version {for_taxi} was written for taxi; this run plays grid" in err
     code, _, err = run_cli_uncaptured(["evaluate", "--actor", "tiny", "--adapter", out["run_id"], "--states", "2",
                                        "--db", db, "--json"])
     assert code == 0 and "note: adapter" not in err

@@ -120,6 +120,34 @@ def world_note(registry: Any, adapter: str | None, world: dict[str, str], here: 
             f"{world_label(world)}: {_world_options(learned, world)} to play where it learned")
 
 
+def run_notes(registry: Any, params: Mapping[str, Any]) -> list[str]:
+    """What a run's start says about what it was given for another world than it plays: an
+    adapter whose actor learned elsewhere, a strategy version written for another env (a
+    resume goes on as it began: nothing said)."""
+    from lactchain.envs.world import recorded_world
+
+    world = recorded_world(params)
+    if world is None or params.get("resume_from") or params.get("resume"):
+        return []
+    notes = [world_note(registry, str(params["adapter"]), world) if params.get("adapter") else ""]
+    version = params.get("strategy_version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        notes.append(strategy_note(registry, version, world["env"]))
+    return [note for note in notes if note]
+
+
+def strategy_note(registry: Any, version: int, env: str) -> str:
+    """One line when strategy version `version` was written for another env than `env`."""
+    from lactchain.strategy.strategies import search_worlds, version_env
+
+    row = registry.get_prompt(version)
+    written = version_env(row, search_worlds(registry, [row]), "") if row else ""
+    if not written or written == env:
+        return ""
+    return (f"note: strategy version {version} was written for {written}; this run plays {env} "
+            f"(`lactchain strategy versions` names each version's env)")
+
+
 def _world_options(learned: Mapping[str, str], world: Mapping[str, str]) -> str:
     """'pass --env grid --scene flat', '... without --scene': the options that turn `world`
     into `learned` (a default the learned world leaves out is named where `world` differs)."""

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from lactchain.config import Config, ConfigError, flag_of, flat_fields
-from lactchain.jobs.checks import check_adoptable, check_models, check_references
+from lactchain.jobs.checks import check_adoptable, check_models, check_references, run_notes
+from lactchain.jobs.output import err_console
 from lactchain.jobs.ranks import check_gpus_fit, processes_of, run_ranks
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import run_context, spawn, strip_detach
@@ -130,6 +131,8 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
                      cmd=cmd, quiet=quiet, parent_id=parent_id) as handle:
         for key, value in code_tags().items():  # the code this process runs, for `runs show`
             registry.set_tag(handle.run_id, key, value)
+        for note in run_notes(registry, params):  # given for another world: on a terminal and in the log
+            err_console.print(note, style="yellow", markup=False, soft_wrap=True)
         config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE
         if processes_of(config) > 1:  # DDP: the ranks run the job's body, this process keeps the run
             return {"run_id": handle.run_id, **run_ranks(handle, job.command, config_path, processes_of(config))}

@@ -11,9 +11,9 @@ from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cel
 from lactchain.config import ConfigError, default_of, flat_fields, flat_names, option
 from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
-from lactchain.envs.world import scene_spec, world_kwargs, world_params
+from lactchain.envs.world import scene_spec, world_kwargs
 from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
-from lactchain.jobs.checks import resolve_adapter, world_note
+from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.parts import SEED_MAX
@@ -78,10 +78,6 @@ def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
         err_console.print(f"resuming {resume_from}: {kept} finished phase(s) kept" if kept else
                           f"resuming {resume_from}: no phase had finished; starting from the beginning")
     start_adapter = (state or {}).get("adapter") or resolve_adapter(handle.registry, config.adapter)
-    note = "" if state else world_note(handle.registry, config.adapter,
-                                       world_params(config.env, config.scene, config.state_text))
-    if note:
-        err_console.print(note, style="yellow", markup=False, soft_wrap=True)
     text = resolve_strategy(handle.registry, config.strategy, config.env).text if config.strategy else None
     run_cfg = config.project(PipelineConfig, adapter=start_adapter, strategy=text)
     with err_console.status("pipeline") as status:

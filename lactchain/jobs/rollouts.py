@@ -61,7 +61,6 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
 
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         line(f"play: {config.episodes} episodes of {env} on {config.envs} envs, strategy {strat.label}", force=True)
-        _note_adapter_world(handle, config)
         progress = JobProgress(handle, "play", "episodes")
         summary = run_rollouts(model, cfg, prompt=strat.prompt(model.moves, text_env), registry=handle.registry,
                                run_id=handle.run_id, on_episode=on_episode, should_stop=handle.cancelled.is_set,
@@ -69,16 +68,6 @@ def run_play(handle: Any, config: PlayConfig) -> dict[str, Any]:
     result = summary.as_dict()
     handle.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float))})
     return result
-
-
-def _note_adapter_world(handle: Any, config: Any) -> None:
-    """Say so (on a terminal and in a detached job's log) when --adapter's actor learned in
-    another world than this run plays."""
-    from lactchain.jobs.checks import world_note
-
-    note = world_note(handle.registry, config.model.adapter, config.world.record_params())
-    if note:
-        err_console.print(note, style="yellow", markup=False, soft_wrap=True)
 
 
 def outcome_words(env: Any) -> tuple[str, str]:
@@ -116,7 +105,6 @@ def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
                        env=env) as model:
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
-        _note_adapter_world(handle, config)
         progress = JobProgress(handle, "evaluate", "start states")
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=states if states == "all" else int(states),
