@@ -60,14 +60,12 @@ def test_schema_version_wal_and_reopen(tmp_path):
         assert again.params(run_id) == {"lr": 1e-4}
 
 
-def test_a_registry_of_an_older_schema_is_upgraded_in_place_keeping_its_rows(tmp_path):
-    """A registry written by an older lactchain (schema 2: strategy versions without an env)
-    opens with every row kept and the new column empty (such a version belongs to no env)."""
+def _schema_2_registry(path: Path) -> Path:
+    """A registry as lactchain wrote it at schema 2 (strategy versions without an env), one version in it."""
     import sqlite_utils
 
     from lactchain.runs.schema import MIGRATIONS
 
-    path = tmp_path / "reg.db"
     old = sqlite_utils.Database(path)
     for version in (1, 2):
         MIGRATIONS[version](old)
@@ -75,10 +73,35 @@ def test_a_registry_of_an_older_schema_is_upgraded_in_place_keeping_its_rows(tmp
     old.execute("INSERT INTO prompts (version, text, created_ms, score) VALUES (1, 'Go east.', 1, 0.5)")
     old.conn.commit()
     old.close()
+    return path
+
+
+def test_a_registry_of_an_older_schema_is_upgraded_in_place_keeping_its_rows(tmp_path):
+    """A registry written by an older lactchain opens with every row kept and the new column
+    empty (such a version belongs to no env); the open that upgraded it says so (an older
+    lactchain refuses it from then on), the next one does not, nor does a new registry."""
+    path = _schema_2_registry(tmp_path / "reg.db")
     with Registry(path) as reg:
         assert reg.schema_version == SCHEMA_VERSION
+        assert f"from schema 2 to {SCHEMA_VERSION}; a lactchain older than this one can no longer open it" in \
+            reg.upgrade_note
         assert [(p["version"], p["text"], p["score"], p["env"]) for p in reg.prompts()] == [(1, "Go east.", 0.5, None)]
         assert reg.get_prompt(reg.save_prompt("Go north.", env="taxi"))["env"] == "taxi"
+    with Registry(path) as again, Registry(tmp_path / "new.db") as new:
+        assert again.upgrade_note is None and new.upgrade_note is None
+
+
+def test_the_cli_and_the_console_say_when_they_upgraded_a_registry(tmp_path, capsys):
+    from cli_helpers import run_cli
+    from tui.app import check_db
+
+    code, _, err = run_cli(["runs", "list", "--db", _schema_2_registry(tmp_path / "a.db")], capsys)
+    assert code == 0 and "note: upgraded the registry" in err and "from schema 2" in err
+    code, _, err = run_cli(["runs", "list", "--db", tmp_path / "a.db"], capsys)
+    assert code == 0 and "upgraded" not in err
+    notes: list[str] = []
+    assert check_db(_schema_2_registry(tmp_path / "b.db"), explicit=True, notes=notes) is None
+    assert len(notes) == 1 and "from schema 2" in notes[0]  # the console toasts it after its first paint
 
 
 def test_newer_schema_is_refused(tmp_path):

@@ -127,6 +127,7 @@ class LactChainApp(App):
         self.label_runs: list[str] = []
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None
+        self.startup_notes: list[str] = []  # said as toasts after the first paint (a registry upgraded on opening)
         self._visited_modes = {self.DEFAULT_MODE}  # screens mounted once: a switch back has nothing to mask
         self._switching_to_mounted = False
 
@@ -149,6 +150,8 @@ class LactChainApp(App):
 
     def _after_first_paint(self) -> None:
         self.first_paint_s = time.perf_counter() - self.started_at
+        for note in self.startup_notes:
+            self.notify(note, severity="warning", timeout=15)
         if os.environ.get("LACTCHAIN_TUI_STARTUP_FILE"):
             # wall seconds from App() to the first paint, then CPU seconds of the whole process so far
             Path(os.environ["LACTCHAIN_TUI_STARTUP_FILE"]).write_text(
@@ -408,9 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"actor preset or path (default {DEFAULT_ACTOR}; 'tiny' for tests; 'oracle' = the exact "
                    "planner, no model; 'none' = do not load)")
     p.add_argument("--adapter", default=None, help="LoRA adapter for the actor: a run id or a path (default: the "
-                   "one the last session on this registry had loaded for the same actor, else none)")
+                   "one the last session on this registry had loaded for the same actor, else none; 'none' = "
+                   "none)")
     p.add_argument("--critic", default=None, help="critic preset, path or critic run id (default: the one the last "
-                   "session on this registry had loaded, else none)")
+                   "session on this registry had loaded, else none; 'none' = none)")
     p.add_argument("--env", default=DEFAULT_ENV,
                    help=f"the env the Lab plays: {', '.join(ENVS)} (default {DEFAULT_ENV}); the palette switches "
                    "(ctrl+p, 'Lab: play ...')")
@@ -421,20 +425,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_db(db: Path, explicit: bool) -> str | None:
+def check_db(db: Path, explicit: bool, notes: list[str] | None = None) -> str | None:
     """Why the console cannot open this registry (one line), or None. A mistyped --db must
     not create folders and an empty registry; a file that is not a registry is refused
-    before any screen draws."""
+    before any screen draws. An upgrade of its schema is added to `notes`."""
     if db.is_dir():
         return f"--db {db} is a directory; point it at the registry file inside (e.g. {db / 'registry.db'})"
     if explicit and not db.parent.is_dir():
         return f"--db {db}: folder {db.parent} does not exist; create it first (mkdir -p {db.parent})"
     if db.exists():
         try:
-            Registry.open_for_reading(db).close()
+            registry = Registry.open_for_reading(db)
         except Exception as exc:  # noqa: BLE001 - any reason it cannot be read, in one line
             text = " ".join(str(exc).split())
             return f"{db} cannot be opened as a registry: {text}"
+        if registry.upgrade_note and notes is not None:
+            notes.append(registry.upgrade_note)
+        registry.close()
     return None
 
 
@@ -464,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     db = Path(db).expanduser().absolute()
     if args.create:
         db.parent.mkdir(parents=True, exist_ok=True)
-    problem = check_db(db, explicit=args.db is not None)
+    notes: list[str] = []
+    problem = check_db(db, explicit=args.db is not None, notes=notes)
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
         return 2
@@ -472,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     adapter, critic = console_state.models_to_reopen(db, actor, args.adapter, args.critic)
     app = LactChainApp(db_path=db, actor_spec=actor, adapter=adapter, critic_spec=critic, env=env,
                        env_kwargs=env_kwargs)
+    app.startup_notes = notes  # toasts once the first screen is up
     app.run()
     return app.return_code or 0
 

@@ -39,11 +39,16 @@ def save(db_path: str | os.PathLike | None, **changes: Any) -> None:
 
 def models_to_reopen(db_path: str | os.PathLike | None, actor: str | None, adapter: str | None,
                      critic: str | None) -> tuple[str | None, str | None]:
-    """(adapter, critic) for a new session: what the command line says, else what the last
-    session on this registry had loaded (its adapter only for the same actor)."""
+    """(adapter, critic) for a new session: what the command line says ('none': none, not
+    the last session's), else what the last session on this registry had loaded (its
+    adapter only for the same actor)."""
     saved = load(db_path)
     if critic is None and isinstance(saved.get("critic"), str):
         critic = saved["critic"]
     if adapter is None and saved.get("actor") == actor and isinstance(saved.get("adapter"), str):
         adapter = saved["adapter"]
-    return adapter, critic
+    return (None if _said_none(adapter) else adapter), (None if _said_none(critic) else critic)
+
+
+def _said_none(value: str | None) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "none"

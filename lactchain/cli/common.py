@@ -120,7 +120,7 @@ def open_registry(db: Optional[Path]):
         folder = db.expanduser().absolute().parent
         if not folder.is_dir():
             fail(f"--db {db}: folder {folder} does not exist; create it first (mkdir -p {folder})")
-    return Registry(db)
+    return _said_upgrade(Registry(db))
 
 
 def open_existing(db: Optional[Path], reading: bool = False):
@@ -135,7 +135,14 @@ def open_existing(db: Optional[Path], reading: bool = False):
         fail(f"no registry at {path}")
     if path.is_file() and path.stat().st_size == 0:
         fail(f"--db {path}: is an empty file, not a registry; point --db at a registry (e.g. runs/registry.db)")
-    return Registry.open_for_reading(path) if reading else Registry(path)
+    return _said_upgrade(Registry.open_for_reading(path) if reading else Registry(path))
+
+
+def _said_upgrade(registry: Any) -> Any:
+    """The registry, once its upgrade (if this open made one) is said on stderr."""
+    if registry.upgrade_note:
+        err_console.print(registry.upgrade_note, style="yellow", markup=False, soft_wrap=True)
+    return registry
 
 
 def checked_or_fail(check: Callable[..., Any], *args: Any) -> Any:

@@ -175,6 +175,7 @@ class Registry:
         self._db: sqlite_utils.Database | None = None
         self._pid = -1
         self._files: tuple[int | None, int | None] = (None, None)  # inodes as opened: see restore_deleted_files
+        self.upgraded_from: int | None = None  # the schema version this open migrated the file from
         self._database()  # open + migrate now, so a bad file fails at construction
 
     # -- connection ---------------------------------------------------------
@@ -309,6 +310,17 @@ class Registry:
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 MIGRATIONS[version](db)
                 db.execute(f"PRAGMA user_version = {version}")
+            if current > 0:  # an existing registry, not a new file
+                self.upgraded_from = current
+
+    @property
+    def upgrade_note(self) -> str | None:
+        """One line when this open upgraded the file's schema: an older lactchain (another
+        machine's, a job still running old code) refuses it from now on."""
+        if self.upgraded_from is None:
+            return None
+        return (f"note: upgraded the registry {self.path} from schema {self.upgraded_from} to {SCHEMA_VERSION}; "
+                "a lactchain older than this one can no longer open it (upgrade it where it runs)")
 
     @staticmethod
     def _user_version(db: sqlite_utils.Database) -> int:

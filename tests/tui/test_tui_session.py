@@ -47,5 +47,7 @@ def test_the_critic_and_adapter_a_session_loaded_come_back_unless_told_otherwise
     assert console_state.models_to_reopen(db_path, "smollm2-135m", None, None) == ("actor-1234", "critic-5678")
     assert console_state.models_to_reopen(db_path, "smollm2-135m", "a.lora", "tiny") == ("a.lora", "tiny")
     assert console_state.models_to_reopen(db_path, "tiny", None, None) == (None, "critic-5678")  # other actor
+    # 'none' (as --actor none): this session without them, not the last session's
+    assert console_state.models_to_reopen(db_path, "smollm2-135m", "none", "None") == (None, None)
     console_state.save(db_path, critic=None)  # a load that failed is not offered again
     assert console_state.models_to_reopen(db_path, "tiny", None, None) == (None, None)
