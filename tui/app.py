@@ -264,10 +264,8 @@ class LactChainApp(App):
             return
         label = spec + (f" + {adapter}" if adapter else "")
         self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0))
-        note = world_note(registry, adapter, self.lab_session.world, here="the Lab plays") \
-            if adapter and registry is not None else ""
-        if note:  # played elsewhere than it learned: a fair experiment, rarely the one meant
-            self.call_from_thread(self.notify, note, severity="warning", timeout=12)
+        if adapter:
+            self.call_from_thread(self._note_adapter_world, adapter, registry)
 
     @work(thread=True, exclusive=True, group="load-critic", exit_on_error=False, name="load critic")
     def _load_critic_worker(self, spec: str) -> None:
@@ -371,6 +369,17 @@ class LactChainApp(App):
         for screen in self._installed_or_mode_screens():
             if isinstance(screen, LabScreen):
                 await screen.env_changed()
+        if self.adapter and self.actor is not None:
+            self._note_adapter_world(self.adapter)
+
+    @work(thread=True, exclusive=True, group="adapter-world", exit_on_error=False, name="adapter world")
+    def _note_adapter_world(self, adapter: str, registry: Any = None) -> None:
+        """A toast when the loaded adapter's actor learned in another world than the Lab
+        plays (on loading it, and when the Lab switches env with it loaded)."""
+        registry = registry if registry is not None else self._registry_or_none()
+        note = world_note(registry, adapter, self.lab_session.world, here="the Lab plays") if registry else ""
+        if note:  # a fair experiment, rarely the one meant
+            self.call_from_thread(self.notify, note, severity="warning", timeout=12)
 
     async def run_command(self, command: Command) -> None:
         """Run a command from the palette: switch to its screen, reveal its tab, run it."""

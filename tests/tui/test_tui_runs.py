@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 
 from tui.screens.runs import PAGE, FilterError, RunsScreen, fetch_runs, parse_filter
 from tui.widgets.log_tail import LogTail
-from tui_helpers import add_run, settle
+from tui_helpers import add_run, palette, settle
 
 
 def _ids(table: DataTable) -> list[str]:
@@ -195,6 +195,11 @@ async def test_an_adapter_learned_in_another_world_loads_with_a_note_saying_wher
         notes = [n.message for n in app._notifications if "learned on" in n.message]
         assert notes == [f"note: adapter {runs['taxi']} learned on taxi (run {runs['taxi']}); the Lab plays grid: "
                          "pass --env taxi to play where it learned"]
+        await palette(app, pilot, "play taxi", "Lab: play taxi")  # the grid's adapter loaded, the Lab on Taxi
+        await settle(app, pilot)
+        notes = [n.message for n in app._notifications if "learned on" in n.message]
+        assert notes[-1] == (f"note: adapter {runs['grid']} learned on grid (run {runs['grid']}); the Lab plays "
+                             "taxi: pass --env grid to play where it learned")
 
 
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
