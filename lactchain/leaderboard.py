@@ -65,7 +65,7 @@ def _adapter_loss(registry: Any, adapter: str) -> str | None:
     from pathlib import Path
 
     from lactchain.artifact_checks import ADAPTER_META
-    from lactchain.jobs.checks import adapter_path
+    from lactchain.runs.adapters import adapter_path
 
     folder = adapter_path(registry, adapter)
     if folder is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lactchain.config import ConfigError
+from lactchain.runs.adapters import run_adapter
 
 
 def check_models(actor: str | None = None, critic: str | None = None) -> None:
@@ -49,7 +50,7 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
         path: str | None = str(Path(spec))
     else:
         run = run_of_kind(registry, "--adapter", spec)
-        path = _run_adapter(registry, run)
+        path = run_adapter(registry, run)
         if path is None:
             raise ConfigError(f"--adapter {spec}: not a folder, and run {run['id']} ({run['kind']}) has no saved "
                               f"adapter{_children_with_adapters(registry, run['id'])}")
@@ -58,23 +59,6 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     except ValueError as exc:
         raise ConfigError(f"--adapter {spec}: {exc}") from None
     return path
-
-
-def adapter_path(registry: Any, spec: str) -> str | None:
-    """The folder `spec` names as an adapter, unchecked (a list row's label, not a load): a
-    folder as given, or a run's newest adapter; None where neither is."""
-    if Path(spec).is_dir():
-        return str(Path(spec))
-    try:
-        return _run_adapter(registry, registry.get_run(spec))
-    except (KeyError, ValueError):  # no such run, an ambiguous prefix
-        return None
-
-
-def _run_adapter(registry: Any, run: dict[str, Any]) -> str | None:
-    """A run's newest `adapter` artifact (an old pipeline's: its saved state's)."""
-    art = registry.latest_artifact(run["id"], "adapter") or _saved_state_adapter(registry, run)
-    return art["path"] if art else None
 
 
 def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]] | None:
@@ -177,23 +161,9 @@ def _params_or_empty(registry: Any, run_id: str) -> dict[str, Any]:
         return {}
 
 
-def _saved_state_adapter(registry: Any, run: dict[str, Any]) -> dict[str, Any] | None:
-    """A pipeline run made before pipelines named their adapter (an `adapter` artifact): the
-    adapter its saved loop state goes on from, where that folder is still there."""
-    if run["kind"] != "pipeline":
-        return None
-    from lactchain.loop.bookkeeping import load_state
-
-    try:
-        adapter = (load_state(registry, run["id"]) or {}).get("adapter")
-    except ValueError:  # an unreadable state file: as if it named none
-        return None
-    return {"path": adapter} if adapter and Path(adapter).is_dir() else None
-
-
 def _children_with_adapters(registry: Any, run_id: str, shown: int = 3) -> str:
     """"; its child runs that have one: ..." (a comparison's cells, a pipeline's phases), or ""."""
-    have = [c["id"] for c in registry.list_runs(parent_id=run_id) if _run_adapter(registry, c)]
+    have = [c["id"] for c in registry.list_runs(parent_id=run_id) if run_adapter(registry, c)]
     if not have:
         return ""
     more = f" and {len(have) - shown} more" if len(have) > shown else ""
