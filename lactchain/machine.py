@@ -44,8 +44,30 @@ def cpu_has_bf16() -> bool:
     return bool(_bf16_flags(_cpuinfo()))
 
 
+OMP_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def calm_omp_threads() -> None:
+    """Let torch's OpenMP threads sleep at a barrier instead of spinning ~3 ms there
+    (libgomp's default), unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set).
+    A lab runs a detached job beside the console or another command: spinning threads
+    then take the cores the other process needs and both slow down many times over
+    (scripts/omp_wait_check.py; docs/performance.md). Read by libgomp when torch loads,
+    so the entry points call it first; child processes inherit it."""
+    if not any(name in os.environ for name in OMP_POLICY_VARS):
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+def omp_wait_policy() -> str:
+    """How this process's OpenMP threads wait, as set: 'PASSIVE', 'GOMP_SPINCOUNT=N', or
+    'default' (libgomp spins ~3 ms, then sleeps)."""
+    if os.environ.get("GOMP_SPINCOUNT"):
+        return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}"
+    return os.environ.get("OMP_WAIT_POLICY") or "default"
+
+
 def machine_info() -> dict[str, Any]:
-    """CPU model, cores, native bf16, torch threads and version, the GPU if any."""
+    """CPU model, cores, native bf16, torch threads (and how they wait) and version, the GPU if any."""
     import torch
 
     info = _cpuinfo()
@@ -53,7 +75,7 @@ def machine_info() -> dict[str, Any]:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": info.get("model name") or platform.processor() or platform.machine(), "cpu_kind": kind,
             "cores": os.cpu_count(), "cpu_bf16": _bf16_flags(info), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "gpu": gpu}
+            "omp_wait": omp_wait_policy(), "torch": torch.__version__, "gpu": gpu}
 
 
 def fast_generation_dtype() -> str:

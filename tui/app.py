@@ -27,6 +27,7 @@ from textual.widget import AwaitMount
 from lactchain.envs.catalog import DEFAULT_ENV, ENVS, env_class, env_name
 from lactchain.envs.scenes import get_scene, is_scene_file
 from lactchain.jobs.checks import world_note
+from lactchain.machine import calm_omp_threads
 from lactchain.paths import default_db_path
 from lactchain.runs.registry import Registry
 from tui import console_state
@@ -455,6 +456,7 @@ def check_db(db: Path, explicit: bool, notes: list[str] | None = None) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    calm_omp_threads()  # before torch loads (the models load in threads after the first paint)
     args = build_parser().parse_args(argv)
 
     try:

@@ -93,7 +93,10 @@ def main() -> None:
     import sqlite3
     import sys
 
+    from lactchain.machine import calm_omp_threads
     from lactchain.paths import disk_fault
+
+    calm_omp_threads()
 
     try:
         code = command()(standalone_mode=False)

@@ -23,7 +23,10 @@ def quiet_library_bars() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lactchain.machine import calm_omp_threads
+
     quiet_library_bars()
+    calm_omp_threads()
     from lactchain.config import ConfigError
     from lactchain.jobs.launch import load_config, precheck, prepare, run_here
     from lactchain.jobs.table import JOBS

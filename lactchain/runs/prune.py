@@ -5,7 +5,8 @@ the console load it). The trainer checkpoints beside it (`checkpoints/checkpoint
 adapter again with the optimizer, scheduler and RNG state) exist to resume a stopped run,
 and in a registry of benchmarks they are close to half the disk. `lactchain runs prune`
 removes them from FINISHED runs, and from KILLED or FAILED runs only once a `runs resume`
-of them finished (until then they are what it resumes from); it touches nothing else: the adapter, the critic, logs and every row but the checkpoints'.
+of them finished (until then they are what it resumes from); it touches nothing else: the
+adapter, the critic, logs and every row but the checkpoints'.
 As with `runs delete`, rows go first, then folders, and only a `checkpoints` folder
 directly in a run's own folder is ever removed.
 """

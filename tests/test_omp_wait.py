@@ -1,0 +1,49 @@
+"""torch's OpenMP threads sleep at barriers in lactchain's processes unless the user chose
+how they wait: beside a detached job, spinning threads slowed a command ~10x
+(scripts/omp_wait_check.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lactchain.machine import OMP_POLICY_VARS, calm_omp_threads, machine_info
+
+SHOW = """
+import os, sys
+sys.argv = ["lactchain", "--help"]
+from lactchain.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("policy:", os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"), file=sys.stderr)
+"""
+
+
+def _policy_after_cli(**chosen: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in OMP_POLICY_VARS} | chosen
+    done = subprocess.run([sys.executable, "-c", SHOW], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return next(line for line in done.stderr.splitlines() if line.startswith("policy:"))
+
+
+@pytest.mark.parametrize("chosen, seen", [
+    ({}, "policy: PASSIVE None"),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, "policy: ACTIVE None"),
+    ({"GOMP_SPINCOUNT": "10000"}, "policy: None 10000"),
+])
+def test_the_cli_lets_omp_threads_sleep_unless_the_user_chose(chosen, seen):
+    assert _policy_after_cli(**chosen) == seen
+
+
+def test_the_machine_facts_say_how_threads_waited(monkeypatch):
+    for name in OMP_POLICY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    calm_omp_threads()
+    assert machine_info()["omp_wait"] == "PASSIVE"
+    monkeypatch.setenv("GOMP_SPINCOUNT", "300000")
+    assert machine_info()["omp_wait"] == "GOMP_SPINCOUNT=300000"
