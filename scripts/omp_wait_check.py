@@ -5,49 +5,54 @@ torch's CPU wheels use GNU OpenMP, whose threads spin ~3 ms at every barrier bef
 sleep (libgomp's default when OMP_WAIT_POLICY is unset; GOMP_SPINCOUNT=300000). Alone on
 the machine that is free; beside another busy process the spinning threads take the cores
 the other needs, and both slow down many times over. lactchain's entry points set
-OMP_WAIT_POLICY=PASSIVE unless the user set a policy (`lactchain.machine.calm_omp_threads`);
-this script is the measurement behind that default.
+GOMP_SPINCOUNT=10000 (a ~0.1 ms spin) unless the user set a policy
+(`lactchain.machine.calm_omp_threads`); this script is the measurement behind that default.
 
-    python scripts/omp_wait_check.py [--repeats 2] [--load-threads N] -- COMMAND ...
+    python scripts/omp_wait_check.py [--repeats 2] [--arms spin,passive] [--load-threads N] -- COMMAND ...
 
-Arms: `spin` (libgomp's default, what ran before), `passive`, `spin_10k` (a short spin,
-then sleep), `one_thread` (spin, one thread). Each arm runs COMMAND idle, then beside a load process that runs the same arm's
-environment (both processes are lactchain under that policy): a torch MLP trained step
-after step, whose steps/s is reported too, and alone for 5 s. Prints one JSON object: per arm and condition,
-the command's wall seconds (each repeat) and the load's steps/s. Run it alone.
+Arms: `spin` (libgomp's default, what ran before), `passive` (sleep at once), `spin_10k`
+(lactchain's default), `spin_50k`, `one_thread` (spin, one thread). Each arm runs COMMAND
+idle, then beside a load process that runs the same arm's environment (both processes are
+lactchain under that policy): a torch MLP trained step after step, whose steps/s is
+reported too; and the load alone for 5 s (what the arm costs a job alone). Prints one JSON
+object: per arm and condition, the command's wall seconds (each repeat) and the load's
+steps/s. Run it alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 ARMS = {
     "spin": {"GOMP_SPINCOUNT": "300000"},  # libgomp's own default, set so lactchain leaves it
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
-    "spin_10k": {"GOMP_SPINCOUNT": "10000"},  # ~0.1 ms of spinning, then sleep
+    "spin_10k": {"GOMP_SPINCOUNT": "10000"},  # ~0.1 ms of spinning, then sleep: lactchain's default
+    "spin_50k": {"GOMP_SPINCOUNT": "50000"},  # ~0.5 ms
     "one_thread": {"GOMP_SPINCOUNT": "300000", "OMP_NUM_THREADS": "1"},
 }
 POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")
 
 LOAD = r"""
-import sys, time, torch
-steps, t0 = 0, time.perf_counter()
+import os, sys, time, torch
+stop = sys.argv[1]  # the load stops when this file appears (a signal could land inside a torch op)
 net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
 opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
 x = torch.randn(64, 256)
 print("ready", flush=True)
-try:
-    while True:
-        loss = net(x).pow(2).mean()
-        opt.zero_grad(); loss.backward(); opt.step()
-        steps += 1
-except KeyboardInterrupt:
-    print(steps / (time.perf_counter() - t0), flush=True)
+steps, t0 = 0, time.perf_counter()
+while not os.path.exists(stop):
+    loss = net(x).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    steps += 1
+print(steps / (time.perf_counter() - t0), flush=True)
 """
 
 
@@ -67,30 +72,36 @@ def _timed(command: list[str], env: dict[str, str]) -> float:
     return round(time.perf_counter() - t0, 2)
 
 
+@contextlib.contextmanager
+def _load(arm: dict[str, str], load_threads: int):
+    """A load process running while the block runs; yields a list that gets its steps/s."""
+    with tempfile.TemporaryDirectory() as folder:
+        stop = Path(folder) / "stop"
+        load = subprocess.Popen([sys.executable, "-c", LOAD, str(stop)], env=_env(arm, load_threads),
+                                stdout=subprocess.PIPE, text=True)
+        assert load.stdout is not None
+        load.stdout.readline()  # "ready": torch imported, the loop about to start
+        rate: list[float] = []
+        try:
+            yield rate
+        finally:
+            stop.touch()
+            out, _ = load.communicate(timeout=120)
+        rate.append(round(float(out.strip().splitlines()[-1]), 1))
+
+
 def _beside_load(command: list[str], arm: dict[str, str], load_threads: int) -> tuple[float, float]:
     """The command's wall seconds beside the load, and the load's steps/s meanwhile."""
-    load = subprocess.Popen([sys.executable, "-c", LOAD], env=_env(arm, load_threads), stdout=subprocess.PIPE,
-                            text=True)
-    assert load.stdout is not None
-    load.stdout.readline()  # "ready": torch imported, the loop about to start
-    try:
+    with _load(arm, load_threads) as rate:
         seconds = _timed(command, _env(arm))
-    finally:
-        load.send_signal(2)  # SIGINT: it prints its steps/s and ends
-        out, _ = load.communicate(timeout=60)
-    return seconds, round(float(out.strip().splitlines()[-1]), 1)
+    return seconds, rate[0]
 
 
 def _load_alone(arm: dict[str, str], load_threads: int, seconds: float = 5.0) -> float:
     """The load's steps/s with nothing beside it (what the arm costs a job alone)."""
-    load = subprocess.Popen([sys.executable, "-c", LOAD], env=_env(arm, load_threads), stdout=subprocess.PIPE,
-                            text=True)
-    assert load.stdout is not None
-    load.stdout.readline()
-    time.sleep(seconds)
-    load.send_signal(2)
-    out, _ = load.communicate(timeout=60)
-    return round(float(out.strip().splitlines()[-1]), 1)
+    with _load(arm, load_threads) as rate:
+        time.sleep(seconds)
+    return rate[0]
 
 
 def main() -> None:
