@@ -643,11 +643,11 @@ class Actor(ScoringTokens):
         policy that drew them."""
         key = (tuple(self.moves), int(self.max_moves), self.grammar_spelling)
         if key not in self._automata:
-            encode = None
-            if self.grammar_spelling == "canonical":
-                def encode(texts: list[str]) -> list[list[int]]:
-                    return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-            tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id, encode)
+            def encode(texts: list[str]) -> list[list[int]]:
+                return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+            canonical = encode if self.grammar_spelling == "canonical" else None
+            tables = automaton_for(self._tokenizer_info(), self.moves, self.max_moves, self.eos_token_id, canonical)
             self._automata[key] = tables.to(self.device)
         return self._automata[key]
 
