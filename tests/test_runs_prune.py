@@ -11,9 +11,9 @@ from cli_helpers import run_cli
 from lactchain.runs.registry import Registry
 
 
-def _actor_run(reg: Registry, status: str) -> str:
+def _actor_run(reg: Registry, status: str, parent_id: str | None = None) -> str:
     """A train-actor run with its adapter and two recorded trainer checkpoints, 1000 bytes each."""
-    run_id = reg.create_run("actor", name=f"a {status.lower()} one")
+    run_id = reg.create_run("actor", name=f"a {status.lower()} one", parent_id=parent_id)
     folder = reg.run_dir(run_id)
     (folder / "adapter").mkdir(parents=True)
     (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"a" * 500)
@@ -77,7 +77,9 @@ def test_a_stopped_run_whose_resume_finished_is_pruned_and_one_still_resuming_is
 
     db = tmp_path / "registry.db"
     with Registry(db) as reg:
-        first, second, last = (_actor_run(reg, status) for status in ("KILLED", "FAILED", "FINISHED"))
+        first = _actor_run(reg, "KILLED")
+        second = _actor_run(reg, "FAILED", parent_id=first)
+        last = _actor_run(reg, "FINISHED", parent_id=second)
         reg.set_tag(second, RESUMES_TAG, first)
         reg.set_tag(last, RESUMES_TAG, second)
         stopped, still = _actor_run(reg, "KILLED"), _actor_run(reg, "KILLED")
@@ -88,5 +90,29 @@ def test_a_stopped_run_whose_resume_finished_is_pruned_and_one_still_resuming_is
     code, _, err = run_cli(["runs", "prune", first, "--yes", "--db", db], capsys)
     assert code == 0, err
     assert not (tmp_path / first / "checkpoints").exists() and (tmp_path / second / "checkpoints").is_dir()
+    code, _, err = run_cli(["runs", "resume", first, "--db", db], capsys)  # what it left is the finished run
+    assert code == 2 and f"run {first} was resumed to the end by {last}" in " ".join(err.split())
     code, _, err = run_cli(["runs", "prune", stopped, "--yes", "--db", db], capsys)
     assert code == 2 and f"{stopped} is KILLED" in err and (tmp_path / stopped / "checkpoints").is_dir()
+
+
+def test_a_run_resumed_twice_keeps_its_checkpoints_while_one_resume_is_unfinished(tmp_path, capsys):
+    """A KILLED run resumed once to the end and once more, the second killed before its
+    first save: that second resume reads the first run's checkpoints (its lineage), so
+    they stay until it, too, finished."""
+    from lactchain.runs.resume import RESUMES_TAG, latest_checkpoint
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        first, finished = _actor_run(reg, "KILLED"), _actor_run(reg, "FINISHED")
+        again = reg.create_run("actor", name="resumed again, killed before a save", parent_id=first)
+        reg.end_run(again, "KILLED")
+        for resume in (finished, again):
+            reg.set_tag(resume, RESUMES_TAG, first)
+    code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert json.loads(out)["runs"] == [finished]
+    code, _, err = run_cli(["runs", "prune", "--yes", "--db", db], capsys)
+    assert code == 0, err
+    with Registry(db) as reg:
+        assert latest_checkpoint(reg, again)["path"].endswith("checkpoint-6")

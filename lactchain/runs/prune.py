@@ -56,22 +56,26 @@ def plan_prune(registry: Any, run_ids: Iterable[str] = ()) -> PrunePlan:
 
 
 def done_runs(registry: Any) -> list[dict[str, Any]]:
-    """The runs whose checkpoints nothing will resume from: the FINISHED ones, and the KILLED
-    or FAILED runs a finished `runs resume` continued (through a chain of resumes)."""
-    finished = registry.list_runs(status="FINISHED")
-    done = {run["id"]: run for run in finished}
-    for run in finished:
+    """The runs whose checkpoints nothing will resume from: the FINISHED ones, and a KILLED
+    or FAILED run every `runs resume` of which is done too (finished, or stopped and itself
+    resumed to the end). A run resumed twice, once to the end and once still stopped or
+    running, keeps its checkpoints: the second resume may still read them (its lineage)."""
+    runs = registry.list_runs()
+    resumed_by: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
         before = registry.tags(run["id"]).get(RESUMES_TAG)
-        while before and before not in done:
-            try:
-                earlier = registry.get_run(before)
-            except (KeyError, ValueError):  # the resumed run was deleted
-                break
-            if earlier["status"] not in ("KILLED", "FAILED"):
-                break
-            done[earlier["id"]] = earlier
-            before = registry.tags(earlier["id"]).get(RESUMES_TAG)
-    return list(done.values())
+        if before:
+            resumed_by.setdefault(before, []).append(run)
+
+    def done(run: dict[str, Any], seen: frozenset[str]) -> bool:
+        if run["status"] == "FINISHED":
+            return True
+        if run["status"] not in ("KILLED", "FAILED") or run["id"] in seen:
+            return False
+        resumes = resumed_by.get(run["id"], [])
+        return bool(resumes) and all(done(later, seen | {run["id"]}) for later in resumes)
+
+    return [run for run in runs if done(run, frozenset())]
 
 
 def prunable(registry: Any, runs: Iterable[dict[str, Any]]) -> PrunePlan:

@@ -116,8 +116,28 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
         saved = latest_checkpoint(registry, run["id"]) if run["kind"] not in ("pipeline", *ROW_RESUMED) else True
     except ValueError as exc:
         raise NotResumable(f"run {run['id']}: {exc}") from None
+    if saved is None and (carried := finished_resume(registry, run)) is not None:
+        raise NotResumable(f"run {run['id']} was resumed to the end by {carried} and keeps no checkpoint (`lactchain "
+                           f"runs prune` removes them then): its result is {carried}'s (`lactchain runs show {carried}`)")
     if saved is None:
         raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
     if not run.get("cmd"):
         raise NotResumable(f"run {run['id']} has no recorded command to resume")
+
+
+def finished_resume(registry: Any, run: dict[str, Any]) -> str | None:
+    """The run that carried this one to the end, if any: a `runs resume` of it (or of a
+    resume of it, ...) that FINISHED."""
+    frontier, seen = [run["id"]], set()
+    while frontier:
+        run_id = frontier.pop(0)
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        for child in registry.list_runs(parent_id=run_id):
+            if registry.tags(child["id"]).get(RESUMES_TAG) == run_id:
+                if child["status"] == "FINISHED":
+                    return str(child["id"])
+                frontier.append(child["id"])
+    return None
