@@ -265,7 +265,7 @@ def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(p
     the same world (the phase's from its pipeline)."""
     from cli_helpers import run_cli_uncaptured
 
-    from lactchain.jobs.checks import adapter_world, world_note
+    from lactchain.jobs.checks import adapter_world, run_notes, world_note
 
     reg, out, _ = pipeline_run
     db = str(reg.path)
@@ -286,3 +286,13 @@ def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(p
     assert world_note(reg, out["adapter"], {"env": "grid", "state_text": "coords"}).endswith(
         "this run plays grid, coords text: pass --env grid --state-text egocentric to play where it learned")
     assert world_note(reg, "/not/a/run/folder", {"env": "taxi"}) == ""
+    assert world_note(reg, out["adapter"], {"env": "grid", "scene": "empty"}) == ""  # the default scene, named
+    stray = reg.runs_dir / "pipeline" / "adapter"  # under the runs folder, but no run's: `pipeline` prefixes an id
+    stray.mkdir(parents=True)
+    assert adapter_world(reg, str(stray)) is None
+    played = reg.create_run("play", params={"env": "taxi"})
+    trains = {"loss": "grpo", "rollouts_from": [played], "adapter": out["run_id"]}
+    grpo_run = reg.create_run("actor", params=trains)
+    assert adapter_world(reg, grpo_run) == (grpo_run, {"env": "taxi"})  # learned on its rollouts' world
+    assert run_notes(reg, trains) == [f"note: adapter {out['run_id']} learned on grid (run {out['run_id']}); this "
+                                      "run learns on taxi: pass --env grid to play where it learned"]

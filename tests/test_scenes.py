@@ -227,3 +227,21 @@ def test_cli_env_show_scene():
     assert result.exit_code != 0 and "unknown scene 'castle'; known scenes: empty, flat" in result.output
     result = show("--scene", "flat", "--size", "5")
     assert result.exit_code != 0 and "--size and --scene" in result.output
+
+
+def test_worlds_compare_by_what_they_play(tmp_path, monkeypatch):
+    """A run records a scene file by the path typed; the console knows the scene's own name;
+    the default scene may be named or left out: each pair plays alike (an adapter's "learned
+    elsewhere" note must not fire on them). A file that is gone is known by its path only."""
+    from lactchain.envs.world import same_world
+
+    mine = tmp_path / "my.json"
+    mine.write_text(json.dumps({**FLAT.as_dict(), "name": "my-flat"}))
+    monkeypatch.chdir(tmp_path)
+    assert same_world({"env": "grid", "scene": "./my.json"}, {"env": "grid", "scene": "my-flat"})
+    assert same_world({"env": "grid", "scene": str(mine)}, {"env": "grid", "scene": "my.json"})
+    assert same_world({"env": "grid", "scene": "empty"}, {"env": "grid"})
+    assert not same_world({"env": "grid", "scene": "flat"}, {"env": "grid", "scene": "my.json"})
+    assert not same_world({"env": "grid", "scene": "my.json"}, {"env": "grid", "scene": "my.json",
+                                                                 "state_text": "coords"})
+    assert not same_world({"env": "grid", "scene": "gone/x.json"}, {"env": "grid", "scene": "x"})

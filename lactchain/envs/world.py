@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from lactchain.config import option
 from lactchain.envs.catalog import env_class
-from lactchain.envs.scenes import SCENES, get_scene, is_scene_file
+from lactchain.envs.scenes import DEFAULT_SCENE, SCENES, get_scene, is_scene_file
 
 STATE_TEXT_DEFAULT = "egocentric"
 
@@ -72,6 +72,25 @@ def recorded_world(params: Mapping[str, Any]) -> dict[str, str] | None:
         return None
     return world_params(str(params["env"]), params.get("scene") or None,
                         str(params.get("state_text") or STATE_TEXT_DEFAULT))
+
+
+def same_world(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether two worlds (as `world_params` words them) play alike: the default scene named
+    or left out, a scene file by the scene's own name whichever way its path was typed (a
+    run records the path; the console knows the scene it read)."""
+    return _world_key(a) == _world_key(b)
+
+
+def _world_key(world: Mapping[str, str]) -> tuple[str, str | None, str]:
+    scene = world.get("scene") or None
+    if scene is not None and is_scene_file(scene):
+        try:
+            scene = get_scene(scene).name
+        except (ValueError, OSError):  # the file is gone: its path is all there is
+            pass
+    if scene is not None and scene.lower() == DEFAULT_SCENE:
+        scene = None
+    return str(world["env"]), scene, str(world.get("state_text") or STATE_TEXT_DEFAULT)
 
 
 def world_label(world: Mapping[str, str]) -> str:

@@ -64,13 +64,14 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
 def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]] | None:
     """(run id, world) of the run whose actor learned the adapter `spec` names (a run id, or
     a folder under the runs folder): the run's own world, else the nearest ancestor's (a
-    pipeline's train-actor phase), else its --pairs-from runs' when they agree. None where
-    no run says (a folder from elsewhere, a deleted run)."""
+    pipeline's train-actor phase), else its --pairs-from / --rollouts-from runs' when they
+    agree. None where no run says (a folder from elsewhere, a deleted run)."""
     from lactchain.envs.world import recorded_world
 
     if not spec:
         return None
-    run_id = _run_of_folder(registry, Path(spec)) if Path(spec).is_dir() else spec
+    folder = Path(spec).is_dir()
+    run_id = _run_of_folder(registry, Path(spec)) if folder else spec
     seen: set[str] = set()
     while run_id and run_id not in seen:
         seen.add(run_id)
@@ -78,15 +79,25 @@ def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]]
             run = registry.get_run(run_id)
         except (KeyError, ValueError):  # a deleted run, an ambiguous prefix: nothing to say
             return None
+        if folder and run["id"] != run_id:  # runs/actor/x is no run's folder, though `actor` prefixes one id
+            return None
         params = registry.params(run["id"])
-        world = recorded_world(params)
-        if world is None:
-            sources = [recorded_world(_params_or_empty(registry, s)) for s in params.get("pairs_from") or []]
-            if sources and sources[0] is not None and all(w == sources[0] for w in sources):
-                world = sources[0]
+        world = recorded_world(params) or sources_world(registry, params)
         if world is not None:
             return run["id"], world
         run_id = run.get("parent_id")
+    return None
+
+
+def sources_world(registry: Any, params: Mapping[str, Any]) -> dict[str, str] | None:
+    """The world a run that played no env of its own learned from: its --pairs-from or
+    --rollouts-from runs' world, when they all agree (None otherwise)."""
+    from lactchain.envs.world import recorded_world, same_world
+
+    sources = [recorded_world(_params_or_empty(registry, s))
+               for s in params.get("pairs_from") or params.get("rollouts_from") or []]
+    if sources and sources[0] is not None and all(w is not None and same_world(w, sources[0]) for w in sources):
+        return sources[0]
     return None
 
 
@@ -94,10 +105,10 @@ def world_note(registry: Any, adapter: str | None, world: dict[str, str], here: 
     """One line when the adapter's actor learned in another world than `world` (transfer is a
     fair experiment, but rarely the one meant): which world, and the options that play it
     (`here` words who plays `world`: a job, the console's Lab)."""
-    from lactchain.envs.world import world_label
+    from lactchain.envs.world import same_world, world_label
 
     found = adapter_world(registry, adapter)
-    if found is None or found[1] == world:
+    if found is None or same_world(found[1], world):
         return ""
     run_id, learned = found
     return (f"note: adapter {adapter} learned on {world_label(learned)} (run {run_id}); {here} "
@@ -110,10 +121,12 @@ def run_notes(registry: Any, params: Mapping[str, Any]) -> list[str]:
     resume goes on as it began: nothing said)."""
     from lactchain.envs.world import recorded_world
 
-    world = recorded_world(params)
+    world, here = recorded_world(params), "this run plays"
+    if world is None:  # a train-actor run: the world of the runs it learns from
+        world, here = sources_world(registry, params), "this run learns on"
     if world is None or params.get("resume_from") or params.get("resume"):
         return []
-    notes = [world_note(registry, str(params["adapter"]), world) if params.get("adapter") else ""]
+    notes = [world_note(registry, str(params["adapter"]), world, here) if params.get("adapter") else ""]
     version = params.get("strategy_version")
     if isinstance(version, int) and not isinstance(version, bool):
         notes.append(strategy_note(registry, version, world["env"]))

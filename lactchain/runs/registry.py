@@ -310,8 +310,8 @@ class Registry:
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 MIGRATIONS[version](db)
                 db.execute(f"PRAGMA user_version = {version}")
-            if current > 0:  # an existing registry, not a new file
-                self.upgraded_from = current
+            if 0 < current < SCHEMA_VERSION:  # an existing registry this open upgraded (not one a racing
+                self.upgraded_from = current  # opener upgraded while this one waited for the lock)
 
     @property
     def upgrade_note(self) -> str | None:
