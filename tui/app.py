@@ -102,7 +102,10 @@ class LactChainApp(App):
         super().__init__()
         self.db_path = Path(db_path) if db_path is not None else None
         self.actor_spec = actor_spec
-        self.adapter = adapter
+        self.adapter = adapter  # the adapter asked for last (a load may still run, or have failed)
+        self.loaded_adapter = adapter if actor is not None else None  # the one the loaded actor carries
+        # --adapter none: the remembered adapter stays remembered ("not this time")
+        self.keep_saved_adapter = False
         self.critic_spec = critic_spec
         self.load_models = load_models
         self.launcher = launcher
@@ -264,7 +267,7 @@ class LactChainApp(App):
             self.post_message(ModelFailed("actor", f"{type(exc).__name__}: {exc}"))
             return
         label = spec + (f" + {adapter}" if adapter else "")
-        self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0))
+        self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0, adapter))
         if adapter:
             self.call_from_thread(self._note_adapter_world, adapter, registry)
 
@@ -302,9 +305,13 @@ class LactChainApp(App):
     def on_model_loaded(self, message: ModelLoaded) -> None:
         self.models_loading = max(0, self.models_loading - 1)
         if message.role == "actor":
-            self.actor, self.actor_label = message.model, message.label
+            self.actor, self.actor_label, self.loaded_adapter = message.model, message.label, message.adapter
             self.actor_status = f"{message.label} ✓"
-            console_state.save(self.db_path, actor=self.actor_spec, adapter=self.adapter)  # reopened with it
+            if self.keep_saved_adapter and message.adapter is None:  # --adapter none: not this time only
+                console_state.save(self.db_path, actor=self.actor_spec)
+            else:  # reopened with it
+                console_state.save(self.db_path, actor=self.actor_spec, adapter=message.adapter)
+            self.keep_saved_adapter = False
         else:
             untrained = getattr(message.model, "untrained", False)
             self.critic = message.model
@@ -370,8 +377,8 @@ class LactChainApp(App):
         for screen in self._installed_or_mode_screens():
             if isinstance(screen, LabScreen):
                 await screen.env_changed()
-        if self.adapter and self.actor is not None:
-            self._note_adapter_world(self.adapter)
+        if self.loaded_adapter and self.actor is not None:
+            self._note_adapter_world(self.loaded_adapter)
 
     @work(thread=True, exclusive=True, group="adapter-world", exit_on_error=False, name="adapter world")
     def _note_adapter_world(self, adapter: str, registry: Any = None) -> None:
@@ -492,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     app = LactChainApp(db_path=db, actor_spec=actor, adapter=adapter, critic_spec=critic, env=env,
                        env_kwargs=env_kwargs)
     app.startup_notes = notes  # toasts once the first screen is up
+    app.keep_saved_adapter = console_state.said_none(args.adapter)
     app.run()
     return app.return_code or 0
 

@@ -47,8 +47,9 @@ def models_to_reopen(db_path: str | os.PathLike | None, actor: str | None, adapt
         critic = saved["critic"]
     if adapter is None and saved.get("actor") == actor and isinstance(saved.get("adapter"), str):
         adapter = saved["adapter"]
-    return (None if _said_none(adapter) else adapter), (None if _said_none(critic) else critic)
+    return (None if said_none(adapter) else adapter), (None if said_none(critic) else critic)
 
 
-def _said_none(value: str | None) -> bool:
+def said_none(value: str | None) -> bool:
+    """Whether a --adapter / --critic value asks for none this session."""
     return isinstance(value, str) and value.strip().lower() == "none"

@@ -27,6 +27,7 @@ class ModelLoaded(Message):
     model: Any
     label: str
     seconds: float
+    adapter: str | None = None  # the actor's adapter, as asked for (a run id or a path)
 
 
 @dataclass

@@ -115,10 +115,13 @@ def random_adapter(actor: str, out_dir: Path) -> str:
     from transformers import AutoModelForCausalLM
 
     from lactchain.models.presets import resolve_actor
+    from lactchain.models.quiet import quiet_checkpointing_deprecation
     from lactchain.train.actor import lora_targets
 
     base = AutoModelForCausalLM.from_pretrained(str(resolve_actor(actor)), dtype=torch.float32)
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=lora_targets(base), task_type="CAUSAL_LM"))
+    with quiet_checkpointing_deprecation():
+        model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=lora_targets(base),
+                                                task_type="CAUSAL_LM"))
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():

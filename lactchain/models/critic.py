@@ -160,13 +160,12 @@ def load_backbone(spec: str, device: torch.device) -> tuple[nn.Module, Any, str]
 
 
 def _lora(model: nn.Module, r: int) -> nn.Module:
-    import warnings
-
     from peft import LoraConfig, get_peft_model
 
+    from lactchain.models.quiet import quiet_checkpointing_deprecation
+
     kwargs = dict(r=r, lora_alpha=2 * r, lora_dropout=0.05, bias="none")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # peft still asks is_gradient_checkpointing
+    with quiet_checkpointing_deprecation():
         try:
             return get_peft_model(model, LoraConfig(**kwargs))  # peft knows the attention projections
         except ValueError:  # an architecture peft has no default targets for

@@ -195,11 +195,34 @@ async def test_an_adapter_learned_in_another_world_loads_with_a_note_saying_wher
         notes = [n.message for n in app._notifications if "learned on" in n.message]
         assert notes == [f"note: adapter {runs['taxi']} learned on taxi (run {runs['taxi']}); the Lab plays grid: "
                          "pass --env taxi to play where it learned"]
+        app.load_actor("tiny", "actor-00000000")  # no such run: the load fails, the grid's adapter stays loaded
+        await settle(app, pilot)
+        assert app.actor_status == f"tiny + {runs['grid']} ✓ (reload failed)", app.actor_status
         await palette(app, pilot, "play taxi", "Lab: play taxi")  # the grid's adapter loaded, the Lab on Taxi
         await settle(app, pilot)
         notes = [n.message for n in app._notifications if "learned on" in n.message]
         assert notes[-1] == (f"note: adapter {runs['grid']} learned on grid (run {runs['grid']}); the Lab plays "
                              "taxi: pass --env grid to play where it learned")
+
+
+async def test_adapter_none_leaves_the_remembered_adapter_for_the_next_session(make_app, db_path, registry):
+    """`lactchain-tui --adapter none`: this session's actor without it; the next plain start
+    gets it back (as `--critic none`). An actor loaded without an adapter in a session that
+    did not say none is remembered so."""
+    from tui import console_state
+
+    console_state.save(db_path, actor="tiny", adapter="actor-1234")
+    app = make_app(actor=None, actor_spec="tiny", load_models=True)
+    app.keep_saved_adapter = True  # what main does for --adapter none
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        assert app.actor_status == "tiny ✓", app.actor_status
+    assert console_state.models_to_reopen(db_path, "tiny", None, None)[0] == "actor-1234"
+    app = make_app(actor=None, actor_spec="tiny", load_models=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        assert app.actor_status == "tiny ✓", app.actor_status
+    assert console_state.models_to_reopen(db_path, "tiny", None, None)[0] is None
 
 
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
