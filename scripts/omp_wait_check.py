@@ -80,13 +80,19 @@ def _load(arm: dict[str, str], load_threads: int):
         load = subprocess.Popen([sys.executable, "-c", LOAD, str(stop)], env=_env(arm, load_threads),
                                 stdout=subprocess.PIPE, text=True)
         assert load.stdout is not None
-        load.stdout.readline()  # "ready": torch imported, the loop about to start
+        if load.stdout.readline().strip() != "ready":  # torch imported, the loop about to start
+            load.kill()
+            sys.exit(f"the load process ended before it started (exit {load.wait()}): run it alone to see why")
         rate: list[float] = []
         try:
             yield rate
         finally:
             stop.touch()
-            out, _ = load.communicate(timeout=120)
+            try:
+                out, _ = load.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                load.kill()
+                sys.exit("the load process did not stop within 120 s of its stop file; killed it")
         rate.append(round(float(out.strip().splitlines()[-1]), 1))
 
 

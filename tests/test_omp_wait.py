@@ -49,3 +49,13 @@ def test_the_machine_facts_say_how_threads_waited(monkeypatch):
     monkeypatch.delenv("GOMP_SPINCOUNT")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     assert machine_info()["omp_wait"] == "PASSIVE"
+
+
+def test_the_entry_points_set_the_policy_before_torch_loads():
+    """libgomp reads the policy once, when torch loads: importing an entry point's module
+    (the CLI, the job runner, the console) must not load torch before its main() sets it."""
+    probe = ("import sys, lactchain.cli, lactchain.jobs.__main__, tui.app; "
+             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
