@@ -232,3 +232,27 @@ def test_the_loop_engine_is_the_jobs_engine_part_and_reads_old_configs(lc, capsy
     assert code != 0 and "--dtype" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     code, _, err = lc("pipeline", "--actor", "tiny", "--engine", "hf", "--data-parallel-size", "2")
     assert code != 0 and "--data-parallel-size 2" in err and "vllm" in err and "Traceback" not in err
+
+
+def test_a_detached_job_given_another_worlds_adapter_says_so_where_it_was_started(tmp_path, capsys):
+    """The start notes (an adapter whose actor learned elsewhere) were said only in the
+    child's log: `--detach` says them on the terminal that started it, and the console's
+    launch hands them back for a toast."""
+    from cli_helpers import run_cli
+
+    from lactchain.bench.rollout import random_adapter
+    from tui.jobs_bridge import JobRequest, launch_job
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        taxi = reg.create_run("pipeline", params={"actor": "tiny", "env": "taxi"})
+        reg.add_artifact(taxi, "adapter", random_adapter("tiny", reg.run_dir(taxi) / "adapter"))
+    note = f"note: adapter {taxi} learned on taxi (run {taxi}); this run plays grid: pass --env taxi"
+    code, out, err = run_cli(["evaluate", "--actor", "tiny", "--adapter", taxi, "--states", "2", "--detach",
+                              "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert note in " ".join(err.split())
+    started = launch_job(JobRequest("evaluate", {"actor": "tiny", "adapter": taxi, "states": "2"}, db))
+    assert [n.split(" to play")[0] for n in started.notes] == [note]
+    for run_id in (json.loads(out)["run_id"], started.run_id):
+        assert _wait_done(db, run_id)["status"] == "FINISHED"

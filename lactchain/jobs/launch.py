@@ -131,12 +131,17 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
                      cmd=cmd, quiet=quiet, parent_id=parent_id) as handle:
         for key, value in code_tags().items():  # the code this process runs, for `runs show`
             registry.set_tag(handle.run_id, key, value)
-        for note in run_notes(registry, params):  # given for another world: on a terminal and in the log
-            err_console.print(note, style="yellow", markup=False, soft_wrap=True)
+        say_notes(run_notes(registry, params))  # given for another world: on a terminal and in the log
         config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE
         if processes_of(config) > 1:  # DDP: the ranks run the job's body, this process keeps the run
             return {"run_id": handle.run_id, **run_ranks(handle, job.command, config_path, processes_of(config))}
         return {"run_id": handle.run_id, **job.run(handle, config)}
+
+
+def say_notes(notes: Sequence[str]) -> None:
+    """A run's start notes (`checks.run_notes`) on stderr, in yellow."""
+    for note in notes:
+        err_console.print(note, style="yellow", markup=False, soft_wrap=True)
 
 
 def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:

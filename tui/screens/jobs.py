@@ -320,6 +320,8 @@ class JobsScreen(RunControls, BaseScreen):
         forms = console_state.load(self.app.db_path).get("forms", {})
         console_state.save(self.app.db_path, forms={**(forms if isinstance(forms, dict) else {}), command: values})
         self.post_message(JobLaunched(command, getattr(result, "run_id", None), tuple(request.argv)))
+        for note in getattr(result, "notes", ()):  # given for another world: said where it was launched
+            self.app.call_from_thread(self.notify, note, severity="warning", timeout=12, markup=False)
 
     def show_launch_error(self, command: str, message: str) -> None:
         """The job layer's one-line reason, once: under the form, beside Launch (a toast
