@@ -256,3 +256,17 @@ def test_a_detached_job_given_another_worlds_adapter_says_so_where_it_was_starte
     assert [n.split(" to play")[0] for n in started.notes] == [note]
     for run_id in (json.loads(out)["run_id"], started.run_id):
         assert _wait_done(db, run_id)["status"] == "FINISHED"
+
+
+def test_grpo_rollouts_of_one_world_however_recorded_and_a_mix_refused(tmp_path):
+    """GRPO samples the states its --rollouts-from runs visited: runs of the default grid,
+    with or without `--scene empty`, are one world; a Taxi run among them is a one-line
+    refusal naming both worlds."""
+    from lactchain.jobs.training import rollouts_world
+
+    with Registry(tmp_path / "registry.db") as reg:
+        plain, named, taxi = (reg.create_run("play", params=params) for params in
+                              ({"env": "grid"}, {"env": "grid", "scene": "empty"}, {"env": "taxi"}))
+        assert rollouts_world(reg, [plain, named]) == {"env": "grid", "scene": None, "state_text": "egocentric"}
+        with pytest.raises(ConfigError, match=r"the runs played different worlds \(grid; taxi\)"):
+            rollouts_world(reg, [plain, taxi])

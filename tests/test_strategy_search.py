@@ -71,7 +71,11 @@ def test_a_search_saves_scored_versions_and_never_plays_a_held_out_state(tmp_pat
     assert code == 0, err
     assert sorted(r["version"] for r in json.loads(stdout)) == sorted(v["version"] for v in versions)
     code, stdout, _ = lc("strategy", "versions", "--db", db, "--json")
-    assert {r["world"] for r in json.loads(stdout)} == {None, "taxi", "grid", "grid flat"}
+    every = json.loads(stdout)
+    assert {r["world"] for r in every} == {None, "taxi", "grid", "grid flat"}
+    by_hand_for_taxi = next(r for r in every if r["world"] == "taxi")  # the env it was written for, not a score's
+    assert (by_hand_for_taxi["env"], by_hand_for_taxi["scored_on"]) == ("taxi", None)
+    assert next(r for r in every if r["run_id"] == other)["scored_on"] == {"env": "grid", "scene": "flat"}
     code, _, err = lc("strategy", "versions", "--from", other[:-1] + "z", "--db", db)
     assert code == 2 and "no run" in err
 

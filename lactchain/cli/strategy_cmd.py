@@ -52,11 +52,13 @@ def versions_cmd(
             if not rows:
                 fail(f"--from {source}: run {run['id']} ({run['kind']}) saved no strategy version")
         rows = ranked_versions(rows)[:limit]
-        searched = {run_id: world_label(world) for run_id, world in search_worlds(registry, rows).items()}
+        scored_on = search_worlds(registry, rows)
+        searched = {run_id: world_label(world) for run_id, world in scored_on.items()}
         worlds = {r["version"]: searched.get(r.get("run_id") or "") or r.get("env") for r in rows}
-    if as_json:
-        print_json([{**{k: r.get(k) for k in ("version", "score", "run_id", "note", "text")},
-                     "world": worlds[r["version"]]} for r in rows])
+    if as_json:  # world: the table's `on` words; scored_on (the search's world) and env (written for) apart
+        print_json([{**{k: r.get(k) for k in ("version", "score", "run_id", "note", "text", "env")},
+                     "world": worlds[r["version"]], "scored_on": scored_on.get(r.get("run_id") or "")}
+                    for r in rows])
         return
     table = Table(title="strategy versions (--strategy VERSION)")
     for column in ("ver", "score", "on", "from", "note", "text"):

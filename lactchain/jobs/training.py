@@ -13,7 +13,10 @@ from lactchain.config import ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.envs.replay import deal_seeds
 from lactchain.envs.scenes import DEFAULT_SCENE, get_scene
-from lactchain.envs.world import check_world, scene_field, state_text_field, world_kwargs
+from lactchain.envs.world import (
+    STATE_TEXT_DEFAULT, check_world, recorded_world, same_world, scene_field, state_text_field, world_kwargs,
+    world_label,
+)
 from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.engine import EngineConfig, actor_for_job, load_actor, precheck_engine, prepare_engine
 from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
@@ -265,14 +268,16 @@ def rollouts_run(registry: Any, spec: str) -> str:
 
 def rollouts_world(registry: Any, run_ids: list[str]) -> dict[str, Any]:
     """The env and world (scene, state text) the rollouts runs played: one for all of them."""
-    worlds = {json.dumps({k: registry.params(r).get(k) for k in ("env", "scene", "state_text")}, sort_keys=True)
-              for r in run_ids}
-    if len(worlds) > 1:
+    worlds = []
+    for run_id in run_ids:
+        params = registry.params(run_id)
+        worlds.append(recorded_world({**params, "env": params.get("env") or DEFAULT_ENV}) or {"env": DEFAULT_ENV})
+    if any(not same_world(world, worlds[0]) for world in worlds):
+        played = sorted({world_label(world) for world in worlds})
         raise ConfigError(f"--rollouts-from {' '.join(run_ids)}: the runs played different worlds "
-                          f"({'; '.join(sorted(worlds))}); give runs of one env and scene")
-    world = json.loads(worlds.pop())
-    return {"env": world.get("env") or DEFAULT_ENV, "scene": world.get("scene"),
-            "state_text": world.get("state_text") or "egocentric"}
+                          f"({'; '.join(played)}); give runs of one env and scene")
+    world = worlds[0]
+    return {"env": world["env"], "scene": world.get("scene"), "state_text": world.get("state_text") or STATE_TEXT_DEFAULT}
 
 
 def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: Any) -> Any:
