@@ -525,7 +525,7 @@ def _report(plan: Any, left: list[str], done_line: str, as_json: bool) -> None:
 def prune(
     run_ids: Annotated[Optional[list[str]], typer.Argument(help="Finished runs to prune: ids or unique prefixes "
                                                            "(default: every finished run, and every stopped run "
-                                                           "whose resume finished).", metavar="RUN",
+                                                           "whose resumes all finished).", metavar="RUN",
                                                            show_default=False)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed where nobody can answer).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
@@ -535,7 +535,7 @@ def prune(
     """Remove the trainer checkpoints of finished runs (`checkpoints/`: the adapter again with
     optimizer, scheduler and RNG state, kept to resume a stopped run) and keep everything else:
     adapters, critics, logs, metrics. A KILLED or FAILED run keeps them (it resumes from them)
-    until a `runs resume` of it finished."""
+    until every `runs resume` of it finished."""
     from lactchain.runs.delete import human_bytes
     from lactchain.runs.prune import plan_prune, prune_checkpoints
 
