@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from cli_helpers import run_cli
 from lactchain.runs.registry import Registry
 
@@ -116,3 +117,44 @@ def test_a_run_resumed_twice_keeps_its_checkpoints_while_one_resume_is_unfinishe
     assert code == 0, err
     with Registry(db) as reg:
         assert latest_checkpoint(reg, again)["path"].endswith("checkpoint-6")
+
+
+def test_a_run_something_still_resumes_from_keeps_its_checkpoints(tmp_path, capsys):
+    """`train-actor --resume-from R` of a finished run, scheduled or stopped before its
+    first save, reads R's checkpoints (its lineage): R keeps them, by name a one-line
+    refusal. A run resumed while the question waited is refused then, nothing removed;
+    a prefix and the full id name one run once."""
+    from lactchain.runs.prune import plan_prune, prune_checkpoints
+
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        read, free = _actor_run(reg, "FINISHED"), _actor_run(reg, "FINISHED")
+        reg.create_run("actor", params={"resume_from": read})  # SCHEDULED: it will load read's checkpoints
+    code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert json.loads(out)["runs"] == [free]
+    code, _, err = run_cli(["runs", "prune", read, "--yes", "--db", db], capsys)
+    assert code == 2 and "a run not yet finished resumes from its checkpoints" in " ".join(err.split())
+    code, out, err = run_cli(["runs", "prune", free[:-2], free, "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0 and json.loads(out)["runs"] == [free], err
+    with Registry(db) as reg:
+        plan = plan_prune(reg, [free])
+        reg.create_run("actor", params={"resume_from": free})  # the console's R while the question waited
+        with pytest.raises(ValueError, match="it changed since the plan; nothing was removed"):
+            prune_checkpoints(reg, plan)
+        assert len(reg.artifacts(free, "checkpoint")) == 2 and (tmp_path / free / "checkpoints").is_dir()
+
+
+def test_a_stopped_pipeline_phase_gives_up_its_checkpoints(tmp_path, capsys):
+    """A pipeline's resume redoes its unfinished phase from its seeds and a phase is never
+    resumed alone: a KILLED phase's trainer checkpoints (older pipelines saved them) are
+    dead weight and go; a KILLED run of its own keeps them."""
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        pipeline = reg.create_run("pipeline")
+        reg.end_run(pipeline, "KILLED")
+        phase, alone = _actor_run(reg, "KILLED", parent_id=pipeline), _actor_run(reg, "KILLED")
+    code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
+    assert code == 0, err
+    assert json.loads(out)["runs"] == [phase]
+    assert alone not in out

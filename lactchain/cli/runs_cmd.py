@@ -548,15 +548,18 @@ def prune(
             if as_json:
                 print_json({"dry_run": dry_run, "runs": [], "bytes": 0})
             else:
-                console.print("no finished run (nor stopped run whose resume finished) keeps trainer checkpoints: "
-                              "nothing to prune")
+                console.print("no finished run (nor stopped run whose resumes all finished) keeps trainer "
+                              "checkpoints: nothing to prune")
             return
         summary = f"the checkpoints of {len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}, " \
                   f"{human_bytes(plan.size_bytes)}"
         sizes = [human_bytes(size) for size in plan.sizes]
         if not _go_ahead(plan, summary, sizes, ("remove", "removing", "removed"), yes, dry_run, as_json):
             return
-        left = prune_checkpoints(reg, plan)
+        try:
+            left = prune_checkpoints(reg, plan)
+        except ValueError as exc:  # resumed since the plan
+            fail(str(exc))
     _report(plan, left, f"removed {summary}; their adapters stay" if not left else
             f"removed the checkpoints' rows of {len(plan.runs)} runs", as_json)
 

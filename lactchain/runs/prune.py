@@ -46,41 +46,68 @@ def plan_prune(registry: Any, run_ids: Iterable[str] = ()) -> PrunePlan:
     """The checkpoints of `run_ids` (every run `done_runs` lists when none is named). A named
     run that still resumes from them is refused (ValueError, one line)."""
     reap_dead_runs(registry)
-    named = [registry.get_run(run_id) for run_id in run_ids]
-    done = {run["id"] for run in done_runs(registry)} if named else set()
+    named = list({(run := registry.get_run(run_id))["id"]: run for run_id in run_ids}.values())  # a prefix and
+    done = {run["id"] for run in done_runs(registry)} if named else set()  # the id name one run once
     for run in named:
         if run["id"] not in done:
-            raise ValueError(f"{run['id']} is {run['status']}: its checkpoints are what `lactchain runs resume` "
-                             "continues from; prune finished runs (or stopped ones whose resume finished) only")
+            raise ValueError(_why_kept(registry, run))
     return prunable(registry, named or done_runs(registry))
 
 
 def done_runs(registry: Any) -> list[dict[str, Any]]:
-    """The runs whose checkpoints nothing will resume from: the FINISHED ones, and a KILLED
-    or FAILED run every `runs resume` of which is done too (finished, or stopped and itself
-    resumed to the end). A run resumed twice, once to the end and once still stopped or
-    running, keeps its checkpoints: the second resume may still read them (its lineage)."""
+    """The runs whose checkpoints nothing will resume from: FINISHED runs and KILLED or FAILED
+    ones whose every `runs resume` is done too (finished, or stopped and itself resumed to
+    the end), and stopped phases of a pipeline (a pipeline's resume redoes its unfinished
+    phase; the phase itself is not resumed); minus every run in the lineage of a run that
+    is not done (a run still running or stopped reads its lineage's newest checkpoint: a
+    `--resume-from` of a finished run, a second resume of a stopped one)."""
+    from lactchain.runs.resume import lineage
+
     runs = registry.list_runs()
     resumed_by: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         before = registry.tags(run["id"]).get(RESUMES_TAG)
         if before:
             resumed_by.setdefault(before, []).append(run)
+    kinds = {run["id"]: run["kind"] for run in runs}
 
     def done(run: dict[str, Any], seen: frozenset[str]) -> bool:
         if run["status"] == "FINISHED":
             return True
         if run["status"] not in ("KILLED", "FAILED") or run["id"] in seen:
             return False
+        if _a_phase(registry, run, kinds):
+            return True
         resumes = resumed_by.get(run["id"], [])
         return bool(resumes) and all(done(later, seen | {run["id"]}) for later in resumes)
 
-    return [run for run in runs if done(run, frozenset())]
+    finished = {run["id"]: run for run in runs if done(run, frozenset())}
+    for run in runs:
+        if run["id"] not in finished:
+            for earlier in lineage(registry, run["id"]):
+                finished.pop(earlier["id"], None)
+    return list(finished.values())
+
+
+def _a_phase(registry: Any, run: dict[str, Any], kinds: dict[str, str]) -> bool:
+    """A phase of a pipeline (not a `runs resume` of the pipeline run under it)."""
+    parent = run.get("parent_id")
+    return bool(parent) and kinds.get(parent) == "pipeline" and registry.tags(run["id"]).get(RESUMES_TAG) != parent
+
+
+def _why_kept(registry: Any, run: dict[str, Any]) -> str:
+    if run["status"] in ("RUNNING", "SCHEDULED"):
+        return f"{run['id']} is {run['status']}: prune it once it ended"
+    if run["status"] in ("KILLED", "FAILED"):
+        return (f"{run['id']} is {run['status']}: its checkpoints are what `lactchain runs resume` continues from; "
+                "prune finished runs (or stopped ones whose resumes all finished) only")
+    return (f"{run['id']} is {run['status']}, but a run not yet finished resumes from its checkpoints "
+            "(a --resume-from of it, or a stopped resume); prune it once that one finished")
 
 
 def prunable(registry: Any, runs: Iterable[dict[str, Any]]) -> PrunePlan:
     """Of `runs`, those with a trainer checkpoints folder, and its size (no check of their
-    status: `runs du` reads it of the finished runs without writing anything)."""
+    status: `runs du` reads it of `done_runs` without writing anything)."""
     kept = [(run, folder) for run in runs if (folder := _checkpoints(registry, run)) is not None]
     return PrunePlan(runs=tuple(run for run, _ in kept), folders=tuple(folder for _, folder in kept),
                      sizes=tuple(folder_size(folder) for _, folder in kept))
@@ -88,7 +115,14 @@ def prunable(registry: Any, runs: Iterable[dict[str, Any]]) -> PrunePlan:
 
 def prune_checkpoints(registry: Any, plan: PrunePlan) -> list[str]:
     """Remove the plan's checkpoint rows (one transaction), then their folders. Returns the
-    folders that could not be removed, each with the reason."""
+    folders that could not be removed, each with the reason. A run resumed since the plan
+    (the console's R while the question waited) is refused, removing nothing (ValueError)."""
+    reap_dead_runs(registry)
+    done = {run["id"] for run in done_runs(registry)}
+    for run_id in plan.ids:
+        if run_id not in done:
+            raise ValueError(f"{_why_kept(registry, registry.get_run(run_id))} (it changed since the plan; "
+                             "nothing was removed)")
     with registry.transaction():
         for run_id in plan.ids:
             registry.delete_artifacts(run_id, CHECKPOINT_KIND)
