@@ -166,8 +166,9 @@ def test_du_lists_the_biggest_run_folders_first_with_the_total(tmp_path, capsys)
 
 def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
     """A killed pipeline goes on from its finished phases (`runs resume`: their critic
-    checkpoint, adapter, elites): deleting one alone would break that resume, so it asks for
-    --force; a finished pipeline's phases are history, deleted when asked."""
+    checkpoint, adapter, elites), and a running one does as it goes: deleting one alone
+    would break it, so it asks for --force; a finished pipeline's phases are history,
+    deleted when asked."""
     db = tmp_path / "registry.db"
     ids = _tree(db)
     with Registry(db) as reg:
@@ -192,6 +193,11 @@ def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
         for run_id, status in ((resume, "FAILED"), (cell, "FINISHED"), (comparison, "KILLED")):
             reg.end_run(run_id, status)
         assert plan_delete(reg, [resume, cell]).used_by == {}
+        running = reg.create_run("pipeline", cmd=["lactchain", "pipeline"])  # its next phase reads the critic
+        reg.start_run(running, pid=os.getpid())
+        fitted = reg.create_run("critic", parent_id=running)
+        reg.end_run(fitted, "FINISHED")
+        assert plan_delete(reg, [fitted]).used_by == {running: (fitted,)}
 
 
 def test_a_pipeline_whose_phase_was_deleted_by_force_is_refused_on_resume_before_any_run(tmp_path, capsys):

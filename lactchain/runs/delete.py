@@ -84,14 +84,17 @@ def plan_delete(registry: Any, run_ids: Iterable[str]) -> DeletePlan:
 
 
 def _resumed_parent(registry: Any, run: dict[str, Any]) -> list[str]:
-    """[the parent] when `runs resume` could continue it from this run: a stopped pipeline
-    goes on from its finished phases (their critic checkpoint, adapter, elites). Not a
-    comparison (it keeps its cells as files), nor a run that is itself a resume of it."""
+    """[the parent] when it reads this run: a pipeline still running goes on from its
+    finished phases (their critic checkpoint, adapter, elites), and `runs resume` of a
+    stopped one does. Not a comparison (it keeps its cells as files), nor a run that is
+    itself a resume of it."""
     if not run.get("parent_id") or registry.tags(run["id"]).get(RESUMES_TAG) == run["parent_id"]:
         return []
     parent = registry.get_run(run["parent_id"])
     if parent["kind"] != "pipeline" or registry.params(parent["id"]).get("compare"):
         return []
+    if parent["status"] in ACTIVE:
+        return [str(parent["id"])]
     try:
         check_resumable(registry, parent)
     except NotResumable:
