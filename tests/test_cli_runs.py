@@ -418,6 +418,11 @@ def test_logs_of_a_run_that_logged_into_its_parents_log_names_that_log(tmp_path,
         (reg.run_dir(bench) / "log.txt").write_text("cell 1/9 edits-seed0: held-out 0.018 -> 0.018\n")
         cell = reg.create_run("strategy", name="cell", parent_id=bench)
         alone = reg.create_run("eval", name="in the foreground")
+        foreground = reg.create_run("pipeline", name="a pipeline in the foreground: no log")
+        phase = reg.create_run("critic", parent_id=foreground)
+        from tui.screens.runs import fetch_detail  # the console's Log tab says the same
+
+        assert (fetch_detail(reg, cell)["log_holder"], fetch_detail(reg, phase)["log_holder"]) == (bench, None)
     code, _, err = run_cli(["runs", "logs", cell, "--db", db], capsys)
     assert code == 2 and f"it ran inside {bench}, whose log holds its lines: lactchain runs logs {bench}" in " ".join(
         err.split())
@@ -425,6 +430,8 @@ def test_logs_of_a_run_that_logged_into_its_parents_log_names_that_log(tmp_path,
     assert code == 0 and "cell 1/9 edits-seed0" in out
     code, _, err = run_cli(["runs", "logs", alone, "--db", db], capsys)
     assert code == 2 and "only detached runs write one" in err and "ran inside" not in err
+    code, _, err = run_cli(["runs", "logs", phase, "--db", db], capsys)
+    assert code == 2 and "ran inside" not in err
 
 
 @pytest.mark.parametrize("process", ["detached", "foreground"])

@@ -291,14 +291,15 @@ def logs(
     """Print a run's log (runs/<id>/log.txt), optionally following it live."""
     import sys
 
+    from lactchain.runs.logs import holding_log, run_log
+
     with _open_existing(db, reading=True) as reg:
         run = _get_run(reg, run_id)
-        log_path = _log_path(reg, run)
+        log_path = run_log(reg, run)
         if not log_path.exists():
-            parent = reg.get_run(run["parent_id"]) if run.get("parent_id") else None
-            parent_log = parent and _log_path(reg, parent)
+            parent = holding_log(reg, run)
             inside = (f"; it ran inside {parent['id']}, whose log holds its lines: lactchain runs logs {parent['id']}"
-                      if parent_log and parent_log.exists() else "")
+                      if parent else "")
             fail(f"run {run['id']} has no log at {log_path} (only detached runs write one){inside}")
         with open(log_path, "r", errors="replace") as fh:
             lines = fh.readlines()
@@ -374,11 +375,6 @@ def tag(
         return
     console.print(f"{run['id']}: " + (", ".join(f"{escape(shown(k))}={escape(shown(v))}" for k, v in mine.items())
                                       or "no tags of yours"))
-
-
-def _log_path(reg: Any, run: dict[str, Any]) -> Path:
-    """Where a run's log is: the path it recorded, else `runs/<id>/log.txt`."""
-    return Path(run.get("log_path") or reg.run_dir(run["id"]) / "log.txt")
 
 
 def _run_lines(runs: list[dict[str, Any]], sizes: list[str] | None = None, title: str | None = None) -> Table:

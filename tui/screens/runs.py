@@ -16,6 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TabPane
 
 from lactchain.envs.catalog import DEFAULT_ENV
+from lactchain.runs.logs import holding_log
 from lactchain.runs.resume import KIND_ALIASES
 from lactchain.runs.schema import NOTE_TAG, RUN_STATUSES, check_user_tag, is_system_tag
 from lactchain.safe_text import shell_line
@@ -165,6 +166,7 @@ def fetch_detail(reg: Any, run_id: Any) -> dict:
         "points": reg.metric_counts(run_id),
         "artifacts": [dict(a) if not isinstance(a, str) else {"path": a} for a in (reg.artifacts(run_id) or [])],
         "tags": dict(reg.tags(run_id) or {}),
+        "log_holder": (holding_log(reg, run) or {}).get("id") if run else None,  # whose log holds its lines
     }
 
 
@@ -368,9 +370,9 @@ class RunsScreen(RunControls, BaseScreen):
             select.set_options([(k, k) for k in keys])
             if current is not Select.NULL:
                 select.value = current
-        parent = run.get("parent_id")
+        holder = d.get("log_holder")
         self.query_one("#run-log", LogTail).follow(run.get("log_path"), placeholder=(
-            f"(this run has no log of its own: it ran inside {parent}, whose log holds its lines)" if parent
+            f"(this run has no log of its own: it ran inside {holder}, whose log holds its lines)" if holder
             else "(this run has no log)"))
 
     @on(TabbedContent.TabActivated, "#runs-tabs")
