@@ -50,7 +50,8 @@ def _llm_label(registry: Any, params: dict[str, Any], parent: dict[str, Any] | N
     coordinates is another agent)."""
     actor = params.get("actor") or (parent or {}).get("actor") or "?"
     if params.get("adapter"):
-        loss = (parent or {}).get("loss") or _adapter_loss(registry, str(params["adapter"]))
+        # the adapter's own record first: a pipeline's iteration 0 plays the --adapter it started from
+        loss = _adapter_loss(registry, str(params["adapter"])) or (parent or {}).get("loss")
         label = f"{actor} + {loss} adapter" if loss else f"{actor} + adapter"
     else:
         label = f"{actor} zero-shot"

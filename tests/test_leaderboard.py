@@ -108,7 +108,9 @@ def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_it
 
     grpo = reg.create_run("pipeline", params={"env": "grid", "actor": "tiny", "loss": "grpo", "eval_max_actions": 5})
     reg.log_metrics(grpo, {"train-actor/samples_scored": 3584}, step=1)
-    evaluation(0.9, {"adapter": adapter("a", {"loss": "rft"})}, parent=grpo)  # the pipeline's loss wins
+    evaluation(0.9, {"adapter": adapter("a", None)}, parent=grpo)  # no record of its own: the pipeline's loss
+    started = reg.create_run("pipeline", params={"env": "grid", "actor": "tiny", "loss": "dpo"})
+    evaluation(0.05, {"adapter": adapter("f", {"loss": "rft"})}, parent=started)  # iteration 0: its --adapter
     trained = reg.create_run("actor", params={"loss": "simpo"})
     reg.add_artifact(trained, "adapter", adapter("b", {"loss": "simpo", "base": "tiny"}))
     evaluation(0.8, {"adapter": trained})
@@ -121,5 +123,5 @@ def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_it
     rows = [r for r in leaderboard(reg, "grid") if r["kind"] == "llm"]
     assert [(r["agent"], r["evaluations"]) for r in rows] == [
         ("tiny + grpo adapter", 1), ("tiny + simpo adapter", 1), ("tiny + kto adapter", 1), ("tiny + adapter", 1),
-        ("tiny + adapter", 1), ("tiny zero-shot", 1), ("tiny zero-shot", 3)]
+        ("tiny + adapter", 1), ("tiny zero-shot", 1), ("tiny zero-shot", 3), ("tiny + rft adapter", 1)]
     assert rows[0]["train_env_steps"] == 3584 and rows[1]["train_env_steps"] is None
