@@ -269,3 +269,21 @@ async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make
         await settle(third, pilot)
         assert not third.screen.query(StrategyEditor) or third.screen.query_one(StrategyEditor).text == DEFAULT_STRATEGY
 
+
+
+async def test_applied_unsaved_text_comes_back_next_session_however_fast_the_keys(make_app):
+    """ctrl+g on edited text applies it without saving a version: the next session reopens
+    no version, so the text comes back as the editor's draft; pressed within the draft's
+    second after the last key, the pending keep must not run after it."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_editor(app, pilot)
+        await pilot.press(*"Hug the wall. ", "ctrl+g")  # applied at once, inside the draft's second
+        await settle(app, pilot)
+        typed = "Hug the wall. " + DEFAULT_STRATEGY
+        assert app.lab_session.strategy == typed
+    again = make_app()
+    async with again.run_test(size=(120, 40)) as pilot:
+        await settle(again, pilot)
+        editor = again.screen.query_one(StrategyEditor)
+        assert editor.text == typed and "unsaved text from the last session" in _message(editor)

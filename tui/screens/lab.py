@@ -572,7 +572,7 @@ class LabScreen(BaseScreen):
             return
         console_state.save(self.app.db_path, **{self._strategy_key(): event.version})  # reopened on it next time
         editor = self.query_one(StrategyEditor)
-        editor.keep_draft()  # the applied text is live: no draft
+        editor.keep_draft()  # applied unsaved text stays a draft (nothing else reopens it); a version does not
         prompt = self.session.user_prompt()
         self.query_one(ActorPane).show_prompt(prompt, "next prompt (strategy applied)")
         self.query_one(ActorPane).show_message("strategy applied: the next step uses it")

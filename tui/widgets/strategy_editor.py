@@ -236,10 +236,10 @@ class StrategyEditor(Vertical):
             self.loaded_version = None
         # kept a second after the last keystroke (not on every one), under the env it was typed for
         session = self.app.lab_session
-        key, live = session.console_key(DRAFT_KEY), session.strategy
+        key, default = session.console_key(DRAFT_KEY), session.env.default_strategy
         if self._draft_timer is not None:
             self._draft_timer.stop()
-        self._draft_pending = lambda: self.keep_draft(key, live)
+        self._draft_pending = lambda: self.keep_draft(key, default)
         self._draft_timer = self.set_timer(DRAFT_SAVE_S, self.flush_draft)
 
     def flush_draft(self) -> None:
@@ -251,16 +251,22 @@ class StrategyEditor(Vertical):
         if pending is not None:
             pending()
 
-    def keep_draft(self, key: str | None = None, live: str | None = None) -> None:
+    def keep_draft(self, key: str | None = None, default: str | None = None) -> None:
         """The text as the env's draft (console state: a quit, a crash or a dropped SSH
-        connection loses no edit), or no draft where it is the live strategy or saved."""
+        connection loses no edit, applied or not), or no draft where it is a saved version
+        (the next session reopens on it) or the env's built-in strategy. A keep still
+        pending from the last keystroke is dropped: this one is newer."""
         from tui import console_state
 
+        self._draft_pending = None
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+            self._draft_timer = None
         session = self.app.lab_session
         key = key or session.console_key(DRAFT_KEY)
-        live = session.strategy if live is None else live
+        default = session.env.default_strategy if default is None else default
         text = self.text
-        unsaved = text.strip() != live.strip() and self.saved_version_of(text) is None
+        unsaved = text.strip() != default.strip() and self.saved_version_of(text) is None
         console_state.save(self.app.db_path, **{key: text if unsaved and text.strip() else None})
 
     # ---- versions -----------------------------------------------------------------
