@@ -38,19 +38,6 @@ def checked(registry: Any, command: str, values: Mapping[str, Any]) -> tuple[Any
     return job, config, params
 
 
-def _process_owner(registry: Any, run: dict[str, Any]) -> str | None:
-    """The run whose process recorded this run's command line, when that is another run: a
-    detached job's (`python -m lactchain.jobs ... --run-id OWNER`), or the parent's own
-    command line (a cell of a benchmark run in the foreground); None for a run of its own."""
-    cmd = [str(part) for part in run.get("cmd") or []]
-    if "--run-id" in cmd and cmd.index("--run-id") + 1 < len(cmd):
-        owner = cmd[cmd.index("--run-id") + 1]
-        return owner if owner != run["id"] else None
-    if run.get("parent_id") and cmd and list(registry.get_run(run["parent_id"]).get("cmd") or []) == cmd:
-        return str(run["parent_id"])
-    return None
-
-
 def resume_run(registry: Any, run_id: str) -> str:
     """Continue a KILLED or FAILED run as a new detached child run; its id. A job of the
     table re-reads the config saved in its folder; a run made before the job layer re-runs
@@ -62,10 +49,6 @@ def resume_run(registry: Any, run_id: str) -> str:
     if job is not None:
         new_id = launch.resume(registry, job, run)
     else:
-        owner = _process_owner(registry, run)
-        if owner is not None:  # a benchmark's cell: its command line is its benchmark's process
-            raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
-                               f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
         argv = strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
         new_id = detach_argv(registry, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
     registry.set_tag(new_id, RESUMES_TAG, run["id"])  # a resume of a resume is resumable in its turn

@@ -92,6 +92,19 @@ def latest_checkpoint(registry: Any, run_id: str, kind: str | None = None) -> di
 RESUMES_TAG = "resumes"  # on a run made by `runs resume`: the run it continues (its parent)
 
 
+def process_owner(registry: Any, run: dict[str, Any]) -> str | None:
+    """The run whose process recorded this run's command line, when that is another run: a
+    detached job's (`python -m lactchain.jobs ... --run-id OWNER`), or the parent's own
+    command line (a cell of a benchmark run in the foreground); None for a run of its own."""
+    cmd = [str(part) for part in run.get("cmd") or []]
+    if "--run-id" in cmd and cmd.index("--run-id") + 1 < len(cmd):
+        owner = cmd[cmd.index("--run-id") + 1]
+        return owner if owner != run["id"] else None
+    if run.get("parent_id") and cmd and list(registry.get_run(run["parent_id"]).get("cmd") or []) == cmd:
+        return str(run["parent_id"])
+    return None
+
+
 def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     """Raise NotResumable when `runs resume` must refuse this run."""
     if run["status"] not in ("KILLED", "FAILED"):
@@ -103,6 +116,10 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
             and registry.tags(run["id"]).get(RESUMES_TAG) != run["parent_id"]:  # a phase, not a resume of it
         raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
                            f"(`lactchain runs resume {run['parent_id']}`)")
+    owner = process_owner(registry, run)
+    if owner is not None:  # a benchmark's cell: its command line is its benchmark's process
+        raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
+                           f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
     params = registry.params(run["id"])
     bench = list(run.get("cmd") or [])[1:3]
     if bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and params.get("compare")):
