@@ -230,3 +230,32 @@ def test_a_pipeline_whose_phase_was_deleted_by_force_is_refused_on_resume_before
     assert code == 2 and f"its actor adapter {adapter} is gone" in " ".join(err.split())
     assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err
     assert _ids(db) == {stopped}  # no resume run was made
+
+
+def test_a_pipeline_whose_collect_phase_was_deleted_by_force_is_refused_on_resume(tmp_path, capsys):
+    """Stopped between collect and train-actor, a pipeline's resume trains on the collect
+    run's pairs: with that run deleted it trained on none and skipped the iteration's
+    training without a word; now `runs resume` says so in one line and starts nothing."""
+    from lactchain.jobs import launch
+    from lactchain.jobs.table import BY_COMMAND
+    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
+
+    db = tmp_path / "registry.db"
+    job = BY_COMMAND["pipeline"]
+    with Registry(db) as reg:
+        config, params = launch.checked_config(reg, job, {"actor": "tiny", "critic": "tiny"})
+        stopped = reg.create_run("pipeline", params=params, cmd=["lactchain", "pipeline"])
+        collect = reg.create_run("pairs", parent_id=stopped)
+        reg.end_run(collect, "FINISHED")
+        launch.save_config(reg.run_dir(stopped), job, config)
+        state = reg.run_dir(stopped) / STATE_FILE
+        state.write_text(json.dumps({"phases": [{"iteration": 1, "phase": "collect", "wall_s": 1.0}],
+                                     "pending": {"iteration": 1, "pairs_run": collect, "transitions": []}}))
+        reg.add_artifact(stopped, STATE_KIND, state)
+        reg.end_run(stopped, "KILLED")
+    code, _, err = _cli(capsys, "runs", "delete", collect, "--force", "--yes", "--db", db)
+    assert code == 0, err
+    code, _, err = _cli(capsys, "runs", "resume", stopped, "--db", db)
+    assert code == 2 and f"the pairs its iteration 1 trains on (collect run {collect}) are gone" in " ".join(
+        err.split())
+    assert _ids(db) == {stopped}  # no resume run was made

@@ -66,6 +66,16 @@ def _check_resume_state(registry: Any, run_id: str) -> None:
         if path and not Path(path).exists():
             raise ConfigError(f"--resume-from {run_id}: its {what} {path} is gone (its phase run was deleted?); "
                               "start the pipeline again")
+    pending = state.get("pending") or {}
+    trained = {p.get("iteration") for p in state.get("phases", []) if p.get("phase") == "train-actor"}
+    pairs_run = pending.get("pairs_run")
+    if pairs_run and pending.get("iteration") not in trained:  # the collect its next train-actor trains on
+        try:
+            registry.get_run(pairs_run)
+        except (KeyError, ValueError):
+            raise ConfigError(f"--resume-from {run_id}: the pairs its iteration {pending.get('iteration')} trains on "
+                              f"(collect run {pairs_run}) are gone (the phase run was deleted?); start the pipeline "
+                              "again") from None
 
 
 def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
