@@ -203,26 +203,16 @@ def test_a_stopped_pipelines_phases_are_read_by_its_resume(tmp_path, capsys):
 def test_a_pipeline_whose_phase_was_deleted_by_force_is_refused_on_resume_before_any_run(tmp_path, capsys):
     """The phase's folder held the adapter the stopped pipeline goes on from: `runs resume`
     says so in one line and starts nothing (it used to start a run that failed on loading)."""
-    from lactchain.jobs import launch
-    from lactchain.jobs.table import BY_COMMAND
-    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
-
     db = tmp_path / "registry.db"
-    job = BY_COMMAND["pipeline"]
     with Registry(db) as reg:
-        config, params = launch.checked_config(reg, job, {"actor": "tiny", "critic": "tiny"})
-        stopped = reg.create_run("pipeline", params=params, cmd=["lactchain", "pipeline"])
+        stopped = _pipeline_job(reg)
         phase = reg.create_run("actor", parent_id=stopped)
         adapter = reg.run_dir(phase) / "adapter"
         adapter.mkdir()
         reg.add_artifact(phase, "adapter", adapter)
         reg.end_run(phase, "FINISHED")
-        launch.save_config(reg.run_dir(stopped), job, config)
-        state = reg.run_dir(stopped) / STATE_FILE
-        state.write_text(json.dumps({"phases": [], "adapter": str(adapter)}))
-        reg.add_artifact(stopped, STATE_KIND, state)
+        _stop_with_state(reg, stopped, {"phases": [], "adapter": str(adapter)})
         reg.add_artifact(stopped, "adapter", adapter)  # as the loop names its adapter
-        reg.end_run(stopped, "KILLED")
         assert plan_delete(reg, [phase]).used_by == {stopped: (phase,)}  # two reasons, named once
     code, _, err = _cli(capsys, "runs", "delete", phase, "--force", "--yes", "--db", db)
     assert code == 0, err
@@ -236,26 +226,38 @@ def test_a_pipeline_whose_collect_phase_was_deleted_by_force_is_refused_on_resum
     """Stopped between collect and train-actor, a pipeline's resume trains on the collect
     run's pairs: with that run deleted it trained on none and skipped the iteration's
     training without a word; now `runs resume` says so in one line and starts nothing."""
-    from lactchain.jobs import launch
-    from lactchain.jobs.table import BY_COMMAND
-    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
-
     db = tmp_path / "registry.db"
-    job = BY_COMMAND["pipeline"]
     with Registry(db) as reg:
-        config, params = launch.checked_config(reg, job, {"actor": "tiny", "critic": "tiny"})
-        stopped = reg.create_run("pipeline", params=params, cmd=["lactchain", "pipeline"])
+        stopped = _pipeline_job(reg)
         collect = reg.create_run("pairs", parent_id=stopped)
         reg.end_run(collect, "FINISHED")
-        launch.save_config(reg.run_dir(stopped), job, config)
-        state = reg.run_dir(stopped) / STATE_FILE
-        state.write_text(json.dumps({"phases": [{"iteration": 1, "phase": "collect", "wall_s": 1.0}],
-                                     "pending": {"iteration": 1, "pairs_run": collect, "transitions": []}}))
-        reg.add_artifact(stopped, STATE_KIND, state)
-        reg.end_run(stopped, "KILLED")
+        _stop_with_state(reg, stopped, {"phases": [{"iteration": 1, "phase": "collect", "wall_s": 1.0}],
+                                        "pending": {"iteration": 1, "pairs_run": collect, "transitions": []}})
     code, _, err = _cli(capsys, "runs", "delete", collect, "--force", "--yes", "--db", db)
     assert code == 0, err
     code, _, err = _cli(capsys, "runs", "resume", stopped, "--db", db)
     assert code == 2 and f"the pairs its iteration 1 trains on (collect run {collect}) are gone" in " ".join(
         err.split())
     assert _ids(db) == {stopped}  # no resume run was made
+
+
+def _pipeline_job(reg: Registry) -> str:
+    """A pipeline run of the job table (its config saved, as a detached one has), not started."""
+    from lactchain.jobs import launch
+    from lactchain.jobs.table import BY_COMMAND
+
+    job = BY_COMMAND["pipeline"]
+    config, params = launch.checked_config(reg, job, {"actor": "tiny", "critic": "tiny"})
+    run_id = reg.create_run("pipeline", params=params, cmd=["lactchain", "pipeline"])
+    launch.save_config(reg.run_dir(run_id), job, config)
+    return run_id
+
+
+def _stop_with_state(reg: Registry, run_id: str, state: dict) -> None:
+    """The pipeline stopped (KILLED) with this saved loop state, as its resume reads it."""
+    from lactchain.loop.bookkeeping import STATE_FILE, STATE_KIND
+
+    path = reg.run_dir(run_id) / STATE_FILE
+    path.write_text(json.dumps(state))
+    reg.add_artifact(run_id, STATE_KIND, path)
+    reg.end_run(run_id, "KILLED")
