@@ -443,10 +443,11 @@ def test_resuming_a_benchmarks_cell_on_its_own_is_refused_naming_the_benchmark(t
 
     db = tmp_path / "registry.db"
     with Registry(db) as reg:
-        bench = reg.create_run("strategy", name="bench strategy")
+        bench = reg.create_run("strategy", name="bench strategy", cmd=["lactchain", "bench", "strategy", "--seeds",
+                                                                         "0,1"])  # its command line, as typed
+        # what the cell records: its process's argv (the job runner's, or the console script's)
         cmd = (["python", "-m", "lactchain.jobs", "bench strategy", "config.json", "--run-id", bench]
-               if process == "detached" else ["lactchain", "bench", "strategy", "--seeds", "0,1"])
-        reg.update_run(bench, cmd=cmd)
+               if process == "detached" else ["/venv/bin/lactchain", "bench", "strategy", "--seeds", "0,1"])
         cell = reg.create_run("strategy", name="bench strategy cell edits-seed1", parent_id=bench, cmd=cmd)
         search = reg.run_dir(cell) / "search.json"
         search.write_text("{}")
@@ -458,3 +459,20 @@ def test_resuming_a_benchmarks_cell_on_its_own_is_refused_naming_the_benchmark(t
         " ".join(err.split())
     with Registry(db) as reg:
         assert len(reg.list_runs()) == 2  # nothing started
+
+
+def test_a_benchmarks_own_job_child_resumes_alone(tmp_path):
+    """bench dt trains its transformer as a child job run inside its process (its argv names
+    the benchmark): unlike a cell, that child resumes on its own, from its saved config."""
+    from lactchain.runs.resume import check_resumable
+
+    with Registry(tmp_path / "registry.db") as reg:
+        bench = reg.create_run("bench", cmd=["lactchain", "bench", "dt", "--detach"])
+        trained = reg.create_run("dt", parent_id=bench, cmd=["python", "-m", "lactchain.jobs", "bench dt",
+                                                              "config.json", "--run-id", bench])
+        checkpoint = reg.run_dir(trained) / "checkpoint-1"
+        checkpoint.mkdir()
+        reg.add_artifact(trained, "dt", checkpoint)
+        for run_id in (trained, bench):
+            reg.end_run(run_id, "KILLED")
+        check_resumable(reg, reg.get_run(trained))  # no NotResumable

@@ -17,7 +17,7 @@ from lactchain.jobs import launch
 from lactchain.jobs.table import BY_COMMAND, job_of_run
 from lactchain.runs.lifecycle import detach as detach_argv
 from lactchain.runs.lifecycle import reap_dead_runs, strip_detach
-from lactchain.runs.resume import RESUMES_TAG, NotResumable, check_resumable
+from lactchain.runs.resume import RESUMES_TAG, NotResumable, check_resumable, process_owner
 
 
 def start_job(registry: Any, command: str, values: Mapping[str, Any], cmd: Sequence[str] | None = None) -> str:
@@ -49,6 +49,10 @@ def resume_run(registry: Any, run_id: str) -> str:
     if job is not None:
         new_id = launch.resume(registry, job, run)
     else:
+        owner = process_owner(registry, run)
+        if owner is not None:  # a part of another run's process: its command line is that run's
+            raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
+                               f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
         argv = strip_detach(list(run["cmd"][1:])) + ["--resume-from", run["id"]]
         new_id = detach_argv(registry, run["kind"], argv, name=f"resume {run['id']}", parent_id=run["id"])
     registry.set_tag(new_id, RESUMES_TAG, run["id"])  # a resume of a resume is resumable in its turn

@@ -105,6 +105,24 @@ def process_owner(registry: Any, run: dict[str, Any]) -> str | None:
     return None
 
 
+def _benchmark_of_cells(registry: Any, run: dict[str, Any]) -> str | None:
+    """The benchmark this run is a cell of, when that benchmark resumes cell by cell (bench
+    strategy, bench learn --compare): the run whose process it ran in, else its parent
+    (a foreground cell records the process's argv, the benchmark its own command line).
+    A benchmark's other children (bench dt's training, bench motif's judge) resume alone."""
+    for owner_id in dict.fromkeys(filter(None, (process_owner(registry, run), run.get("parent_id")))):
+        if registry.tags(run["id"]).get(RESUMES_TAG) == owner_id:
+            continue  # a resume of it, not a part
+        try:
+            owner = registry.get_run(owner_id)
+        except (KeyError, ValueError):
+            continue
+        bench = [str(part) for part in (owner.get("cmd") or [])][1:3]
+        if bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and registry.params(owner_id).get("compare")):
+            return str(owner_id)
+    return None
+
+
 def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     """Raise NotResumable when `runs resume` must refuse this run."""
     if run["status"] not in ("KILLED", "FAILED"):
@@ -116,8 +134,8 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
             and registry.tags(run["id"]).get(RESUMES_TAG) != run["parent_id"]:  # a phase, not a resume of it
         raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
                            f"(`lactchain runs resume {run['parent_id']}`)")
-    owner = process_owner(registry, run)
-    if owner is not None:  # a benchmark's cell: its command line is its benchmark's process
+    owner = _benchmark_of_cells(registry, run)
+    if owner is not None:  # a cell: its command line is its benchmark's process
         raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
                            f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
     params = registry.params(run["id"])
