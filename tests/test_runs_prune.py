@@ -129,7 +129,10 @@ def test_a_run_something_still_resumes_from_keeps_its_checkpoints(tmp_path, caps
     db = tmp_path / "registry.db"
     with Registry(db) as reg:
         read, free = _actor_run(reg, "FINISHED"), _actor_run(reg, "FINISHED")
-        reg.create_run("actor", params={"resume_from": read})  # SCHEDULED: it will load read's checkpoints
+        reg.create_run("actor", params={"resume": read})  # SCHEDULED: it will load read's checkpoints
+        by_path = _actor_run(reg, "FINISHED")  # `--resume-from runs/<id>/checkpoints/checkpoint-6`, stopped
+        stopped = reg.create_run("actor", params={"resume": str(tmp_path / by_path / "checkpoints" / "checkpoint-6")})
+        reg.end_run(stopped, "KILLED")
     code, out, err = run_cli(["runs", "prune", "--dry-run", "--json", "--db", db], capsys)
     assert code == 0, err
     assert json.loads(out)["runs"] == [free]

@@ -246,6 +246,11 @@ def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]
     """A resumable checkpoint and pairs (grpo: rollouts of one world) to train on, before a run exists."""
     from lactchain.train.pair_selection import NoUsablePairs, select_pairs  # not TRL: a refusal comes fast
 
+    if config.resume and not Path(config.resume).is_dir():  # recorded as the run's full id (prune keeps what
+        try:  # a run not yet done resumes from; a prefix could later name two runs)
+            config.resume = registry.resolve_run_id(config.resume)
+        except (KeyError, ValueError):
+            pass  # resolve_checkpoint says why, in one line
     resolve_checkpoint(registry, config.resume)
     if config.loss == "grpo":
         config.rollouts_from = [rollouts_run(registry, spec) for spec in config.rollouts_from]

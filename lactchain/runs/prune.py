@@ -86,7 +86,23 @@ def done_runs(registry: Any) -> list[dict[str, Any]]:
         if run["id"] not in finished:
             for earlier in lineage(registry, run["id"]):
                 finished.pop(earlier["id"], None)
+                for source in _resumed_folders(registry, earlier):  # `--resume-from runs/<id>/checkpoints/...`
+                    finished.pop(source, None)
     return list(finished.values())
+
+
+def _resumed_folders(registry: Any, run: dict[str, Any]) -> list[str]:
+    """The runs whose folders hold a checkpoint folder this run resumes from by path."""
+    owners = []
+    for value in (registry.params(run["id"]).get(key) for key in ("resume", "resume_from")):
+        if isinstance(value, str) and value:
+            try:
+                parts = Path(value).resolve().relative_to(Path(registry.runs_dir).resolve()).parts
+            except (ValueError, OSError):
+                continue
+            if parts:
+                owners.append(parts[0])
+    return owners
 
 
 def _a_phase(registry: Any, run: dict[str, Any], kinds: dict[str, str]) -> bool:
