@@ -104,7 +104,7 @@ class LactChainApp(App):
         self.actor_spec = actor_spec
         self.adapter = adapter  # the adapter asked for last (a load may still run, or have failed)
         self.loaded_adapter = adapter if actor is not None else None  # the one the loaded actor carries
-        # --adapter none: the remembered adapter stays remembered ("not this time")
+        # --adapter none: the remembered actor and adapter stay remembered ("not this time")
         self.keep_saved_adapter = False
         self.critic_spec = critic_spec
         self.load_models = load_models
@@ -307,10 +307,8 @@ class LactChainApp(App):
         if message.role == "actor":
             self.actor, self.actor_label, self.loaded_adapter = message.model, message.label, message.adapter
             self.actor_status = f"{message.label} ✓"
-            if self.keep_saved_adapter and message.adapter is None:  # --adapter none: not this time only
-                console_state.save(self.db_path, actor=self.actor_spec)
-            else:  # reopened with it
-                console_state.save(self.db_path, actor=self.actor_spec, adapter=message.adapter)
+            if not (self.keep_saved_adapter and message.adapter is None):  # --adapter none: not this time only
+                console_state.save(self.db_path, actor=self.actor_spec, adapter=message.adapter)  # reopened with it
             self.keep_saved_adapter = False
         else:
             untrained = getattr(message.model, "untrained", False)

@@ -211,13 +211,14 @@ async def test_adapter_none_leaves_the_remembered_adapter_for_the_next_session(m
     did not say none is remembered so."""
     from tui import console_state
 
-    console_state.save(db_path, actor="tiny", adapter="actor-1234")
+    console_state.save(db_path, actor="smollm2-135m", adapter="actor-1234")  # an adapter of the default actor
     app = make_app(actor=None, actor_spec="tiny", load_models=True)
-    app.keep_saved_adapter = True  # what main does for --adapter none
+    app.keep_saved_adapter = True  # what main does for `--actor tiny --adapter none`
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         assert app.actor_status == "tiny ✓", app.actor_status
-    assert console_state.models_to_reopen(db_path, "tiny", None, None)[0] == "actor-1234"
+    assert console_state.models_to_reopen(db_path, "smollm2-135m", None, None)[0] == "actor-1234"
+    assert console_state.models_to_reopen(db_path, "tiny", None, None)[0] is None  # never tiny + that adapter
     app = make_app(actor=None, actor_spec="tiny", load_models=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
