@@ -230,18 +230,23 @@ def test_cli_env_show_scene():
 
 
 def test_worlds_compare_by_what_they_play(tmp_path, monkeypatch):
-    """A run records a scene file by the path typed; the console knows the scene's own name;
-    the default scene may be named or left out: each pair plays alike (an adapter's "learned
-    elsewhere" note must not fire on them). A file that is gone is known by its path only."""
-    from lactchain.envs.world import same_world
+    """A run records a scene file by the path typed; the console holds the scene it read; the
+    default scene may be named or left out: each pair plays alike (an adapter's "learned
+    elsewhere" note must not fire on them). An edited copy of a bundled scene, still named
+    after it, is another world; a file that is gone is known by its path only."""
+    from lactchain.envs.world import same_world, world_label
 
     mine = tmp_path / "my.json"
     mine.write_text(json.dumps({**FLAT.as_dict(), "name": "my-flat"}))
+    edited = {**FLAT.as_dict(), "goal": [6, 7]}  # `env show --scene flat --json`, edited: still named flat
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
     monkeypatch.chdir(tmp_path)
-    assert same_world({"env": "grid", "scene": "./my.json"}, {"env": "grid", "scene": "my-flat"})
+    read = {"env": "grid", "scene": get_scene("my.json").as_dict()}  # what the console's Lab holds
+    assert same_world({"env": "grid", "scene": "./my.json"}, read) and world_label(read) == "grid my-flat"
     assert same_world({"env": "grid", "scene": str(mine)}, {"env": "grid", "scene": "my.json"})
+    assert same_world({"env": "grid", "scene": "my.json"}, {"env": "grid", "scene": "flat"})  # the same layout
     assert same_world({"env": "grid", "scene": "empty"}, {"env": "grid"})
-    assert not same_world({"env": "grid", "scene": "flat"}, {"env": "grid", "scene": "my.json"})
+    assert not same_world({"env": "grid", "scene": "flat"}, {"env": "grid", "scene": "edited.json"})
     assert not same_world({"env": "grid", "scene": "my.json"}, {"env": "grid", "scene": "my.json",
                                                                  "state_text": "coords"})
-    assert not same_world({"env": "grid", "scene": "gone/x.json"}, {"env": "grid", "scene": "x"})
+    assert not same_world({"env": "grid", "scene": "gone/x.json"}, {"env": "grid", "scene": "flat"})

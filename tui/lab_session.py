@@ -140,9 +140,8 @@ class LabSession:
     def world(self) -> dict[str, str]:
         """The world the Lab plays, as a run records one (`world_params`): an adapter whose
         actor learned in another gets a note."""
-        scene = self.env_kwargs.get("scene")
-        name = scene if isinstance(scene, str) else getattr(getattr(self.env, "scene", None), "name", None)
-        return world_params(self.env_name, name if scene else None,
+        scene = self.env_kwargs.get("scene")  # a bundled name, or the scene a file held (as_dict: same_world
+        return world_params(self.env_name, scene or None,  # compares layouts, world_label shows its name)
                             str(self.env_kwargs.get("state_text") or STATE_TEXT_DEFAULT))
 
     def console_key(self, name: str) -> str:

@@ -6,6 +6,7 @@ agree on names, help and refusals."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from lactchain.config import option
@@ -54,10 +55,12 @@ def check_world(config: Any) -> None:
         config.refuse("state_text", f"is the grid's; drop it or use --env grid (not {config.env})")
 
 
-def world_params(env: str, scene: str | None, state_text: str = STATE_TEXT_DEFAULT) -> dict[str, str]:
+def world_params(env: str, scene: str | Mapping[str, Any] | None,
+                 state_text: str = STATE_TEXT_DEFAULT) -> dict[str, Any]:
     """The world as a run records it in its params: the env; the scene and the state text
-    where not the default (a standalone job's and a pipeline phase's runs alike)."""
-    params = {"env": env}
+    where not the default (a standalone job's and a pipeline phase's runs alike; the
+    console's Lab gives a scene read from a file as the scene itself)."""
+    params: dict[str, Any] = {"env": env}
     if scene is not None:
         params["scene"] = scene
     if state_text != STATE_TEXT_DEFAULT:
@@ -74,28 +77,31 @@ def recorded_world(params: Mapping[str, Any]) -> dict[str, str] | None:
                         str(params.get("state_text") or STATE_TEXT_DEFAULT))
 
 
-def same_world(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
-    """Whether two worlds (as `world_params` words them) play alike: the default scene named
-    or left out, a scene file by the scene's own name whichever way its path was typed (a
-    run records the path; the console knows the scene it read)."""
+def same_world(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two worlds (as `world_params` words them; the console's may hold the scene it
+    read from a file as a dict) play alike: scenes compare by layout, not by name or path (the
+    default scene named or left out; a file however its path was typed; an edited copy of a
+    bundled scene, still named after it, is another world)."""
     return _world_key(a) == _world_key(b)
 
 
-def _world_key(world: Mapping[str, str]) -> tuple[str, str | None, str]:
+def _world_key(world: Mapping[str, Any]) -> tuple[str, str | None, str]:
     scene = world.get("scene") or None
-    if scene is not None and is_scene_file(scene):
+    if scene is not None:
         try:
-            scene = get_scene(scene).name
-        except (ValueError, OSError):  # the file is gone: its path is all there is
-            pass
-    if scene is not None and scene.lower() == DEFAULT_SCENE:
-        scene = None
+            layout = {k: v for k, v in get_scene(scene).as_dict().items() if k != "name"}
+        except (ValueError, OSError):  # a file that is gone: its path is all there is
+            layout = None
+        default = {k: v for k, v in get_scene(DEFAULT_SCENE).as_dict().items() if k != "name"}
+        scene = None if layout == default else json.dumps(layout, sort_keys=True) if layout else str(scene)
     return str(world["env"]), scene, str(world.get("state_text") or STATE_TEXT_DEFAULT)
 
 
-def world_label(world: Mapping[str, str]) -> str:
+def world_label(world: Mapping[str, Any]) -> str:
     """'grid', 'grid flat', 'grid flat, coords text': a world in a few words."""
-    text = f"{world['env']} {world['scene']}" if world.get("scene") else str(world["env"])
+    scene = world.get("scene")
+    scene = scene.get("name") if isinstance(scene, Mapping) else scene
+    text = f"{world['env']} {scene}" if scene else str(world["env"])
     return f"{text}, {world['state_text']} text" if world.get("state_text") else text
 
 

@@ -123,14 +123,20 @@ def test_lactchain_tui_scene_opens_the_lab_on_a_walled_scene_or_a_scene_file(tmp
 
     from tui.app import LactChainApp, main
 
-    seen = []
-    monkeypatch.setattr(LactChainApp, "run", lambda self: seen.append(self.lab_session.snapshot()))
+    from lactchain.envs.world import same_world
+
+    seen, worlds = [], []
+    monkeypatch.setattr(LactChainApp, "run", lambda self: (seen.append(self.lab_session.snapshot()),
+                                                           worlds.append(self.lab_session.world)))
     db = str(tmp_path / "r.db")
     assert main(["--scene", "rooms", "--db", db, "--actor", "none"]) == 0
     mine = tmp_path / "my_rooms.json"
     mine.write_text(json.dumps({**ROOMS.as_dict(), "name": "my rooms", "walls": [[3, 0], [3, 2]]}))
     assert main(["--scene", str(mine), "--db", db, "--actor", "none"]) == 0
     assert [snap.walls for snap in seen] == [tuple(sorted(WALLS)), ((3, 0), (3, 2))]
+    # an adapter learned with `--scene my_rooms.json` learned where the Lab plays: no note
+    assert same_world(worlds[1], {"env": "grid", "scene": str(mine)})
+    assert not same_world(worlds[1], worlds[0])
 
 
 async def test_the_lab_on_the_empty_scene_draws_no_walls(make_app):
