@@ -103,7 +103,9 @@ class LactChainApp(App):
         self.db_path = Path(db_path) if db_path is not None else None
         self.actor_spec = actor_spec
         self.adapter = adapter  # the adapter asked for last (a load may still run, or have failed)
-        self.loaded_adapter = adapter if actor is not None else None  # the one the loaded actor carries
+        # the preset and adapter of the actor loaded (a reload may still run, or have failed: the old one plays)
+        self.loaded_actor_spec = actor_spec if actor is not None else None
+        self.loaded_adapter = adapter if actor is not None else None
         # --adapter none: the remembered actor and adapter stay remembered ("not this time")
         self.keep_saved_adapter = False
         self.critic_spec = critic_spec
@@ -248,6 +250,14 @@ class LactChainApp(App):
         self.actor_status = f"loading {spec}{' + ' + adapter if adapter else ''}…"
         self._load_actor_worker(spec, adapter)
 
+    @property
+    def live_actor(self) -> tuple[str | None, str | None]:
+        """(preset, adapter) of the actor the Lab plays: the one loaded (a reload that failed
+        or still runs leaves it playing), else, until one has loaded, the one asked for."""
+        if self.actor is not None:
+            return self.loaded_actor_spec, self.loaded_adapter
+        return self.actor_spec, self.adapter
+
     def load_critic(self, spec: str) -> None:
         self.critic_spec = spec
         self.models_loading += 1
@@ -267,7 +277,7 @@ class LactChainApp(App):
             self.post_message(ModelFailed("actor", f"{type(exc).__name__}: {exc}"))
             return
         label = spec + (f" + {adapter}" if adapter else "")
-        self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0, adapter))
+        self.post_message(ModelLoaded("actor", actor, label, time.perf_counter() - t0, adapter, spec))
         if adapter:
             self.call_from_thread(self._note_adapter_world, adapter, registry)
 
@@ -306,6 +316,7 @@ class LactChainApp(App):
         self.models_loading = max(0, self.models_loading - 1)
         if message.role == "actor":
             self.actor, self.actor_label, self.loaded_adapter = message.model, message.label, message.adapter
+            self.loaded_actor_spec = message.spec
             self.actor_status = f"{message.label} ✓"
             if not (self.keep_saved_adapter and message.adapter is None):  # --adapter none: not this time only
                 console_state.save(self.db_path, actor=self.actor_spec, adapter=message.adapter)  # reopened with it

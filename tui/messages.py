@@ -28,6 +28,7 @@ class ModelLoaded(Message):
     label: str
     seconds: float
     adapter: str | None = None  # the actor's adapter, as asked for (a run id or a path)
+    spec: str | None = None  # the actor's preset or path, as asked for
 
 
 @dataclass

@@ -198,6 +198,7 @@ async def test_an_adapter_learned_in_another_world_loads_with_a_note_saying_wher
         app.load_actor("tiny", "actor-00000000")  # no such run: the load fails, the grid's adapter stays loaded
         await settle(app, pilot)
         assert app.actor_status == f"tiny + {runs['grid']} ✓ (reload failed)", app.actor_status
+        assert app.live_actor == ("tiny", runs["grid"])  # what steps record and jobs pre-fill: the one playing
         await palette(app, pilot, "play taxi", "Lab: play taxi")  # the grid's adapter loaded, the Lab on Taxi
         await settle(app, pilot)
         notes = [n.message for n in app._notifications if "learned on" in n.message]

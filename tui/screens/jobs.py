@@ -168,10 +168,11 @@ class JobsScreen(RunControls, BaseScreen):
             return ",".join(labels) if field.name == "pairs-from" else "human"  # this session's labels
         if field.name in last:
             return str(last[field.name])
+        spec, adapter = getattr(self.app, "live_actor", (None, None))  # the actor the Lab plays
         if field.name == "actor":
-            return cli_actor(getattr(self.app, "actor_spec", None))[0]
-        if field.name == "adapter" and getattr(self.app, "adapter", None):
-            return str(self.app.adapter)
+            return cli_actor(spec)[0]
+        if field.name == "adapter" and adapter:
+            return str(adapter)
         critic = getattr(self.app, "critic_spec", None)
         if critic:  # the console's critic fills the field of its kind: a run where a run is asked, else a backbone
             is_run = looks_like_run_id(str(critic))

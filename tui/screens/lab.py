@@ -489,7 +489,8 @@ class LabScreen(BaseScreen):
 
     def _record(self, record: Any) -> None:
         """The step into the registry (this console's `play` run), from the episode thread."""
-        params = {"actor": self.app.actor_spec, "adapter": self.app.adapter, "strategy_text": self.session.strategy,
+        actor, adapter = self.app.live_actor  # the one that played the step
+        params = {"actor": actor, "adapter": adapter, "strategy_text": self.session.strategy,
                   "env": self.session.env_name}
         try:
             self.app.registry.call_sync(self.app.lab_recorder.record, record, params)

@@ -166,8 +166,9 @@ class StrategyEditor(Vertical):
     def _evaluate(self, version: int, states: str) -> None:
         from tui.jobs_bridge import JobRequest, cli_actor
 
-        actor, why = cli_actor(self.app.actor_spec)
-        values = {"actor": actor, "adapter": self.app.adapter or "", "states": states, "strategy": str(version),
+        spec, adapter = self.app.live_actor  # evaluated as the Lab plays it
+        actor, why = cli_actor(spec)
+        values = {"actor": actor, "adapter": adapter or "", "states": states, "strategy": str(version),
                   "env": self.app.lab_session.env_name}  # the env the Lab plays: the strategy was written for it
         self.say(f"launching evaluate of version {version} on {states} start states with {actor}{why}…")
         self._launch_evaluate(JobRequest("evaluate", values, self.app.db_path), version)
