@@ -295,4 +295,5 @@ def test_evaluating_an_adapter_elsewhere_than_it_learned_says_where_it_learned(p
     grpo_run = reg.create_run("actor", params=trains)
     assert adapter_world(reg, grpo_run) == (grpo_run, {"env": "taxi"})  # learned on its rollouts' world
     assert run_notes(reg, trains) == [f"note: adapter {out['run_id']} learned on grid (run {out['run_id']}); this "
-                                      "run learns on taxi: pass --env grid to play where it learned"]
+                                      "run learns on taxi: its --pairs-from / --rollouts-from runs played there; "
+                                      "runs of grid train where it learned"]

@@ -230,8 +230,8 @@ def launch_job(request: JobRequest) -> LaunchResult:
     Raises RuntimeError with the one-line reason when a value, a reference or the run's
     state refuses it (nothing is created then)."""
     from lactchain.config import ConfigError
-    from lactchain.jobs.checks import run_notes
     from lactchain.jobs.control import resume_run, start_job
+    from lactchain.jobs.launch import start_notes
     from lactchain.runs.registry import Registry, RunNotFound
     from lactchain.runs.resume import NotResumable
 
@@ -242,7 +242,7 @@ def launch_job(request: JobRequest) -> LaunchResult:
                 run_id = resume_run(registry, str(request.values["run"]))
             else:
                 run_id = start_job(registry, request.command, request.values, cmd=argv[:argv.index("--detach")])
-            notes = tuple(run_notes(registry, registry.params(run_id)))
+            notes = tuple(start_notes(registry, run_id))  # advice: the job has started
     except (ConfigError, NotResumable, RunNotFound) as exc:
         raise RuntimeError(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from None
     return LaunchResult(tuple(argv), run_id, f"started {run_id} in the background", notes)

@@ -80,7 +80,6 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
     """The typer command of a job: build the config (one-line error on a bad value),
     check its references, then detach or run it here and print the result."""
     from lactchain.jobs import launch
-    from lactchain.jobs.checks import run_notes
 
     def command(ctx: typer.Context, **values: Any) -> None:
         db, detach = values.pop("db", None), values.pop("detach", False)
@@ -97,7 +96,7 @@ def make_command(job: Job, render: Callable[[dict[str, Any]], None] | None = Non
                 params = registry.params(run_id) if run_id else launch.prepare(registry, job, config)
                 if detach:  # the child's log says the notes too; the terminal that started it, here
                     rid = launch.detach(registry, job, config, params, cmd=cmd)
-                    launch.say_notes(run_notes(registry, params))
+                    launch.say_notes(launch.start_notes(registry, params))
                 else:
                     result = launch.run_here(registry, job, config, params, run_id=run_id, cmd=cmd, quiet=as_json)
             except ConfigError as exc:

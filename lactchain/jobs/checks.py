@@ -89,6 +89,9 @@ def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]]
     return None
 
 
+LEARNS_ON = "this run learns on"  # a train-actor run's world: its sources', which no option of its own changes
+
+
 def sources_world(registry: Any, params: Mapping[str, Any]) -> dict[str, str] | None:
     """The world a run that played no env of its own learned from: its --pairs-from or
     --rollouts-from runs' world, when they all agree (None otherwise)."""
@@ -111,8 +114,11 @@ def world_note(registry: Any, adapter: str | None, world: dict[str, str], here: 
     if found is None or same_world(found[1], world):
         return ""
     run_id, learned = found
+    how = (f"{_world_options(learned, world)} to play where it learned" if here != LEARNS_ON else
+           f"its --pairs-from / --rollouts-from runs played there; runs of {world_label(learned)} train where it "
+           "learned")
     return (f"note: adapter {adapter} learned on {world_label(learned)} (run {run_id}); {here} "
-            f"{world_label(world)}: {_world_options(learned, world)} to play where it learned")
+            f"{world_label(world)}: {how}")
 
 
 def run_notes(registry: Any, params: Mapping[str, Any]) -> list[str]:
@@ -123,7 +129,7 @@ def run_notes(registry: Any, params: Mapping[str, Any]) -> list[str]:
 
     world, here = recorded_world(params), "this run plays"
     if world is None:  # a train-actor run: the world of the runs it learns from
-        world, here = sources_world(registry, params), "this run learns on"
+        world, here = sources_world(registry, params), LEARNS_ON
     if world is None or params.get("resume_from") or params.get("resume"):
         return []
     notes = [world_note(registry, str(params["adapter"]), world, here) if params.get("adapter") else ""]

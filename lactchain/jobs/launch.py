@@ -138,6 +138,16 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
         return {"run_id": handle.run_id, **job.run(handle, config)}
 
 
+def start_notes(registry: Any, params: Mapping[str, Any] | str) -> list[str]:
+    """`checks.run_notes` of a run's params (or of the run with this id), as advice only: a
+    registry busy with the child that just started, a file gone meanwhile, give no notes
+    rather than a failed start."""
+    try:
+        return run_notes(registry, registry.params(params) if isinstance(params, str) else params)
+    except Exception:  # noqa: BLE001
+        return []
+
+
 def say_notes(notes: Sequence[str]) -> None:
     """A run's start notes (`checks.run_notes`) on stderr, in yellow."""
     for note in notes:

@@ -282,7 +282,8 @@ def rollouts_world(registry: Any, run_ids: list[str]) -> dict[str, Any]:
         raise ConfigError(f"--rollouts-from {' '.join(run_ids)}: the runs played different worlds "
                           f"({'; '.join(played)}); give runs of one env and scene")
     world = worlds[0]
-    return {"env": world["env"], "scene": world.get("scene"), "state_text": world.get("state_text") or STATE_TEXT_DEFAULT}
+    return {"env": world["env"], "scene": world.get("scene"),
+            "state_text": world.get("state_text") or STATE_TEXT_DEFAULT}
 
 
 def grpo_task_from_rollouts(registry: Any, config: TrainActorJobConfig, model: Any) -> Any:

@@ -153,7 +153,8 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
         raise NotResumable(f"run {run['id']}: {exc}") from None
     if saved is None and (carried := finished_resume(registry, run)) is not None:
         raise NotResumable(f"run {run['id']} was resumed to the end by {carried} and keeps no checkpoint (`lactchain "
-                           f"runs prune` removes them then): its result is {carried}'s (`lactchain runs show {carried}`)")
+                           f"runs prune` removes them then): its result is {carried}'s "
+                           f"(`lactchain runs show {carried}`)")
     if saved is None:
         raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
