@@ -38,7 +38,7 @@ ARMS = {
     "spin_50k": {"GOMP_SPINCOUNT": "50000"},  # ~0.5 ms
     "one_thread": {"GOMP_SPINCOUNT": "300000", "OMP_NUM_THREADS": "1"},
 }
-POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")
+POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "KMP_BLOCKTIME")
 
 LOAD = r"""
 import os, sys, time, torch
@@ -93,7 +93,10 @@ def _load(arm: dict[str, str], load_threads: int):
             except subprocess.TimeoutExpired:
                 load.kill()
                 sys.exit("the load process did not stop within 120 s of its stop file; killed it")
-        rate.append(round(float(out.strip().splitlines()[-1]), 1))
+        lines = out.strip().splitlines()
+        if load.returncode != 0 or not lines:
+            sys.exit(f"the load process failed (exit {load.returncode}) before it reported its steps/s")
+        rate.append(round(float(lines[-1]), 1))
 
 
 def _beside_load(command: list[str], arm: dict[str, str], load_threads: int) -> tuple[float, float]:

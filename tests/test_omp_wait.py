@@ -20,22 +20,24 @@ try:
     main()
 except SystemExit:
     pass
-print("policy:", os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"), file=sys.stderr)
+print("policy:", os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"), os.environ.get("KMP_BLOCKTIME"),
+      file=sys.stderr)
 """
 
 
 def _policy_after_cli(**chosen: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in OMP_POLICY_VARS} | chosen
+    env = {k: v for k, v in os.environ.items() if k not in (*OMP_POLICY_VARS, "KMP_BLOCKTIME")} | chosen
     done = subprocess.run([sys.executable, "-c", SHOW], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return next(line for line in done.stderr.splitlines() if line.startswith("policy:"))
 
 
 @pytest.mark.parametrize("chosen, seen", [
-    ({}, "policy: None 10000"),
-    ({"OMP_WAIT_POLICY": "PASSIVE"}, "policy: PASSIVE None"),
-    ({"OMP_WAIT_POLICY": "ACTIVE"}, "policy: ACTIVE None"),
-    ({"GOMP_SPINCOUNT": "300000"}, "policy: None 300000"),
+    ({}, "policy: None 10000 1"),
+    ({"OMP_WAIT_POLICY": "PASSIVE"}, "policy: PASSIVE None None"),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, "policy: ACTIVE None None"),
+    ({"GOMP_SPINCOUNT": "300000"}, "policy: None 300000 1"),
+    ({"KMP_BLOCKTIME": "200"}, "policy: None 10000 200"),
 ])
 def test_the_cli_shortens_the_omp_spin_unless_the_user_chose(chosen, seen):
     assert _policy_after_cli(**chosen) == seen
