@@ -68,11 +68,13 @@ def calm_omp_threads() -> None:
 
 
 def omp_wait_policy() -> str:
-    """How this process's OpenMP threads wait, as set: 'PASSIVE', 'GOMP_SPINCOUNT=N', or
-    'default' (libgomp spins ~3 ms, then sleeps)."""
-    if os.environ.get("GOMP_SPINCOUNT"):
-        return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}"
-    return os.environ.get("OMP_WAIT_POLICY") or "default"
+    """How this process's OpenMP threads wait, as set: 'PASSIVE', 'GOMP_SPINCOUNT=N' (GNU's
+    libgomp), 'KMP_BLOCKTIME=N' (LLVM's and Intel's OpenMP), both, or 'default' (libgomp
+    spins ~3 ms, then sleeps)."""
+    if os.environ.get("OMP_WAIT_POLICY"):
+        return os.environ["OMP_WAIT_POLICY"]
+    set_ = [f"{name}={os.environ[name]}" for name in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME") if os.environ.get(name)]
+    return ", ".join(set_) or "default"
 
 
 def machine_info() -> dict[str, Any]:

@@ -44,10 +44,10 @@ def test_the_cli_shortens_the_omp_spin_unless_the_user_chose(chosen, seen):
 
 
 def test_the_machine_facts_say_how_threads_waited(monkeypatch):
-    for name in OMP_POLICY_VARS:
+    for name in (*OMP_POLICY_VARS, "KMP_BLOCKTIME"):
         monkeypatch.delenv(name, raising=False)
     calm_omp_threads()
-    assert machine_info()["omp_wait"] == "GOMP_SPINCOUNT=10000"
+    assert machine_info()["omp_wait"] == "GOMP_SPINCOUNT=10000, KMP_BLOCKTIME=1"
     monkeypatch.delenv("GOMP_SPINCOUNT")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     assert machine_info()["omp_wait"] == "PASSIVE"

@@ -809,6 +809,8 @@ def test_a_damaged_newest_actor_checkpoint_is_passed_over_for_the_one_before(tmp
     newest, before = Path(saved[-1]["path"]), saved[-2]["path"]
     weights = next(newest.glob("adapter_model.safetensors"))
     weights.write_bytes(weights.read_bytes()[:64])
-    code, out, err = run_cli([*common, "--max-steps", "6", "--resume-from", first], capsys)
+    code, out, err = run_cli([*common, "--max-steps", "6", "--resume-from", first[:-2]], capsys)  # a prefix
     assert code == 0, err
     assert f"checkpoint {newest} is damaged (adapter_model.safetensors:" in err and f"one before it, {before}" in err
+    with Registry(db) as reg:  # recorded as the full id: a later run sharing the prefix must not hide it
+        assert reg.params(json.loads(out)["run_id"])["resume"] == first

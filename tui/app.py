@@ -134,6 +134,7 @@ class LactChainApp(App):
         self.started_at = time.perf_counter()
         self.first_paint_s: float | None = None
         self.startup_notes: list[str] = []  # said as toasts after the first paint (a registry upgraded on opening)
+        self.scene_arg: str | None = None  # `--scene` as given (a file's path), for what records the Lab's world
         self._visited_modes = {self.DEFAULT_MODE}  # screens mounted once: a switch back has nothing to mask
         self._switching_to_mounted = False
 
@@ -251,6 +252,15 @@ class LactChainApp(App):
         self._load_actor_worker(spec, adapter)
 
     @property
+    def lab_world_params(self) -> dict[str, Any]:
+        """The world the Lab plays as a run records it and a job form takes it: a scene read
+        from a file by the path it was given (`--scene FILE`), never the scene itself."""
+        world = dict(self.lab_session.world)
+        if isinstance(world.get("scene"), dict):
+            world["scene"] = self.scene_arg or world["scene"].get("name")
+        return world
+
+    @property
     def live_actor(self) -> tuple[str | None, str | None]:
         """(preset, adapter) of the actor the Lab plays: the one loaded (a reload that failed
         or still runs leaves it playing), else, until one has loaded, the one asked for."""
@@ -319,7 +329,7 @@ class LactChainApp(App):
             self.loaded_actor_spec = message.spec
             self.actor_status = f"{message.label} ✓"
             if not (self.keep_saved_adapter and message.adapter is None):  # --adapter none: not this time only
-                console_state.save(self.db_path, actor=self.actor_spec, adapter=message.adapter)  # reopened with it
+                console_state.save(self.db_path, actor=message.spec, adapter=message.adapter)  # reopened with it
             self.keep_saved_adapter = False
         else:
             untrained = getattr(message.model, "untrained", False)
@@ -508,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     app = LactChainApp(db_path=db, actor_spec=actor, adapter=adapter, critic_spec=critic, env=env,
                        env_kwargs=env_kwargs)
     app.startup_notes = notes  # toasts once the first screen is up
+    app.scene_arg = args.scene
     app.keep_saved_adapter = console_state.said_none(args.adapter)
     app.run()
     return app.return_code or 0

@@ -15,14 +15,20 @@ from lactchain.runs.registry import now_ms
 class LabRecorder:
     def __init__(self) -> None:
         self.run_id: str | None = None
+        self.params: dict[str, Any] = {}  # what the run's params say (who played, where)
         self.episode_id: int | None = None
         self.episodes = 0
         self.total = 0.0
         self.moves = 0
 
     def record(self, reg: Any, record: Any, params: dict[str, Any]) -> str:
-        """Store one Lab step (a `lab_session.StepRecord`); returns the run id."""
+        """Store one Lab step (a `lab_session.StepRecord`); returns the run id. A step played
+        by another actor or adapter than the run's params name starts a new run, at its
+        episode's first step (params are write-once: they must say who played)."""
+        if self.run_id is not None and record.index == 1 and params != self.params:
+            self.run_id, self.episode_id, self.episodes = None, None, 0
         if self.run_id is None:
+            self.params = dict(params)
             self.run_id = reg.create_run("play", name="console episodes", params={"source": "console", **params})
             reg.update_run(self.run_id, status="FINISHED", started_ms=now_ms())
         with reg.transaction():

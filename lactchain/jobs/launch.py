@@ -20,6 +20,7 @@ from lactchain.jobs.output import err_console
 from lactchain.jobs.ranks import check_gpus_fit, processes_of, run_ranks
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import run_context, spawn, strip_detach
+from lactchain.runs.resume import process_owner
 from lactchain.machine import code_tags
 
 CONFIG_FILE = "config.json"
@@ -131,7 +132,7 @@ def run_here(registry: Any, job: Job, config: Config, params: dict[str, Any], *,
                      cmd=cmd, quiet=quiet, parent_id=parent_id) as handle:
         for key, value in code_tags().items():  # the code this process runs, for `runs show`
             registry.set_tag(handle.run_id, key, value)
-        say_notes(run_notes(registry, params))  # given for another world: on a terminal and in the log
+        say_notes(start_notes(registry, params))  # given for another world: on a terminal and in the log
         config_path = save_config(handle.dir, job, config) if run_id is None else handle.dir / CONFIG_FILE
         if processes_of(config) > 1:  # DDP: the ranks run the job's body, this process keeps the run
             return {"run_id": handle.run_id, **run_ranks(handle, job.command, config_path, processes_of(config))}
@@ -163,7 +164,8 @@ def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:
         config = config.replace(**{job.resume_field: run["id"]})
     precheck(job, config)
     params = prepare(registry, job, config)
-    cmd = list(run.get("cmd") or ["lactchain", *job.command.split()])
+    own_line = process_owner(registry, run) is None  # a benchmark's child recorded the benchmark's argv
+    cmd = list(run.get("cmd") or []) if own_line and run.get("cmd") else ["lactchain", *job.command.split()]
     if job.resume_field is not None:  # the command line that would do the same, for `runs show`
         cmd = [*strip_detach(cmd), "--resume-from", run["id"]]
     return detach(registry, job, config, params, name=f"resume {run['id']}", parent_id=run["id"], cmd=cmd)

@@ -246,21 +246,26 @@ def _prepare_actor(registry: Any, config: TrainActorJobConfig) -> dict[str, Any]
     """A resumable checkpoint and pairs (grpo: rollouts of one world) to train on, before a run exists."""
     from lactchain.train.pair_selection import NoUsablePairs, select_pairs  # not TRL: a refusal comes fast
 
-    if config.resume and not Path(config.resume).is_dir():  # recorded as the run's full id (prune keeps what
-        try:  # a run not yet done resumes from; a prefix could later name two runs)
-            config.resume = registry.resolve_run_id(config.resume)
-        except (KeyError, ValueError):
-            pass  # resolve_checkpoint says why, in one line
+    resumes = {}
+    if config.resume:  # recorded as a full id or an absolute folder: prune keeps what a run not yet done
+        if Path(config.resume).is_dir():  # resumes from, whatever folder it is run in or ids come later
+            config.resume = str(Path(config.resume).resolve())
+        else:
+            try:
+                config.resume = registry.resolve_run_id(config.resume)
+            except (KeyError, ValueError):
+                pass  # resolve_checkpoint says why, in one line
+        resumes = {"resume": config.resume}
     resolve_checkpoint(registry, config.resume)
     if config.loss == "grpo":
         config.rollouts_from = [rollouts_run(registry, spec) for spec in config.rollouts_from]
         rollouts_world(registry, config.rollouts_from)
-        return {"rollouts_from": config.rollouts_from}
+        return {"rollouts_from": config.rollouts_from, **resumes}
     try:
         select_pairs(registry, config.pairs_from, config.labeler)
     except NoUsablePairs as exc:
         raise ConfigError(str(exc)) from None
-    return {}
+    return resumes
 
 
 def rollouts_run(registry: Any, spec: str) -> str:

@@ -350,3 +350,27 @@ async def test_a_preset_critic_loads_from_the_palette_and_says_its_head_is_untra
         assert any("untrained" in str(n.message) and "Train critic" in str(n.message)
                    for n in app._notifications)
         assert "V(s) = " in str(app.screen.query_one("#critic-value").render())
+
+
+async def test_the_lab_play_run_names_who_played_and_where(make_app, registry):
+    """A run's params are write-once: steps played after another actor or adapter loaded go
+    into a new play run, from that episode's first step; each names the scene the Lab plays
+    (GRPO's --rollouts-from rebuilds the env from it)."""
+    from tui.messages import ModelLoaded
+    from tui.models import OracleActor
+
+    app = make_app(env_kwargs={"scene": "rooms"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await settle(app, pilot)
+        app.post_message(ModelLoaded("actor", OracleActor(), "oracle + x", 0.0, "actor-0000000x", "oracle"))
+        await settle(app, pilot)
+        await pilot.press("s")  # the same episode: still the first run's
+        await settle(app, pilot)
+        await pilot.press("r", "s")  # a new episode by the new adapter: a new run
+        await settle(app, pilot)
+    runs = sorted(registry.list_runs(kind="play"), key=lambda r: r["created_ms"])
+    params = [registry.params(r["id"]) for r in runs]
+    assert [(p["adapter"], p["scene"]) for p in params] == [(None, "rooms"), ("actor-0000000x", "rooms")]
+    assert [len(registry.steps(run_id=r["id"])) for r in runs] == [2, 1]

@@ -491,7 +491,7 @@ class LabScreen(BaseScreen):
         """The step into the registry (this console's `play` run), from the episode thread."""
         actor, adapter = self.app.live_actor  # the one that played the step
         params = {"actor": actor, "adapter": adapter, "strategy_text": self.session.strategy,
-                  "env": self.session.env_name}
+                  **self.app.lab_world_params}  # the env, and its scene where not the default
         try:
             self.app.registry.call_sync(self.app.lab_recorder.record, record, params)
         except Exception as exc:  # noqa: BLE001 - the episode goes on; the researcher is told

@@ -169,7 +169,7 @@ class StrategyEditor(Vertical):
         spec, adapter = self.app.live_actor  # evaluated as the Lab plays it
         actor, why = cli_actor(spec)
         values = {"actor": actor, "adapter": adapter or "", "states": states, "strategy": str(version),
-                  "env": self.app.lab_session.env_name}  # the env the Lab plays: the strategy was written for it
+                  **self.app.lab_world_params}  # the world the Lab plays: the strategy was written for it
         self.say(f"launching evaluate of version {version} on {states} start states with {actor}{why}…")
         self._launch_evaluate(JobRequest("evaluate", values, self.app.db_path), version)
 
