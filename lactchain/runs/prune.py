@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
 from lactchain.runs.delete import folder_size, remove_folders, run_folder
 from lactchain.runs.lifecycle import reap_dead_runs
-from lactchain.runs.resume import CHECKPOINTS, RESUMES_TAG
+from lactchain.runs.resume import CHECKPOINTS, RESUMES_TAG, lineage
 
 CHECKPOINT_KIND = CHECKPOINTS["actor"]  # the artifact kind a trainer's checkpoints are recorded as
 
@@ -61,8 +61,6 @@ def done_runs(registry: Any) -> list[dict[str, Any]]:
     phase; the phase itself is not resumed); minus every run in the lineage of a run that
     is not done (a run still running or stopped reads its lineage's newest checkpoint: a
     `--resume-from` of a finished run, a second resume of a stopped one)."""
-    from lactchain.runs.resume import lineage
-
     runs = registry.list_runs()
     resumed_by: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
