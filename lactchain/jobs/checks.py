@@ -67,11 +67,12 @@ def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]]
     pipeline's train-actor phase), else its --pairs-from / --rollouts-from runs' when they
     agree. None where no run says (a folder from elsewhere, a deleted run)."""
     from lactchain.envs.world import recorded_world
+    from lactchain.runs.delete import run_of_folder
 
     if not spec:
         return None
     folder = Path(spec).is_dir()
-    run_id = _run_of_folder(registry, Path(spec)) if folder else spec
+    run_id = run_of_folder(registry, Path(spec)) if folder else spec
     seen: set[str] = set()
     while run_id and run_id not in seen:
         seen.add(run_id)
@@ -162,15 +163,6 @@ def _world_options(learned: Mapping[str, str], world: Mapping[str, str]) -> str:
         options.append(f"--state-text {text}")
     without = " without --scene" if world.get("scene") and not learned.get("scene") else ""
     return f"pass {' '.join(options)}{without}"
-
-
-def _run_of_folder(registry: Any, folder: Path) -> str | None:
-    """The run id a folder under the registry's runs folder belongs to (runs/<id>/...)."""
-    try:
-        parts = folder.resolve().relative_to(Path(registry.runs_dir).resolve()).parts
-    except ValueError:
-        return None
-    return parts[0] if parts else None
 
 
 def _params_or_empty(registry: Any, run_id: str) -> dict[str, Any]:

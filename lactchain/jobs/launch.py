@@ -164,8 +164,9 @@ def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:
         config = config.replace(**{job.resume_field: run["id"]})
     precheck(job, config)
     params = prepare(registry, job, config)
-    own_line = process_owner(registry, run) is None  # a benchmark's child recorded the benchmark's argv
-    cmd = list(run.get("cmd") or []) if own_line and run.get("cmd") else ["lactchain", *job.command.split()]
+    cmd = ["lactchain", *job.command.split()]  # a benchmark's child recorded the benchmark's argv: not its own
+    if run.get("cmd") and process_owner(registry, run) is None:
+        cmd = list(run["cmd"])
     if job.resume_field is not None:  # the command line that would do the same, for `runs show`
         cmd = [*strip_detach(cmd), "--resume-from", run["id"]]
     return detach(registry, job, config, params, name=f"resume {run['id']}", parent_id=run["id"], cmd=cmd)

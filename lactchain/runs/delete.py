@@ -157,6 +157,16 @@ def run_folder(registry: Any, run: dict[str, Any]) -> Path | None:
     return folder if folder.is_symlink() or folder.is_dir() else None
 
 
+def run_of_folder(registry: Any, folder: Path) -> str | None:
+    """The run id a path under the registry's runs folder belongs to (runs/<id>/...), or
+    None for a path elsewhere (the reverse of `run_folder`, unchecked)."""
+    try:
+        parts = Path(folder).resolve().relative_to(Path(registry.runs_dir).resolve()).parts
+    except (ValueError, OSError):
+        return None
+    return parts[0] if parts else None
+
+
 def folder_size(folder: Path) -> int:
     """Bytes of the files under `folder` (a link counts nothing: it is not the run's)."""
     if folder.is_symlink():

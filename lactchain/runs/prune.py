@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lactchain.runs.checkpoints import TRAINER_CHECKPOINTS
-from lactchain.runs.delete import folder_size, remove_folders, run_folder
+from lactchain.runs.delete import folder_size, remove_folders, run_folder, run_of_folder
 from lactchain.runs.lifecycle import reap_dead_runs
-from lactchain.runs.resume import CHECKPOINTS, RESUMES_TAG, lineage
+from lactchain.runs.resume import CHECKPOINTS, RESUMES_TAG, lineage, pipeline_phase
 
 CHECKPOINT_KIND = CHECKPOINTS["actor"]  # the artifact kind a trainer's checkpoints are recorded as
 
@@ -67,14 +67,13 @@ def done_runs(registry: Any) -> list[dict[str, Any]]:
         before = registry.tags(run["id"]).get(RESUMES_TAG)
         if before:
             resumed_by.setdefault(before, []).append(run)
-    kinds = {run["id"]: run["kind"] for run in runs}
 
     def done(run: dict[str, Any], seen: frozenset[str]) -> bool:
         if run["status"] == "FINISHED":
             return True
         if run["status"] not in ("KILLED", "FAILED") or run["id"] in seen:
             return False
-        if _a_phase(registry, run, kinds):
+        if pipeline_phase(registry, run):
             return True
         resumes = resumed_by.get(run["id"], [])
         return bool(resumes) and all(done(later, seen | {run["id"]}) for later in resumes)
@@ -91,22 +90,9 @@ def done_runs(registry: Any) -> list[dict[str, Any]]:
 
 def _resumed_folders(registry: Any, run: dict[str, Any]) -> list[str]:
     """The runs whose folders hold a checkpoint folder this run resumes from by path."""
-    owners = []
-    for value in (registry.params(run["id"]).get(key) for key in ("resume", "resume_from")):
-        if isinstance(value, str) and value:
-            try:
-                parts = Path(value).resolve().relative_to(Path(registry.runs_dir).resolve()).parts
-            except (ValueError, OSError):
-                continue
-            if parts:
-                owners.append(parts[0])
-    return owners
-
-
-def _a_phase(registry: Any, run: dict[str, Any], kinds: dict[str, str]) -> bool:
-    """A phase of a pipeline (not a `runs resume` of the pipeline run under it)."""
-    parent = run.get("parent_id")
-    return bool(parent) and kinds.get(parent) == "pipeline" and registry.tags(run["id"]).get(RESUMES_TAG) != parent
+    values = (registry.params(run["id"]).get(key) for key in ("resume", "resume_from"))
+    return [owner for value in values if isinstance(value, str) and value
+            and (owner := run_of_folder(registry, Path(value))) is not None]
 
 
 def _why_kept(registry: Any, run: dict[str, Any]) -> str:

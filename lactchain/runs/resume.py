@@ -117,10 +117,29 @@ def _benchmark_of_cells(registry: Any, run: dict[str, Any]) -> str | None:
             owner = registry.get_run(owner_id)
         except (KeyError, ValueError):
             continue
-        bench = [str(part) for part in (owner.get("cmd") or [])][1:3]
-        if bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and registry.params(owner_id).get("compare")):
+        if resumes_by_cells(registry, owner):
             return str(owner_id)
     return None
+
+
+def resumes_by_cells(registry: Any, run: dict[str, Any]) -> bool:
+    """A benchmark of cells (bench strategy, bench learn --compare): a resume keeps its
+    finished cells and runs the rest."""
+    bench = [str(part) for part in (run.get("cmd") or [])][1:3]
+    return bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and bool(registry.params(run["id"]).get(
+        "compare")))
+
+
+def pipeline_phase(registry: Any, run: dict[str, Any]) -> bool:
+    """A phase of a pipeline run (not a `runs resume` of the pipeline under it): resumed only
+    with its pipeline, which redoes an unfinished phase."""
+    parent = run.get("parent_id")
+    if not parent or registry.tags(run["id"]).get(RESUMES_TAG) == parent:
+        return False
+    try:
+        return registry.get_run(parent)["kind"] == "pipeline"
+    except (KeyError, ValueError):  # the pipeline was deleted
+        return False
 
 
 def check_resumable(registry: Any, run: dict[str, Any]) -> None:
@@ -130,19 +149,17 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     if run["kind"] not in CHECKPOINTS and run["kind"] not in ROW_RESUMED:
         raise NotResumable(f"{run['kind']} runs cannot be resumed (they are short and keep no checkpoint): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
-    if run.get("parent_id") and registry.get_run(run["parent_id"])["kind"] == "pipeline" \
-            and registry.tags(run["id"]).get(RESUMES_TAG) != run["parent_id"]:  # a phase, not a resume of it
+    if pipeline_phase(registry, run):
         raise NotResumable(f"run {run['id']} is a phase of pipeline {run['parent_id']}: resume the pipeline "
                            f"(`lactchain runs resume {run['parent_id']}`)")
     owner = _benchmark_of_cells(registry, run)
     if owner is not None:  # a cell: its command line is its benchmark's process
         raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
                            f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
+    if resumes_by_cells(registry, run):
+        return  # a resume keeps the finished cells and runs the rest
     params = registry.params(run["id"])
-    bench = list(run.get("cmd") or [])[1:3]
-    if bench == ["bench", "strategy"] or (bench == ["bench", "learn"] and params.get("compare")):
-        return  # a benchmark of cells: a resume keeps the finished cells and runs the rest
-    if bench == ["bench", "learn"]:
+    if list(run.get("cmd") or [])[1:3] == ["bench", "learn"]:
         raise NotResumable(f"run {run['id']} is a benchmark: it measures a time budget and is run again, not resumed "
                            "(a --compare benchmark resumes cell by cell)")
     if run["kind"] == "actor" and params.get("loss") == "rft":

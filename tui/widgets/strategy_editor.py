@@ -245,12 +245,8 @@ class StrategyEditor(Vertical):
 
     def flush_draft(self) -> None:
         """Keep the pending draft now (the env is about to change, or its second is up)."""
-        pending, self._draft_pending = self._draft_pending, None
-        if self._draft_timer is not None:
-            self._draft_timer.stop()
-            self._draft_timer = None
-        if pending is not None:
-            pending()
+        if self._draft_pending is not None:
+            self._draft_pending()  # keep_draft drops the timer and the pending keep
 
     def keep_draft(self, key: str | None = None, default: str | None = None) -> None:
         """The text as the env's draft (console state: a quit, a crash or a dropped SSH
