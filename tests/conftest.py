@@ -24,6 +24,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Prepared model copies (tiny, the SmolLM2 conversion) live in the repo's runs/models,
 # so the one-off conversion is reused across test runs (runs/* is git-ignored).
 os.environ.setdefault("LACTCHAIN_MODELS", str(REPO / "runs" / "models"))
+# Runs and the registry a test makes without --db go to a folder of this session, never to
+# the checkout's runs/registry.db (a user's own registry when the suite runs in their clone).
+if "LACTCHAIN_RUNS" not in os.environ:  # set by the first process (xdist's workers inherit it)
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["LACTCHAIN_RUNS"] = tempfile.mkdtemp(prefix="lactchain-test-runs-")
+    atexit.register(shutil.rmtree, os.environ["LACTCHAIN_RUNS"], True)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     from lactchain.runs.registry import Registry
     from lactchain.train import compiled
 
-    monkeypatch.setattr(compiled, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(compiled, "COMPILE_BACKEND", "eager")
 
     assert JOBS["bench device"].config().chosen == PHASES  # by default every phase the bench has
     db = tmp_path / "registry.db"
@@ -85,7 +85,7 @@ def test_the_report_on_the_cpu_has_every_phase_and_the_answers_match_and_is_a_re
     # a profile per phase asked for: a trace and an op table (apart, as a profiler's own cost
     # would be in every figure of the run)
     code, out, err = lc("bench", "device", "--actor", "tiny", "--critic", "tiny", "--phases", "critic_encode",
-                        "--critic-texts", "16", "--profile", tmp_path / "prof", "--json")
+                        "--critic-texts", "16", "--profile", tmp_path / "prof", "--db", db, "--json")
     assert code == 0, err
     profiled = json.loads(out)
     assert set(profiled["phases"]) == {"critic_encode"} and profiled["profile"] == str((tmp_path / "prof").resolve())

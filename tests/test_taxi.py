@@ -96,14 +96,17 @@ def test_states_round_trip_and_bad_ones_name_the_field():
 
 
 def test_every_move_is_gymnasiums_transition():
-    """The text env steps gymnasium's own TaxiEnv: one move from any state lands where P says."""
-    env, P = make_env("taxi", max_moves_per_action=1), TaxiEnv().P
+    """The text env moves as gymnasium's own TaxiEnv.step does (it reads the same table P
+    without TaxiEnv.step's draw): one move from any state lands where gymnasium's lands."""
+    env, game = make_env("taxi", max_moves_per_action=1), TaxiEnv()
+    game.reset(seed=0)
     for s in range(500):
         state = TaxiState.from_index(s)
         if state.delivered:
             continue
         for a, move in enumerate(TAXI_MOVES):
-            (_, s2, r, done), = P[s][a]
+            game.s = s
+            s2, r, done, _, _ = game.step(a)
             reward, nxt, terminated = execute_from(env, state, [move])
             assert (reward, nxt.index(), terminated) == (r, s2, done)
 

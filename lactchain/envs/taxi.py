@@ -124,6 +124,9 @@ class TaxiState:
     def describe(self) -> str:
         """The state as the actor reads it: the taxi's cell, where the passenger is and where
         they go, each target's direction from the taxi in steps."""
+        return _description(self)
+
+    def _describe(self) -> str:
         head = f"The taxi is at row {self.taxi_row}, column {self.taxi_col}."
         dest = _stop(self.destination)
         dest_cell = STOP_CELLS[self.destination]
@@ -137,6 +140,11 @@ class TaxiState:
         way = _direction(self.cell, STOP_CELLS[self.passenger])
         where = f", {way} of the taxi," if way else ", where the taxi is,"
         return f"{head} The passenger waits at {pick}{where} and wants to go to {dest}."
+
+
+@functools.lru_cache(maxsize=None)  # 500 states; every reset and step of a replayed action describes one
+def _description(state: TaxiState) -> str:
+    return state._describe()
 
 
 def start_states() -> list[TaxiState]:
@@ -331,10 +339,12 @@ class TaxiTextEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.game.reset(seed=seed)  # gymnasium's own draw from its initial distribution
         options = options or {}
-        if options.get("state") is not None:
-            self.game.s = parse_taxi_state(options["state"]).index()
+        given = options.get("state")
+        if given is None or seed is not None:  # the draw (and gymnasium's seeding) a given state does not need
+            self.game.reset(seed=seed)  # gymnasium's own draw from its initial distribution
+        if given is not None:
+            self.game.s = parse_taxi_state(given).index()
         self.actions_taken = 0
         self.path = [self.state]
         s = self.state
@@ -359,6 +369,15 @@ class TaxiTextEnv(gym.Env):
             return f"drop-off failed: {why} (-10)"
         return f"dropped off the passenger at {_stop(after.passenger)}, not their destination"
 
+    def _play(self, move: int) -> tuple[float, bool]:
+        """One move of gymnasium's dynamics, read off its table P: the Taxi-v3 made here (not
+        rainy, no fickle passenger) has one outcome per state and move, so TaxiEnv.step's
+        draw among outcomes, its decodes and its action mask (~15 us a move, most of a
+        replayed action's cost in search and scoring) are skipped."""
+        (_, s, r, terminated), = self.game.P[self.game.s][move]
+        self.game.s, self.game.lastaction = s, move
+        return float(r), bool(terminated)
+
     def step(self, action: Iterable[Any]):
         moves = self._to_moves(action)
         limit = self.max_moves_per_action
@@ -368,13 +387,15 @@ class TaxiTextEnv(gym.Env):
         if self.state.delivered:
             moves, terminated = [], True
             events.append("the passenger was already delivered")
+        before = self.state
         for move in moves[:limit]:
-            before = self.state
-            _, r, terminated, _, _ = self.game.step(TAXI_MOVES.index(move))
+            r, terminated = self._play(TAXI_MOVES.index(move))
+            after = self.state
             executed += 1
-            reward += float(r)
-            self.path.append(self.state)
-            events.append(self._event(before, move, self.state, float(r)))
+            reward += r
+            self.path.append(after)
+            events.append(self._event(before, move, after, r))
+            before = after
             if terminated:
                 break
         ignored = len(moves) - executed
