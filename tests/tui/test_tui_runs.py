@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 
 from tui.screens.runs import PAGE, FilterError, RunsScreen, fetch_runs, parse_filter
 from tui.widgets.log_tail import LogTail
-from tui_helpers import add_run, palette, settle
+from tui_helpers import add_run, palette, settle, type_keys
 
 
 def _ids(table: DataTable) -> list[str]:
@@ -70,7 +70,7 @@ async def test_runs_table_filter_sort_and_detail(make_app, registry):
         await pilot.press("slash", *"kind:play")
         await pilot.pause()
         assert _ids(table) == [c, b]
-        await pilot.press(*" status:failed", "enter")
+        await type_keys(pilot, *" status:failed", "enter")
         await pilot.pause()
         assert _ids(table) == [b]
         screen.query_one("#runs-filter", Input).value = "status:bogus"  # an error, not an empty table
@@ -554,7 +554,7 @@ async def test_n_writes_a_note_that_info_shows_and_the_filter_finds(make_app, re
         table = await _runs_at(app, pilot, noted)
         await pilot.press("N")
         await settle(app, pilot)
-        await pilot.press(*"lr too high")
+        await type_keys(pilot, *"lr too high")
         await pilot.press("enter")
         await settle(app, pilot)
         assert registry.tags(noted) == {"note": "lr too high"}
@@ -564,7 +564,7 @@ async def test_n_writes_a_note_that_info_shows_and_the_filter_finds(make_app, re
         await _until(app, pilot, lambda: "note: lr too high" in info())
         assert "note: lr too high" in info() and "tags" in info()
         await pilot.press("slash")
-        await pilot.press(*"too high")
+        await type_keys(pilot, *"too high")
         await _until(app, pilot, lambda: _ids(table) == [noted])
         assert _ids(table) == [noted]
         app.screen.query_one("#runs-filter", Input).value = "cafe1234"  # lactchain's own tags are not searched

@@ -6,7 +6,7 @@ from textual.widgets import DataTable, TextArea
 
 from lactchain.prompts import DEFAULT_STRATEGY
 from tui.widgets.strategy_editor import StrategyEditor
-from tui_helpers import palette, settle
+from tui_helpers import palette, settle, type_keys
 
 
 async def _open_editor(app, pilot):  # noqa: ANN001, ANN202
@@ -251,7 +251,7 @@ async def test_unsaved_text_survives_the_console_ending_and_goes_once_saved(make
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await _open_editor(app, pilot)
-        await pilot.press(*"Hug the wall. ")  # typed at the top of the default strategy
+        await type_keys(pilot, *"Hug the wall. ")  # typed at the top of the default strategy
         await pilot.pause(DRAFT_SAVE_S + 0.5)  # a second after the last key it is kept
     typed = "Hug the wall. " + DEFAULT_STRATEGY
     again = make_app()
@@ -278,7 +278,7 @@ async def test_applied_unsaved_text_comes_back_next_session_however_fast_the_key
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await _open_editor(app, pilot)
-        await pilot.press(*"Hug the wall. ", "ctrl+g")  # applied at once, inside the draft's second
+        await type_keys(pilot, *"Hug the wall. ", "ctrl+g")  # applied at once, inside the draft's second
         await settle(app, pilot)
         typed = "Hug the wall. " + DEFAULT_STRATEGY
         assert app.lab_session.strategy == typed
