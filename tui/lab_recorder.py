@@ -1,6 +1,7 @@
 """Every episode run by hand in the Lab is recorded like any other: one `play` run per
 console session (params `source: console`), an episode row per Lab episode and a steps
-row per action, so it can be labelled, archived and browsed in Runs.
+row per action, so it can be labelled, archived and browsed in Runs; each finished
+episode logs the play job's episode_return and episode_success.
 
 The run is a container, not a job (no process to watch): FINISHED from its first step,
 its end time following the last step. All methods run on the registry thread."""
@@ -47,7 +48,11 @@ class LabRecorder:
                 "done": done, "terminated": record.terminated, "caption": record.caption, "logprob": record.logprob,
             }])
             if done:
-                reg.update_episode(self.episode_id, return_=self.total, length=record.index,
-                                   success=bool(getattr(record, "success", record.terminated)), moves_used=self.moves)
+                success = bool(getattr(record, "success", record.terminated))
+                reg.update_episode(self.episode_id, return_=self.total, length=record.index, success=success,
+                                   moves_used=self.moves)
+                # what a play job logs per episode: `runs list` and the Runs chart show them alike
+                reg.log_metrics(self.run_id, {"episode_return": self.total, "episode_success": float(success)},
+                                step=self.episodes - 1)
             reg.update_run(self.run_id, ended_ms=now_ms())
         return self.run_id

@@ -266,6 +266,12 @@ async def test_a_lab_episode_is_a_play_run_in_the_registry(make_app, registry):
     assert steps[0]["prompt"] == history[0].prompt and steps[-1]["done"] is True
     (step,) = registry.steps(episode_id=second["id"])  # one step after the reset: its own episode
     assert step["t"] == 0 and (second["return"] is None) != step["done"]
+    # the finished episode's metrics, as a play job logs them (runs list's key metric)
+    finished = [e for e in (first, second) if e["return"] is not None]
+    assert [(m["step"], m["value"]) for m in registry.metric_history(run["id"], "episode_success")] == \
+        [(i, float(e["success"])) for i, e in enumerate(finished)]
+    assert [(m["step"], m["value"]) for m in registry.metric_history(run["id"], "episode_return")] == \
+        [(i, pytest.approx(e["return"])) for i, e in enumerate(finished)]
 
 
 async def test_critic_table_is_marked_stale_after_a_step_and_k_waits_for_the_episode(make_app):
