@@ -11,7 +11,7 @@ KEY_METRICS = {
     "actor": ("loss", "train_loss"),
     "critic": ("val_loss", "loss", "v_loss", "spearman_vstar"),
     "eval": ("success_rate",),
-    "play": ("episode_success", "success_rate"),
+    "play": ("success_rate", "episode_success"),  # the run's rate once it ends; the last episode's while it runs
     "pairs": ("ranking_accuracy", "pairs"),
     "collect": ("win_rate",),
     "judge": ("agreement", "answered_rate"),

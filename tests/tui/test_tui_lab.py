@@ -244,6 +244,8 @@ async def test_repeated_keys_do_not_stack_toasts_and_reset_clears_the_stream(mak
 
 
 async def test_a_lab_episode_is_a_play_run_in_the_registry(make_app, registry):
+    from cli_helpers import run_cli_uncaptured
+
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
@@ -272,6 +274,9 @@ async def test_a_lab_episode_is_a_play_run_in_the_registry(make_app, registry):
         [(i, float(e["success"])) for i, e in enumerate(finished)]
     assert [(m["step"], m["value"]) for m in registry.metric_history(run["id"], "episode_return")] == \
         [(i, pytest.approx(e["return"])) for i, e in enumerate(finished)]
+    assert registry.latest_metrics(run["id"])["success_rate"] == sum(e["success"] for e in finished) / len(finished)
+    code, out, _ = run_cli_uncaptured(["runs", "list", "--db", str(registry.path)])
+    assert code == 0 and "success_rate=1" in out  # what runs list shows first
 
 
 async def test_critic_table_is_marked_stale_after_a_step_and_k_waits_for_the_episode(make_app):
