@@ -430,3 +430,33 @@ def test_a_static_kv_cache_gives_the_same_answers(tiny_actor):
     for variant in ((True, "inductor"), (True, "cudagraphs")):
         assert [s.token_ids for s in runs[variant]] == [s.token_ids for s in plain], variant
         assert [s.logprob for s in runs[variant]] == pytest.approx([s.logprob for s in plain], abs=1e-4)
+
+
+def test_a_prompts_ids_are_tokenized_once_and_are_the_tokenizers_own(tiny_actor):
+    """The chat prompt's ids of a user text are kept (the loop asks for the same start-state
+    prompts every call): the same ids as tokenizing anew, a copy each time, made again
+    for another tokenizer, the least recent dropped past the capacity."""
+    from lactchain.models.prompt_tokens import PromptTokens
+
+    texts = [f"Goal at row {i}. Answer with a python list of moves." for i in range(5)]
+    fresh = [tiny_actor._ids(tiny_actor.chat_prompt(t)) for t in texts]
+    kept = PromptTokens(capacity=3)
+    calls = []
+
+    def make(text):
+        calls.append(text)
+        return tiny_actor._ids(tiny_actor.chat_prompt(text))
+
+    tok = tiny_actor.tokenizer
+    assert [kept.ids(t, tok, make) for t in texts[:3]] == fresh[:3] and len(calls) == 3
+    got = kept.ids(texts[0], tok, make)
+    assert got == fresh[0] and len(calls) == 3  # kept: not tokenized again
+    got.append(-1)
+    assert kept.ids(texts[0], tok, make) == fresh[0]  # a caller's change never reaches the kept ids
+    kept.ids(texts[3], tok, make)  # a 4th text: the least recently used (texts[1]) goes
+    kept.ids(texts[1], tok, make)
+    assert calls[-1] == texts[1] and len(calls) == 5
+    kept.ids(texts[0], object(), make)  # another tokenizer: nothing kept applies
+    assert calls[-1] == texts[0] and len(calls) == 6
+    # the actor's own: generate conditions on exactly these ids
+    assert [tiny_actor.prompt_ids(t) for t in texts] == fresh == [tiny_actor.prompt_ids(t) for t in texts]

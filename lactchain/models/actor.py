@@ -57,6 +57,7 @@ from lactchain.models.decode_hooks import CallbackStreamer, LogprobRecorder, Row
 from lactchain.models.padding import PAD_CANDIDATES, ensure_distinct_pad  # noqa: F401  (re-exported)
 from lactchain.models.move_automaton import AutomatonProcessor, TokenAutomaton, automaton_for
 from lactchain.models.presets import Progress, quiet_bars, resolve_actor
+from lactchain.models.prompt_tokens import PromptTokens
 from lactchain.models.merged_copy import refresh_merged
 from lactchain.models.scoring import ScoringTokens
 from lactchain.models.static_cache import StaticCachePool, batch_bucket, pad_rows
@@ -298,6 +299,7 @@ class Actor(ScoringTokens):
         self._prefix_kv: OrderedDict[tuple[tuple[int, ...], torch.dtype], list[tuple[torch.Tensor, torch.Tensor]]]
         self._prefix_kv = OrderedDict()
         self.prefix_computations = 0  # forward passes spent on shared prefixes (cache misses)
+        self._prompt_tokens = PromptTokens()  # each user text's chat prompt ids, tokenized once
         self._inference_copy: Any = None
         self._stale_copy: Any = None  # the copy before a training step, refreshed in place when it maps
         self.copy_builds = self.copy_refreshes = 0  # generation copies built / refreshed in place (tests, logs)
@@ -575,8 +577,8 @@ class Actor(ScoringTokens):
 
     def prompt_ids(self, user_text: str) -> list[int]:
         """The token ids `generate` conditions on for this user message (a trainer that
-        scores the actor's own samples must see exactly these)."""
-        return self._ids(self.chat_prompt(user_text))
+        scores the actor's own samples must see exactly these); tokenized once per text."""
+        return self._prompt_tokens.ids(user_text, self.tokenizer, lambda text: self._ids(self.chat_prompt(text)))
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -586,7 +588,7 @@ class Actor(ScoringTokens):
         return getattr(model, "config", None) or model.get_base_model().config
 
     def _prompt_ids(self, user_text: str, reserve: int) -> list[int]:
-        ids = self._ids(self.chat_prompt(user_text))
+        ids = self.prompt_ids(user_text)
         check_prompt_length(user_text, lambda _t: len(ids), self.context_length(), reserve=reserve)
         return ids
 
