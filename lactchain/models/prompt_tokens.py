@@ -5,11 +5,13 @@ CPU core, and the loop asks for the same few hundred start-state prompts in ever
 generate call: 60 of them each lock-step of an evaluation (~25 ms a step, against issue
 46's 0.5-s budget for the whole 60-state evaluation on a GPU), 32 each GRPO step. Ids are
 kept compactly (an int32 array, ~1 KB a prompt), the least recently used dropped past
-`capacity`, all of them when the tokenizer changes.
+`capacity`, all of them when the tokenizer changes; safe to share between threads (the
+console generates from worker threads).
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections import OrderedDict
 from typing import Any, Callable
@@ -24,19 +26,23 @@ class PromptTokens:
         self.capacity = int(capacity)
         self._kept: OrderedDict[str, array] = OrderedDict()
         self._tokenizer: Any = None
+        self._lock = threading.Lock()
         self.misses = 0
 
     def ids(self, text: str, tokenizer: Any, make: Callable[[str], list[int]]) -> list[int]:
-        if tokenizer is not self._tokenizer:
-            self._kept.clear()
-            self._tokenizer = tokenizer
-        kept = self._kept.get(text)
-        if kept is not None:
-            self._kept.move_to_end(text)
-            return kept.tolist()
-        ids = list(make(text))
-        self.misses += 1
-        self._kept[text] = array("i", ids)
-        if len(self._kept) > self.capacity:
-            self._kept.popitem(last=False)
+        with self._lock:
+            if tokenizer is not self._tokenizer:
+                self._kept.clear()
+                self._tokenizer = tokenizer
+            kept = self._kept.get(text)
+            if kept is not None:
+                self._kept.move_to_end(text)
+                return kept.tolist()
+        ids = list(make(text))  # outside the lock: tokenizing is the slow part
+        with self._lock:
+            self.misses += 1
+            if tokenizer is self._tokenizer:
+                self._kept[text] = array("i", ids)
+                if len(self._kept) > self.capacity:
+                    self._kept.popitem(last=False)
         return ids
