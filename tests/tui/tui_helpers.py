@@ -20,12 +20,15 @@ async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
     from textual.worker import WorkerCancelled
 
     for _ in range(3):
-        for worker in list(app.workers):
+        waited = list(app.workers)
+        for worker in waited:
             try:
                 await worker.wait()
             except WorkerCancelled:
                 pass
         await pilot.pause()
+        if not waited and not list(app.workers):  # nothing ran and nothing started: the app is quiet
+            return
 
 
 async def type_keys(pilot, *keys: str) -> None:  # noqa: ANN001
