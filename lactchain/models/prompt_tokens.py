@@ -27,7 +27,6 @@ class PromptTokens:
         self._kept: OrderedDict[str, array] = OrderedDict()
         self._tokenizer: Any = None
         self._lock = threading.Lock()
-        self.misses = 0
 
     def ids(self, text: str, tokenizer: Any, make: Callable[[str], list[int]]) -> list[int]:
         with self._lock:
@@ -40,7 +39,6 @@ class PromptTokens:
                 return kept.tolist()
         ids = list(make(text))  # outside the lock: tokenizing is the slow part
         with self._lock:
-            self.misses += 1
             if tokenizer is self._tokenizer:
                 self._kept[text] = array("i", ids)
                 if len(self._kept) > self.capacity:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from lactchain.machine import resolve_dtype
+from lactchain.models.prompt_tokens import PromptTokens
 from lactchain.models.scoring import ScoringTokens
 from lactchain.moves import DEFAULT_MOVES, LIST_MAX_MOVES, format_moves, move_list_grammar, parse_moves
 
@@ -372,6 +373,7 @@ class VLLMEngine(ScoringTokens):
         self._closed = False
         self._lock = threading.Lock()
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        self._prompt_tokens = PromptTokens()  # each user text's chat prompt ids, tokenized once (as the Actor's)
         if self.tokenizer.eos_token_id is None:
             raise ValueError(f"the tokenizer of {name!r} has no EOS token, so completions could never end")
         ensure_distinct_pad(self.tokenizer)
@@ -515,7 +517,7 @@ class VLLMEngine(ScoringTokens):
     def _prompt_ids(self, user_text: str, reserve: int) -> list[int]:
         from lactchain.prompts import check_prompt_length
 
-        ids = self._ids(self.chat_prompt(user_text))
+        ids = self._prompt_tokens.ids(user_text, self.tokenizer, lambda text: self._ids(self.chat_prompt(text)))
         check_prompt_length(user_text, lambda _t: len(ids), self.context_length(), reserve=reserve)
         return ids
 

@@ -35,11 +35,19 @@ async def type_keys(pilot, *keys: str) -> None:  # noqa: ANN001
     """Keys sent back to back, as a fast typist's (or a paste's) reach the app in one read,
     then the app settled once. Each is still handled in order (the app's message queue);
     Pilot's `press` instead waits for the CPU to go idle after every key (~60 ms a key)."""
+    import unicodedata
+
     from textual import events
+    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
     app = pilot.app
-    for key in keys:
-        char = " " if key == "space" else key if len(key) == 1 else None
+    for key in keys:  # named and spelt as Pilot's press does ("/" is the key "slash", as a terminal sends it)
+        if len(key) == 1 and not key.isalnum():
+            key = _character_to_key(key)
+        try:
+            char = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
+        except KeyError:
+            char = key if len(key) == 1 else None
         event = events.Key(key, char)
         event.set_sender(app)
         app._driver.send_message(event)  # what Pilot's press sends, less its waits
