@@ -64,7 +64,6 @@ from lactchain.models.static_cache import StaticCachePool, batch_bucket, pad_row
 from lactchain.moves import (
     DEFAULT_MOVES, GRAMMAR_SPELLINGS, LIST_MAX_MOVES, check_enumerable, format_moves, move_list_grammar, parse_moves,
 )
-from lactchain.prompts import check_prompt_length
 
 FALLBACK_CONTEXT = 2048
 # A shared prefix shorter than this is not worth a separate forward pass and a cache entry.
@@ -545,21 +544,8 @@ class Actor(ScoringTokens):
 
     # ---- prompts --------------------------------------------------------------------
     @property
-    def eos_token_id(self) -> int:
-        return int(self.tokenizer.eos_token_id)
-
-    @property
     def pad_token_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
-
-    def chat_prompt(self, user_text: str) -> str:
-        """The user message rendered with the chat template, generation prompt added
-        (the raw text for a model without a chat template)."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            return user_text
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
-        )
 
     def context_length(self) -> int:
         config = self._config()
@@ -572,25 +558,9 @@ class Actor(ScoringTokens):
             return value
         return FALLBACK_CONTEXT
 
-    def count_tokens(self, text: str) -> int:
-        return len(self._ids(text))
-
-    def prompt_ids(self, user_text: str) -> list[int]:
-        """The token ids `generate` conditions on for this user message (a trainer that
-        scores the actor's own samples must see exactly these); tokenized once per text."""
-        return self._prompt_tokens.ids(user_text, self.tokenizer, lambda text: self._ids(self.chat_prompt(text)))
-
-    def _ids(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def _config(self) -> Any:
         model = self.model
         return getattr(model, "config", None) or model.get_base_model().config
-
-    def _prompt_ids(self, user_text: str, reserve: int) -> list[int]:
-        ids = self.prompt_ids(user_text)
-        check_prompt_length(user_text, lambda _t: len(ids), self.context_length(), reserve=reserve)
-        return ids
 
     def _left_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)

@@ -493,33 +493,10 @@ class VLLMEngine(ScoringTokens):
         self.close()
 
     # ---- prompts -------------------------------------------------------------------------
-    @property
-    def eos_token_id(self) -> int:
-        return int(self.tokenizer.eos_token_id)
-
-    def chat_prompt(self, user_text: str) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
-            return user_text
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True)
-
-    def _ids(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def count_tokens(self, text: str) -> int:
-        return len(self._ids(text))
-
     def context_length(self) -> int:
         limit = self.config.get("max_model_len")
         own = getattr(self._hf_config, "max_position_embeddings", None) or 2048
         return min(limit, own) if limit else own
-
-    def _prompt_ids(self, user_text: str, reserve: int) -> list[int]:
-        from lactchain.prompts import check_prompt_length
-
-        ids = self._prompt_tokens.ids(user_text, self.tokenizer, lambda text: self._ids(self.chat_prompt(text)))
-        check_prompt_length(user_text, lambda _t: len(ids), self.context_length(), reserve=reserve)
-        return ids
 
     def grammar(self) -> str:
         return move_list_grammar(self.moves, self.max_moves)
