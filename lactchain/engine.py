@@ -22,10 +22,10 @@ class EngineConfig(Config):
     """Which engine generates, at which dtype, over how many devices."""
 
     engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
-    dtype: str | None = option(None, "Generation dtype (float32, bfloat16, float16), or auto: bfloat16 where this "
-                                     "machine does bf16 natively (a CUDA GPU, a CPU with AMX or AVX512-bf16), else "
-                                     "float32 -- the loop's default. Default: hf keeps the loaded weights (float32 "
-                                     "on a CPU), vllm runs bfloat16.")
+    dtype: str | None = option("auto", "Generation dtype: float32 (a CPU's weights as loaded), bfloat16, float16, "
+                                       "or auto: bfloat16 where this machine does bf16 natively (a CUDA GPU, a CPU "
+                                       "with AMX or AVX512-bf16), else float32 -- as the loop generates, so a "
+                                       "run here gives the loop's answers.")
     tensor_parallel_size: int = option(1, "vllm only: GPUs one engine spreads the model over.", min=1, max=64)
     data_parallel_size: int = option(1, "vllm only: engine replicas, prompts sharded across them; each replica "
                                         "takes --tensor-parallel-size devices.", min=1, max=64)
@@ -95,8 +95,8 @@ class EngineConfig(Config):
         return self.params()
 
     def params(self) -> dict[str, Any]:
-        """What a run records: nothing for the default hf engine (older and hf runs keep
-        their params as they were)."""
+        """What a run records: nothing for the hf engine at the weights' dtype (what runs
+        recorded before `auto` was the default: their params read as they were)."""
         if self.engine == "hf" and self.dtype is None and (self.static_cache, self.grammar_spelling) == ("auto", "any"):
             return {}
         out: dict[str, Any] = {"engine": self.engine, "dtype": self.dtype}
@@ -151,7 +151,7 @@ def load_generator_for(actor: str, adapter_path: str | None, env: str, settings:
     `extra`: more vLLM engine settings (a benchmark's prefix_caching, adapter_mode, ...)."""
     from lactchain.models.vllm_engine import load_generator
 
-    settings = settings or EngineConfig()
+    settings = settings or EngineConfig(dtype=None)  # None: the weights' dtype (a trainer's, a bench's baseline)
     kw = {k: v for k, v in settings.load_kw().items() if v is not None}
     engine = kw.pop("engine", "hf")
     if engine != "vllm":

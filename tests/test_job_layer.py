@@ -198,7 +198,11 @@ def test_dtype_auto_means_the_same_in_the_loop_in_play_and_in_vllm():
     assert EngineConfig(dtype="auto").dtype == fast == PlayConfig(engine={"dtype": "auto"}).engine.dtype
     assert as_dtype("auto") == getattr(torch, fast)
     assert engine_config("m", EngineSettings(dtype="auto"))["dtype"] == fast
-    assert EngineConfig().dtype is None and as_dtype(None) is None  # unset: the loaded weights' dtype, as before
+    # play, evaluate, collect-pairs and strategy search generate as the loop does by default;
+    # a config saved before auto was their default (dtype null) keeps the weights' dtype.
+    assert EngineConfig().dtype == fast and EngineConfig().params() == {"engine": "hf", "dtype": fast}
+    old = PlayConfig.from_params({**PlayConfig().to_params(), "dtype": None})
+    assert old.engine.dtype is None and as_dtype(None) is None and old.engine.params() == {}
     with pytest.raises(ConfigError, match="--dtype 'int8': unknown dtype; use one of auto"):
         EngineConfig(dtype="int8")
 

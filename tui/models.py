@@ -129,9 +129,11 @@ def load_actor(spec: str, adapter: str | None = None, progress: ProgressFn | Non
         if adapter:
             raise ValueError("the oracle actor has no weights, so it cannot take an adapter")
         return OracleActor()
+    from lactchain.engine import EngineConfig
     from lactchain.jobs.engine import load_actor as load  # the lab's one actor loader; heavy: torch
 
-    return load(spec, adapter, None, progress=_progress_adapter(progress) or (lambda *_: None))
+    # The jobs' default engine settings (dtype auto): the Lab answers as the loop and `play` do.
+    return load(spec, adapter, None, settings=EngineConfig(), progress=_progress_adapter(progress) or (lambda *_: None))
 
 
 def load_critic(spec: str, registry: Any | None = None, progress: ProgressFn | None = None) -> Any:

@@ -44,7 +44,10 @@ COMPARE_CELLS = CellKind(fields=("key", "loss", "explore", "seed", "curve"),
                                               *GRPO_PLAIN.items()))
 STRATEGY_CELLS = CellKind(fields=("key", "proposer", "seed", "curve"), summaries=("bench_strategy.json",),
                           summary_settings=("budget_min", "actor", "env", "scene"),
-                          key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json")
+                          key_params=("proposers", "seed", "resume_from"), file_pattern="<proposer>-seed<S>.json",
+                          # before --dtype defaulted to auto, a search generated at the weights' dtype and
+                          # recorded no engine settings: float32 on the CPUs those cells ran on
+                          ran_before_recorded=(("engine", "hf"), ("dtype", "float32")))
 
 
 def cell_settings(kind: CellKind, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
