@@ -480,3 +480,20 @@ async def test_a_growing_cell_widens_its_column_instead_of_being_cut(make_app, r
             for name in ("dur", "metrics"):
                 column = table.ordered_columns[labels.index(name)]
                 assert column.content_width >= len(str(row[labels.index(name)])), (name, row)
+
+
+async def test_the_jobs_table_shows_a_runs_key_metric_first(make_app, registry):
+    """An evaluate job's column read 'distinct_answers=1 env_steps=559' (the first two
+    names in order): it leads with its kind's key metric, as the Runs table does."""
+    from tui_helpers import add_run
+
+    run_id = add_run(registry, "eval", metrics={"distinct_answers": [1.0], "env_steps": [559.0],
+                                                "success_rate": [0.25]})
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        table = app.screen.query_one("#jobs-table", DataTable)
+        labels = [c.label.plain for c in table.ordered_columns]
+        cell = str(table.get_row(run_id)[labels.index("metrics")])
+        assert cell.startswith("success_rate=0.25"), cell
