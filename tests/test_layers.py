@@ -35,7 +35,7 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #
 #   layer  name     modules
 #   -----  -------  ---------------------------------------------------------------------------
-#   0      base     lactchain.config, lactchain.paths, lactchain.runs.registry (+ .schema), lactchain.moves,
+#   0      base     lactchain.config, lactchain.paths, lactchain.runs.registry (+ .schema, .sqlite_lib), lactchain.moves,
 #                   lactchain.runs.lifecycle, lactchain.runs.files, lactchain.runs.checkpoints,
 #                   lactchain.prompts, lactchain.machine, lactchain.safe_text   (pure utilities: envs
 #                   and models import moves / prompts / paths / run files, so they sit below them)
@@ -45,7 +45,8 @@ OPTIONAL = ("vllm", "ray")  # extras: a module may need them and still be fine w
 #   3      jobs     lactchain.jobs.*
 #   4      cli      lactchain.cli.*
 #   5      tui      tui.*
-BASE = ("lactchain.config", "lactchain.paths", "lactchain.runs.registry", "lactchain.runs.schema", "lactchain.moves",
+BASE = ("lactchain.config", "lactchain.paths", "lactchain.runs.registry", "lactchain.runs.schema",
+        "lactchain.runs.sqlite_lib", "lactchain.moves",
         "lactchain.runs.lifecycle", "lactchain.runs.files", "lactchain.runs.checkpoints", "lactchain.prompts",
         "lactchain.machine", "lactchain.safe_text")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (  # (layer name, module prefixes); "*" = the rest of lactchain

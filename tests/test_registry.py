@@ -589,3 +589,24 @@ def test_param_values_lists_one_param_across_runs_newest_first(tmp_path):
         assert reg.param_values("strategy_version", kind="eval") == [(new, 2), (old, 1)]
         assert reg.param_values("strategy_version", kind="eval", status="FINISHED") == [(new, 2)]
         assert reg.param_values("strategy_version") == [(new, 2), (other, 9), (old, 1)]
+
+
+def test_opening_the_registry_does_not_import_pandas_and_pandas_still_imports():
+    """sqlite-utils imports pandas when installed (~0.45 s of every CLI call, job process
+    and console start) for a column type the registry never stores: the registry's import
+    hides it, and pandas imports normally afterwards."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tempfile, pathlib\n"
+             "from lactchain.runs.registry import Registry\n"
+             "with Registry(pathlib.Path(tempfile.mkdtemp()) / 'registry.db') as reg:\n"
+             "    run = reg.create_run('play', params={'a': 1})\n"
+             "    reg.log_metrics(run, {'x': 1.0}, step=1)\n"
+             "    assert reg.latest_metrics(run) == {'x': 1.0}\n"
+             "assert 'pandas' not in sys.modules, 'the registry imported pandas'\n"
+             "import pandas\n"
+             "print(pandas.DataFrame({'a': [1]}).shape)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(1, 1)"

@@ -46,9 +46,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-from sqlite_utils.db import NotFoundError
-
 from lactchain.paths import default_db_path
 from lactchain.runs.schema import (
     MIGRATIONS,
@@ -65,6 +62,7 @@ from lactchain.runs.schema import (
     loads,
     sql_value,
 )
+from lactchain.runs.sqlite_lib import NotFoundError, sqlite_utils
 
 __all__ = [
     "AmbiguousRunId",

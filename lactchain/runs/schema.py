@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-import sqlite_utils
+from lactchain.runs.sqlite_lib import sqlite_utils
 
 RUN_STATUSES = ("SCHEDULED", "RUNNING", "FINISHED", "FAILED", "KILLED")
 ACTIVE_STATUSES = ("SCHEDULED", "RUNNING")
