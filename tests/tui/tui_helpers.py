@@ -14,9 +14,11 @@ from tui.app import LactChainApp
 FIXED_MS = 1_790_000_000_000  # 2026-09-21: a fixed clock for snapshot data
 
 
-async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
+async def settle(app: LactChainApp, pilot, *, quiet_returns: bool = True) -> None:  # noqa: ANN001
     """Let workers finish (a cancelled one is fine: exclusive workers replace each other)
-    and their messages land."""
+    and their messages land. A quiet app returns after one pause; a snapshot passes
+    `quiet_returns=False` for all three, so idle-time layout (a DataTable sizing its columns
+    to a new row) has run before the picture even on a loaded machine."""
     from textual.worker import WorkerCancelled
 
     for _ in range(3):
@@ -27,7 +29,7 @@ async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
             except WorkerCancelled:
                 pass
         await pilot.pause()
-        if not waited and not list(app.workers):  # nothing ran and nothing started: the app is quiet
+        if quiet_returns and not waited and not list(app.workers):  # nothing ran and nothing started
             return
 
 
@@ -54,18 +56,32 @@ async def type_keys(pilot, *keys: str) -> None:  # noqa: ANN001
     await settle(app, pilot)
 
 
+async def tables_sized(app: LactChainApp, pilot) -> None:  # noqa: ANN001
+    """A DataTable sizes its columns to new rows when its message queue goes idle
+    (Textual's `DataTable._on_idle`): on a loaded machine a snapshot once caught the Lab's
+    table before that, its columns cut to their old widths. Pause until none is pending."""
+    from textual.widgets import DataTable
+
+    for _ in range(50):
+        tables = app.screen.query(DataTable)
+        if not any(t._require_update_dimensions or t._updated_cells for t in tables):  # noqa: SLF001
+            return
+        await pilot.pause()
+
+
 def pressing(*groups: tuple[str, ...], then=None):  # noqa: ANN001, ANN202
     """A snapshot's run_before: the app settled, each group of keys pressed (settled after
     each), then `then(pilot)` if given, settled too."""
     async def run_before(pilot) -> None:  # noqa: ANN001
         app = pilot.app
-        await settle(app, pilot)
+        await settle(app, pilot, quiet_returns=False)
         for keys in groups:
             await pilot.press(*keys)
-            await settle(app, pilot)
+            await settle(app, pilot, quiet_returns=False)
         if then is not None:
             await then(pilot)
-            await settle(app, pilot)
+            await settle(app, pilot, quiet_returns=False)
+        await tables_sized(app, pilot)
         await asyncio.sleep(0)
 
     return run_before
