@@ -117,6 +117,13 @@ def fmt_metrics(metrics: Mapping[str, Any] | None, keys: Iterable[str] | None = 
 
 
 
+def fmt_run_metrics(run: Mapping[str, Any], limit: int, width: int | None = None) -> str:
+    """A run's latest metrics (its `_metrics`) for a table cell, its kind's key metric first
+    (the Runs and Jobs tables alike)."""
+    metrics = run.get("_metrics")
+    return fmt_metrics(metrics, keys=key_metrics_first(str(run.get("kind")), metrics), limit=limit, width=width)
+
+
 SHORT_MOVES = {"move forward": "F", "turn left": "L", "turn right": "R", "hit": "H", "stick": "S"}
 
 

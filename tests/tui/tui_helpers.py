@@ -14,11 +14,9 @@ from tui.app import LactChainApp
 FIXED_MS = 1_790_000_000_000  # 2026-09-21: a fixed clock for snapshot data
 
 
-async def settle(app: LactChainApp, pilot, *, quiet_returns: bool = True) -> None:  # noqa: ANN001
+async def settle(app: LactChainApp, pilot) -> None:  # noqa: ANN001
     """Let workers finish (a cancelled one is fine: exclusive workers replace each other)
-    and their messages land. A quiet app returns after one pause; a snapshot passes
-    `quiet_returns=False` for all three, so idle-time layout (a DataTable sizing its columns
-    to a new row) has run before the picture even on a loaded machine."""
+    and their messages land."""
     from textual.worker import WorkerCancelled
 
     for _ in range(3):
@@ -29,7 +27,7 @@ async def settle(app: LactChainApp, pilot, *, quiet_returns: bool = True) -> Non
             except WorkerCancelled:
                 pass
         await pilot.pause()
-        if quiet_returns and not waited and not list(app.workers):  # nothing ran and nothing started
+        if not waited and not list(app.workers):  # nothing ran and nothing started: the app is quiet
             return
 
 
@@ -71,16 +69,16 @@ async def tables_sized(app: LactChainApp, pilot) -> None:  # noqa: ANN001
 
 def pressing(*groups: tuple[str, ...], then=None):  # noqa: ANN001, ANN202
     """A snapshot's run_before: the app settled, each group of keys pressed (settled after
-    each), then `then(pilot)` if given, settled too."""
+    each), then `then(pilot)` if given, settled too, and every table's columns sized."""
     async def run_before(pilot) -> None:  # noqa: ANN001
         app = pilot.app
-        await settle(app, pilot, quiet_returns=False)
+        await settle(app, pilot)
         for keys in groups:
             await pilot.press(*keys)
-            await settle(app, pilot, quiet_returns=False)
+            await settle(app, pilot)
         if then is not None:
             await then(pilot)
-            await settle(app, pilot, quiet_returns=False)
+            await settle(app, pilot)
         await tables_sized(app, pilot)
         await asyncio.sleep(0)
 

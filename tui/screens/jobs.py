@@ -20,8 +20,7 @@ from textual.widgets import (Button, DataTable, Input, Label, Select, Static, Ta
 from lactchain.engine import REPLICAS_TAG
 from lactchain.safe_text import printable, shell_line
 from tui.commands import bindings_for
-from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_progress, fmt_ts, key_metrics_first, now_ms,
-                        run_duration)
+from tui.format import default_metric, fmt_duration, fmt_progress, fmt_run_metrics, fmt_ts, now_ms, run_duration
 from tui import console_state
 from tui.jobs_bridge import (FORMS_BY_COMMAND, JOB_FORMS, JobRequest, check_form, cli_actor, job_run_kinds,
                              launch_job, run_choices)
@@ -359,8 +358,7 @@ class JobsScreen(RunControls, BaseScreen):
             rows.append((rid, (rid, Text(status, style=STATUS_STYLE.get(status, "")),
                                fmt_ts(run.get("started_ms") or run.get("created_ms")),
                                fmt_duration(run_duration(run, now)), fmt_progress(run.get("_metrics"), status),
-                               fmt_metrics(run.get("_metrics"), limit=2,
-                                           keys=key_metrics_first(str(run.get("kind")), run.get("_metrics"))))))
+                               fmt_run_metrics(run, limit=2))))
         sync_table(table, rows, keep=self.selected_id)
         active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))
         table.border_subtitle = f"{active} active · {len(rows)} shown"

@@ -22,7 +22,7 @@ from lactchain.runs.schema import NOTE_TAG, RUN_STATUSES, check_user_tag, is_sys
 from lactchain.safe_text import shell_line
 from tui import console_state
 from tui.commands import bindings_for
-from tui.format import (default_metric, fmt_duration, fmt_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
+from tui.format import (default_metric, fmt_duration, fmt_run_metrics, fmt_ts, fmt_value, key_metrics_first, now_ms,
                         run_duration, safe)
 from tui.screens.base import BaseScreen
 from tui.screens.run_controls import RunControls
@@ -266,8 +266,7 @@ class RunsScreen(RunControls, BaseScreen):
                 "✓" if rid in self.marked else " ",
                 rid,
                 Text(status, style=STATUS_STYLE.get(status.upper(), "")),
-                fmt_metrics(run.get("_metrics"), keys=key_metrics_first(str(run.get("kind")), run.get("_metrics")),
-                            limit=3, width=METRICS_WIDTH),
+                fmt_run_metrics(run, limit=3, width=METRICS_WIDTH),
                 "  " * (run.get("_depth", 1) - 1) + "└ " + str(run.get("kind") or "") if run.get("_depth")
                 else str(run.get("kind") or ""),
                 fmt_duration(run_duration(run, now)),
