@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from lactchain.config import ConfigError
+from lactchain.engine import GENERATION_TAG
 from lactchain.envs.gridworld import GridWorldEnv
+from lactchain.machine import resolve_dtype
 from lactchain.loop.labelers import Group, OracleLabeler, execute_candidate
 from lactchain.runs.lifecycle import RunHandle, run_context
 from lactchain.models.actor import Actor
@@ -244,12 +246,17 @@ def test_train_actor_grpo_samples_from_a_play_runs_states_and_resumes_after_sigt
     assert reg.latest_artifact(again, "adapter") is not None
     assert reg.params(run_id)["rollouts_from"] == reg.params(again)["rollouts_from"] == [play]
     assert reg.params(again)["loss"] == "grpo"
+    # it sampled at the dtype the loop's GRPO samples at (auto), recorded resolved and kept on resume
+    assert reg.params(run_id)["dtype"] == reg.params(again)["dtype"] == resolve_dtype("auto")
+    assert json.loads(reg.tags(run_id)[GENERATION_TAG])["dtype"] == resolve_dtype("auto")
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--loss", "grpo"], "grpo samples from stored states: give --rollouts-from PLAY_RUN"),
     (["--loss", "simpo", "--rollouts-from", "x"], "only feeds --loss grpo"),
     (["--loss", "grpo", "--rollouts-from", "nope"], "no run with id 'nope'"),
+    (["--loss", "grpo", "--rollouts-from", "x", "--dtype", "fp8"], "--dtype 'fp8': unknown dtype; use one of auto, bfloat16"),
+    (["--loss", "simpo", "--dtype", "bfloat16"], "--dtype 'bfloat16': only applies to --loss grpo"),
 ])
 def test_bad_grpo_train_actor_settings_are_one_line(argv, message, tmp_path, lc):
     db = tmp_path / "registry.db"

@@ -37,7 +37,7 @@ TRAIN_ACTOR = {
     "lora_r": ("--lora-r", 8), "lora_alpha": ("--lora-alpha", 16), "save_steps": ("--save-steps", 25),
     "resume": ("--resume-from", None), "seed": ("--seed", 0),
     "rollouts_from": ("--rollouts-from", []), "grpo_reward": ("--grpo-reward", "return"),
-    "processes": ("--processes", 1),
+    "processes": ("--processes", 1), "dtype": ("--dtype", None),
 }
 TRAIN_CRITIC = {
     "episodes_from": ("--episodes-from", []), "critic": ("--critic", "minilm-l6"), "epochs": ("--epochs", 5),
@@ -79,7 +79,7 @@ def test_train_actor_params_are_the_commands_params():
                     processes=1, rpo_alpha=0.0, dpo_loss="sigmoid", kto_balance=True, kl_beta=0.0,
                     scale_rewards="group", states_per_step=8, grpo_loss_type="dapo", epsilon_high=0.28,
                     group_filter=2, tokens_per_pass=None, policy_logprobs=None, updates_per_generation=1,
-                    entropy_coef=None, entropy_target=None, greedy_member=False, replay_best=None)
+                    entropy_coef=None, entropy_target=None, greedy_member=False, replay_best=None, dtype=None)
     config = TrainActorJobConfig.from_params(recorded)
     params = config.to_params()
     assert {k: params[k] for k in recorded} == recorded
@@ -90,7 +90,7 @@ def test_train_actor_params_are_the_commands_params():
     older = TrainActorJobConfig.from_params({**recorded, "cpo_alpha": 0.0})  # "off" as older runs recorded it
     assert older.simpo.cpo_alpha is None and older.cpo_alpha == 0.0
     before_entropy = {k: v for k, v in recorded.items()  # runs of 2026-11-29 and before
-                      if not k.startswith("entropy_") and k not in ("greedy_member", "replay_best", "batch_tokens")}
+                      if not k.startswith("entropy_") and k not in ("greedy_member", "replay_best", "batch_tokens", "dtype")}
     assert TrainActorJobConfig.from_params(before_entropy) == config
     # runs of 2026-11-30 and before wrote GRPO's "off" for a loss that does not read it
     assert TrainActorJobConfig.from_params({**recorded, **GRPO_PLAIN}) == config

@@ -361,7 +361,8 @@ def run_train_actor_grpo(handle: Any, config: TrainActorJobConfig) -> dict[str, 
     from lactchain.train.grpo import train_grpo
 
     checkpoint = resolve_checkpoint(handle.registry, config.resume, check=False)  # checked by prepare
-    model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet)
+    model = load_actor(config.actor, config.adapter, handle.registry, quiet=handle.quiet, handle=handle,
+                       settings=EngineConfig(dtype=config.dtype))  # samples as the loop's GRPO does
     task = grpo_task_from_rollouts(handle.registry, config, model)
     err_console.print(f"grpo: {len(task.rows)} states from {', '.join(config.rollouts_from)}, {task.generations} "
                       f"samples each, reward: {config.grpo_reward}")

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 from lactchain.config import Config, ConfigError, default_of, flat_names, option
+from lactchain.machine import resolve_dtype
 
 ADAPTER_HELP = ("LoRA adapter: an adapter folder, a train-actor run id, or a pipeline run id (the adapter its "
                 "actor had after its last finished phase).")
@@ -392,6 +393,10 @@ class TrainActorJobConfig(TrainActorConfig):
                                 "(`lactchain runs resume` passes --resume-from RUN_ID).", flag="--resume-from", short="--resume",
                                 check="run:actor")
 
+    dtype: str | None = option(None, "grpo: the dtype its samples are drawn at: auto (the default: bfloat16 where "
+                                     "this machine does bf16 natively, a CUDA GPU or a CPU with AMX or "
+                                     "AVX512-bf16, else float32: as the loop's GRPO samples), bfloat16, float16 or "
+                                     "float32 (the weights as trained). Other losses do not generate.")
     processes: int = option(1, "Train on N processes: DDP under `accelerate launch` (gloo on a CPU; NCCL on "
                                "GPUs, one GPU each), the global batch kept at --batch-size (each process takes "
                                "batch-size / N). Every loss; grpo: each process samples and scores its share of "
@@ -411,6 +416,14 @@ class TrainActorJobConfig(TrainActorConfig):
             if self.loss != "grpo" and self.batch_size % self.processes:
                 self.refuse("processes", f"--batch-size {self.batch_size} does not split over {self.processes} "
                                          "processes; give a multiple")
+        if self.loss == "grpo":
+            try:  # recorded resolved: the run's params say which dtype sampled
+                self.dtype = resolve_dtype(self.dtype or "auto")
+            except ValueError as exc:
+                self.refuse("dtype", str(exc))
+        elif self.dtype is not None:
+            self.refuse("dtype", f"only applies to --loss grpo (its samples; --loss {self.loss} trains on stored "
+                                 "pairs and generates nothing); leave it out")
         if self.loss == "rft" and self.resume:
             self.refuse("resume", "rft runs are short and do not checkpoint; start a new run")
         if self.loss == "grpo" and not self.rollouts_from:
