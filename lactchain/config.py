@@ -260,6 +260,17 @@ def flat_fields(cls: type) -> Iterator[tuple[type, dataclasses.Field]]:
             yield cls, f
 
 
+def help_panel(cls: type, name: str) -> str | None:
+    """The `--help` panel a field is listed under: the panel of `cls.HELP_PANELS` (panel ->
+    field names) that names it, else `cls.HELP_PANEL` (a part's own, e.g. the engine's),
+    else None: the command's main Options panel. A loop command has 60-70 options; grouped,
+    its --help reads by topic instead of as one box."""
+    for panel, names in getattr(cls, "HELP_PANELS", {}).items():
+        if name in names:
+            return panel
+    return getattr(cls, "HELP_PANEL", None)
+
+
 def flat_names(cls: type) -> list[str]:
     return [f.name for _, f in flat_fields(cls)]
 

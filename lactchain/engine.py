@@ -21,6 +21,8 @@ ENGINE_HELP = ("Generation engine: hf (transformers, the default for now), vllm 
 class EngineConfig(Config):
     """Which engine generates, at which dtype, over how many devices."""
 
+    HELP_PANEL = "Generation engine"
+
     engine: str = option("hf", ENGINE_HELP, suggest=("hf", "vllm", "auto"), check="engine", form="Engine")
     dtype: str | None = option("auto", "Generation dtype: float32 (a CPU's weights as loaded), bfloat16, float16, "
                                        "or auto: bfloat16 where this machine does bf16 natively (a CUDA GPU, a CPU "

@@ -37,6 +37,37 @@ def test_every_job_command_is_generated_from_its_config():
         assert arguments == {f.name for f in mine if not flag_of(f).startswith("-")}, job.command
 
 
+def test_a_loop_commands_help_reads_by_topic(capsys, monkeypatch):
+    """`pipeline --help` (66 options) lists them in panels: each option under its topic,
+    the common ones in the main Options panel. Every field a HELP_PANELS table names
+    exists (a renamed field would drop silently back into the main panel)."""
+    import re
+
+    from cli_helpers import run_cli
+
+    for job in JOBS.values():
+        names = {f.name for _, f in flat_fields(job.config)}
+        for owner in {owner for owner, _ in flat_fields(job.config)}:
+            for panel, listed in getattr(owner, "HELP_PANELS", {}).items():
+                assert set(listed) <= names, (job.command, panel, set(listed) - names)
+    monkeypatch.setenv("COLUMNS", "160")
+    code, shown, err = run_cli(["pipeline", "--help"], capsys)
+    assert code == 0, err
+    panels = re.findall(r"^╭─ (.+?) ─", shown, flags=re.M)
+    assert panels == ["Options", "World", "Collect and rank", "Critic", "Actor training", "GRPO", "SimPO, DPO, KTO",
+                      "Generation engine", "Evaluation"]
+
+    def panel_of(flag: str) -> str:
+        at = re.search(rf"^│ {re.escape(flag)}\b", shown, flags=re.M)
+        assert at, flag
+        return [p for p in re.finditer(r"^╭─ (.+?) ─", shown, flags=re.M) if p.start() < at.start()][-1].group(1)
+
+    assert panel_of("--loss") == panel_of("--db") == panel_of("--seed") == "Options"
+    assert panel_of("--kl-beta") == panel_of("--grouping") == "GRPO"
+    assert panel_of("--dtype") == panel_of("--constrained") == "Generation engine"
+    assert panel_of("--explore") == "Collect and rank" and panel_of("--cpo-alpha") == "SimPO, DPO, KTO"
+
+
 def test_a_new_config_field_shows_up_in_help_in_the_form_and_in_the_params(tmp_path):
     """Adding a field to a config is all it takes: --help lists it, the console's form
     shows it, a run records it and the detached config round-trips it."""

@@ -16,13 +16,13 @@ import typer
 from lactchain.cli.common import (
     DbOption, DetachOption, JsonOption, RunIdOption, fail, open_registry, print_result, print_started, relaunch_argv,
 )
-from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, is_list
+from lactchain.config import ConfigError, default_of, field_type, flag_of, flat_fields, help_panel, is_list
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import Cancelled
 
 
 def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
-    """(typer annotation, default) of one config field."""
+    """(typer annotation, default) of one config field, in its --help panel (`help_panel`)."""
     tp, optional = field_type(owner, f)
     meta = f.metadata
     if not flag_of(f).startswith("-"):  # a positional argument, e.g. RUN
@@ -33,7 +33,7 @@ def _annotation(owner: type, f: Any) -> tuple[Any, Any]:
         names = [f"{flag_of(f)}/{meta['negative']}"]
     if meta.get("short"):
         names.append(meta["short"])
-    kwargs: dict[str, Any] = {"help": meta.get("help", "")}
+    kwargs: dict[str, Any] = {"help": meta.get("help", ""), "rich_help_panel": help_panel(owner, f.name)}
     if tp in (int, float):
         if meta.get("min") is not None:
             kwargs["min"] = meta["min"]

@@ -116,6 +116,10 @@ CURVE_KEYS = ("success_rate", "mean_optimal_ratio", "critic_spearman_vstar", "ra
 class BenchLearnConfig(PipelineConfig):
     """The loop's config with a wall-clock budget instead of a number of iterations."""
 
+    HELP_PANELS = {**PipelineConfig.HELP_PANELS,
+                   "Transfer": ("transfer", "transfer_scene", "transfer_max_actions"),
+                   "Comparison": ("compare", "seeds", "budget_iterations", "resume_from", "cells_from")}
+
     budget_min: float = option(30.0, "Wall-clock budget in minutes.", min=1.0)
     transfer: bool = option(True, "Also evaluate the trained adapter zero-shot on the env's transfer target (the "
                                   "grid's: the 5x5 grid, all its start states), where the env has one.",

@@ -39,6 +39,8 @@ class EnvPart(Config):
 class SceneEnvPart(EnvPart):
     """An env that may take a scene (the grid's layouts) and a state text."""
 
+    HELP_PANEL = "World"
+
     scene: str | None = scene_field()
     state_text: str = state_text_field()
 

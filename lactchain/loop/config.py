@@ -111,6 +111,19 @@ class PipelineConfig(Config):
     """Every knob of the loop. The CLI, the registry params and bench learn all come
     from this one dataclass (flat `params`), so names and defaults agree everywhere."""
 
+    # --help by topic (lactchain.config.help_panel); the rest under the main Options
+    HELP_PANELS = {
+        "World": ("scene", "state_text", "deals"),
+        "Collect and rank": ("states", "samples", "temperature", "gamma", "margin", "rejects_per_state", "horizon",
+                             "stitch", "explore", "search_beam", "critic_scorer"),
+        "Critic": ("td_rounds", "td_rounds_per_iteration", "td_lists_per_state"),
+        "Actor training": ("actor_epochs", "actor_lr", "actor_batch_size", "actor_batch_tokens", "train_bf16",
+                           "train_compile"),
+        "GRPO": ("grouping", "grpo_reward"),
+        "Generation engine": ("constrained",),
+        "Evaluation": ("eval_states", "eval_max_actions", "n_envs"),
+    }
+
     actor: str = _help("Actor preset, local folder or cached hub id.", "smollm2-135m", form="Actor")
     env: str = env_field()
     scene: str | None = scene_field()

@@ -135,6 +135,8 @@ def resolve_hparams(loss: str, beta: float | None, simpo_gamma: float | None) ->
 class PreferenceSettings(Config):
     """The preference losses' own settings (simpo, dpo, kto; not rft)."""
 
+    HELP_PANEL = "SimPO, DPO, KTO"
+
     beta: float | None = option(
         None, "Default per loss: simpo 2.5 (authors' range 2-10), dpo 0.1, kto 0.1.")
     rpo_alpha: float | None = option(
@@ -154,6 +156,8 @@ class PreferenceSettings(Config):
 class SimPOSettings(Config):
     """SimPO's own settings (CPO trainer, loss_type=simpo)."""
 
+    HELP_PANEL = PreferenceSettings.HELP_PANEL
+
     simpo_gamma: float | None = option(
         None, "SimPO target margin gamma itself (default 0.5 x beta; gamma/beta must stay in 0-1).")
     cpo_alpha: float | None = option(
@@ -165,6 +169,8 @@ class SimPOSettings(Config):
 class GRPOSettings(Config):
     """GRPO's own settings (TRL's GRPOTrainer, lactchain.train.grpo): the loop's `--loss
     grpo`, and train-actor's on a play run's states (`--rollouts-from`)."""
+
+    HELP_PANEL = "GRPO"
 
     kl_beta: float = option(0.0, "grpo only: KL penalty to the starting policy (TRL's beta). 0, TRL's default, "
                                  "loads no reference model; 0.04 is the DeepSeekMath value.", min=0.0, max=10.0)
@@ -371,6 +377,8 @@ class TrainActorJobConfig(TrainActorConfig):
     """`lactchain train-actor`: the trainer's settings plus where the pairs and the actor
     come from. Its params are the command's recorded params (plus the trainer settings
     the command does not expose, at their defaults)."""
+
+    HELP_PANELS = {"GRPO": ("rollouts_from", "grpo_reward", "dtype")}
 
     loss: str = option("simpo", "simpo (CPO trainer, loss_type=simpo), dpo, kto, rft (fine-tune on the chosen "
                        "side only: best-of-K), or grpo (samples as it trains, from the start states of "
