@@ -15,6 +15,14 @@ LEARNED_TEXT, NO_TEXT_ENCODER = "learned", "none"  # lactchain.archive.dt.tokeni
 class DTTrainConfig(Config):
     """A decision transformer trained on an archive run's trajectories (lactchain.archive.dt.train)."""
 
+    HELP_PANELS = {  # --help by topic (lactchain.config.help_panel)
+        "Model": ("n_layer", "n_head", "n_embd", "dropout", "max_visits", "rtg", "bd_to_go", "tie_actions",
+                  "absolute_cells"),
+        "Training": ("steps", "minutes", "batch_size", "lr", "text_dropout", "bd_dropout", "relabel", "threads"),
+        "Validation and checkpoints": ("val_fraction", "select_fraction", "select_every", "eval_every",
+                                       "checkpoint_every"),
+    }
+
     archive: str = option("", "The archive run to learn from (lactchain archive fill).", short="-a",
                           check="run:archive", form="Archive run")
     describer: str = option("rule", "Whose descriptions are the instructions: rule (computed from the BD), or a "
