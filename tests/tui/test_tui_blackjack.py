@@ -133,6 +133,27 @@ async def test_palette_switches_the_lab_between_envs(make_app, registry):
     assert envs == ["blackjack", "grid", "grid"]  # one play run per env the Lab played
 
 
+async def test_switching_env_from_another_screen_after_a_resize_keeps_the_console(make_app, registry):
+    """The terminal resized while Runs shows, then "Lab: play blackjack": the Lab gets
+    its resize with the new env's session and the old grid pane still mounted (it once
+    sized the grid's cells from Blackjack, which has no size, and the console quit)."""
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        await pilot.resize_terminal(80, 24)
+        await settle(app, pilot)
+        await palette(app, pilot, "play blackjack", "Lab: play blackjack")
+        await settle(app, pilot)
+        assert app.is_running and app.lab_session.env_name == "blackjack"
+        assert app.screen.query(BlackjackView) and not app.screen.query(GridView)
+        await pilot.resize_terminal(120, 40)
+        await palette(app, pilot, "play grid", "Lab: play grid")
+        await settle(app, pilot)
+        assert app.is_running and app.screen.query_one(GridView).cell_width == 7  # sized for the wide screen
+
+
 def test_blackjack_text_hides_the_hole_card_until_the_hand_ends():
     from tui.lab_session import Snapshot
 

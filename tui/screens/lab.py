@@ -300,7 +300,7 @@ class LabScreen(BaseScreen):
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         grid = self.grid
-        if grid is not None:
+        if grid is not None and self.session.is_grid:  # not a grid pane the new env's is about to replace
             grid.cell_width = self._cell_width(event.size.width)
 
     def _cell_width(self, screen_width: int) -> int:
