@@ -388,6 +388,30 @@ def test_bad_input_is_one_line_not_a_traceback(files, capsys, args, words):
         assert len(reg.list_runs()) == runs_before
 
 
+@pytest.mark.parametrize("args", [
+    ["play", "--actor", "mistral-7b-instruct", "-n", "1"],
+    ["evaluate", "--actor", "mistral-7b-instruct", "--states", "1"],
+    ["collect-pairs", "--actor", "mistral-7b-instruct", "--critic-run", "x"],
+    ["train-critic", "--critic", "sfr-embedding-mistral", "-e", "x"],
+    ["pipeline", *TINY, "--critic", "sfr-embedding-mistral"],
+    ["play", "--actor", "mistral-7b-instruct", "-n", "1", "--detach"],
+], ids=" ".join)
+def test_a_preset_whose_weights_are_not_here_is_refused_before_any_run(args, files, capsys, monkeypatch):
+    """A hub preset (Mistral-7B, SFR-Embedding-Mistral) neither in the Hugging Face cache nor
+    copied under the models folder: one line saying how to bring it, before a run exists
+    (it once failed inside a run, leaving FAILED runs; detached, in the background)."""
+    paths, _ = files
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(paths["ok"].parent / "empty-hf-cache"))
+    monkeypatch.setenv("LACTCHAIN_MODELS", str(paths["ok"].parent / "models"))
+    with Registry.open_for_reading(paths["ok"]) as reg:
+        runs_before = len(reg.list_runs())
+    code, _, err = run_cli([*args, "--db", str(paths["ok"])], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "not available offline" in err, err
+    assert "hf download" in err and str(paths["ok"].parent / "models") in err  # the fix: fetch it, or copy it here
+    with Registry.open_for_reading(paths["ok"]) as reg:
+        assert len(reg.list_runs()) == runs_before
+
+
 def test_a_registry_locked_past_the_busy_timeout_is_one_line(tmp_path):
     """Another process holds the write lock longer than the busy timeout: the command says
     so in one line (and creates nothing), it does not hang or print a traceback."""

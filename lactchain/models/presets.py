@@ -230,7 +230,8 @@ def _smollm2_status() -> tuple[bool, str]:
         gguf = smollm2_gguf_path()
     except ModelNotAvailable as exc:
         return False, str(exc)
-    return False, f"GGUF found ({gguf.name}); run `lactchain models prepare smollm2-135m` to convert (~20 s, once)"
+    return True, (f"converted on first use from {gguf.name} (~20 s, once; or now: `lactchain models prepare "
+                  "smollm2-135m`)")
 
 
 @contextmanager
@@ -370,11 +371,12 @@ def cached_hub_snapshot(repo_id: str) -> Optional[Path]:
     return path if _has_weights(path) else None
 
 
-def _not_offline_message(repo_id: str) -> str:
+def _not_offline_message(repo_id: str, local_name: Optional[str] = None) -> str:
+    extra = f", or put a copy (config.json + weights) in {models_dir() / local_name}" if local_name else ""
     return (
         f"the weights of {repo_id!r} are not available offline (not in the Hugging Face cache). "
         f"On a machine with network run `huggingface-cli download {repo_id}` (or `hf download {repo_id}`) "
-        "and copy the cache, or pass a local folder that holds config.json + weights"
+        "and copy the cache, or pass a local folder that holds config.json + weights" + extra
     )
 
 
@@ -394,8 +396,7 @@ def _hub_status(repo_id: str, local_name: Optional[str] = None) -> Callable[[], 
         path = cached_hub_snapshot(repo_id)
         if path is not None:
             return True, f"in the Hugging Face cache at {path}"
-        where = f" nor in {models_dir() / local_name}" if local_name else ""
-        return False, f"not in the local Hugging Face cache{where}; nothing downloads here"
+        return False, _not_offline_message(repo_id, local_name)
 
     return status
 
@@ -408,8 +409,7 @@ def _hub_prepare(repo_id: str, local_name: Optional[str] = None) -> Callable[[Op
             return local
         path = cached_hub_snapshot(repo_id)
         if path is None:
-            extra = f", or put a copy (config.json + weights) in {models_dir() / local_name}" if local_name else ""
-            raise ModelNotAvailable(_not_offline_message(repo_id) + extra)
+            raise ModelNotAvailable(_not_offline_message(repo_id, local_name))
         _say(progress, f"{repo_id} found in the Hugging Face cache", 1.0)
         return path
 
@@ -601,8 +601,8 @@ def check_spec(spec: str, role: str) -> None:
     if role == CRITIC and spec in BUILTIN_CRITICS:
         return
     if spec in PRESETS:
-        return _check_role(spec, role)
-    ready, detail = preset_status(spec)
+        _check_role(spec, role)
+    ready, detail = preset_status(spec)  # a preset too: its weights must be here or made here (a hub one may not)
     if not ready:
         if detail.startswith(f"unknown model {spec!r}"):  # name the presets of this role only
             detail = (f"unknown {role} model {spec!r}: not {_a(role)} preset ({_role_names(role)}), local folder "
