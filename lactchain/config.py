@@ -28,6 +28,9 @@ from typing import Any, Iterator, Mapping, Sequence, TypeVar
 C = TypeVar("C", bound="Config")
 
 
+SEED_MAX = 2**32 - 1  # a seed's upper bound everywhere (numpy's legacy seeding, gymnasium's resets)
+
+
 class ConfigError(ValueError):
     """A bad config value: one line naming the option and what it must be."""
 

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lactchain.config import Config, ConfigError, option
+from lactchain.config import SEED_MAX, Config, ConfigError, option
 from lactchain.envs.scenes import get_scene
 from lactchain.jobs.checks import run_of_kind
 from lactchain.jobs.output import LineLog
-from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lactchain.config import Config, option
+from lactchain.config import SEED_MAX, Config, option
 from lactchain.jobs.output import LineLog, err_console
-from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 MAX_CELLS = 10_000_000  # runs x arms: the (runs, arms) arrays of every agent stay well under a GiB

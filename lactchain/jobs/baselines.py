@@ -7,10 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lactchain.config import Config, option
+from lactchain.config import SEED_MAX, Config, option
 from lactchain.jobs.output import LineLog
 from lactchain.envs.catalog import env_field, normalize_env_field
-from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 

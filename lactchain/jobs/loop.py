@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lactchain.bench.carried_cells import COMPARE_CELLS, cell_settings, keep_cells
-from lactchain.config import ConfigError, default_of, flat_fields, flat_names, option
+from lactchain.config import SEED_MAX, ConfigError, default_of, flat_fields, flat_names, option
 from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
 from lactchain.envs.world import scene_spec, world_kwargs
@@ -16,7 +16,6 @@ from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
 from lactchain.jobs.checks import resolve_adapter
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
-from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
 from lactchain.loop.config import LOOP_LOSS_SETTINGS, LOSSES, PipelineConfig, unread_settings

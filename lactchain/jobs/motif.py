@@ -7,12 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lactchain.config import Config, ConfigError, option
+from lactchain.config import SEED_MAX, Config, ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV, env_field, make_env, normalize_env_field
 from lactchain.jobs.checks import check_models, run_of_kind
 from lactchain.jobs.engine import load_actor
 from lactchain.jobs.output import LineLog, err_console
-from lactchain.jobs.parts import SEED_MAX
 from lactchain.jobs.spec import Job
 
 SEED_HELP = "Seed of the episodes (hand i is dealt from seed and i)."

@@ -14,7 +14,6 @@ from lactchain.train.actor_config import ADAPTER_CHECK, ADAPTER_HELP
 ACTOR_HELP = "Actor preset (tiny, smollm2-135m, mistral-7b-instruct), local path or hub id."
 STRATEGY_HELP = ("Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) or a text file. "
                  "Recorded in the run's params. Default: the built-in strategy.")
-SEED_MAX = 2**32 - 1
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lactchain.config import Config, option
+from lactchain.config import SEED_MAX, Config, option
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import JobProgress, LineLog, err_console, progress_bar
-from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
+from lactchain.jobs.parts import ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
 
 CONSTRAINED_HELP = "Grammar-constrained move lists (default), or free text + lenient parsing."

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lactchain.bench.carried_cells import STRATEGY_CELLS, cell_settings, keep_cells
-from lactchain.config import Config, ConfigError, option
+from lactchain.config import SEED_MAX, Config, ConfigError, option
 from lactchain.envs.catalog import make_env
 from lactchain.jobs.cells import check_cells_from, run_cells
 from lactchain.jobs.checks import check_models
 from lactchain.jobs.engine import EngineConfig, actor_for_job, precheck_engine, prepare_engine
 from lactchain.jobs.output import LineLog, err_console
-from lactchain.jobs.parts import SEED_MAX, ActorPart, SceneEnvPart, StrategyPart
+from lactchain.jobs.parts import ActorPart, SceneEnvPart, StrategyPart
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import run_context
 from lactchain.strategy.search import (

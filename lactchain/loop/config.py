@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lactchain.config import Config, ConfigError, flat_fields, flat_names, option
+from lactchain.config import SEED_MAX, Config, ConfigError, flat_fields, flat_names, option
 from lactchain.engine import EngineConfig, resolve_auto
 from lactchain.envs.catalog import env_class, env_field, normalize_env_field
 from lactchain.envs.replay import succeeds_from, success_return_from, success_speed_from
@@ -220,7 +220,8 @@ class PipelineConfig(Config):
     strategy: str | None = _help("Strategy prompt: a version saved in the registry or a text file (the job reads "
                                  "its text into this field when it starts); None: the built-in strategy.", None,
                                  check="strategy", form="Strategy")
-    seed: int = _help("Seed.", 0)
+    seed: int = _help("Seed: of the critic's fit, the samples, the explored lists and the training (each "
+                      "iteration's derived from it).", 0, min=0, max=SEED_MAX)
     baseline: bool = _help("Evaluate once before the first iteration.", True,
                            negative="--no-baseline")
     deadline: float | None = _help("time.time() by which the last iteration should end (bench learn).", None,

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from lactchain.config import SEED_MAX
 from lactchain.engine import EngineConfig, load_generator_for, record_generation, record_replicas
 from lactchain.envs.catalog import make_env
 from lactchain.envs.replay import deal_seeds, decision_states, execute_from
@@ -464,7 +465,7 @@ def train_actor_phase(state: LoopState, it: int, rows: list[dict[str, Any]]) -> 
     from lactchain.train.grpo import train_grpo
 
     cfg, actor, generator = state.cfg, state.actor, state.generator
-    trainer = trainer_config(cfg, seed=cfg.seed + it)
+    trainer = trainer_config(cfg, seed=(cfg.seed + it) % (SEED_MAX + 1))  # a seed near the top wraps
 
     def body(h: RunHandle) -> dict[str, Any]:
         if cfg.deadline is not None:

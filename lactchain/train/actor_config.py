@@ -39,7 +39,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
-from lactchain.config import Config, ConfigError, default_of, flat_names, option
+from lactchain.config import SEED_MAX, Config, ConfigError, default_of, flat_names, option
 from lactchain.machine import resolve_dtype
 
 ADAPTER_HELP = ("LoRA adapter: an adapter folder, a train-actor run id, or a pipeline run id (the adapter its "
@@ -310,7 +310,7 @@ class TrainActorConfig(Config):
     lora_alpha: int = option(16, "LoRA alpha.", min=1, max=4096)
     save_steps: int = option(25, "Checkpoint every N steps (and on SIGTERM). simpo, dpo, kto; rft runs are short "
                              f"and do not checkpoint. {NO_CHECKPOINTS} or more: none at all.", min=1)
-    seed: int = option(0, "Seed for LoRA init, data order and dropout.", min=0, max=2**32 - 1)
+    seed: int = option(0, "Seed for LoRA init, data order and dropout.", min=0, max=SEED_MAX)
     # Not command-line options today (library callers and the pipeline set them).
     grad_accum: int = option(1, "Gradient accumulation steps (simpo, dpo, kto).", min=1, cli=False)
     bf16: bool | None = option(None, "bf16 autocast (simpo, dpo, kto, grpo; rft trains fp32). Default: where the "
