@@ -161,6 +161,36 @@ def test_pipeline_rejects_bad_options_before_creating_a_run(tmp_path, lc):
     assert not db.exists() or Registry(db).list_runs() == []
 
 
+def test_a_resume_goes_on_with_its_runs_settings_or_is_refused_before_any_run(pipeline_run, tmp_path, capsys):
+    """`pipeline --resume-from RUN` with another world or loss, of a FINISHED pipeline, or of
+    one a resume already carried to its end: one line, no run (a resume on Taxi of a grid
+    run once failed inside a new run; another --loss switched the loss mid-lineage)."""
+    from cli_helpers import run_cli
+
+    from lactchain.runs.resume import RESUMES_TAG
+
+    reg, out, _ = pipeline_run
+    ran = reg.params(out["run_id"])
+    db = tmp_path / "registry.db"
+    with Registry(db) as fresh:
+        killed = fresh.create_run("pipeline", params=ran, cmd=["lactchain", "pipeline"], status="KILLED")
+        finished = fresh.create_run("pipeline", params=ran, cmd=["lactchain", "pipeline"], status="FINISHED")
+        carried = fresh.create_run("pipeline", params=ran, cmd=["lactchain", "pipeline"], status="KILLED")
+        by = fresh.create_run("pipeline", params=ran, parent_id=carried, status="FINISHED", tags={RESUMES_TAG: carried})
+    same = ["pipeline", "--actor", "tiny", "--critic", "tiny", "--states", "8", "--eval-states", "8",
+            "--td-lists-per-state", "32", "--actor-epochs", "1", "--db", str(db)]
+    for extra, words in ((["--resume-from", killed, "--env", "taxi", "--loss", "dpo"],
+                          ["--env 'taxi' (it ran with 'grid')", "--loss 'dpo' (it ran with 'rft')",
+                           f"let `lactchain runs resume {killed}` take them"]),
+                         (["--resume-from", killed, "--iterations", "3"], ["--iterations 3 (it ran with 1)"]),
+                         (["--resume-from", finished], [f"run {finished} is FINISHED"]),
+                         (["--resume-from", carried], [f"run {carried} was resumed to the end by {by}"])):
+        code, _, err = run_cli([*same, *extra], capsys)
+        err = " ".join(err.split())
+        assert code == 2 and all(w in err for w in words) and err.startswith("error: --resume-from"), err
+    assert len(Registry(db).list_runs()) == 4
+
+
 @pytest.mark.parametrize("labeler, loss, extra", [("oracle", "rft", {}),
                                                    ("rollout", "simpo", {"simpo": {"cpo_alpha": 1.0},
                                                                          "actor_batch_tokens": 1_000_000})])

@@ -13,12 +13,12 @@ from lactchain.envs.catalog import env_class, make_env
 from lactchain.envs.scenes import get_scene
 from lactchain.envs.world import scene_spec, world_kwargs
 from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
-from lactchain.jobs.checks import resolve_adapter
+from lactchain.jobs.checks import resolve_adapter, run_of_kind
 from lactchain.jobs.engine import check_engine_adapter, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
-from lactchain.loop.config import LOOP_LOSS_SETTINGS, LOSSES, PipelineConfig, unread_settings
+from lactchain.loop.config import LOOP_LOSS_SETTINGS, LOSSES, LoopEngineConfig, PipelineConfig, unread_settings
 from lactchain.loop.bookkeeping import STATE_FILE, PipelineResult, load_state
 from lactchain.loop.pipeline import load_loop_actor, run_pipeline
 from lactchain.machine import code_version, machine_info
@@ -45,11 +45,44 @@ def _precheck(config: PipelineJobConfig) -> None:
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
     """The starting adapter, servable by that engine; the engine recorded. A resume first
-    finds the files its saved state goes on from."""
+    checks the run may be resumed, with these settings, and finds the files its saved
+    state goes on from (a comparison's resume keeps its finished cells: `check_cells_from`)."""
+    if config.resume_from and isinstance(config, PipelineJobConfig):
+        _check_resumable(registry, config)
     if config.resume_from:
         _check_resume_state(registry, config.resume_from)
     check_engine_adapter(config.engine.engine, resolve_adapter(registry, config.adapter), config.engine)
     return config.engine.params()
+
+
+# What a resume may change: how it generates and trains on this machine, not what it computes.
+RESUME_MAY_CHANGE = frozenset({*flat_names(LoopEngineConfig), "n_envs", "train_bf16", "train_compile", "resume_from",
+                               "strategy"})  # the strategy: compared by the text it renders
+
+
+def _check_resumable(registry: Any, config: PipelineJobConfig) -> None:
+    """`pipeline --resume-from RUN`: a KILLED or FAILED pipeline not already carried to
+    its end (as `runs resume` requires), given the settings it ran with: a resume with
+    another world, loss or seed would mix two experiments in one lineage (once it failed
+    inside a new run, or silently switched the loss)."""
+    from lactchain.runs.resume import NotResumable, check_resumable
+    from lactchain.strategy.strategies import resolve_strategy
+
+    run = run_of_kind(registry, "--resume-from", config.resume_from, ("pipeline",))
+    try:
+        check_resumable(registry, run)
+    except NotResumable as exc:
+        raise ConfigError(f"--resume-from {config.resume_from}: {exc}") from None
+    ran, now = registry.params(run["id"]), config.record_params()
+    differ = [k for k in now if k not in RESUME_MAY_CHANGE and k in ran and ran[k] != now[k]]
+    text = resolve_strategy(registry, config.strategy, config.env).text
+    if ran.get("strategy_text") is not None and text != ran["strategy_text"]:
+        differ.append("strategy")
+    if differ:
+        said = "; ".join(f"--{k.replace('_', '-')} " + ("another text" if k == "strategy" else
+                                                        f"{now[k]!r} (it ran with {ran[k]!r})") for k in differ)
+        raise ConfigError(f"--resume-from {run['id']}: {said}: a resume goes on with the settings its run ran "
+                          f"with; give those, or let `lactchain runs resume {run['id']}` take them")
 
 
 def _check_resume_state(registry: Any, run_id: str) -> None:

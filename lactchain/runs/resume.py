@@ -156,6 +156,9 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
     if owner is not None:  # a cell: its command line is its benchmark's process
         raise NotResumable(f"run {run['id']} ran inside {owner}, as a part of it: resume that "
                            f"(`lactchain runs resume {owner}`), which goes on at its first unfinished part")
+    if (carried := finished_resume(registry, run)) is not None:  # resumed again, it would do that work twice
+        raise NotResumable(f"run {run['id']} was resumed to the end by {carried}: its result is {carried}'s "
+                           f"(`lactchain runs show {carried}`); to run it again, start it with its command")
     if resumes_by_cells(registry, run):
         return  # a resume keeps the finished cells and runs the rest
     params = registry.params(run["id"])
@@ -168,10 +171,6 @@ def check_resumable(registry: Any, run: dict[str, Any]) -> None:
         saved = latest_checkpoint(registry, run["id"]) if run["kind"] not in ("pipeline", *ROW_RESUMED) else True
     except ValueError as exc:
         raise NotResumable(f"run {run['id']}: {exc}") from None
-    if saved is None and (carried := finished_resume(registry, run)) is not None:
-        raise NotResumable(f"run {run['id']} was resumed to the end by {carried} and keeps no checkpoint (`lactchain "
-                           f"runs prune` removes them then): its result is {carried}'s "
-                           f"(`lactchain runs show {carried}`)")
     if saved is None:
         raise NotResumable(f"run {run['id']} saved no checkpoint before it stopped (nor did the runs it resumed): "
                            f"start it again with its command (`lactchain runs show {run['id']}`)")
