@@ -137,3 +137,21 @@ def test_a_broken_critic_checkpoint_is_one_line_before_any_run(case, critic_fold
     assert "this must never run" not in out + err
     with Registry(db) as reg:
         assert [r["id"] for r in reg.list_runs()] == [run_id]  # no pairs run was created
+
+
+@pytest.mark.parametrize("world, message", [
+    (["--env", "taxi"], "it trained a critic for grid, not taxi; train one with `lactchain train-critic --env taxi`"),
+    (["--scene", "flat"], "it learnt scene empty, not flat; pass --scene empty or train a critic on this scene"),
+])
+def test_a_critic_of_another_world_is_one_line_before_any_run(world, message, critic_folder, tmp_path, lc):
+    """collect-pairs with a grid critic on Taxi, or on another scene: refused before the
+    pairs run exists (it once failed inside it, leaving a FAILED run)."""
+    db = tmp_path / "registry.db"
+    with Registry(db) as reg:
+        run_id = reg.create_run("critic", name="a grid critic")
+        reg.add_artifact(run_id, "critic", critic_folder)
+        reg.end_run(run_id, "FINISHED")
+    code, _, err = lc("collect-pairs", "--actor", "tiny", "--critic-run", run_id, "--states", "1", *world, "--db", db)
+    assert code == 2 and f"--critic-run {run_id}: {message}" in err and len(err.strip().splitlines()) == 1, err
+    with Registry(db) as reg:
+        assert [r["id"] for r in reg.list_runs()] == [run_id]

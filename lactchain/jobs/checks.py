@@ -207,11 +207,34 @@ def check_references(registry: Any, params: Mapping[str, Any], kind: str | None 
             check_critic_checkpoint(checkpoint["path"])
         except ValueError as exc:
             raise ConfigError(f"--critic-run {params['critic_run']}: {exc}") from None
+        if params.get("env"):
+            check_critic_world(params["critic_run"], checkpoint["path"], params["env"], params.get("scene"))
     for spec in params.get("episodes_from") or []:
         run = run_of_kind(registry, "--episodes-from", spec, ("play", "eval", "rollout"))
         if not registry.counts(run["id"])["steps"]:
             raise ConfigError(f"--episodes-from {spec}: run {run['id']} has no stored steps; play some episodes first")
     return strategy
+
+
+def check_critic_world(spec: str, folder: str | Path, env: str, scene: Any = None) -> None:
+    """A critic values the world it learned: its env and, where the env has scenes, its
+    scene (critic.json says which; checked by `check_critic_checkpoint` first)."""
+    from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
+    from lactchain.envs.scenes import get_scene
+    from lactchain.models.critic import CONFIG_NAME
+    from lactchain.runs.files import read_json_object
+
+    saved = read_json_object(Path(folder) / CONFIG_NAME, "critic checkpoint")
+    learnt = env_name(saved.get("env") or DEFAULT_ENV)  # critics saved before the env seam are grid critics
+    if learnt != env_name(env):
+        raise ConfigError(f"--critic-run {spec}: it trained a critic for {learnt}, not {env}; train one with "
+                          f"`lactchain train-critic --env {env}`")
+    if getattr(env_class(env), "has_scenes", False):
+        learnt_scene = get_scene((saved.get("env_kwargs") or {}).get("scene")).name
+        here = get_scene(scene).name
+        if learnt_scene != here:
+            raise ConfigError(f"--critic-run {spec}: it learnt scene {learnt_scene}, not {here}; pass --scene "
+                              f"{learnt_scene} or train a critic on this scene")
 
 
 def check_adoptable(registry: Any, run_id: str, kind: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from lactchain.config import ConfigError, option
 from lactchain.envs.catalog import DEFAULT_ENV, make_env
 from lactchain.envs.replay import deal_seeds
-from lactchain.envs.scenes import DEFAULT_SCENE, get_scene
+from lactchain.envs.scenes import DEFAULT_SCENE
 from lactchain.envs.world import (
     STATE_TEXT_DEFAULT, check_world, recorded_world, same_world, scene_field, state_text_field, world_kwargs,
     world_label,
@@ -150,14 +150,6 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
         if config.critic_run is not None:
             with err_console.status(f"loading critic from {config.critic_run}"):
                 critic = load_from_run(reg, config.critic_run)
-            if critic.env_name != text_env.name:
-                raise ConfigError(f"--critic-run {config.critic_run}: it trained a critic for {critic.env_name}, not "
-                                  f"{env}; train one with `lactchain train-critic --env {env}`")
-            scene = getattr(text_env, "scene", None)  # the grid's layout: a critic learns one
-            learnt = get_scene(critic.env_kwargs.get("scene")).name if scene is not None else None
-            if scene is not None and learnt != scene.name:
-                raise ConfigError(f"--critic-run {config.critic_run}: it learnt scene {learnt}, not {scene.name}; "
-                                  f"pass --scene {learnt} or train a critic on this scene")
             critic_params = reg.params(reg.resolve_run_id(config.critic_run))
             gamma = gamma if gamma is not None else float(critic_params.get("gamma", 0.9))
             start_states = sample_start_states(text_env, config.states, seed=config.seed)
