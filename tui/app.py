@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -514,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {problem}\n")
         return 2
     actor = None if str(args.actor).lower() == "none" else args.actor
-    adapter, critic = console_state.models_to_reopen(db, actor, args.adapter, args.critic)
+    adapter, critic = console_state.models_to_reopen(db, actor, args.adapter, args.critic, gone=_gone_from(db),
+                                                     notes=notes)
     app = LactChainApp(db_path=db, actor_spec=actor, adapter=adapter, critic_spec=critic, env=env,
                        env_kwargs=env_kwargs)
     app.startup_notes = notes  # toasts once the first screen is up
@@ -522,6 +524,34 @@ def main(argv: list[str] | None = None) -> int:
     app.keep_saved_adapter = console_state.said_none(args.adapter)
     app.run()
     return app.return_code or 0
+
+
+def _gone_from(db: Path) -> Callable[[str], str | None]:
+    """Why a remembered adapter or critic (a run id or a folder) can no longer load, or
+    None: its run was deleted, its folder removed. A preset name, or a registry that
+    cannot say, is left to the load."""
+    from lactchain.runs.registry import RunNotFound
+
+    def gone(spec: str) -> str | None:
+        if Path(spec).expanduser().exists():
+            return None
+        if "/" in spec or os.sep in spec:
+            return "its folder was removed"
+        if not db.is_file():
+            return None
+        try:
+            with Registry.open_for_reading(db) as registry:
+                registry.get_run(spec)
+        except RunNotFound:
+            return "its run was deleted" if RUN_ID.match(spec) else None
+        except Exception:  # noqa: BLE001 - the load will say what is wrong
+            return None
+        return None
+
+    return gone
+
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{8}$")  # what the registry names runs: <kind>-<8 hex>
 
 
 def run_console() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def state_path(db_path: str | os.PathLike | None) -> Path | None:
@@ -38,15 +38,25 @@ def save(db_path: str | os.PathLike | None, **changes: Any) -> None:
 
 
 def models_to_reopen(db_path: str | os.PathLike | None, actor: str | None, adapter: str | None,
-                     critic: str | None) -> tuple[str | None, str | None]:
+                     critic: str | None, gone: Callable[[str], str | None] = lambda spec: None,
+                     notes: list[str] | None = None) -> tuple[str | None, str | None]:
     """(adapter, critic) for a new session: what the command line says ('none': none, not
     the last session's), else what the last session on this registry had loaded (its
-    adapter only for the same actor)."""
+    adapter only for the same actor). A remembered one that is `gone` (its run deleted
+    since: `gone` says why) is dropped and forgotten, with a line in `notes`: the console
+    opens with what is left instead of failing to load it."""
     saved = load(db_path)
-    if critic is None and isinstance(saved.get("critic"), str):
-        critic = saved["critic"]
-    if adapter is None and saved.get("actor") == actor and isinstance(saved.get("adapter"), str):
-        adapter = saved["adapter"]
+    for role, given in (("critic", critic), ("adapter", adapter)):
+        remembered = saved.get(role)
+        if given is not None or not isinstance(remembered, str) or (role == "adapter" and saved.get("actor") != actor):
+            continue
+        why = gone(remembered)
+        if why is None:
+            critic, adapter = (remembered, adapter) if role == "critic" else (critic, remembered)
+            continue
+        save(db_path, **{role: None})
+        if notes is not None:
+            notes.append(f"the last session's {role} {remembered} is gone ({why}); opened without it")
     return (None if said_none(adapter) else adapter), (None if said_none(critic) else critic)
 
 

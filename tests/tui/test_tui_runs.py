@@ -227,6 +227,34 @@ async def test_adapter_none_leaves_the_remembered_adapter_for_the_next_session(m
     assert console_state.models_to_reopen(db_path, "tiny", None, None)[0] is None
 
 
+def test_a_remembered_adapter_or_critic_whose_run_was_deleted_is_dropped_with_a_note(db_path, registry):
+    """The last session had a pipeline's adapter and a critic run loaded; both runs were
+    deleted since: the next start opens without them, says so once, and forgets them (it
+    once opened with `actor: failed` and two load errors). Runs still there, presets and
+    folders still there are reopened."""
+    from tui import console_state
+    from tui.app import _gone_from
+
+    kept = registry.create_run("critic")
+    console_state.save(db_path, actor="tiny", adapter="pipeline-89106024", critic="critic-aa028cf4")
+    notes: list[str] = []
+    opened = console_state.models_to_reopen(db_path, "tiny", None, None, gone=_gone_from(db_path), notes=notes)
+    assert opened == (None, None)
+    assert notes == ["the last session's critic critic-aa028cf4 is gone (its run was deleted); opened without it",
+                     "the last session's adapter pipeline-89106024 is gone (its run was deleted); opened without it"]
+    assert console_state.load(db_path)["adapter"] is None and console_state.load(db_path)["critic"] is None
+    for critic in (kept, "minilm-l6", str(db_path.parent)):
+        console_state.save(db_path, critic=critic)
+        assert console_state.models_to_reopen(db_path, "tiny", None, None, gone=_gone_from(db_path)) == (None, critic)
+    console_state.save(db_path, critic=str(db_path.parent / "removed-critic"))
+    notes = []
+    assert console_state.models_to_reopen(db_path, "tiny", None, "none", gone=_gone_from(db_path), notes=notes) == \
+        (None, None) and notes == []  # the command line's word stands: nothing checked, nothing forgotten
+    console_state.models_to_reopen(db_path, "tiny", None, None, gone=_gone_from(db_path), notes=notes)
+    assert notes == [f"the last session's critic {db_path.parent / 'removed-critic'} is gone (its folder was "
+                     "removed); opened without it"]
+
+
 def test_the_console_takes_an_adapter_as_the_cli_does(registry):
     """The console's --adapter (and `a` on Runs) goes through the CLI's check: a pipeline's id
     gives its latest adapter, a run without one (naming its children that have one) and an
