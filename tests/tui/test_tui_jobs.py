@@ -291,6 +291,9 @@ async def test_form_values_are_checked_before_launch_and_run_ids_complete(make_a
         shown = str(screen.query_one("#job-error").render())
         assert f"Adapter run: {play} is a play run, not actor or pipeline" in shown
         assert "Episodes: --episodes 'x': must be a whole number" in shown and "no strategy version 9" in shown
+        error = screen.query_one("#job-error")
+        whole = error.get_content_height(error.container_size, app.size, error.size.width)
+        assert whole > 4 and error.size.height == whole  # every problem in view, down to its fix (4 rows once)
         assert screen.query_one("#play--episodes", Input).has_class("-invalid")
         assert launched == []  # nothing started
         screen.query_one("#job-command", Select).value = "evaluate"  # another form: the error is not about it
