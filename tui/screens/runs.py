@@ -172,6 +172,7 @@ def fetch_detail(reg: Any, run_id: Any) -> dict:
 
 class RunsScreen(RunControls, BaseScreen):
     BINDINGS = bindings_for("runs") + [("escape", "focus_table", "Table")]
+    AUTO_FOCUS = "#runs-table"  # shown with its table focused: a key typed right after never lands in the filter
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
