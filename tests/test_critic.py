@@ -261,8 +261,9 @@ def test_cancel_checkpoints_and_resume_continues(registry):
                   q_weight=1.0)
     epoch_now = [0]
 
-    def on_batch(done: int, total: int) -> None:
-        if epoch_now[0] == 1 and done == 2:  # SIGTERM arrives mid epoch 2
+    def on_batch(epoch: int, done: int, total: int) -> None:
+        assert epoch == epoch_now[0] + 1  # the epoch the batch belongs to
+        if epoch == 2 and done == 2:  # SIGTERM arrives mid epoch 2
             handle.cancelled.set()
 
     def on_epoch(epoch: int, m) -> None:
@@ -296,6 +297,7 @@ def test_cancel_checkpoints_and_resume_continues(registry):
 
 def test_cli_train_critic_json(registry):
     from lactchain.cli.generate import make_command
+    from lactchain.runs.lifecycle import PROGRESS_METRIC
     from lactchain.jobs.table import JOBS
 
     train_critic = make_command(JOBS["train-critic"])
@@ -304,10 +306,13 @@ def test_cli_train_critic_json(registry):
     app.callback()(lambda: None)
     app.command("train-critic")(train_critic)
     play = random_walk_run(registry, max_actions=2, seed=2)
-    result = CliRunner().invoke(app, ["train-critic", "--episodes-from", play[:10], "--critic", "tiny", "--epochs", "1",
+    result = CliRunner().invoke(app, ["train-critic", "--episodes-from", play[:10], "--critic", "tiny", "--epochs", "2",
                                       "--batch-size", "32", "--lr", "3e-3", "--db", str(registry.path), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
+    # the progress the console's Jobs list draws (it stayed empty for a train-critic job): to 1 at the end
+    progress = [h["value"] for h in registry.metric_history(out["run_id"], PROGRESS_METRIC)]
+    assert progress == sorted(progress) and 0.5 in progress and progress[-1] == 1.0
     assert out["run_id"].startswith("critic-") and Path(out["checkpoint"]).is_dir()
     assert {"train_loss", "val_loss", "val_explained_variance", "spearman_vstar"} <= set(out["metrics"])
     assert registry.params(out["run_id"])["episodes_from"] == [play]  # prefixes resolved before storing

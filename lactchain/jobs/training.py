@@ -77,11 +77,12 @@ def run_train_critic(handle: Any, config: TrainCriticConfig) -> dict[str, Any]:
 
     with progress_bar("train-critic", handle.quiet) as bar:
         task = bar.add_task("epochs", total=config.epochs, stats="loading data and model")
-        line = LineLog(every_s=0.0)
+        progress = JobProgress(handle, "train-critic", "epochs")  # the log's lines, the Jobs list's column
 
-        def on_batch(done: int, total: int) -> None:
+        def on_batch(epoch: int, done: int, total: int) -> None:
             stats = bar.tasks[0].fields.get("last", "")
             bar.update(task, stats=f"batch {done}/{total}" + (f"  {stats}" if stats else ""))
+            progress(epoch - 1 + done / max(1, total), config.epochs, f"epoch {epoch}, batch {done}/{total}")
 
         def on_epoch(epoch: int, m: dict[str, float]) -> None:
             last = f"loss {m['train_loss']:.3f}"
@@ -89,7 +90,7 @@ def run_train_critic(handle: Any, config: TrainCriticConfig) -> dict[str, Any]:
                 last += f"  val {m['val_loss']:.3f}  EV {m['val_explained_variance']:.2f}"
             last += f"  spearman(V, V*) {m['spearman_vstar']:.2f}"
             bar.update(task, completed=epoch, last=last, stats=last)
-            line(f"epoch {epoch}/{config.epochs}: {last}")
+            progress(epoch, config.epochs, f"epoch {epoch}: {last}", force=True)
 
         return train_critic(handle, config, on_epoch=on_epoch, on_batch=on_batch)
 

@@ -220,7 +220,7 @@ def train_critic(
     resume: bool = False,
     device: str | None = None,
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-    on_batch: Callable[[int, int], None] | None = None,
+    on_batch: Callable[[int, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Fit V and Q of a critic to Monte-Carlo returns of the steps of `config.episodes_from` runs.
 
@@ -228,7 +228,8 @@ def train_critic(
     on_cancel, check_cancelled). `config` is the run's recorded params, so
     `lactchain runs resume` can call
     `train_critic(handle, TrainCriticConfig.from_params(params), resume=True)`.
-    `on_epoch(epoch, metrics)` / `on_batch(done, total)` feed progress displays.
+    `on_epoch(epoch, metrics)` / `on_batch(epoch, done, total)` (batches of that epoch)
+    feed progress displays.
     Returns the final metrics, the checkpoint path and data sizes.
     """
     t_start = time.perf_counter()
@@ -261,8 +262,9 @@ def train_critic(
     metrics: dict[str, float] = {}
     for epoch in range(done_epochs + 1, epochs + 1):
         t0 = time.perf_counter()
+        batch_done = None if on_batch is None else (lambda done, total, e=epoch: on_batch(e, done, total))
         (tot, tot_v, tot_q, n), n_batches, skipped = _train_epoch(model, optimizer, saves, handle, train, c, epoch,
-                                                                   on_batch)
+                                                                   batch_done)
         saves.epoch, saves.batches_done = epoch, 0
         seconds = time.perf_counter() - t0
         tot, tot_v, tot_q, n = sum_over_ranks(tot, tot_v, tot_q, n)  # the whole global batches' losses
