@@ -412,6 +412,34 @@ def test_a_preset_whose_weights_are_not_here_is_refused_before_any_run(args, fil
         assert len(reg.list_runs()) == runs_before
 
 
+@pytest.mark.parametrize("args", [["runs", "list"], ["runs", "list", "--wide"], ["runs", "list", "--json"],
+                                  ["runs", "show", "{run}"], ["runs", "du"], ["runs", "export", "{run}", "-o", "{out}"],
+                                  ["runs", "compare", "{run}", "{play}"]], ids=" ".join)
+def test_values_of_the_wrong_type_in_registry_rows_read_as_missing(args, tmp_path, capsys):
+    """A registry edited by hand (sqlite3 `update runs set created_ms = 'yesterday'`, a
+    metric's value 'abc'): SQLite keeps the text; every reader shows it as missing
+    instead of a TypeError traceback."""
+    db = tmp_path / "registry.db"
+    ids = _registry_with_runs(db)
+    run = ids["finished"]
+    with Registry(db) as reg:
+        reg.log_metrics(run, {"train_loss": 0.5}, step=1)
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE runs SET created_ms = 'yesterday', ended_ms = 'x', pid = 'p' WHERE id = ?", [run])
+        con.execute("UPDATE metrics SET value = 'abc', ts_ms = 'now' WHERE run_id = ?", [run])
+        con.execute("UPDATE latest_metrics SET value = 'abc' WHERE run_id = ?", [run])
+    argv = [a.format(run=run, play=ids["good_play"], out=tmp_path / "out") for a in args]
+    code, out, err = run_cli([*argv, "--db", str(db)], capsys)
+    assert code == 0 and "Traceback" not in err, err
+    if "show" in args:
+        assert run in out
+    with Registry.open_for_reading(db) as reg:
+        shown = reg.get_run(run)
+        assert (shown["created_ms"], shown["ended_ms"], shown["pid"]) == (None, None, None)
+        assert reg.latest_metrics(run) == {"train_loss": None}
+        assert [h["value"] for h in reg.metric_history(run, "train_loss")] == [None]
+
+
 def test_a_registry_locked_past_the_busy_timeout_is_one_line(tmp_path):
     """Another process holds the write lock longer than the busy timeout: the command says
     so in one line (and creates nothing), it does not hang or print a traceback."""

@@ -57,6 +57,7 @@ from lactchain.runs.schema import (
     check_pair,
     check_run_status,
     decode_row,
+    number,
     dumps,
     encode_row,
     loads,
@@ -667,14 +668,14 @@ class Registry:
 
     def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
         """Every logged value of one metric, by step: ``[{step, value, ts_ms}, ...]``."""
-        return self._rows(
+        return [decode_row("metrics", r) for r in self._rows(
             "SELECT step, value, ts_ms FROM metrics WHERE run_id = ? AND key = ? ORDER BY step, id",
             [run_id, key],
-        )
+        )]
 
     def latest_metrics(self, run_id: str) -> dict[str, float | None]:
         rows = self._rows("SELECT key, value FROM latest_metrics WHERE run_id = ? ORDER BY key", [run_id])
-        return {r["key"]: r["value"] for r in rows}
+        return {r["key"]: number(r["value"]) for r in rows}
 
     def metric_counts(self, run_id: str) -> dict[str, int]:
         """How many values each metric of a run has (a chart wants the ones with a curve)."""

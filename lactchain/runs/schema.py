@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -247,6 +248,25 @@ JSON_COLUMNS = {
     "pairs": {"state", "chosen", "rejected", "meta"},
 }
 BOOL_COLUMNS = {"episodes": {"success"}, "steps": {"done", "terminated"}}
+
+
+def _numeric_columns() -> dict[str, frozenset[str]]:
+    """Each table's INTEGER and REAL columns, read from the schema (ids aside)."""
+    out: dict[str, frozenset[str]] = {}
+    for statement in SCHEMA_V1:
+        created = re.search(r"CREATE TABLE (\w+)", statement)
+        if created is None:  # an index
+            continue
+        table = created.group(1)
+        found = re.finditer(r'^\s*"?(\w+)"? (?:INTEGER|REAL)\b', statement, flags=re.M)
+        out[table] = frozenset(m.group(1) for m in found) - {"id"}
+    out["prompts"] |= {"score"}  # added by _migrate_v2
+    return out
+
+
+# A value of another type in one of these (a registry edited by hand: SQLite keeps text that
+# is no number as text) reads as missing, never as text a duration or a chart would divide.
+NUMERIC_COLUMNS = _numeric_columns()
 # `return` is a Python keyword: add_episode(return_=...) is accepted too.
 ALIASES = {"return_": "return"}
 
@@ -310,7 +330,15 @@ def encode_row(table: str, fields: Mapping[str, Any], *, what: str) -> dict[str,
     return row
 
 
+def number(value: Any) -> int | float | None:
+    """A numeric column's value as stored, or None where it holds no number."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def decode_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    for key in NUMERIC_COLUMNS.get(table, ()):
+        if key in row:
+            row[key] = number(row[key])
     for key in JSON_COLUMNS.get(table, ()):
         if key in row:
             row[key] = loads(row[key])
