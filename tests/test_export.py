@@ -41,6 +41,12 @@ def test_tensorboard_export_has_every_logged_value_and_the_params(tmp_path, lc, 
     assert hparams  # the hparams summary sits beside the scalars
     text = b"".join(p.read_bytes() for p in hparams)
     assert b"simpo" in text and b"final/loss" in text and b"the lr sweep's best" in text  # the note: an hparams column
+    # exported again (after more training, say): it replaces the folder's event files, no curve twice
+    assert lc("runs", "export", run_id, "--out", out, "--db", db)[0] == 0
+    assert len(list((out / run_id).rglob("events.out.tfevents.*"))) == len(hparams)
+    again = EventAccumulator(str(out / run_id))
+    again.Reload()
+    assert [(e.step, round(e.value, 6)) for e in again.Scalars("loss")] == [(1, 0.9), (2, 0.6), (3, 0.4)]
 
 
 def test_csv_export_and_one_line_refusals(tmp_path, lc, finished_run):

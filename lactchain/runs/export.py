@@ -5,7 +5,8 @@ beside the final metrics) or CSV (one row per logged value, and the params and t
     lactchain runs export RUN... --format tensorboard --out exports/
     tensorboard --logdir exports/
 
-Each run gets its own folder, `<out>/<run id>/`, so TensorBoard shows runs side by side.
+Each run gets its own folder, `<out>/<run id>/`, so TensorBoard shows runs side by side;
+exporting a run again replaces what its folder held.
 Writing goes through TensorBoard's own writer (`torch.utils.tensorboard.SummaryWriter`).
 """
 
@@ -56,12 +57,15 @@ def export_run(registry: Any, run_id: str, out: Path, fmt: str) -> Path:
         return folder
     from torch.utils.tensorboard import SummaryWriter
 
+    for earlier in folder.glob("events.out.tfevents.*"):  # an export again replaces the last (not 2 curves)
+        earlier.unlink()
     writer = SummaryWriter(log_dir=str(folder))
     try:
         for key, rows in history.items():
             for r in rows:
                 if r["value"] is not None and math.isfinite(r["value"]):
-                    writer.add_scalar(key, r["value"], global_step=r["step"], walltime=r["ts_ms"] / 1000)
+                    walltime = r["ts_ms"] / 1000 if r["ts_ms"] is not None else None
+                    writer.add_scalar(key, r["value"], global_step=r["step"], walltime=walltime)
         final = {f"final/{k}": v for k, v in registry.latest_metrics(run["id"]).items()
                  if v is not None and math.isfinite(v)}
         hparams = {k: _hparam(v) for k, v in params.items() if v is not None}
