@@ -123,6 +123,8 @@ CASES = [
     (["play", *TINY, "--seed", "abc", "--db", "{ok}"], "Invalid value for '--seed'"),
     (["play", *TINY, "--adapter", "nope", "--db", "{ok}"], "--adapter nope: no run with id 'nope'"),
     (["play", *TINY, "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
+    (["play", *TINY, "--adapter", "/no/such/adapter", "--db", "{ok}"], "--adapter /no/such/adapter: no such folder; give"),
+    (["play", *TINY, "--adapter", "{ok}", "--db", "{ok}"], ": not a folder; give an adapter folder (holding"),
     (["play", *TINY, "--run-id", "nope", "--db", "{ok}"], "no such run"),
     (["play", *TINY, "--run-id", "{finished}", "--db", "{ok}"], "only a SCHEDULED play run can be adopted"),
     (["play", *TINY, "--bogus", "--db", "{ok}"], "No such option: --bogus"),
@@ -438,6 +440,26 @@ def test_values_of_the_wrong_type_in_registry_rows_read_as_missing(args, tmp_pat
         assert (shown["created_ms"], shown["ended_ms"], shown["pid"]) == (None, None, None)
         assert reg.latest_metrics(run) == {"train_loss": None}
         assert [h["value"] for h in reg.metric_history(run, "train_loss")] == [None]
+
+
+def test_a_folder_named_like_a_run_does_not_hide_the_runs_adapter(tmp_path, monkeypatch):
+    """`--adapter RUN` where the current folder holds a folder of that name without an
+    adapter (`runs export RUN -o .` writes one): the run's adapter, not 'adapter_config.json
+    is missing'; `./RUN` still means the folder."""
+    from lactchain.bench.rollout import random_adapter
+    from lactchain.config import ConfigError
+    from lactchain.jobs.checks import resolve_adapter
+
+    with Registry(tmp_path / "registry.db") as reg:
+        run = reg.create_run("actor")
+        adapter = random_adapter("tiny", reg.run_dir(run) / "adapter")
+        reg.add_artifact(run, "adapter", adapter)
+        here = tmp_path / "elsewhere"
+        (here / run).mkdir(parents=True)
+        monkeypatch.chdir(here)
+        assert resolve_adapter(reg, run, base="tiny") == str(adapter)
+        with pytest.raises(ConfigError, match="adapter_config.json is missing"):
+            resolve_adapter(reg, f"./{run}")
 
 
 def test_a_registry_locked_past_the_busy_timeout_is_one_line(tmp_path):

@@ -5,6 +5,7 @@ lactchain.jobs` share them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -46,8 +47,13 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
 
     if not spec:
         return None
-    if Path(spec).is_dir():
-        path: str | None = str(Path(spec))
+    folder = Path(spec).expanduser()
+    pathlike = "/" in spec or os.sep in spec or spec.startswith((".", "~"))
+    if folder.is_dir() and (pathlike or (folder / "adapter_config.json").exists() or not _has_run(registry, spec)):
+        path: str | None = str(folder)  # a folder named like a run id (an export here) does not hide the run
+    elif pathlike or folder.is_file():
+        raise ConfigError(f"--adapter {spec}: {'not a folder' if folder.exists() else 'no such folder'}; give an "
+                          "adapter folder (holding adapter_config.json) or a run id")
     else:
         run = run_of_kind(registry, "--adapter", spec)
         path = run_adapter(registry, run)
@@ -59,6 +65,16 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     except ValueError as exc:
         raise ConfigError(f"--adapter {spec}: {exc}") from None
     return path
+
+
+def _has_run(registry: Any, spec: str) -> bool:
+    from lactchain.runs.registry import RunNotFound
+
+    try:
+        registry.get_run(spec)
+    except (RunNotFound, AttributeError):  # AttributeError: no registry at hand
+        return False
+    return True
 
 
 def adapter_world(registry: Any, spec: str | None) -> tuple[str, dict[str, str]] | None:
