@@ -192,6 +192,9 @@ def test_play_and_evaluate_take_a_scene(tmp_path, lc):
                            "--db", db, "--json")
     assert code == 0, err
     assert json.loads(stdout)["states"] == 3
+    code, stdout, err = lc("evaluate", "--actor", "tiny", "--states", "1000", "--max-actions", "1", "--envs", "60",
+                           "--db", db, "--json")  # more than the 4x4 grid has: all 60, and the log says so
+    assert code == 0 and json.loads(stdout)["states"] == 60 and "greedy from 60 start states" in err, err
     for argv, message in ((["--scene", "attic"], "unknown scene 'attic'; known scenes: empty, flat"),
                           (["--scene", "flat", "--env", "blackjack"], "scenes are the grid's")):
         before = len(reg.list_runs())

@@ -98,17 +98,19 @@ class EvaluateConfig(Config):
 
 def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
     """Score an actor greedily from every start state."""
-    from lactchain.loop.evaluate import evaluate_actor
+    from lactchain.loop.evaluate import evaluate_actor, evaluation_starts
     from lactchain.strategy.strategies import resolve_strategy
 
     env, extra, states = config.world.env, config.world.env_kwargs(), config.states
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
                        env=env) as model:
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
-        LineLog()(f"evaluate: greedy from {states} start states, strategy {strat.label}", force=True)
+        wanted = states if states == "all" else int(states)
+        count = len(evaluation_starts(make_env(env, **extra), wanted, config.seed))  # --states 1000: the grid's 60
+        LineLog()(f"evaluate: greedy from {count} start states, strategy {strat.label}", force=True)
         progress = JobProgress(handle, "evaluate", "start states")
         with err_console.status("evaluating"):
-            result = evaluate_actor(model, states=states if states == "all" else int(states),
+            result = evaluate_actor(model, states=wanted,
                                     constrained=config.constrained, n_envs=config.envs,
                                     max_actions=config.max_actions, seed=config.seed, registry=handle.registry,
                                     prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
