@@ -124,6 +124,10 @@ CASES = [
     (["play", *TINY, "--adapter", "nope", "--db", "{ok}"], "--adapter nope: no run with id 'nope'"),
     (["play", *TINY, "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
     (["play", *TINY, "--adapter", "/no/such/adapter", "--db", "{ok}"], "--adapter /no/such/adapter: no such folder; give"),
+    *[([cmd, *TINY, *extra, "--free", "--grammar-spelling", "canonical", "--db", "{ok}"],
+       "--grammar-spelling canonical shapes grammar-constrained decoding, which --free turns off")
+      for cmd, extra in (("play", []), ("evaluate", []), ("pipeline", ["--critic", "tiny"]),
+                         ("collect-pairs", ["--critic-run", "x"]))],
     (["play", *TINY, "--adapter", "{ok}", "--db", "{ok}"], ": not a folder; give an adapter folder (holding"),
     (["play", *TINY, "--run-id", "nope", "--db", "{ok}"], "no such run"),
     (["play", *TINY, "--run-id", "{finished}", "--db", "{ok}"], "only a SCHEDULED play run can be adopted"),

@@ -90,7 +90,16 @@ def precheck_engine(config: Any) -> None:
     registry is opened, auto resolved to the engine that will run: the one the params
     and the saved config record. `config` has an `engine` part and a `model` part."""
     world = getattr(config, "world", None)
+    check_spelling(config)
     config.engine = choose(config.engine, config.model.actor, world.env if world is not None else DEFAULT_ENV)
+
+
+def check_spelling(config: Any) -> None:
+    """--grammar-spelling shapes constrained decoding only: with --free it would be a
+    setting the run records and never used."""
+    if getattr(config, "constrained", True) is False and config.engine.grammar_spelling != "any":
+        raise ConfigError(f"--grammar-spelling {config.engine.grammar_spelling} shapes grammar-constrained decoding, "
+                          "which --free turns off: drop one of them")
 
 
 def prepare_engine(registry: Any, config: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from lactchain.envs.scenes import get_scene
 from lactchain.envs.world import scene_spec, world_kwargs
 from lactchain.jobs.cells import check_cells_from, finished_cells, run_cells
 from lactchain.jobs.checks import resolve_adapter, run_of_kind
-from lactchain.jobs.engine import check_engine_adapter, choose
+from lactchain.jobs.engine import check_engine_adapter, check_spelling, choose
 from lactchain.jobs.output import err_console
 from lactchain.jobs.spec import Job
 from lactchain.runs.lifecycle import PROGRESS_METRIC, Cancelled, run_context
@@ -40,6 +40,7 @@ class PipelineJobConfig(PipelineConfig):
 
 def _precheck(config: PipelineJobConfig) -> None:
     """The rollout engine checked, auto resolved to the one that will run."""
+    check_spelling(config)
     config.engine = choose(config.engine, config.actor, config.env)
 
 
