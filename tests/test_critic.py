@@ -306,7 +306,8 @@ def test_cli_train_critic_json(registry):
     app.callback()(lambda: None)
     app.command("train-critic")(train_critic)
     play = random_walk_run(registry, max_actions=2, seed=2)
-    result = CliRunner().invoke(app, ["train-critic", "--episodes-from", play[:10], "--critic", "tiny", "--epochs", "2",
+    result = CliRunner().invoke(app, ["train-critic", "--episodes-from", play[:10], "-e", play, "--critic", "tiny",
+                                      "--epochs", "2",
                                       "--batch-size", "32", "--lr", "3e-3", "--db", str(registry.path), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -315,7 +316,7 @@ def test_cli_train_critic_json(registry):
     assert progress == sorted(progress) and 0.5 in progress and progress[-1] == 1.0
     assert out["run_id"].startswith("critic-") and Path(out["checkpoint"]).is_dir()
     assert {"train_loss", "val_loss", "val_explained_variance", "spearman_vstar"} <= set(out["metrics"])
-    assert registry.params(out["run_id"])["episodes_from"] == [play]  # prefixes resolved before storing
+    assert registry.params(out["run_id"])["episodes_from"] == [play]  # prefixes resolved, each run once
 
     empty = registry.create_run("play")
     result = CliRunner().invoke(app, ["train-critic", "-e", empty, "--critic", "tiny", "--db", str(registry.path)])

@@ -37,7 +37,8 @@ def _prepare_critic(registry: Any, config: TrainCriticConfig) -> dict[str, Any]:
     """Play runs resolved, of the config's env, with enough finished steps."""
     from lactchain.loop.returns import usable_steps
 
-    config.episodes_from = [registry.resolve_run_id(r) for r in config.episodes_from]
+    # each run once: `-e X -e X` (or a prefix beside its id) would count its steps twice
+    config.episodes_from = list(dict.fromkeys(registry.resolve_run_id(r) for r in config.episodes_from))
     if config.resume_from:
         from lactchain.artifact_checks import check_critic_checkpoint
         from lactchain.runs.resume import latest_checkpoint
