@@ -267,3 +267,5 @@ def test_cli_models_prepare(tmp_path, monkeypatch):
     assert result.exit_code == 0 and "ready" in result.output
     result = CliRunner().invoke(app, ["prepare", "mistral-7b-instruct"])
     assert result.exit_code == 2 and "not available offline" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["prepare", "bogus"])
+    assert result.exit_code == 2 and result.output.strip().startswith("error: unknown model 'bogus'")  # no bar first

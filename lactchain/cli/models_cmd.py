@@ -59,6 +59,9 @@ def prepare_cmd(
     if name is not None and not name.strip():
         fail(f"give a preset name, a local folder or a cached hub id, not an empty string (default: {DEFAULT_ACTOR})")
     name = name or DEFAULT_ACTOR
+    known, detail = preset_status(name)
+    if not known and detail.startswith(f"unknown model {name!r}"):  # before a progress bar is drawn
+        fail(detail)
     try:
         if as_json:
             path = prepare(name)

@@ -141,6 +141,7 @@ class CollectPairsConfig(CollectConfig):
 def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]:
     from lactchain.models.critic import load_from_run
     from lactchain.strategy.strategies import resolve_strategy
+    from lactchain.train.actor import quiet_datasets
 
     reg, env = handle.registry, config.env
     with actor_for_job(config.model.actor, config.model.adapter, handle, config.engine, quiet=handle.quiet,
@@ -179,7 +180,8 @@ def run_collect_pairs(handle: Any, config: CollectPairsConfig) -> dict[str, Any]
             batch.candidates += extra.candidates
         reg.add_pairs(handle.run_id, batch.pairs)
         dataset_dir = handle.dir / "dataset"
-        to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
+        with quiet_datasets():  # no "Saving the dataset (0/1 shards)" bar under the job's own progress
+            to_dataset(batch.pairs, model.chat_prompt, model.tokenizer.eos_token).save_to_disk(str(dataset_dir))
         reg.add_artifact(handle.run_id, "dataset", str(dataset_dir), meta={"rows": len(batch.pairs)})
         stats = batch.stats()
         handle.log_metrics({k: float(v) for k, v in stats.items()})
