@@ -124,6 +124,8 @@ CASES = [
     (["play", *TINY, "--adapter", "nope", "--db", "{ok}"], "--adapter nope: no run with id 'nope'"),
     (["play", *TINY, "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
     (["play", *TINY, "--adapter", "/no/such/adapter", "--db", "{ok}"], "--adapter /no/such/adapter: no such folder; give"),
+    (["runs", "export", "{good_play}", "-o", "/proc/no-such/x", "--db", "{ok}"], "cannot write there"),
+    (["runs", "tag", "{finished}", "k" * 300 + "=v", "--db", "{ok}"], "kkk... (300 characters)': give 1-"),
     *[([cmd, *TINY, *extra, "--free", "--grammar-spelling", "canonical", "--db", "{ok}"],
        "--grammar-spelling canonical shapes grammar-constrained decoding, which --free turns off")
       for cmd, extra in (("play", []), ("evaluate", []), ("pipeline", ["--critic", "tiny"]),

@@ -206,7 +206,7 @@ def test_planner_solves_flat_from_every_start_state():
         assert done and info["reached_goal"], start
 
 
-def test_cli_env_show_scene():
+def test_cli_env_show_scene(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from lactchain.cli import app
@@ -221,6 +221,13 @@ def test_cli_env_show_scene():
     data = json.loads(result.stdout)
     assert data["size"] == 8 and data["scene"] == FLAT.as_dict() and data["optimal_move_count"] == 15
     assert "F fridge, T bathtub, S sofa, B bed" in data["grid"]
+    monkeypatch.chdir(tmp_path)  # what it prints is a scene file, as --scene's help says
+    (tmp_path / "flat.json").write_text(result.stdout)
+    assert get_scene("flat.json") == FLAT
+    shown = show("--scene", "flat.json")
+    assert shown.exit_code == 0 and "scene flat" in shown.output, shown.output
+    (tmp_path / "folder").mkdir()
+    assert "folder is a folder; give a scene's JSON file" in " ".join(show("--scene", "./folder").output.split())
     result = show("--scene", "flat")
     assert result.exit_code == 0 and "scene flat" in result.output and "#ff7043" in result.output
     result = show("--scene", "castle")

@@ -358,7 +358,8 @@ def tag(
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            fail(f"{pair!r}: give KEY=VALUE (KEY= removes the tag), e.g. 'note=lr too high'")
+            shown = pair if len(pair) <= 60 else pair[:57] + "..."
+            fail(f"{shown!r}: give KEY=VALUE (KEY= removes the tag), e.g. 'note=lr too high'")
         try:
             check_user_tag(key, value)
         except ValueError as exc:
@@ -584,6 +585,8 @@ def export(
             folders = export_runs(reg, run_ids, target, fmt)
         except RunNotFound as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(f"--out {target}: cannot write there ({exc.strerror or exc}); give a folder you can write to")
     if as_json:
         print_json({"format": fmt, "folders": [str(f) for f in folders]})
         return

@@ -399,6 +399,9 @@ def load_scene_file(path: str | Path) -> Scene:
     import json
 
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{p} is a folder; give a scene's JSON file (lactchain env show --scene NAME --json "
+                         "prints one)")
     if not p.is_file():
         raise ValueError(f"scene file {p} does not exist")
     try:
@@ -407,6 +410,8 @@ def load_scene_file(path: str | Path) -> Scene:
         raise ValueError(f"scene file {p} is not text JSON") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"scene file {p} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("scene"), dict):
+        data = data["scene"]  # `lactchain env show --scene NAME --json` as printed: its scene part
     try:
         return Scene.from_dict(data)
     except ValueError as exc:

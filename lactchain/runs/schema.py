@@ -47,7 +47,8 @@ def check_user_tag(key: str, value: str | None) -> None:
     """A tag a user may write (ValueError naming the problem): a short key of its own
     (not one lactchain writes) and a value of at most MAX_TAG_VALUE characters."""
     if not key or len(key) > MAX_TAG_KEY or not key.isprintable() or key != key.strip():
-        raise ValueError(f"tag key {key!r}: give 1-{MAX_TAG_KEY} printable characters without edge spaces")
+        shown = key if len(key) <= 60 else f"{key[:57]}... ({len(key)} characters)"
+        raise ValueError(f"tag key {shown!r}: give 1-{MAX_TAG_KEY} printable characters without edge spaces")
     if is_system_tag(key):
         raise ValueError(f"tag {key!r} is written by lactchain itself ({', '.join(SYSTEM_TAGS)}, "
                          f"{SYSTEM_TAG_PREFIX}*); pick another key, e.g. {NOTE_TAG}")
