@@ -30,7 +30,7 @@ from lactchain.envs.scenes import get_scene, is_scene_file
 from lactchain.jobs.checks import world_note
 from lactchain.machine import calm_omp_threads
 from lactchain.paths import default_db_path
-from lactchain.runs.registry import Registry
+from lactchain.runs.registry import Registry, RunNotFound
 from tui import console_state
 from tui.commands import ALT_DIGITS, COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.format import safe
@@ -530,8 +530,6 @@ def _gone_from(db: Path) -> Callable[[str], str | None]:
     """Why a remembered adapter or critic (a run id or a folder) can no longer load, or
     None: its run was deleted, its folder removed. A preset name, or a registry that
     cannot say, is left to the load."""
-    from lactchain.runs.registry import RunNotFound
-
     def gone(spec: str) -> str | None:
         if Path(spec).expanduser().exists():
             return None

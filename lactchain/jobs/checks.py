@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lactchain.config import ConfigError
+from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
+from lactchain.envs.scenes import get_scene
 from lactchain.runs.adapters import run_adapter
 
 
@@ -235,8 +237,6 @@ def check_references(registry: Any, params: Mapping[str, Any], kind: str | None 
 def check_critic_world(spec: str, folder: str | Path, env: str, scene: Any = None) -> None:
     """A critic values the world it learned: its env and, where the env has scenes, its
     scene (critic.json says which; checked by `check_critic_checkpoint` first)."""
-    from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
-    from lactchain.envs.scenes import get_scene
     from lactchain.models.critic import CONFIG_NAME
     from lactchain.runs.files import read_json_object
 
