@@ -144,25 +144,33 @@ def resolve_dtype(value: str | None) -> str | None:
 def code_version() -> dict[str, Any]:
     """lactchain's version and, run from a git checkout, its commit and whether tracked
     files differ from it: the code a number came from (None where there is no git)."""
-    import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         release = version("lactchain")
     except PackageNotFoundError:
         release = None
-    root = str(Path(__file__).resolve().parent.parent)
+    return {"lactchain": release, **git_state(Path(__file__).resolve().parent.parent)}
+
+
+def git_state(root: str | Path) -> dict[str, Any]:
+    """{commit, dirty} of the git checkout at `root` (None, None outside one). Read without
+    git's optional locks: every job process asks, and a job killed (`runs kill` stops its
+    process group) while `git status` refreshed the index left `.git/index.lock` behind,
+    and the user's next `git commit` failed."""
+    import subprocess
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+            done = subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "--short=12", "HEAD")
     changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"lactchain": release, "commit": commit, "dirty": bool(changes) if commit else None}
+    return {"commit": commit, "dirty": bool(changes) if commit else None}
 
 
 def code_tags() -> dict[str, str]:

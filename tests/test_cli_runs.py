@@ -125,6 +125,33 @@ def test_a_run_names_the_code_that_ran_it(tmp_path):
     assert tags["code.version"] == version("lactchain")
 
 
+def test_reading_the_code_state_never_writes_the_checkouts_git_index(tmp_path):
+    """Each job asks git for its commit and whether files changed. `git status` would
+    refresh a stat-dirty index under `.git/index.lock`; a job killed meanwhile left the
+    lock and the user's next `git commit` failed. Asked without optional locks, the index
+    file is never written."""
+    import os
+
+    from lactchain.machine import git_state
+
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"]):
+        if args[0] == "add":
+            (repo / "a.py").write_text("x = 1\n")
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env, capture_output=True)
+    os.utime(repo / "a.py", (1, 1))  # stat-dirty: a plain `git status` rewrites the index to refresh it
+    index = repo / ".git" / "index"
+    before = index.stat().st_mtime_ns, index.read_bytes()
+    state = git_state(repo)
+    assert state["commit"] and state["dirty"] is False
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == before
+    subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], check=True, capture_output=True)
+    assert index.read_bytes() != before[1]  # what a plain status does (the test would see the fix undone)
+
+
 def test_show_table(db):
     critic, _ = _ids(db)
     result = runner.invoke(app, ["runs", "show", critic, "--db", str(db)])
