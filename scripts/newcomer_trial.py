@@ -324,7 +324,7 @@ def run_trial(trial: Trial) -> None:
         pane.wait("states", 10, "the states question")
         pane.keys("enter")  # the quick 8-state check
         trial.runs["eval"] = trial.wait_run("eval", "FINISHED", 900, after=before)
-        pane.wait(lambda t: re.search(r"\d\.\d\d/8", t) is not None, 60, "the version's score (x/8) in the table")
+        pane.wait(lambda t: re.search(r"\d+% of 8", t) is not None, 60, "the version's score (x% of 8) in the table")
     trial.step("lab: edit, save and evaluate a strategy; its score shows", strategy)
 
     def pairs_job() -> None:

@@ -159,6 +159,24 @@ async def test_real_launch_is_detached_through_the_job_layer_and_listed(make_app
         assert all("walk straight to it" in s["prompt"] for s in registry.steps(run_id=run_id))
 
 
+async def test_at_80_columns_a_running_jobs_progress_is_in_view(make_app, registry):
+    """80x24: the Jobs table beside the form shows each job's status and progress (it once
+    showed id, status and a cut start time: the progress column was off screen)."""
+    from tui_helpers import add_run
+
+    run_id = add_run(registry, "critic", status="RUNNING", metrics={"progress": [0.25, 0.5]})
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await settle(app, pilot)
+        table = app.screen.query_one("#jobs-table", DataTable)
+        labels = [c.label.plain for c in table.ordered_columns]
+        row = table.get_row(run_id)
+        assert "50%" in str(row[labels.index("progress")])
+        right = sum(c.get_render_width(table) for c in table.ordered_columns[:labels.index("progress") + 1])
+        assert right <= table.scrollable_content_region.width, (right, table.scrollable_content_region)
+
+
 @pytest.mark.slow
 async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app, registry):
     """A real detached play job (tiny actor, many short episodes): its row's progress cell

@@ -141,7 +141,7 @@ async def test_judged_caption_pairs_show_the_judge_and_can_be_overruled(make_app
         human = [p for p in registry.pairs(labeler="human")]
         assert human[-1]["meta"]["source_labeler"] == "llm" and human[-1]["meta"]["agrees_with_source"] is False
         assert human[-1]["chosen"] == (item.b if judge_side == "A" else item.a)
-        assert "human agrees with llm 0/1" in str(screen.query_one("#label-progress").render())
+        assert "agrees with llm 0/1" in str(screen.query_one("#label-progress").render())
 
 
 async def test_blackjack_move_list_pairs_show_what_each_list_did_on_the_shared_deal(make_app, registry):

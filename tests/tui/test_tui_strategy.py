@@ -167,9 +167,9 @@ async def test_evaluate_this_strategy_launches_an_evaluate_job_with_its_version(
         table = editor.query_one("#strategy-versions", DataTable)
         for _ in range(50):
             await pilot.pause(0.1)
-            if table.row_count and str(table.get_row_at(0)[1]) == "0.50/8":
+            if table.row_count and str(table.get_row_at(0)[1]) == "50% of 8":
                 break
-        assert str(table.get_row_at(0)[1]) == "0.50/8"
+        assert str(table.get_row_at(0)[1]) == "50% of 8"
         assert "version 1: success 0.50 on 8 start states" in _message(editor)
 
 

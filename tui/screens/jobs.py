@@ -117,7 +117,8 @@ class JobsScreen(RunControls, BaseScreen):
                 yield Button("Launch  ctrl+l", id="job-launch", variant="primary", compact=True)
             with Vertical(id="jobs-right"):
                 table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
-                table.add_columns("id", "status", "started", "dur", "progress", "metrics")
+                # progress beside the status: at 80 columns what fits is what a running job is doing
+                table.add_columns("id", "status", "progress", "dur", "started", "metrics")
                 yield table
                 with TabbedContent(id="jobs-tabs"):
                     with TabPane("Log", id="tab-job-log"):
@@ -356,8 +357,8 @@ class JobsScreen(RunControls, BaseScreen):
             status = str(run["status"])
             rid = str(run["id"])
             rows.append((rid, (rid, Text(status, style=STATUS_STYLE.get(status, "")),
+                               fmt_progress(run.get("_metrics"), status), fmt_duration(run_duration(run, now)),
                                fmt_ts(run.get("started_ms") or run.get("created_ms")),
-                               fmt_duration(run_duration(run, now)), fmt_progress(run.get("_metrics"), status),
                                fmt_run_metrics(run, limit=2))))
         sync_table(table, rows, keep=self.selected_id)
         active = sum(1 for r in self.jobs if r["status"] in ("RUNNING", "SCHEDULED"))

@@ -309,15 +309,15 @@ class LabellingScreen(BaseScreen):
         done = min(self.index, total)
         progress = Text()
         progress.append(f" pair {min(self.index + 1, total)}/{total}" if total else " no pairs to label", style="bold")
-        if self.app.label_runs:  # where the labels went, and where to train on them: first, never cut off
+        if self.blind:  # the mode first: at 80 columns the line's end wraps out of view
+            progress.append(" · BLIND", style="bold magenta")
+        if self.app.label_runs:  # where the labels went, and where to train on them: never cut off
             progress.append(f" · labels in {', '.join(self.app.label_runs)} (4 Jobs ▸ Train actor: pre-filled)",
                             style="bold")
-        progress.append(f" · labelled this session {self.labelled_now} · skipped {self.skipped}"
-                        f" · by humans in the registry {self.labelled_before + self.labelled_now}", style="dim")
+        progress.append(f" · labelled {self.labelled_now} · skipped {self.skipped}"
+                        f" · human labels {self.labelled_before + self.labelled_now}", style="dim")
         for labeler, (agree, n) in sorted(self.agreement.items()):
-            progress.append(f" · human agrees with {labeler} {agree}/{n}", style="dim")
-        if self.blind:
-            progress.append(" · BLIND", style="bold magenta")
+            progress.append(f" · agrees with {labeler} {agree}/{n}", style="dim")
         self.query_one("#label-progress", Static).update(progress)
         self.query_one("#label-bar", ProgressBar).update(total=max(total, 1), progress=done)
         item = self.current

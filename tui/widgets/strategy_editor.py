@@ -289,6 +289,6 @@ class StrategyEditor(Vertical):
             score = "" if r.get("score") is None else f"{r['score']:.2f}"
             if not score and r["version"] in evaluated:  # a hand-saved version: its newest evaluation
                 rate, n = evaluated[r["version"]]
-                score = f"{rate:.2f}/{n}"
+                score = f"{rate:.0%} of {n}"  # its success rate over n start states
             table.add_row(*plain_cells(f"{mark}{r['version']}", score, fmt_ts(r.get("created_ms")), note[:40]),
                           key=str(r["version"]))
