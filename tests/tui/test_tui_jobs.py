@@ -361,7 +361,9 @@ async def test_one_key_map_R_resumes_on_jobs_and_l_shows_the_log_on_runs(make_ap
 
     def fake_launcher(request):  # noqa: ANN001, ANN202 - stands in for the job layer's resume
         launched.append(request.argv)
-        return LaunchResult(tuple(request.argv), "actor-resumed", "")
+        resumed = add_run(registry, "actor", status="RUNNING", log_lines=["resumed from step 1"], offset_s=60)
+        registry.update_run(resumed, pid=999_998)
+        return LaunchResult(tuple(request.argv), resumed, "")
 
     app = make_app(launcher=fake_launcher)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -375,6 +377,9 @@ async def test_one_key_map_R_resumes_on_jobs_and_l_shows_the_log_on_runs(make_ap
         await pilot.press("R")
         await settle(app, pilot)
         assert launched and launched[0][launched[0].index("resume") + 1] == killed
+        await settle(app, pilot)
+        resumed = next(r["id"] for r in registry.list_runs(kind="actor") if r["id"] != killed)
+        assert app.screen.selected_id == resumed and app.screen._shown_id == resumed  # the log follows the resume
         await pilot.press("2")
         await settle(app, pilot)
         runs = app.screen.query_one("#runs-table", DataTable)

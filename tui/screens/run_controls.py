@@ -67,5 +67,13 @@ class RunControls:
         except Exception as exc:  # noqa: BLE001 - the job layer's reason (e.g. play runs are not resumed)
             app.call_from_thread(app.report_error, f"{run_id} was not resumed", str(exc).removeprefix("error: "))
             return
-        app.call_from_thread(self.notify, f"resuming {run_id} as {getattr(result, 'run_id', None)} (Jobs: 4)")  # type: ignore[attr-defined]
-        app.call_from_thread(self.refresh_listing)
+        new_id = getattr(result, "run_id", None)
+        app.call_from_thread(self.notify, f"resuming {run_id} as {new_id} (Jobs: 4)")  # type: ignore[attr-defined]
+        app.call_from_thread(self._follow, str(new_id) if new_id else None)
+
+    def _follow(self, run_id: str | None) -> None:
+        """The listing selects the resumed run: its log, chart and info follow it, not the
+        stopped run it goes on from."""
+        if run_id:
+            self.selected_id = run_id
+        self.refresh_listing()
