@@ -516,6 +516,10 @@ class Registry:
         return [decode_row("runs", r) for r in self._rows(sql, args)]
 
     _SEARCH_TEXT = ("id", "name", "kind", "status", "error")
+    def kinds(self) -> list[str]:
+        """The kinds of run this registry holds, sorted."""
+        return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM runs ORDER BY kind")]
+
     _SEARCH_FIELDS = ("id", "name", "kind", "status", "parent_id", "error")
 
     def search_runs(self, terms: Sequence[str] = (), fields: Mapping[str, str] | None = None,

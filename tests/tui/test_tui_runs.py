@@ -31,6 +31,8 @@ def test_filter_terms_run_in_the_registry(registry):
     assert fetch_runs(registry, {}, "smoke")[1:] == (1, 2)  # matching, of all
     with pytest.raises(FilterError, match="status:bogus matches no status; use one of scheduled, running"):
         parse_filter("status:bogus")
+    with pytest.raises(FilterError, match="kind:xyz matches no run's kind here; kinds: critic, play"):
+        fetch_runs(registry, {}, "kind:xyz")
 
 
 async def test_runs_beyond_the_first_page_are_counted_and_reachable(make_app, registry):

@@ -133,6 +133,11 @@ def fetch_runs(reg: Any, cache: dict | None = None, query: str = "", limit: int 
     """The newest `limit` runs matching `query`, how many match, and how many runs there are."""
     terms, fields = parse_filter(query)
     runs, matched = reg.search_runs(terms, fields, limit=limit)
+    if not matched and "kind" in fields:  # a kind no run has: say which there are (as status: does)
+        kinds = reg.kinds()
+        if not any(fields["kind"] in kind.lower() for kind in kinds):
+            raise FilterError(f"kind:{fields['kind']} matches no run's kind here; kinds: {', '.join(kinds) or 'none'} "
+                              "(or a part of one)")
     total = matched if not (terms or fields) else reg.search_runs(limit=0)[1]
     return with_metrics(reg, [dict(r) for r in runs], {} if cache is None else cache), matched, total
 
