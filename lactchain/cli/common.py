@@ -141,7 +141,7 @@ def open_existing(db: Optional[Path], reading: bool = False):
 def _said_upgrade(registry: Any) -> Any:
     """The registry, once its upgrade (if this open made one) is said on stderr."""
     if registry.upgrade_note:
-        err_console.print(registry.upgrade_note, style="yellow", markup=False, soft_wrap=True)
+        err_console.print(registry.upgrade_note, style="yellow", markup=False, highlight=False, soft_wrap=True)
     return registry
 
 

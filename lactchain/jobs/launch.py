@@ -152,7 +152,7 @@ def start_notes(registry: Any, params: Mapping[str, Any] | str) -> list[str]:
 def say_notes(notes: Sequence[str]) -> None:
     """A run's start notes (`checks.run_notes`) on stderr, in yellow."""
     for note in notes:
-        err_console.print(note, style="yellow", markup=False, soft_wrap=True)
+        err_console.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def resume(registry: Any, job: Job, run: dict[str, Any]) -> str:
