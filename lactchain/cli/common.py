@@ -19,7 +19,8 @@ DbOption = Annotated[
     typer.Option(
         "--db",
         envvar="LACTCHAIN_DB",
-        help="Run registry file (SQLite). Default: runs/registry.db, or $LACTCHAIN_DB.",
+        help="Run registry file (SQLite); run folders go beside it. Default: $LACTCHAIN_DB, else "
+             "$LACTCHAIN_RUNS/registry.db ($LACTCHAIN_RUNS: ./runs).",
         show_default=False,
     ),
 ]

@@ -288,7 +288,8 @@ def logs(
     tail: Annotated[int, typer.Option("--tail", "-n", min=0, help="Lines to show from the end (0 = all).")] = 0,
     db: DbOption = None,
 ) -> None:
-    """Print a run's log (runs/<id>/log.txt), optionally following it live."""
+    """Print a run's log (runs/<id>/log.txt), optionally following it live. Detached runs
+    (--detach, console jobs) write one; a run in the foreground printed to its terminal."""
     import sys
 
     from lactchain.runs.logs import holding_log, run_log
