@@ -193,6 +193,8 @@ class Config:
         """Raise the one-line error for a field: `--flag VALUE: why`."""
         f = next(f for f in dataclasses.fields(self) if f.name == field_name)
         value = getattr(self, field_name)
+        if isinstance(value, (list, tuple)):  # as typed: `--agents a,b`, not "['a', 'b']"
+            value = ",".join(str(v) for v in value)
         shown = f" {value!r}" if value not in (None, [], "") else ""
         raise ConfigError(f"{flag_of(f)}{shown}: {why}")
 

@@ -125,6 +125,7 @@ CASES = [
     (["play", *TINY, "--adapter", "{finished}", "--db", "{ok}"], "has no saved adapter"),
     (["play", *TINY, "--adapter", "/no/such/adapter", "--db", "{ok}"], "--adapter /no/such/adapter: no such folder; give"),
     (["runs", "export", "{good_play}", "-o", "/proc/no-such/x", "--db", "{ok}"], "cannot write there"),
+    (["reward-agents", "--agents", "intrinsic", "--db", "{ok}"], "--agents 'intrinsic': intrinsic and mixed agents"),
     (["runs", "tag", "{finished}", "k" * 300 + "=v", "--db", "{ok}"], "kkk... (300 characters)': give 1-"),
     *[([cmd, *TINY, *extra, "--free", "--grammar-spelling", "canonical", "--db", "{ok}"],
        "--grammar-spelling canonical shapes grammar-constrained decoding, which --free turns off")

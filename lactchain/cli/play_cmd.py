@@ -21,5 +21,7 @@ def render_summary(result: dict[str, Any]) -> None:
     for key in ("episodes", "success_rate", "mean_return", "mean_optimal_ratio", "parse_failure_rate",
                 "lenient_parse_rate", "env_steps_per_s"):
         value = result[key]
+        if value is None:  # e.g. Blackjack has no optimal move count to compare with
+            continue
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(table)
