@@ -159,6 +159,14 @@ async def test_real_launch_is_detached_through_the_job_layer_and_listed(make_app
         assert all("walk straight to it" in s["prompt"] for s in registry.steps(run_id=run_id))
 
 
+async def _jobs_table(app, pilot) -> tuple[DataTable, list[str]]:  # noqa: ANN001
+    """The Jobs screen's table, shown, and its column labels."""
+    await pilot.press("4")
+    await settle(app, pilot)
+    table = app.screen.query_one("#jobs-table", DataTable)
+    return table, [c.label.plain for c in table.ordered_columns]
+
+
 async def test_at_80_columns_a_running_jobs_progress_is_in_view(make_app, registry):
     """80x24: the Jobs table beside the form shows each job's status and progress (it once
     showed id, status and a cut start time: the progress column was off screen)."""
@@ -167,10 +175,7 @@ async def test_at_80_columns_a_running_jobs_progress_is_in_view(make_app, regist
     run_id = add_run(registry, "critic", status="RUNNING", metrics={"progress": [0.25, 0.5]})
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("4")
-        await settle(app, pilot)
-        table = app.screen.query_one("#jobs-table", DataTable)
-        labels = [c.label.plain for c in table.ordered_columns]
+        table, labels = await _jobs_table(app, pilot)
         row = table.get_row(run_id)
         assert "50%" in str(row[labels.index("progress")])
         right = sum(c.get_render_width(table) for c in table.ordered_columns[:labels.index("progress") + 1])
@@ -517,9 +522,6 @@ async def test_the_jobs_table_shows_a_runs_key_metric_first(make_app, registry):
                                                 "success_rate": [0.25]})
     app = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("4")
-        await settle(app, pilot)
-        table = app.screen.query_one("#jobs-table", DataTable)
-        labels = [c.label.plain for c in table.ordered_columns]
+        table, labels = await _jobs_table(app, pilot)
         cell = str(table.get_row(run_id)[labels.index("metrics")])
         assert cell.startswith("success_rate=0.25"), cell
