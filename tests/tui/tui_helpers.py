@@ -57,12 +57,17 @@ async def type_keys(pilot, *keys: str) -> None:  # noqa: ANN001
 async def tables_sized(app: LactChainApp, pilot) -> None:  # noqa: ANN001
     """A DataTable sizes its columns to new rows when its message queue goes idle
     (Textual's `DataTable._on_idle`): on a loaded machine a snapshot once caught the Lab's
-    table before that, its columns cut to their old widths. Pause until none is pending."""
+    table before that, its columns cut to their old widths. Pause until none is pending on
+    three pauses in a row (a worker's last row can land just after a quiet check: once more,
+    the Blackjack Lab's steps table under a loaded full run)."""
     from textual.widgets import DataTable
 
-    for _ in range(50):
+    quiet = 0
+    for _ in range(60):
         tables = app.screen.query(DataTable)
-        if not any(t._require_update_dimensions or t._updated_cells for t in tables):  # noqa: SLF001
+        pending = any(t._require_update_dimensions or t._updated_cells or t._new_rows for t in tables)  # noqa: SLF001
+        quiet = 0 if pending else quiet + 1
+        if quiet >= 3:
             return
         await pilot.pause()
 
