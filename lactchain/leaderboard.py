@@ -78,22 +78,43 @@ def _adapter_loss(registry: Any, adapter: str) -> str | None:
     return loss if isinstance(loss, str) and loss else None
 
 
+def _lineage_history(registry: Any, pipeline_id: str, key: str) -> dict[int, float]:
+    """A pipeline's metric by iteration over its resume lineage: a resumed pipeline logs only
+    the phases it ran, the ones it kept are on the runs it went on from (`resume_from`); a
+    phase redone later counts once, as the later run logged it."""
+    lineage, seen = [pipeline_id], {pipeline_id}
+    while (before := registry.params(lineage[-1]).get("resume_from")) and before not in seen:
+        try:
+            registry.get_run(before)
+        except (KeyError, ValueError):  # deleted: what it did is no longer known
+            break
+        lineage.append(before)
+        seen.add(before)
+    by_step: dict[int, float] = {}
+    for run_id in reversed(lineage):  # oldest first: a later run's iteration replaces an earlier's
+        mine: dict[int, float] = {}
+        for m in registry.metric_history(run_id, key):
+            if m["step"] is not None and m["value"] is not None:
+                mine[m["step"]] = mine.get(m["step"], 0.0) + m["value"]
+        by_step.update(mine)
+    return by_step
+
+
 def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) -> int | None:
     """Env steps a pipeline spent before this evaluation: the critic's random transitions
     (iteration 0) plus every candidate executed in the collects so far and every action
-    GRPO's rollouts executed (x deals: GRPO rewarded by the env has no collect at all)."""
+    GRPO's rollouts executed (x deals: GRPO rewarded by the env has no collect at all),
+    over the runs a resumed pipeline went on from too."""
     match = re.search(r"iteration (\d+)", run.get("name") or "")
     if match is None:
         return None
     iteration = int(match.group(1))
     if iteration == 0:  # the baseline evaluation: nothing learnt yet
         return 0
-    candidates = sum(m["value"] for key in ("collect/candidates", "train-actor/samples_scored")
-                     for m in registry.metric_history(run["parent_id"], key)
-                     if m["step"] is not None and m["step"] <= iteration)
+    candidates = sum(value for key in ("collect/candidates", "train-actor/samples_scored")
+                     for step, value in _lineage_history(registry, run["parent_id"], key).items() if step <= iteration)
     deals = int(parent.get("deals") or 1) if env_class(parent.get("env") or DEFAULT_ENV).stochastic else 1
-    random_lists = next((m["value"] for m in registry.metric_history(run["parent_id"], "train-critic/transitions")
-                         if m["step"] == 0), 0)
+    random_lists = _lineage_history(registry, run["parent_id"], "train-critic/transitions").get(0, 0)
     return int(random_lists + candidates * deals)
 
 

@@ -125,3 +125,26 @@ def test_a_trained_actor_is_named_by_the_loss_that_trained_it_and_grpo_counts_it
         ("tiny + grpo adapter", 1), ("tiny + simpo adapter", 1), ("tiny + kto adapter", 1), ("tiny + adapter", 1),
         ("tiny + adapter", 1), ("tiny zero-shot", 1), ("tiny zero-shot", 3), ("tiny + rft adapter", 1)]
     assert rows[0]["train_env_steps"] == 3584 and rows[1]["train_env_steps"] is None
+
+
+def test_a_resumed_pipelines_env_steps_count_the_phases_it_kept(tmp_path):
+    """A pipeline resumed after its first collect logs only what it ran itself: its
+    evaluation's env steps count the kept phases of the run it went on from too (its
+    iteration 2 once read fewer steps than the first run's iteration 1)."""
+    from lactchain.leaderboard import leaderboard
+
+    reg = Registry(tmp_path / "registry.db")
+    params = {"env": "grid", "actor": "tiny", "loss": "rft", "eval_max_actions": 5}
+    first = reg.create_run("pipeline", params=params, status="KILLED")
+    reg.log_metrics(first, {"train-critic/transitions": 15_360}, step=0)
+    reg.log_metrics(first, {"collect/candidates": 16_000}, step=1)
+    reg.log_metrics(first, {"collect/candidates": 999}, step=2)  # its iteration 2, cut off by the kill: redone
+    resumed = reg.create_run("pipeline", params={**params, "resume_from": first}, parent_id=first)
+    reg.log_metrics(resumed, {"collect/candidates": 15_500}, step=2)
+    for parent, iteration, success in ((first, 1, 0.5), (resumed, 2, 0.9)):
+        run = reg.create_run("eval", name=f"evaluate (iteration {iteration})", parent_id=parent,
+                             params={"states": "all", "actor": "tiny", "adapter": f"adapter-{iteration}"})
+        reg.log_metrics(run, {"success_rate": success, "mean_return": success, "states": 60})
+        reg.end_run(run, "FINISHED")
+    steps = {r["success_rate"]: r["train_env_steps"] for r in leaderboard(reg, "grid") if r["kind"] == "llm"}
+    assert steps == {0.5: 15_360 + 16_000, 0.9: 15_360 + 16_000 + 15_500}
