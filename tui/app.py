@@ -345,6 +345,18 @@ class LactChainApp(App):
             self.notify(loaded)
         self._models_changed()
 
+    async def _on_key(self, event: events.Key) -> None:
+        """A key that reaches the app while a chooser is on top was typed
+        right after the key that opened it: both were queued for the screen below before
+        the chooser showed (`O` then `k` on Runs sorted nothing and left the chooser open).
+        It goes to the chooser, as meant; a chooser consumes every key itself, so none of
+        its own comes back here. Any other key: the app's bindings, as always."""
+        from tui.widgets.confirm import ChooseScreen
+
+        if isinstance(self.screen, ChooseScreen):
+            event.prevent_default()  # not App._on_key: the key is the chooser's
+            self.screen.post_message(events.Key(event.key, event.character))
+
     def on_model_failed(self, message: ModelFailed) -> None:
         self.models_loading = max(0, self.models_loading - 1)
         if message.role == "actor":

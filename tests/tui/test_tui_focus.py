@@ -109,19 +109,13 @@ async def test_a_digit_pressed_right_after_switching_screens_switches_again(make
     """`2` then `1` typed quickly: each screen opens with its table focused, never its
     filter (Runs' filter once caught the `1`, filtered by it and kept it for the next
     session)."""
-    from textual import events
-
     from tui import console_state
 
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot)
         for key in ("2", "5", "3", "4"):
-            for typed in (key, "1"):  # as a terminal sends them: both queued before the first is handled
-                event = events.Key(typed, typed)
-                event.set_sender(app)
-                app._driver.send_message(event)
-            await settle(app, pilot)
+            await type_keys(pilot, key, "1")  # as a terminal sends them: both queued before the first is handled
             assert app.current_mode == "lab", (key, app.focused)
         await pilot.press("2")
         assert app.current_mode == "runs" and isinstance(app.focused, DataTable)

@@ -17,6 +17,24 @@ def _ids(table: DataTable) -> list[str]:
     return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
 
 
+async def test_a_sort_chosen_by_keys_typed_together_is_applied(make_app, registry):
+    """`O` then `k` typed as one burst: the chooser opens and takes the `k` (both reached
+    the Runs screen before it showed: nothing sorted, the chooser stayed open)."""
+    from tui.widgets.confirm import ChooseScreen
+
+    critic = add_run(registry, "critic")
+    play = add_run(registry, "play", offset_s=10)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        app.screen.query_one("#runs-table", DataTable).focus()
+        await type_keys(pilot, "O", "k")
+        assert not isinstance(app.screen, ChooseScreen) and app.screen.sort_column == "kind"
+        assert _ids(app.screen.query_one("#runs-table", DataTable)) == [critic, play]  # kind a-z; newest first before
+
+
 def test_filter_terms_run_in_the_registry(registry):
     critic = registry.create_run("critic", name="baseline", status="RUNNING", cmd=["lactchain", "train-critic"])
     registry.create_run("play", name="smoke test")
