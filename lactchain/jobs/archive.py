@@ -53,7 +53,7 @@ def load_archive(registry: Any, run: str, option_name: str = "RUN") -> tuple[str
 
 @dataclass
 class ArchiveFillConfig(Config):
-    scene: str = option("flat", "The grid's scene (empty, flat).")
+    scene: str = option("flat", "The grid's scene: a bundled one (empty, flat, rooms, maze) or a scene JSON file.")
     behaviours: int = option(2000, "Trajectories to generate (random walks, the planner to random targets and "
                                    "through random landmark sequences, in turn).", short="-n", min=1,
                              max=10_000_000)

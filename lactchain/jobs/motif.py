@@ -176,7 +176,7 @@ class TrainRewardConfig(Config):
     epochs: int = option(40, "Passes over the labelled pairs.", min=1, max=10_000, form="Epochs")
     lr: float = option(1e-3, "Learning rate of the head.", min=1e-12)
     held_out: float = option(0.2, "Share of pairs held out for accuracy.", min=0.0, max=0.9)
-    seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
+    seed: int = option(0, "Seed of the held-out split and the batch order.", min=0, max=SEED_MAX)
     env: str | None = option(None, "The env of the judged episodes (found from the judge runs).", cli=False)
 
     def check(self) -> None:
