@@ -43,7 +43,7 @@ def list_envs(as_json: JsonOption = False) -> None:
 
 @app.command("show")
 def show(
-    size: Annotated[int | None, typer.Option("--size", "-n", min=2, max=64, help="Grid side length (default 4, or the scene's).")] = None,
+    size: Annotated[int | None, typer.Option("--size", "-n", max=64, help="Grid side length, 2 to 64 (default 4, or the scene's).")] = None,
     scene: Annotated[str | None, typer.Option("--scene", help="A bundled scene (empty, flat, rooms, maze) or a scene JSON "
                                               "file: its size, goal, start, walls and landmarks; not with --size.")] = None,
     turn_right: Annotated[bool, typer.Option("--turn-right", help="Allow 'turn right' as a move.")] = False,
