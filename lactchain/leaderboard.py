@@ -26,6 +26,7 @@ from lactchain.baselines.protocol import (  # noqa: F401  (re-exported: the lead
 )
 from lactchain.envs.catalog import DEFAULT_ENV, env_class, env_name
 from lactchain.envs.world import STATE_TEXT_DEFAULT
+from lactchain.runs.resume import lineage
 
 # (column title, row key): the CLI's table and the console's Board tab.
 COLUMNS = (("agent", "agent"), ("success", "success_rate"), ("mean return", "mean_return"),
@@ -78,20 +79,12 @@ def _adapter_loss(registry: Any, adapter: str) -> str | None:
     return loss if isinstance(loss, str) and loss else None
 
 
-def _lineage_history(registry: Any, pipeline_id: str, key: str) -> dict[int, float]:
-    """A pipeline's metric by iteration over its resume lineage: a resumed pipeline logs only
-    the phases it ran, the ones it kept are on the runs it went on from (`resume_from`); a
-    phase redone later counts once, as the later run logged it."""
-    lineage, seen = [pipeline_id], {pipeline_id}
-    while (before := registry.params(lineage[-1]).get("resume_from")) and before not in seen:
-        try:
-            registry.get_run(before)
-        except (KeyError, ValueError):  # deleted: what it did is no longer known
-            break
-        lineage.append(before)
-        seen.add(before)
+def _lineage_history(registry: Any, runs: list[str], key: str) -> dict[int, float]:
+    """A pipeline's metric by iteration over its resume lineage (`runs`, newest first: a
+    resumed pipeline logs only the phases it ran, the ones it kept are on the runs it went
+    on from); a phase redone later counts once, as the later run logged it."""
     by_step: dict[int, float] = {}
-    for run_id in reversed(lineage):  # oldest first: a later run's iteration replaces an earlier's
+    for run_id in reversed(runs):  # oldest first: a later run's iteration replaces an earlier's
         mine: dict[int, float] = {}
         for m in registry.metric_history(run_id, key):
             if m["step"] is not None and m["value"] is not None:
@@ -111,10 +104,11 @@ def _loop_env_steps(registry: Any, run: dict[str, Any], parent: dict[str, Any]) 
     iteration = int(match.group(1))
     if iteration == 0:  # the baseline evaluation: nothing learnt yet
         return 0
+    runs = [r["id"] for r in lineage(registry, run["parent_id"])]  # the pipeline, then the runs it resumed
     candidates = sum(value for key in ("collect/candidates", "train-actor/samples_scored")
-                     for step, value in _lineage_history(registry, run["parent_id"], key).items() if step <= iteration)
+                     for step, value in _lineage_history(registry, runs, key).items() if step <= iteration)
     deals = int(parent.get("deals") or 1) if env_class(parent.get("env") or DEFAULT_ENV).stochastic else 1
-    random_lists = _lineage_history(registry, run["parent_id"], "train-critic/transitions").get(0, 0)
+    random_lists = _lineage_history(registry, runs, "train-critic/transitions").get(0, 0)
     return int(random_lists + candidates * deals)
 
 

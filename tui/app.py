@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from lactchain.envs.scenes import get_scene, is_scene_file
 from lactchain.jobs.checks import world_note
 from lactchain.machine import calm_omp_threads
 from lactchain.paths import default_db_path
-from lactchain.runs.registry import Registry, RunNotFound
+from lactchain.runs.registry import Registry, RunNotFound, looks_like_run_id
 from tui import console_state
 from tui.commands import ALT_DIGITS, COMMANDS, PALETTE_ONLY, Command, bindings_for, env_commands
 from tui.format import safe
@@ -553,15 +552,12 @@ def _gone_from(db: Path) -> Callable[[str], str | None]:
             with Registry.open_for_reading(db) as registry:
                 registry.get_run(spec)
         except RunNotFound:
-            return "its run was deleted" if RUN_ID.match(spec) else None
+            return "its run was deleted" if looks_like_run_id(spec) else None
         except Exception:  # noqa: BLE001 - the load will say what is wrong
             return None
         return None
 
     return gone
-
-
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{8}$")  # what the registry names runs: <kind>-<8 hex>
 
 
 def run_console() -> None:

@@ -46,17 +46,21 @@ def models_to_reopen(db_path: str | os.PathLike | None, actor: str | None, adapt
     since: `gone` says why) is dropped and forgotten, with a line in `notes`: the console
     opens with what is left instead of failing to load it."""
     saved = load(db_path)
-    for role, given in (("critic", critic), ("adapter", adapter)):
+    chosen = {"critic": critic, "adapter": adapter}
+    for role in chosen:
         remembered = saved.get(role)
-        if given is not None or not isinstance(remembered, str) or (role == "adapter" and saved.get("actor") != actor):
+        if chosen[role] is not None or not isinstance(remembered, str):
+            continue
+        if role == "adapter" and saved.get("actor") != actor:
             continue
         why = gone(remembered)
         if why is None:
-            critic, adapter = (remembered, adapter) if role == "critic" else (critic, remembered)
+            chosen[role] = remembered
             continue
         save(db_path, **{role: None})
         if notes is not None:
             notes.append(f"the last session's {role} {remembered} is gone ({why}); opened without it")
+    adapter, critic = chosen["adapter"], chosen["critic"]
     return (None if said_none(adapter) else adapter), (None if said_none(critic) else critic)
 
 

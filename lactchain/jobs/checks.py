@@ -72,9 +72,11 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
 def _has_run(registry: Any, spec: str) -> bool:
     from lactchain.runs.registry import RunNotFound
 
+    if registry is None:
+        return False
     try:
         registry.get_run(spec)
-    except (RunNotFound, AttributeError):  # AttributeError: no registry at hand
+    except RunNotFound:
         return False
     return True
 

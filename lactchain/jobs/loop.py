@@ -46,10 +46,7 @@ def _precheck(config: PipelineJobConfig) -> None:
 
 def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
     """The starting adapter, servable by that engine; the engine recorded. A resume first
-    checks the run may be resumed, with these settings, and finds the files its saved
-    state goes on from (a comparison's resume keeps its finished cells: `check_cells_from`)."""
-    if config.resume_from and isinstance(config, PipelineJobConfig):
-        _check_resumable(registry, config)
+    finds the files its saved state goes on from."""
     if config.resume_from:
         _check_resume_state(registry, config.resume_from)
     check_engine_adapter(config.engine.engine, resolve_adapter(registry, config.adapter), config.engine)
@@ -59,6 +56,14 @@ def _prepare(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
 # What a resume may change: how it generates and trains on this machine, not what it computes.
 RESUME_MAY_CHANGE = frozenset({*flat_names(LoopEngineConfig), "n_envs", "train_bf16", "train_compile", "resume_from",
                                "strategy"})  # the strategy: compared by the text it renders
+
+
+def _prepare_pipeline(registry: Any, config: PipelineJobConfig) -> dict[str, Any]:
+    """`_prepare`, a resume first checked to be one (a comparison's resume keeps its
+    finished cells instead: `check_cells_from`)."""
+    if config.resume_from:
+        _check_resumable(registry, config)
+    return _prepare(registry, config)
 
 
 def _check_resumable(registry: Any, config: PipelineJobConfig) -> None:
@@ -129,7 +134,7 @@ def run_pipeline_job(handle: Any, config: PipelineJobConfig) -> dict[str, Any]:
 
 
 PIPELINE = Job(kind="pipeline", command="pipeline", config=PipelineJobConfig, run=run_pipeline_job, title="Pipeline",
-               name=lambda c: f"pipeline {c.actor} x{c.iterations}", precheck=_precheck, prepare=_prepare,
+               name=lambda c: f"pipeline {c.actor} x{c.iterations}", precheck=_precheck, prepare=_prepare_pipeline,
                resume_field="resume_from",
                doc="""Run the loop: train a critic by TD on random move lists, then repeat
     collect (K samples + greedy + elite per start state, ranked by the labeler)

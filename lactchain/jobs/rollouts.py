@@ -106,14 +106,15 @@ def run_evaluate(handle: Any, config: EvaluateConfig) -> dict[str, Any]:
                        env=env) as model:
         strat = resolve_strategy(handle.registry, config.strategy.strategy, env)
         wanted = states if states == "all" else int(states)
-        count = len(evaluation_starts(make_env(env, **extra), wanted, config.seed))  # --states 1000: the grid's 60
+        text_env = make_env(env, **extra)
+        count = len(evaluation_starts(text_env, wanted, config.seed))  # --states 1000: the grid's 60
         LineLog()(f"evaluate: greedy from {count} start states, strategy {strat.label}", force=True)
         progress = JobProgress(handle, "evaluate", "start states")
         with err_console.status("evaluating"):
             result = evaluate_actor(model, states=wanted,
                                     constrained=config.constrained, n_envs=config.envs,
                                     max_actions=config.max_actions, seed=config.seed, registry=handle.registry,
-                                    prompt=strat.prompt(model.moves, make_env(env)), env=env, env_kwargs=extra,
+                                    prompt=strat.prompt(model.moves, text_env), env=env, env_kwargs=extra,
                                     run_id=handle.run_id, should_stop=handle.cancelled.is_set,
                                     on_progress=progress.rollout)
         handle.log_metrics({k: float(v) for k, v in result.items() if isinstance(v, (int, float))})

@@ -57,10 +57,10 @@ from lactchain.runs.schema import (
     check_pair,
     check_run_status,
     decode_row,
-    number,
     dumps,
     encode_row,
     loads,
+    number,
     sql_value,
 )
 from lactchain.runs.sqlite_lib import NotFoundError, sqlite_utils
@@ -69,12 +69,19 @@ __all__ = [
     "AmbiguousRunId",
     "Registry",
     "RunNotFound",
+    "looks_like_run_id",
     "now_ms",
 ]
 
 # How long a writer waits for another's write lock ($LACTCHAIN_BUSY_TIMEOUT_S for tests and slow disks).
 BUSY_TIMEOUT_S = float(os.environ.get("LACTCHAIN_BUSY_TIMEOUT_S", "30"))
 _KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{8}$")  # how create_run names runs: <kind>-<8 hex>
+
+
+def looks_like_run_id(spec: str) -> bool:
+    """A registry run id ("critic-1a2b3c4d") rather than a model preset or a folder."""
+    return bool(_RUN_ID_RE.match(spec))
 
 
 def now_ms() -> int:
@@ -515,11 +522,11 @@ class Registry:
             args.append(int(limit))
         return [decode_row("runs", r) for r in self._rows(sql, args)]
 
-    _SEARCH_TEXT = ("id", "name", "kind", "status", "error")
     def kinds(self) -> list[str]:
         """The kinds of run this registry holds, sorted."""
         return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM runs ORDER BY kind")]
 
+    _SEARCH_TEXT = ("id", "name", "kind", "status", "error")
     _SEARCH_FIELDS = ("id", "name", "kind", "status", "parent_id", "error")
 
     def search_runs(self, terms: Sequence[str] = (), fields: Mapping[str, str] | None = None,

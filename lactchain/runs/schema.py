@@ -268,6 +268,7 @@ def _numeric_columns() -> dict[str, frozenset[str]]:
 # A value of another type in one of these (a registry edited by hand: SQLite keeps text that
 # is no number as text) reads as missing, never as text a duration or a chart would divide.
 NUMERIC_COLUMNS = _numeric_columns()
+
 # `return` is a Python keyword: add_episode(return_=...) is accepted too.
 ALIASES = {"return_": "return"}
 

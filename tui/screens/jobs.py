@@ -5,7 +5,6 @@ show up live again when it reopens."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from textual.widgets import (Button, DataTable, Input, Label, Select, Static, Ta
                              TabPane)
 
 from lactchain.engine import REPLICAS_TAG
+from lactchain.runs.registry import looks_like_run_id
 from lactchain.safe_text import printable, shell_line
 from tui.commands import bindings_for
 from tui.format import default_metric, fmt_duration, fmt_progress, fmt_run_metrics, fmt_ts, now_ms, run_duration
@@ -36,14 +36,6 @@ from tui.widgets.footer import FittedFooter
 
 REFRESH_S = 2.0
 REAP_EVERY = 5  # refreshes between reaps of dead jobs
-
-
-_RUN_ID = re.compile(r"^[a-z]+-[0-9a-f]{8}$")
-
-
-def looks_like_run_id(spec: str) -> bool:
-    """A registry run id ("critic-1a2b3c4d") rather than a model preset or a folder."""
-    return bool(_RUN_ID.match(spec))
 
 
 def field_id(command: str, field: str) -> str:
