@@ -174,6 +174,9 @@ class Config:
             return
         values = value if isinstance(value, list) else [value]
         for v in values:
+            if isinstance(v, str) and not v.strip() and f.metadata.get("check") and v != f.default:
+                # `--adapter ''` is a slip (an unset shell variable), not "the default"
+                raise ConfigError(f"{name} is empty: give a value, or leave {name} out for its default")
             if isinstance(v, float) and not math.isfinite(v):
                 raise ConfigError(f"{name} {v} is not a finite number")
             if isinstance(v, (int, float)) and not isinstance(v, bool):

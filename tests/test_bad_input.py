@@ -332,6 +332,11 @@ CASES = [
     (["train-actor", *TINY, "--loss", "grpo", "--rollouts-from", "{finished}", "--db", "{ok}"], "is a critic run"),
     (["env", "show", "--scene", "attic"], "unknown scene 'attic'"),
     (["env", "show", "--scene", "{nodir}"], "does not exist"),
+    # an empty reference is a slip, not "the default": `--adapter ''` used to play the base model
+    (["evaluate", *TINY, "--adapter", "", "--db", "{ok}"], "--adapter is empty"),
+    (["play", *TINY, "--strategy", " ", "--db", "{ok}"], "--strategy is empty"),
+    (["train-critic", "--critic", "tiny", "-e", "", "--db", "{ok}"], "--episodes-from is empty"),
+    (["collect-pairs", *TINY, "--critic-run", "", "--db", "{ok}"], "--critic-run is empty"),
 ]
 
 

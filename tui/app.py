@@ -496,6 +496,10 @@ def check_db(db: Path, explicit: bool, notes: list[str] | None = None) -> str | 
 def main(argv: list[str] | None = None) -> int:
     calm_omp_threads()  # before torch loads (the models load in threads after the first paint)
     args = build_parser().parse_args(argv)
+    for name in ("actor", "adapter", "critic", "env", "scene"):  # `--adapter ''` must not mean "the default"
+        if getattr(args, name) is not None and not getattr(args, name).strip():
+            sys.stderr.write(f"error: --{name} is empty: give a value, or leave --{name} out for its default\n")
+            return 2
 
     try:
         env = env_name(args.env)

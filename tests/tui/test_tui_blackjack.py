@@ -191,3 +191,14 @@ async def test_a_blackjack_critic_scores_the_blackjack_candidates(make_app):
         table = app.screen.query_one(CriticPane).query_one(DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows and all(r[5] != "—" and r[6] != "—" for r in rows)  # the critic's A and the oracle's Q*
+
+
+def test_tui_refuses_an_empty_model_option_instead_of_taking_the_default(tmp_path, capsys):
+    """`--adapter ''` (a shell variable that was never set) is a slip: it used to open the
+    base model as if no adapter had been asked for."""
+    from tui.app import main
+
+    assert main(["--adapter", "", "--db", str(tmp_path / "r.db"), "--actor", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --adapter is empty: give a value, or leave --adapter out for its default"]
+    assert not (tmp_path / "r.db").exists()
