@@ -123,6 +123,20 @@ def test_llm_judge_retries_unparsable_answers_and_never_labels_unknown(collected
     assert all(p["meta"]["prompt_version"] == "motif-v1" for p in stored)
 
 
+def test_a_judge_that_answers_nothing_has_no_agreement_rather_than_zero(collected):
+    """Every answer unparsable: agreement is None (n/a), not 0.000, which would read as a
+    judge that always picks the worse episode."""
+    from lactchain.motif.judge import agreement_text
+
+    reg, runs = collected
+    pairs = pair_episodes(captioned_episodes(reg, runs), 2, "random", seed=3)
+    judge = LLMJudge(ScriptedModel(["?", "??"]), retries=1)
+    stats = agreement(label_rows(pairs, judge.judge(pairs, "blackjack"), judge, "blackjack"))
+    assert stats == {"pairs": 2, "answered_rate": 0.0, "agreement": None}
+    assert agreement_text(stats) == "agreement n/a (answered none)"
+    assert agreement_text({"agreement": 0.5, "answered_rate": 1.0}) == "agreement 0.500, answered 1.000"
+
+
 def _ok(result) -> dict:  # noqa: ANN001
     code, out, err = result
     assert code == 0, err

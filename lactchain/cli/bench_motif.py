@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lactchain.cli.common import console
+from lactchain.motif.judge import agreement_text
 
 
 def render_motif(result: dict[str, Any]) -> None:
@@ -16,7 +17,7 @@ def render_motif(result: dict[str, Any]) -> None:
     for column in ("row", "value"):
         table.add_column(column)
     for name, stats in result["judges"].items():
-        table.add_row(f"judge {name}", f"agreement {stats['agreement']:.3f}, answered {stats['answered_rate']:.3f}")
+        table.add_row(f"judge {name}", agreement_text(stats))
     for name, fit in result["reward_models"].items():
         table.add_row(f"reward model ({name})", str(fit) if "skipped" in fit else
                       f"held-out accuracy {fit['held_out_accuracy']:.3f}, Spearman {fit['rank_correlation']:.3f}")

@@ -31,7 +31,7 @@ def run_bench_motif(handle: Any, config: MotifBenchConfig) -> dict[str, Any]:
     result = run_motif_bench(config, child_steps(handle, COLLECT, JUDGE, TRAIN_REWARD, REWARD_AGENTS),
                              stage_lines(handle, prefix=""))
     for name, stats in result["judges"].items():
-        handle.log_metrics({f"judge {name}/agreement": float(stats["agreement"])})
+        handle.log_metrics({f"judge {name}/agreement": stats["agreement"]})  # None (NULL): answered none
     for name, score in result["agents"].items():
         handle.log_metrics({f"agent {name}/win_rate": float(score["win_rate"])})
     return record_report(handle, result, "motif.json", "bench motif table")

@@ -127,7 +127,7 @@ def _prepare_judge(registry: Any, config: JudgeConfig) -> dict[str, Any]:
 def run_judge(handle: Any, config: JudgeConfig) -> dict[str, Any]:
     from lactchain.motif.captions import captioned_episodes
     from lactchain.motif.judge import (JUDGE_PROMPT_VERSION, ForcedChoiceJudge, LLMJudge, RuleJudge, agreement,
-                                 judge_in_batches, label_rows, pair_episodes)
+                                       agreement_text, judge_in_batches, label_rows, pair_episodes)
     from lactchain.runs.resume import lineage
 
     env = config.env
@@ -154,16 +154,16 @@ def run_judge(handle: Any, config: JudgeConfig) -> dict[str, Any]:
         rows.extend(new)
         stats = agreement(rows)
         handle.log_metrics(stats, step=len(rows))
-        line(f"pairs {skip + len(rows)}/{len(chosen_pairs)}: agreement {stats['agreement']:.3f}, answered "
-             f"{stats['answered_rate']:.3f}", force=skip + len(rows) == len(chosen_pairs))
+        line(f"pairs {skip + len(rows)}/{len(chosen_pairs)}: {agreement_text(stats)}",
+             force=skip + len(rows) == len(chosen_pairs))
         handle.check_cancelled()
 
     if skip:
         line(f"resuming {config.resume_from}: {skip} pairs already labelled", force=True)
     judge_in_batches(judge_impl, chosen_pairs[skip:], env, batch_size=config.batch_size, on_batch=on_batch)
     stats = agreement(rows)
-    err_console.print(f"{stats['pairs']} pairs judged by {judge_impl.name}: agreement with the true preference "
-                      f"{stats['agreement']:.3f}, answered {stats['answered_rate']:.3f}")
+    err_console.print(f"{stats['pairs']} pairs judged by {judge_impl.name}, against the true preference: "
+                      f"{agreement_text(stats)}")
     return {**stats, "judge": judge_impl.name, "episodes": len(episodes)}
 
 

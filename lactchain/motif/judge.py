@@ -216,18 +216,26 @@ def label_rows(pairs: Sequence[tuple[CaptionedEpisode, CaptionedEpisode]], judge
     return rows
 
 
-def agreement(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """How often the judge's answer is the true preference (ties count; unknowns do not)."""
+def agreement(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """How often the judge's answer is the true preference (ties count; unknowns do not).
+    None when the judge answered none of the pairs: no agreement is not 0 % agreement."""
     answered = [r for r in rows if r["meta"]["answer"] != "unknown"]
     if not rows:
-        return {"pairs": 0, "answered_rate": 0.0, "agreement": 0.0}
+        return {"pairs": 0, "answered_rate": 0.0, "agreement": None}
     agree = 0
     for r in answered:
         truth, answer = r["meta"]["true_preference"], r["meta"]["answer"]
         # chosen is listed first: the judge agrees when the truth prefers chosen, or both say tie
         agree += (answer == TIE and truth == TIE) or (answer != TIE and r["margin"] > 0)
     return {"pairs": len(rows), "answered_rate": len(answered) / len(rows),
-            "agreement": agree / len(answered) if answered else 0.0}
+            "agreement": agree / len(answered) if answered else None}
+
+
+def agreement_text(stats: dict[str, Any]) -> str:
+    """`agreement 0.812, answered 0.950`, or `agreement n/a (answered none)`."""
+    if stats["agreement"] is None:
+        return "agreement n/a (answered none)"
+    return f"agreement {stats['agreement']:.3f}, answered {stats['answered_rate']:.3f}"
 
 
 def judge_in_batches(judge: Any, pairs: Sequence[tuple[CaptionedEpisode, CaptionedEpisode]], env: str,
