@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,8 @@ def test_show_table(db):
     assert result.exit_code == 0, result.output
     for text in (critic, "params", "lr", "spearman", "checkpoint", "lactchain train-critic"):
         assert text in result.stdout
+    # dates are labelled as dates; the milliseconds stay in --json
+    assert re.search(r"created +\d{4}-\d\d-\d\d \d\d:\d\d", result.stdout) and "_ms" not in result.stdout
 
 
 def test_show_unknown_id_is_a_one_line_error(db):

@@ -179,8 +179,8 @@ def show(
     fields.add_column(style="bold")
     fields.add_column()
     for key, value in run.items():
-        if key.endswith("_ms"):
-            value = _fmt_time(value)
+        if key.endswith("_ms"):  # a date now, so not labelled in milliseconds (--json keeps the number)
+            key, value = key.removesuffix("_ms"), _fmt_time(value)
         elif key == "status":
             value = _status(value)
         elif key == "duration_s":
