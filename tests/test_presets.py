@@ -60,7 +60,7 @@ def test_preset_table():
     assert names == list(PRESETS)
     for name in ("tiny", "smollm2-135m", "mistral-7b-instruct"):
         assert PRESETS[name].role == ACTOR
-    for name in ("minilm-l6", "sfr-embedding-mistral", "tiny-encoder"):
+    for name in ("minilm-l6", "sfr-embedding-mistral", "tiny-encoder", "tiny-causal"):
         assert PRESETS[name].role == CRITIC
     assert {p.name for p in list_presets() if p.default} == {"smollm2-135m", "minilm-l6"}
     for p in list_presets():
@@ -269,3 +269,18 @@ def test_cli_models_prepare(tmp_path, monkeypatch):
     assert result.exit_code == 2 and "not available offline" in " ".join(result.output.split())
     result = CliRunner().invoke(app, ["prepare", "bogus"])
     assert result.exit_code == 2 and result.output.strip().startswith("error: unknown model 'bogus'")  # no bar first
+    result = CliRunner().invoke(app, ["prepare", "tiny-causal"])  # built in memory: ready, nothing written
+    assert result.exit_code == 0 and "nothing to prepare" in result.output and not (tmp_path / "tiny-causal").exists()
+
+
+def test_every_critic_name_an_error_offers_is_listed_by_models_list():
+    """`--critic nope` names the critic presets; each one is a row of `lactchain models list`."""
+    from lactchain.models.presets import check_spec
+
+    with pytest.raises(ValueError) as err:
+        check_spec("nope", CRITIC)
+    offered = str(err.value).split("(")[1].split(")")[0].split(", ")
+    listed = {p.name for p in list_presets() if p.role == CRITIC}
+    aliases = {"tiny"}  # the tiny encoder's short name, in its row's source column
+    assert set(offered) - aliases <= listed and "tiny-causal" in listed
+    assert "critic spec 'tiny'" in PRESETS["tiny-encoder"].source

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from lactchain.cli.common import JsonOption, console, fail, print_json
-from lactchain.models.presets import DEFAULT_ACTOR, ModelNotAvailable, list_presets, prepare, preset_status
+from lactchain.models.presets import DEFAULT_ACTOR, PRESETS, ModelNotAvailable, list_presets, prepare, preset_status
 from lactchain.paths import models_dir
 
 app = typer.Typer(help="List model presets and prepare them (offline).", no_args_is_help=True)
@@ -62,6 +62,12 @@ def prepare_cmd(
     known, detail = preset_status(name)
     if not known and detail.startswith(f"unknown model {name!r}"):  # before a progress bar is drawn
         fail(detail)
+    if name in PRESETS and PRESETS[name].prepare_fn is None:  # built in memory by whoever loads it
+        if as_json:
+            print_json({"name": name, "path": None, "ready": known, "detail": detail})
+        else:
+            console.print(f"[green]ready:[/] {name}: {detail}; nothing to prepare")
+        return
     try:
         if as_json:
             path = prepare(name)

@@ -457,6 +457,11 @@ def _tiny_encoder_status() -> tuple[bool, str]:
     return True, f"built in memory (seeded, < 1 s) by {CRITIC_MODULE}: critic spec 'tiny'"
 
 
+def _tiny_causal_status() -> tuple[bool, str]:
+    ready, _ = _tiny_encoder_status()
+    return ready, f"built in memory (seeded, < 1 s) by {CRITIC_MODULE}: critic spec 'tiny-causal'"
+
+
 def _tiny_encoder_prepare(progress: Optional[Progress] = None) -> Path:
     """The tiny encoder is never written to disk: `Critic.load('tiny')` builds it in memory.
     A critic module may still offer `build_tiny_encoder(folder)` to save a copy."""
@@ -532,6 +537,14 @@ PRESETS: dict[str, Preset] = {
             f"built in memory by {CRITIC_MODULE} (critic spec 'tiny')",
             _tiny_encoder_status,
             _tiny_encoder_prepare,
+        ),
+        Preset(  # listed so that every critic name an error offers is in `models list`
+            "tiny-causal",
+            CRITIC,
+            "seeded random 2-layer Llama on the tiny tokenizer; tests of decoder critics (last-token pooling)",
+            f"built in memory by {CRITIC_MODULE} (critic spec 'tiny-causal'); nothing to prepare",
+            _tiny_causal_status,
+            None,  # nothing to prepare
         ),
     )
 }
