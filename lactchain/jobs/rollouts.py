@@ -82,7 +82,7 @@ class EvaluateConfig(Config):
                                 "or a number to sample.", form="Start states")
     constrained: bool = option(True, CONSTRAINED_HELP, negative="--free")
     envs: int = option(64, "Batch size of lock-step envs (64: every 4x4 start state in one batch, as the loop's "
-                           "evaluation; 1.4x faster than 16 on 2 CPU cores).", short="-b", min=1, max=4096)
+                           "evaluation; faster than 16 even on 2 CPU cores).", short="-b", min=1, max=4096)
     max_actions: int = option(10, "Actions per episode before truncation.", min=1, max=1000)
     seed: int = option(0, "Seed.", min=0, max=SEED_MAX)
     strategy: StrategyPart = field(default_factory=StrategyPart)

@@ -214,7 +214,7 @@ class PipelineConfig(Config):
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
     eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
-                        "1.75x faster than 16 on 2 CPU cores).", 64)
+                        "faster than 16 even on 2 CPU cores).", 64)
     constrained: bool = _help("Grammar-constrained decoding of move lists (--free: free text + lenient parsing).", True,
                               negative="--free")
     strategy: str | None = _help("Strategy prompt: a version saved in the registry or a text file (the job reads "
