@@ -323,7 +323,7 @@ CASES = [
     (["train-critic", "--critic", "tiny", "-e", "{good_play}", "--scene", "attic", "--db", "{ok}"],
      "unknown scene 'attic'"),
     (["collect-pairs", *TINY, "--critic-run", "x", "--scene", "attic", "--db", "{ok}"], "unknown scene 'attic'"),
-    (["runs", "export", "--db", "{ok}"], "Missing argument 'RUN...'"),
+    (["runs", "export", "--db", "{ok}"], "Missing argument 'RUN'"),
     (["runs", "export", "{finished}", "--format", "parquet", "--db", "{ok}"], "use one of tensorboard, csv"),
     (["train-actor", *TINY, "--loss", "grpo", "--rollouts-from", "x", "--pairs-from", "y", "--db", "{ok}"],
      "grpo samples its own lists"),
@@ -514,3 +514,23 @@ def test_help_shows_what_was_written(path, capsys, monkeypatch):
     code, out, err = run_cli([*path, "--help"], capsys)
     assert code == 0 and "Usage" in out, err
     assert not [ch for ch in out if 0x1F000 <= ord(ch) <= 0x1FAFF or 0x2600 <= ord(ch) <= 0x27BF], out
+
+
+def test_every_positional_argument_reads_in_capitals_in_usage_lines():
+    """Usage lines spell arguments one way (`runs show RUN`, `runs export RUN...`), not a
+    mix of `{run_id}`, `[RUN]...` and `{RUN...}...`, so a reader knows what is a placeholder."""
+    from lactchain.cli import command as cli_command
+
+    seen = []
+
+    def walk(command, path):
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(sub, path + [name])
+        for p in getattr(command, "params", []):
+            if p.param_type_name == "argument":
+                metavar = p.metavar or p.name
+                seen.append(" ".join(path))
+                assert metavar == metavar.upper() and "..." not in metavar, (path, metavar)
+
+    walk(cli_command(), [])
+    assert {"runs show", "runs export", "dt eval", "models prepare"} <= set(seen)

@@ -57,7 +57,7 @@ def archive_artifact(registry: Any, run: Any) -> Path:
 
 @app.command("verify")
 def verify_cmd(
-    run: Annotated[str, typer.Argument(help="An archive run id (or unique prefix).")],
+    run: Annotated[str, typer.Argument(metavar="RUN", help="An archive run id (or unique prefix).")],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -30,7 +30,7 @@ from lactchain.cli.common import (
 
 from lactchain.jobs.output import LineLog
 
-RunArgument = Annotated[str, typer.Argument(
+RunArgument = Annotated[str, typer.Argument(metavar="RUN",
     help="An archive run id (or unique prefix), from `lactchain archive fill`.")]
 
 

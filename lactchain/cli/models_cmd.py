@@ -51,7 +51,7 @@ def list_cmd(as_json: JsonOption = False) -> None:
 def prepare_cmd(
     name: Annotated[
         Optional[str],
-        typer.Argument(help=f"Preset, local folder or cached hub id. Default: {DEFAULT_ACTOR}.", show_default=False),
+        typer.Argument(metavar="NAME", help=f"Preset, local folder or cached hub id. Default: {DEFAULT_ACTOR}.", show_default=False),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:

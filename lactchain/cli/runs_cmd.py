@@ -151,7 +151,7 @@ def list_runs(
 
 @app.command("show")
 def show(
-    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of one.")],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -219,7 +219,7 @@ def show(
 
 @app.command("compare")
 def compare(
-    run_ids: Annotated[list[str], typer.Argument(help="2 or 3 runs: ids or unique prefixes.", metavar="RUN...")],
+    run_ids: Annotated[list[str], typer.Argument(help="2 or 3 runs: ids or unique prefixes.", metavar="RUN")],
     differing: Annotated[bool, typer.Option("--differing", help="Only the params that differ.")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -255,7 +255,7 @@ FORCE_REAP_S = 5.0  # how long `runs kill --force` waits for the killed process 
 
 @app.command("kill")
 def kill(
-    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of one.")],
     force: Annotated[bool, typer.Option("--force", help="SIGKILL instead of SIGTERM (no checkpoint).")] = False,
     wait: Annotated[float, typer.Option("--wait", callback=finite, min=0, help="Seconds to wait for the run to stop.")] = 0.0,
     db: DbOption = None,
@@ -283,7 +283,7 @@ def kill(
 
 @app.command("logs")
 def logs(
-    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of one.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until the run ends.")] = False,
     tail: Annotated[int, typer.Option("--tail", "-n", min=0, help="Lines to show from the end (0 = all).")] = 0,
     db: DbOption = None,
@@ -322,7 +322,7 @@ def logs(
 
 @app.command("resume")
 def resume(
-    run_id: Annotated[str, typer.Argument(help="A KILLED or FAILED training run.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="A KILLED or FAILED training run.")],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -346,7 +346,7 @@ def resume(
 
 @app.command("tag")
 def tag(
-    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of one.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of one.")],
     pairs: Annotated[list[str], typer.Argument(help="KEY=VALUE to set, KEY= to remove, e.g. 'note=lr too high'.",
                                                metavar="KEY=VALUE", show_default=False)],
     db: DbOption = None,
@@ -564,7 +564,7 @@ def prune(
 
 @app.command("export")
 def export(
-    run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.", metavar="RUN...")],
+    run_ids: Annotated[list[str], typer.Argument(help="Runs to export: ids or unique prefixes.", metavar="RUN")],
     fmt: Annotated[str, typer.Option("--format", help="tensorboard (event files: `tensorboard --logdir OUT`) or csv "
                                                       "(metrics.csv and params.json).")] = "tensorboard",
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into, one sub-folder per run.")] = Path(
