@@ -6,6 +6,8 @@ import time
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
+from rich.cells import cell_len, set_cell_size
+
 # The key metric of a run kind is the library's (the CLI's `runs list` shows the same one first).
 from lactchain.runs.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
 from lactchain.safe_text import printable
@@ -76,9 +78,11 @@ def fmt_value(value: Any, width: int | None = None) -> str:
 
 
 def clip(text: str, width: int | None) -> str:
-    """`text` cut to `width` characters, the last one an ellipsis when it was cut."""
-    if width is not None and len(text) > width:
-        return text[: max(1, width - 1)] + "…"
+    """`text` cut to `width` terminal cells, the last one an ellipsis when it was cut. Cells,
+    not characters: a CJK character or an emoji takes two, and a cut by characters let such
+    a note overflow its column and lose its ellipsis."""
+    if width is not None and cell_len(text) > width:
+        return set_cell_size(text, max(1, width - 1)).rstrip(" ") + "…"
     return text
 
 

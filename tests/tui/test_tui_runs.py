@@ -465,6 +465,7 @@ async def test_the_chart_opens_on_a_metric_with_a_curve(make_app, registry):
 async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
     """Mark two runs with space, `=`: their params and metrics side by side, the setting
     that differs first and bold; fewer than two marked is a warning, not a screen."""
+    from rich.cells import cell_len
     from rich.text import Text
 
     from tui.widgets.compare import CompareScreen
@@ -472,7 +473,8 @@ async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
     long_text = "Turn toward the goal, then walk straight to it; never turn twice in a row. " * 2
     a = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "simpo", "strategy_text": long_text},
                 metrics={"loss": [3, 2, 1]})
-    b = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "dpo", "strategy_text": long_text},
+    wide_text = "ゴールに向かって曲がり、まっすぐ歩く。🙂" * 6  # two cells a character: cut by cells, not characters
+    b = add_run(registry, "train-actor", params={"actor": "tiny", "loss": "dpo", "strategy_text": wide_text},
                 metrics={"loss": [4, 3]}, offset_s=10)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -498,6 +500,8 @@ async def test_equals_compares_the_marked_runs_side_by_side(make_app, registry):
         assert sum(col.get_render_width(table) for col in table.ordered_columns) <= 80
         strategy = next(r for r in rows if r[1] == "strategy_text")
         assert strategy[order[a]].endswith("…") and long_text.startswith(strategy[order[a]][:-1])
+        assert strategy[order[b]].endswith("…") and wide_text.startswith(strategy[order[b]][:-1])
+        assert cell_len(strategy[order[b]]) <= table.ordered_columns[order[b]].get_render_width(table) - 2
         await pilot.press("escape")
         await settle(app, pilot)
         assert not isinstance(app.screen, CompareScreen)

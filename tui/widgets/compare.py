@@ -14,16 +14,13 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from lactchain.safe_text import printable
+from tui.format import clip
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "-" if value is None else printable(value, keep_newlines=False)
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def _column_width(screen_width: int, key_width: int, runs: int) -> int:
@@ -67,13 +64,13 @@ class CompareScreen(ModalScreen[None]):
         table.add_column("", key="section")
         table.add_column("key", key="key", width=key_width)
         for run in self.comparison.runs:
-            table.add_column(_fit(printable(f"{run['id']} ({run.get('kind')})"), width), key=str(run["id"]),
+            table.add_column(clip(printable(f"{run['id']} ({run.get('kind')})"), width), key=str(run["id"]),
                              width=width)
         section = None
         for sec, key, values, differs in rows:
             style = "bold" if differs else "dim" if sec == "params" else ""
             table.add_row(Text(sec if sec != section else "", style="dim"),
-                          Text(_fit(printable(key), key_width), style=style),
-                          *(Text(_fit(_cell(v), width), style=style) for v in values))
+                          Text(clip(printable(key), key_width), style=style),
+                          *(Text(clip(_cell(v), width), style=style) for v in values))
             section = sec
         table.focus()
