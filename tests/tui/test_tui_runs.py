@@ -555,8 +555,9 @@ async def _until(app, pilot, done) -> None:  # noqa: ANN001
 
 
 async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_reads_them(make_app, registry):
-    """D asks first (n keeps everything), says which child runs go along and which kept run
-    reads a deleted one, then deletes rows and folders; a running run is refused in a toast."""
+    """D asks first (n keeps everything), says which child runs go along, which kept run
+    reads a deleted one and which loaded model comes from one, then deletes rows and
+    folders; a running run is refused in a toast."""
     from tui.widgets.confirm import ConfirmScreen
 
     pipe = registry.create_run("pipeline", name="loop")
@@ -567,7 +568,9 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
     for run_id in (pipe, phase, reader):
         registry.end_run(run_id, "FINISHED")
         (registry.run_dir(run_id) / "weights.bin").write_bytes(b"w" * 2048)
-    app = make_app()
+    adapter = registry.run_dir(pipe) / "adapter"  # the console plays an adapter of a run D deletes
+    adapter.mkdir()
+    app = make_app(adapter=str(adapter), critic_spec=phase[:-2])  # and its critic, named by a prefix
     async with app.run_test(size=(120, 40)) as pilot:
         table = await _runs_at(app, pilot, running)
         await pilot.press("D")
@@ -582,6 +585,7 @@ async def test_d_deletes_the_marked_runs_with_their_children_after_naming_who_re
         question = app.screen.question
         assert "Delete 2 runs and their folders (4.0 KB)?" in question and "1 child run(s)" in question
         assert f"{reader} reads {phase}" in question
+        assert f"has its adapter ({adapter}) and critic ({phase[:-2]}) loaded" in " ".join(question.split())
         await pilot.press("n")
         await settle(app, pilot)
         assert {r["id"] for r in registry.list_runs()} == {pipe, phase, reader, running}

@@ -7,7 +7,7 @@ the optimum on the same start states; `lactchain.leaderboard`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from rich.text import Text
 from textual import on, work
@@ -142,9 +142,34 @@ def fetch_runs(reg: Any, cache: dict | None = None, query: str = "", limit: int 
     return with_metrics(reg, [dict(r) for r in runs], {} if cache is None else cache), matched, total
 
 
-def delete_question(plan: Any) -> str:
+def loaded_from(reg: Any, plan: Any, specs: Mapping[str, str | None]) -> list[str]:
+    """The console's models (role -> the adapter or critic it loaded: a run id, a prefix or
+    a folder) that come from a run `plan` deletes, as `adapter (train-actor-1a2b)`."""
+    from lactchain.runs.registry import AmbiguousRunId, RunNotFound
+
+    found = []
+    for role, spec in specs.items():
+        if not spec:
+            continue
+        path = Path(spec).expanduser()
+        if path.exists():
+            inside = any(path.resolve().is_relative_to(folder.resolve()) for folder in plan.folders)
+            owner = spec if inside else None
+        else:
+            try:
+                owner = reg.resolve_run_id(spec)
+            except (RunNotFound, AmbiguousRunId):
+                owner = None
+            owner = owner if owner in plan.ids else None
+        if owner:
+            found.append(f"{role} ({spec})")
+    return found
+
+
+def delete_question(plan: Any, loaded: Sequence[str] = ()) -> str:
     """What D asks: the runs, their size, the child runs that go with them and the kept
-    runs that read them (what `runs delete` makes a user add --children / --force for)."""
+    runs that read them (what `runs delete` makes a user add --children / --force for),
+    and which of the console's loaded models come from them."""
     from lactchain.runs.delete import human_bytes
 
     shown = plan.ids[:4] + ([f"and {len(plan.ids) - 4} more"] if len(plan.ids) > 4 else [])
@@ -158,6 +183,9 @@ def delete_question(plan: Any) -> str:
     if plan.used_by:
         readers = "; ".join(f"{kept} reads {', '.join(gone)}" for kept, gone in list(plan.used_by.items())[:3])
         lines.append(f"Still read by kept runs: {readers}.")
+    if loaded:
+        lines.append(f"The console has its {' and '.join(loaded)} loaded: the Lab keeps it until you load another, "
+                     "and the next session starts without it.")
     return "\n".join(lines)
 
 
@@ -608,7 +636,12 @@ class RunsScreen(RunControls, BaseScreen):
                         severity="warning" if left else "information")
             self.refresh_runs()
 
-        self.app.push_screen(ConfirmScreen(delete_question(plan)), answered)
+        specs = {"adapter": self.app.live_actor[1], "critic": self.app.critic_spec}
+        try:
+            loaded = await self.app.registry.call(loaded_from, plan, specs)
+        except Exception:  # noqa: BLE001 - only a note: ask without it
+            loaded = []
+        self.app.push_screen(ConfirmScreen(delete_question(plan, loaded)), answered)
 
     def action_note(self) -> None:
         """A note on the selected run (a `note` tag: shown in Info, found by the filter);
