@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 
 # The key metric of a run kind is the library's (the CLI's `runs list` shows the same one first).
 from lactchain.runs.key_metrics import KEY_METRICS, default_metric, key_metrics_first  # noqa: F401 - re-exported
@@ -81,9 +81,15 @@ def clip(text: str, width: int | None) -> str:
     """`text` cut to `width` terminal cells, the last one an ellipsis when it was cut. Cells,
     not characters: a CJK character or an emoji takes two, and a cut by characters let such
     a note overflow its column and lose its ellipsis."""
-    if width is not None and cell_len(text) > width:
-        return set_cell_size(text, max(1, width - 1)).rstrip(" ") + "…"
-    return text
+    if width is None or cell_len(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:  # whole characters up to width - 1 cells (a wide one that would straddle is left out)
+        used += cell_len(char)
+        if used > max(1, width - 1):
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
 
 
 def fmt_progress(metrics: Mapping[str, Any] | None, status: str, width: int = 6) -> str:

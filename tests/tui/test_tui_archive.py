@@ -16,7 +16,7 @@ from lactchain.archive.store import read_rows, write_rows
 from lactchain.archive.describe import describe_rule, order_correct
 from lactchain.envs import State
 from lactchain.archive.trajectories import Trajectory, verify
-from tui.screens.archive import ArchiveScreen, current_annotation, parse_filter, row_matches
+from tui.screens.archive import ArchiveScreen, current_annotation, filter_hint, parse_filter, row_matches
 from tui.widgets.compact_grid import CompactGridView
 from tui_helpers import FIXED_MS, open_archive, palette, pressing, settle, static_text
 
@@ -117,6 +117,29 @@ async def test_the_table_lists_every_row_and_filters_by_landmark(make_app, archi
         await pilot.pause()
         assert _keys(table) == [r["key"] for r in rows if "Passes no landmark" in r["descriptions"][0]["text"]]
         assert all(not r["bd"]["visited"] for r in rows if r["key"] in _keys(table))
+        # a value no trajectory has: an empty table says why, with the values there are
+        screen.query_one("#archive-filter", Input).value = "landmark:piano"
+        await pilot.pause()
+        summary = static_text(screen, "#archive-summary")
+        assert _keys(table) == [] and "no trajectory has landmark 'piano'; here: " in summary and "sofa" in summary
+        screen.query_one("#archive-filter", Input).value = "verify:maybe"
+        await pilot.pause()
+        assert _keys(table) == [r["key"] for r in rows]  # not verified yet: every row is '?'
+        screen.query_one("#archive-filter", Input).value = "landmark:sofa landmark:bed bd:99,99"
+        await pilot.pause()
+        assert "no trajectory has bd '99,99'" in static_text(screen, "#archive-summary")
+
+
+def test_a_filter_hint_names_the_term_that_matches_nothing():
+    rows = [{"key": "4,3|bathtub>sofa", "bd": {"final": [4, 3], "visited": ["bathtub", "sofa"]},
+             "policy": {"kind": "planner-landmarks"}, "descriptions": [{"text": "Stops at the sofa."}]},
+            {"key": "1,1|", "bd": {"final": [1, 1], "visited": []}, "policy": {"kind": "random-walk"}}]
+    assert filter_hint(rows, [("landmark", "piano")]) == "no trajectory has landmark 'piano'; here: bathtub, sofa"
+    assert filter_hint(rows, [("policy", "genius")]) == \
+        "no trajectory has policy 'genius'; here: planner-landmarks, random-walk"
+    assert filter_hint(rows, [("desc", "fridge")]) == "no description contains 'fridge'"
+    assert filter_hint(rows, [("verify", "maybe")]).startswith("verify:maybe: use verify:ok, verify:fail")
+    assert filter_hint(rows, [("landmark", "sofa"), ("policy", "random")]) == ""  # each matches; together none
 
 
 async def test_stepping_the_replay_moves_the_agent_and_highlights_the_annotation(make_app, archive, monkeypatch):

@@ -21,7 +21,7 @@ import asyncio
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rich.text import Text
 from textual import events, on, work
@@ -34,7 +34,7 @@ from lactchain.envs import State
 from lactchain.envs.scenes import get_scene
 from tui.annotations import append_annotations, current_annotation  # noqa: F401  (re-exported)
 from tui.commands import bindings_for
-from tui.format import fmt_ts
+from tui.format import clip, fmt_ts
 from tui.screens.base import BaseScreen
 from tui.screens.replay import StepReplay
 from tui.widgets.footer import FittedFooter
@@ -127,6 +127,28 @@ def row_matches(row: dict, terms: list[str], fields: list[tuple[str, str]], verd
                 return False
     hay = " ".join([key, " ".join(marks), policy, *descs])
     return all(t in hay for t in terms)
+
+
+def filter_hint(rows: Sequence[dict], fields: list[tuple[str, str]]) -> str:
+    """Why a filter that shows nothing shows nothing: the first field term no trajectory
+    matches on its own, with the values there are (`landmark:piano` in a flat with no
+    piano), or a `verify:` word that means neither pass nor fail. "" when each term alone
+    matches some row (then it is their combination)."""
+    values = {"landmark": lambda r: _visited(r), "policy": lambda r: [_policy(r)], "key": lambda r: [row_key(r)]}
+    for name, want in fields:
+        if name == "verify":
+            if want not in (*PASS_WORDS, *FAIL_WORDS, "?"):
+                return f"verify:{want}: use verify:ok, verify:fail or verify:? (not verified)"
+            continue
+        if any(row_matches(row, [], [(name, want)]) for row in rows):
+            continue
+        if name == "desc":
+            return f"no description contains {want!r}"
+        seen = sorted({str(v) for row in rows for v in values[name](row)})
+        shown = ", ".join(seen[:6]) + (f" and {len(seen) - 6} more" if len(seen) > 6 else "")
+        label = "bd" if name == "key" else name
+        return f"no trajectory has {label} {want!r}" + (f"; here: {shown}" if seen else "")
+    return ""
 
 
 def _state(pose: Any) -> State:
@@ -387,7 +409,7 @@ class ArchiveScreen(StepReplay, BaseScreen):
             self._room = room
         rows = []
         for i, key, policy, moves, ret, first in cells:
-            short = first if len(first) <= room else first[:room - 1] + "…"
+            short = clip(first, room)
             desc = Text(short) if first else Text("—", style="dim")
             rows.append((str(i), (self._mark(i), key, policy, moves, ret, desc)))
         keep = str(self.selected) if self.selected is not None else None
@@ -431,8 +453,12 @@ class ArchiveScreen(StepReplay, BaseScreen):
             if run.get("_scene"):
                 t.append(f" · {run['_scene']}")
             t.append(f" · {len(self.shown)}/{len(self.rows)} trajectories")
-            if self.query_one("#archive-filter", Input).value.strip():
+            query = self.query_one("#archive-filter", Input).value.strip()
+            if query:
                 t.append(" (filtered)", style="dim")
+            hint = filter_hint(self.rows, parse_filter(query)[1]) if query and not self.shown else ""
+            if hint:
+                t.append(f" · {hint}", style="yellow")
         if self.verifying:
             t.append(f" · {self.verifying}", style="yellow")
         elif self.verdicts is not None and self.rows:
