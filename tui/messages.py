@@ -41,22 +41,26 @@ class ModelFailed(Message):
 class StepStarted(Message):
     prompt: str
     state_text: str
+    episode: int = 0  # the Lab's episode token: a message of one it stopped since is ignored
 
 
 @dataclass
 class ActorText(Message):
     text: str
+    episode: int = 0  # the Lab's episode token: a message of one it stopped since is ignored
 
 
 @dataclass
 class StepFinished(Message):
     record: StepRecord
+    episode: int = 0  # the Lab's episode token: a message of one it stopped since is ignored
 
 
 @dataclass
 class EpisodeStopped(Message):
     reason: str
     snapshot: Snapshot
+    episode: int = 0  # the Lab's episode token: a message of one it stopped since is ignored
 
 
 @dataclass

@@ -113,6 +113,41 @@ class GatedActor(OracleActor):
         return super().stream(prompt, on_text, **kwargs)
 
 
+class PromptGatedActor(OracleActor):
+    """Renders its prompt in the episode thread only when the test opens the gate: the
+    thread is stopped between rendering the prompt and posting it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_moves=1)
+        self.gate = threading.Event()
+
+    def chat_prompt(self, user_text: str) -> str:
+        if threading.current_thread() is not threading.main_thread():
+            assert self.gate.wait(10)
+        return super().chat_prompt(user_text)
+
+
+async def test_a_step_stopped_by_a_reset_does_not_come_back_as_streaming(make_app):
+    """r while the episode thread is about to show its prompt: the stopped step's prompt and
+    '(streaming)' title, posted after the reset, used to replace the reset state's prompt
+    and stay there (the same after an env switch)."""
+    actor = PromptGatedActor()
+    app = make_app(actor=actor)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await pilot.press("r")
+        await settle(app, pilot)
+        actor.gate.set()  # the stopped thread now posts its prompt, then sees it was cancelled
+        await settle(app, pilot)
+        completion = app.screen.query_one("#actor-completion")
+        assert completion.border_title == "completion" and not app.screen.running
+        assert str(app.screen.query_one("#actor-state").render()).startswith("next · ")
+        await pilot.press("s")  # the Lab still steps
+        await settle(app, pilot)
+        assert app.lab_session.snapshot().actions_taken == 1
+
+
 async def test_pause_stops_an_episode_after_the_current_step(make_app):
     actor = GatedActor()
     app = make_app(actor=actor)

@@ -52,6 +52,7 @@ class LabScreen(BaseScreen):
         self._sampling = False  # a candidates worker is generating
         self._critic_values: dict | None = None
         self._tab_restored = False  # the last session's tab is shown before tab changes are remembered
+        self._episode = 0  # bumped by each stop: the token of the episode thread whose messages count
 
     @property
     def session(self):  # noqa: ANN201
@@ -347,7 +348,7 @@ class LabScreen(BaseScreen):
         self._pause.clear()
         self.running = True
         self.update_status()
-        self.run_steps(max_steps)
+        self.run_steps(max_steps, self._episode)
 
     def action_pause(self) -> None:
         if not self.running:
@@ -372,7 +373,10 @@ class LabScreen(BaseScreen):
         self._tab_restored = True
 
     def _stop_worker(self) -> None:
+        """Stop the episode thread; what it still posts (a prompt, streamed text, its end) is
+        ignored, or a reset or an env switch would show the stopped step as streaming."""
         self._pause.set()
+        self._episode += 1
         self.workers.cancel_group(self, "lab")
 
     def _over_message(self) -> str:
@@ -445,19 +449,19 @@ class LabScreen(BaseScreen):
 
     # ---- workers (threads: they post messages, never touch widgets) ---------------
     @work(thread=True, exclusive=True, group="lab", exit_on_error=False, name="episode")
-    def run_steps(self, max_steps: int | None) -> None:
+    def run_steps(self, max_steps: int | None, episode: int) -> None:
         worker = get_current_worker()
         session, actor = self.session, self.app.actor
         done_steps, reason = 0, ""
 
         def on_prompt(prompt: str, state: Any) -> None:
             step = session.snapshot().actions_taken + 1
-            self.post_message(StepStarted(prompt, f"step {step} · {session.headline(state)}"))
+            self.post_message(StepStarted(prompt, f"step {step} · {session.headline(state)}", episode))
 
         def on_text(piece: str) -> None:
             if worker.is_cancelled:
                 raise StepCancelled()
-            self.post_message(ActorText(piece))
+            self.post_message(ActorText(piece, episode))
 
         while True:
             if worker.is_cancelled:
@@ -474,7 +478,7 @@ class LabScreen(BaseScreen):
             if record is None:
                 reason = "reset during the step"
                 break
-            self.post_message(StepFinished(record))
+            self.post_message(StepFinished(record, episode))
             self._record(record)
             done_steps += 1
             if record.terminated or record.truncated:
@@ -485,7 +489,7 @@ class LabScreen(BaseScreen):
             if self._pause.is_set():
                 reason = "paused"
                 break
-        self.post_message(EpisodeStopped(reason, session.snapshot()))
+        self.post_message(EpisodeStopped(reason, session.snapshot(), episode))
 
     def _record(self, record: Any) -> None:
         """The step into the registry (this console's `play` run), from the episode thread."""
@@ -526,14 +530,16 @@ class LabScreen(BaseScreen):
 
     # ---- messages from workers ----------------------------------------------------
     def on_step_started(self, message: StepStarted) -> None:
-        self.query_one(ActorPane).show_prompt(message.prompt, message.state_text)
+        if message.episode == self._episode:
+            self.query_one(ActorPane).show_prompt(message.prompt, message.state_text)
 
     def on_actor_text(self, message: ActorText) -> None:
-        self.query_one(ActorPane).append(message.text)
+        if message.episode == self._episode:
+            self.query_one(ActorPane).append(message.text)
 
     def on_step_finished(self, message: StepFinished) -> None:
         r = message.record
-        if r.snapshot.env != self.session.env_name:  # a step of the env the Lab left
+        if message.episode != self._episode or r.snapshot.env != self.session.env_name:  # stopped, or the env left
             return
         self.query_one(ActorPane).show_result(
             r.text, r.moves, r.mode, logprob=r.logprob, n_tokens=r.n_tokens, reward=r.reward, caption=r.caption
@@ -547,6 +553,8 @@ class LabScreen(BaseScreen):
         self.query_one(CriticPane).mark_state(r.next_state)
 
     def on_episode_stopped(self, message: EpisodeStopped) -> None:
+        if message.episode != self._episode:  # reset or switched since: that already stopped it
+            return
         self.running = False
         self.draw(message.snapshot)
         if message.reason.startswith("error"):
