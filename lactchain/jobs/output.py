@@ -72,14 +72,17 @@ class JobProgress:
         self.started, self.last, self.steps = time.monotonic(), float("-inf"), 0
         self.line = LineLog(every_s=0.0)  # this throttles; the log gets the line, a terminal has the bar
 
-    def __call__(self, done: float, total: int, note: str = "", force: bool = False) -> None:
+    def __call__(self, done: float, total: int, note: str = "", force: bool = False, share: bool = False) -> None:
+        """`share`: `done` counts parts of units (episodes under way), so the line says
+        `45% of 3 episodes` rather than a count that is not one."""
         now = time.monotonic()
         if not (force or now - self.last >= self.every_s):
             return
         self.last, self.steps, total = now, self.steps + 1, max(1, total)
         fraction = min(1.0, max(0.0, done / total))
         eta = (now - self.started) / fraction * (1 - fraction) if fraction > 0 else None
-        parts = [f"{self.label}: {int(done)}/{total} {self.unit} ({fraction:.0%})", note, eta_text(eta)]
+        head = f"{fraction:.0%} of {total} {self.unit}" if share else f"{int(done)}/{total} {self.unit} ({fraction:.0%})"
+        parts = [f"{self.label}: {head}", note, eta_text(eta)]
         self.line(" · ".join(p for p in parts if p))
         self.handle.log_metrics({PROGRESS_METRIC: fraction}, step=self.steps)
 
@@ -87,7 +90,8 @@ class JobProgress:
         """`run_rollouts`' on_progress: episodes (live ones by their share of the action
         budget), env steps per second."""
         rate = f"{at.env_steps / at.seconds:.1f} env steps/s" if at.seconds > 0 else ""
-        self(at.done, at.total, f"{at.finished} finished · {rate}" if rate else "", force=at.finished == at.total)
+        self(at.done, at.total, f"{at.finished} ended" + (f" · {rate}" if rate else ""), force=at.finished == at.total,
+             share=True)
 
 
 def progress_bar(label: str, quiet: bool) -> Any:

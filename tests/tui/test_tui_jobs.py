@@ -185,7 +185,7 @@ async def test_at_80_columns_a_running_jobs_progress_is_in_view(make_app, regist
 @pytest.mark.slow
 async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app, registry):
     """A real detached play job (tiny actor, many short episodes): its row's progress cell
-    shows a growing percentage while it is RUNNING, and its log says done/total, rate, ETA."""
+    shows a growing percentage while it is RUNNING, and its log says how far, how many ended, rate, ETA."""
     from tui.widgets.log_tail import LogTail
 
     app = make_app()
@@ -215,7 +215,8 @@ async def test_a_play_jobs_progress_column_advances_before_the_job_ends(make_app
 
         def progress_logged() -> bool:
             log.poll()
-            return any("/3000 episodes (" in line and "env steps/s" in line and "ETA" in line for line in log.lines)
+            return any("% of 3000 episodes · " in line and " ended · " in line and "env steps/s" in line
+                       and "ETA" in line for line in log.lines)
 
         # Seen once under load (28-min suite): the line absent right after the column advanced,
         # although JobProgress flushes it before the metric; cause unknown, so wait and show the log.
