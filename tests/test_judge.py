@@ -153,6 +153,12 @@ def test_collect_and_judge_cli_end_to_end(tmp_path, lc):
     assert len(reg.pairs(out["run_id"])) == 40 and reg.params(out["run_id"])["env"] == "blackjack"
     tiny = _ok(lc("judge", "--from", ids[0], "--judge", "tiny", "--pairs", "4", "--retries", "2", "--db", db, "--json"))
     assert tiny["pairs"] == 4 and 0.0 <= tiny["answered_rate"] <= 1.0
+    # an LLM judge answers at the loop's dtype (auto, recorded resolved), not the weights' float32
+    from lactchain.machine import resolve_dtype
+
+    assert reg.params(tiny["run_id"])["dtype"] == resolve_dtype("auto") == \
+        json.loads(reg.tags(tiny["run_id"])["generation"])["dtype"]
+    assert reg.params(out["run_id"]).get("dtype") is None  # the rule judge generates nothing
     for pair in reg.pairs(tiny["run_id"]):
         assert pair["labeler"] == "llm" and pair["meta"]["judge"] == "tiny" and "raw_answer" in pair["meta"]
         assert (pair["status"] == "skipped") == (pair["meta"]["answer"] == "unknown")
@@ -162,6 +168,8 @@ def test_collect_and_judge_cli_end_to_end(tmp_path, lc):
     (["judge", "--from", "nope"], "--from nope: no run"),
     (["judge", "--from", "RUN", "--judge", "gpt-17"], "gpt-17"),
     (["judge", "--from", "RUN", "--pairing", "sorted"], "must be one of random, state"),
+    (["judge", "--from", "RUN", "--dtype", "float16"], "only applies to an LLM judge"),
+    (["judge", "--from", "RUN", "--judge", "tiny", "--dtype", "float8"], "--dtype"),
     (["collect", "--policy", "genius"], "must be one of random, optimal, q-learning"),
     (["collect", "--env", "grid", "--policy", "optimal"], "no exact solver with one optimal move"),
 ])

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from lactchain.config import SEED_MAX, Config, ConfigError, option
+from lactchain.engine import EngineConfig
 from lactchain.envs.catalog import DEFAULT_ENV, env_field, make_env, normalize_env_field
 from lactchain.jobs.checks import check_models, run_of_kind
 from lactchain.jobs.engine import load_actor
 from lactchain.jobs.output import LineLog, err_console
 from lactchain.jobs.spec import Job
+from lactchain.machine import resolve_dtype
 
 SEED_HELP = "Seed of the episodes (hand i is dealt from seed and i)."
 
@@ -83,6 +85,10 @@ class JudgeConfig(Config):
                                  "likeliest of '1', '2', 'tie' as the next token (always answers).", negative="--free")
     batch_size: int = option(16, "Pairs per generate call.", min=1, max=4096)
     seed: int = option(0, SEED_HELP, min=0, max=SEED_MAX)
+    dtype: str | None = option(None, "LLM judges: the dtype it answers at: auto (the default: bfloat16 where this "
+                                     "machine does bf16 natively, a CUDA GPU or a CPU with AMX or AVX512-bf16, else "
+                                     "float32: as the loop's actors generate), bfloat16, float16 or float32 (the "
+                                     "weights as loaded). The rule judge generates nothing.")
     resume_from: str | None = option(None, "Continue this killed or failed judge run: the pairs its lineage already "
                                            "labelled are skipped (`lactchain runs resume RUN` passes it).")
     env: str | None = option(None, "The env of the episode runs (found from them).", cli=False)
@@ -90,6 +96,13 @@ class JudgeConfig(Config):
     def check(self) -> None:
         if not self.from_runs:
             self.refuse("from_runs", "give at least one collect or play run")
+        if self.judge != "rule":
+            try:  # recorded resolved: the run's params say which dtype answered
+                self.dtype = resolve_dtype(self.dtype or "auto")
+            except ValueError as exc:
+                self.refuse("dtype", str(exc))
+        elif self.dtype is not None:
+            self.refuse("dtype", "only applies to an LLM judge (the rule judge generates nothing); leave it out")
 
 
 def _prepare_judge(registry: Any, config: JudgeConfig) -> dict[str, Any]:
@@ -139,7 +152,8 @@ def run_judge(handle: Any, config: JudgeConfig) -> dict[str, Any]:
     if config.judge == "rule":
         judge_impl: Any = RuleJudge()
     else:
-        model = load_actor(config.judge, None, handle.registry, quiet=handle.quiet)
+        model = load_actor(config.judge, None, handle.registry, quiet=handle.quiet, handle=handle,
+                           settings=EngineConfig(dtype=config.dtype))  # answers as the loop's actors generate
         judge_impl = ForcedChoiceJudge(model) if config.forced else LLMJudge(model, retries=config.retries,
                                                                              seed=config.seed)
     line = LineLog()
