@@ -327,7 +327,8 @@ def test_collapse_alarm_fires_on_a_state_independent_actor(tiny_actor):
 @pytest.mark.parametrize("kwargs, message", [
     ({"labeler": "psychic"}, "labeler must be one of"),
     ({"loss": "ppo"}, "loss must be one of"),
-    ({"samples": 0}, "samples must be >= 1"),
+    ({"samples": 0}, "--samples 0: must be at least 1"),
+    ({"n_envs": 5000}, "--n-envs 5000: must be at most 4096"),
     ({"loss": "simpo", "samples": 1}, "samples must be >= 2"),
     ({"temperature": 0.2}, "too low"),
     ({"gamma": 1.5}, "gamma must be in"),

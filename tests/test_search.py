@@ -63,7 +63,7 @@ def test_search_needs_a_value_function_and_a_deterministic_env():
         PipelineConfig(actor="tiny", critic="tiny", search_beam=4, labeler="rollout")
     with pytest.raises(ConfigError, match="search-beam needs a deterministic env"):
         PipelineConfig(actor="tiny", critic="tiny", env="blackjack", search_beam=4)
-    with pytest.raises(ConfigError, match="search-beam must be >= 0"):
+    with pytest.raises(ConfigError, match="--search-beam -1: must be at least 0"):
         PipelineConfig(actor="tiny", critic="tiny", search_beam=-1)
     with pytest.raises(ValueError, match="deterministic env"):
         add_search([], make_env("blackjack"), lambda states: [0.0] * len(states), GAMMA, beam=2)

@@ -47,8 +47,10 @@ def resolve_adapter(registry: Any, spec: str | None, base: str | None = None) ->
     to load (and, given `base`, to have been trained on that actor) before any run exists."""
     from lactchain.artifact_checks import check_adapter
 
-    if not spec:
+    if spec is None:
         return None
+    if not spec.strip():  # `--adapter ''` (an unset shell variable) must not mean the base model
+        raise ConfigError("--adapter is empty: give a value, or leave --adapter out for its default")
     folder = Path(spec).expanduser()
     pathlike = "/" in spec or os.sep in spec or spec.startswith((".", "~"))
     if folder.is_dir() and (pathlike or (folder / "adapter_config.json").exists() or not _has_run(registry, spec)):

@@ -129,7 +129,8 @@ class PipelineConfig(Config):
     scene: str | None = scene_field()
     state_text: str = state_text_field()
     deals: int = _help("Stochastic envs (blackjack): deals every candidate of a start state is played on (the same "
-                       "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16)
+                       "cards for all of them); the labeler averages over them. Deterministic envs play once.", 16,
+                       min=1)
     adapter: str | None = _help(ADAPTER_HELP + " The loop starts from it.", None)
     critic: str = _help("Critic backbone preset (minilm-l6, tiny, ...) or path.", "minilm-l6", form="Critic")
     labeler: str = _help("Who ranks candidates: critic (default), rollout, judge (the actor judges its candidates' "
@@ -140,30 +141,33 @@ class PipelineConfig(Config):
                       "scored by the labeler).", "rft", suggest=LOSSES,
                       form="Loss")
     iterations: int = _help("Loop iterations (bench learn: as many as the budget allows).", 1, short="-i",
-                           form="Iterations")
+                           form="Iterations", min=1, max=_MOST["iterations"])
     states: str | int = _help("States per iteration to collect from: 'all' (the start states, and any the env's "
                               "episodes only reach, as Taxi's riding passenger) or a number sampled.", "all")
-    samples: int = _help("Move lists sampled per state.", 4, short="-k")
+    samples: int = _help("Move lists sampled per state.", 4, short="-k", min=1, max=_MOST["samples"])
     temperature: float = _help("Sampling temperature (>= 0.7 so candidates differ).", 1.0)
     gamma: float = _help("Discount per action.", 0.9)
     margin: float = _help("Minimum score gap for a pair.", 0.5)
     rejects_per_state: int = _help("Pairs per start state: the state's elite (chosen) against up to this many "
                                    "worse lists of its group, the actor's own answers first (SimPO/DPO/KTO train "
                                    "on them; 1 = against the worst only).", 4, min=1, max=256)
-    horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3)
+    horizon: int = _help("Rollout labeler: greedy actions after each candidate.", 3, min=1, max=_MOST["horizon"])
     stitch: bool = _help("Also try each greedy answer / elite followed by the elite of the state it reaches.", True,
                          negative="--no-stitch")
     explore: int = _help("Random move lists per state added as candidates (env steps, no LLM): the labeler "
-                         "searches beyond the actor's own samples. 0 = only the actor's lists.", 256)
+                         "searches beyond the actor's own samples. 0 = only the actor's lists.", 256, min=0,
+                         max=_MOST["explore"])
     search_beam: int = _help("Beam search over the labeler's values (critic, or the oracle as a diagnostic): the B "
                              "best move-list prefixes of each length, scored R + gamma V(s'), grow a move at a time "
                              "and the B best lists join each state's candidates (env steps, no LLM; deterministic "
                              "envs). 0 = off. On Taxi, 16 took 3 seeds to 93-95 % in one iteration (2-19 % "
-                             "without).", 0)
+                             "without).", 0, min=0, max=_MOST["search_beam"])
     critic_scorer: str = _help("Critic labeler: 'v' (one-step advantage) or 'q' (Q(s, moves) - V(s)).", "v")
-    td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8)
-    td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2)
-    td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256)
+    td_rounds: int = _help("Critic: fitted value-iteration rounds at the start.", 8, min=1, max=_MOST["td_rounds"])
+    td_rounds_per_iteration: int = _help("Critic: rounds added each iteration (with the new candidates).", 2, min=0,
+                                         max=_MOST["td_rounds_per_iteration"])
+    td_lists_per_state: int = _help("Critic: random move lists per state (env steps, no LLM).", 256, min=1,
+                                    max=_MOST["td_lists_per_state"])
     actor_epochs: float = _help("Actor epochs per iteration (over the elites for rft, the pairs for simpo/dpo/kto, "
                                 "the start states for grpo).", 8.0)
     actor_lr: float | None = _help("Actor learning rate (LoRA). Default per loss (LOOP_LR, from the measured sweep "
@@ -171,7 +175,7 @@ class PipelineConfig(Config):
                                    + ", ".join(f"{loss} {lr:g}" for loss, lr in LOOP_LR.items())
                                    + f" (grpo {LOOP_LR_GRPO_PLAIN:g} with --grpo-reward labeler or --grouping state).",
                                    None)
-    actor_batch_size: int = _help("Actor batch size.", 8)
+    actor_batch_size: int = _help("Actor batch size.", 8, min=1, max=_MOST["actor_batch_size"])
     actor_batch_tokens: int | None = _help(
         "Actor pairs per step from a token budget instead of --actor-batch-size (rft, simpo, dpo, kto): as many "
         "pairs as their rows hold this many tokens on average, the learning rate scaled by sqrt(pairs / "
@@ -212,9 +216,9 @@ class PipelineConfig(Config):
                                        negative="--no-train-compile")
     engine: LoopEngineConfig = field(default_factory=LoopEngineConfig)
     eval_states: str | int = _help("Evaluation: 'all' the env's start states or a number sampled.", "all")
-    eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5)
+    eval_max_actions: int = _help("Evaluation: actions allowed per episode.", 5, min=1, max=_MOST["eval_max_actions"])
     n_envs: int = _help("Envs stepped in lock-step during evaluation (64: every 4x4 start state in one batch, "
-                        "faster than 16 even on 2 CPU cores).", 64)
+                        "faster than 16 even on 2 CPU cores).", 64, min=1, max=_MOST["n_envs"])
     constrained: bool = _help("Grammar-constrained decoding of move lists (--free: free text + lenient parsing).", True,
                               negative="--free")
     strategy: str | None = _help("Strategy prompt: a version saved in the registry or a text file (the job reads "
@@ -239,16 +243,7 @@ class PipelineConfig(Config):
             bad("loss", f"must be one of {', '.join(LOSSES)}, not {self.loss!r}")
         if self.critic_scorer not in ("v", "q"):
             bad("critic_scorer", f"must be 'v' or 'q', not {self.critic_scorer!r}")
-        for name in ("iterations", "samples", "horizon", "td_rounds", "td_lists_per_state", "actor_batch_size",
-                     "eval_max_actions", "n_envs", "deals"):
-            if int(getattr(self, name)) < 1:
-                bad(name, f"must be >= 1, got {getattr(self, name)}")
-        for name in ("td_rounds_per_iteration", "explore", "search_beam"):
-            if int(getattr(self, name)) < 0:
-                bad(name, f"must be >= 0, got {getattr(self, name)}")
-        for name, most in _MOST.items():
-            if isinstance(getattr(self, name), int) and getattr(self, name) > most:
-                bad(name, f"must be <= {most}, got {getattr(self, name)}")
+        # the counts' bounds are their fields' min/max (checked before this, and shown in --help)
         if self.search_beam and self.labeler not in ("critic", "oracle"):
             bad("search_beam", f"searches over a value function: use --labeler critic (or oracle), not {self.labeler}")
         if self.search_beam and env_class(self.env).stochastic:
