@@ -221,8 +221,8 @@ class PipelineConfig(Config):
                         "faster than 16 even on 2 CPU cores).", 64, min=1, max=_MOST["n_envs"])
     constrained: bool = _help("Grammar-constrained decoding of move lists (--free: free text + lenient parsing).", True,
                               negative="--free")
-    strategy: str | None = _help("Strategy prompt: a version saved in the registry or a text file (the job reads "
-                                 "its text into this field when it starts); None: the built-in strategy.", None,
+    strategy: str | None = _help("Strategy prompt: a version saved in the registry (the console's editor, ctrl+s) "
+                                 "or a text file; the run records its text. Default: the built-in strategy.", None,
                                  check="strategy", form="Strategy")
     seed: int = _help("Seed: of the critic's fit, the samples, the explored lists and the training (each "
                       "iteration's derived from it).", 0, min=0, max=SEED_MAX)
